@@ -1,0 +1,13 @@
+# `make test` is the one test command: it installs the pinned tools it needs,
+# starts a real local S3 server (versitygw) and runs every check and test.
+.PHONY: test check tools bench-smoke
+
+test:
+	bash scripts/test.sh
+
+# check runs the static checks only (no S3 server, no tests).
+check:
+	bash scripts/test.sh --check-only
+
+tools:
+	bash scripts/tools.sh
