@@ -1,0 +1,69 @@
+package actions
+
+import (
+	"context"
+	"log/slog"
+)
+
+// Action is one kind of workflow step, such as http, llm or shell.
+type Action interface {
+	// Name is the name workflows use in `action:`; unique in a Registry.
+	Name() string
+	// Execute runs one attempt. The output must be JSON-compatible
+	// (map[string]any, []any, string, float64, int64, bool or nil). A failed
+	// attempt should return an *Error so that retry and catch can match its
+	// type; any other error is treated by the interpreter as it sees fit.
+	Execute(ctx context.Context, call *Call) (any, error)
+}
+
+// Call is what one attempt of a step receives.
+type Call struct {
+	// RunID and StepID identify the step; together they form the
+	// idempotency key actions send to outside systems.
+	RunID, StepID string
+	// Attempt is the 1-based attempt number.
+	Attempt int
+	// Args is the step's `with:` map with templates already rendered.
+	Args map[string]any
+	// Secret reads a declared secret's value; nil means no secrets.
+	Secret func(name string) (string, bool)
+	// Memo is the per-step memo owned by the runtime; nil disables memoization.
+	Memo Memo
+	// Logger receives the action's logs; nil discards them. Never log secret values.
+	Logger *slog.Logger
+}
+
+// Memo is durable per-step storage that survives retries and crashes of the
+// step. Actions use it so that an expensive call is paid for once.
+type Memo interface {
+	// Get returns the value stored under key, and whether there was one.
+	Get(ctx context.Context, key string) ([]byte, bool, error)
+	// Put stores value under key.
+	Put(ctx context.Context, key string, value []byte) error
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+// Log returns the call's logger, or a logger that discards everything when
+// the call has none. It is safe on a nil Call.
+func (c *Call) Log() *slog.Logger {
+	if c == nil || c.Logger == nil {
+		return discard
+	}
+	return c.Logger
+}
+
+// LookupSecret reads a secret through c.Secret; it reports false when the
+// call has no secret reader or the secret is not set.
+func (c *Call) LookupSecret(name string) (string, bool) {
+	if c == nil || c.Secret == nil {
+		return "", false
+	}
+	return c.Secret(name)
+}
+
+// IdempotencyKey is the key actions send to outside systems so that every
+// attempt of one step is recognisable as the same operation: "<run id>/<step id>".
+func (c *Call) IdempotencyKey() string {
+	return c.RunID + "/" + c.StepID
+}

@@ -1,0 +1,45 @@
+// Package http is the built-in "http" action: one HTTP request per attempt.
+//
+// Arguments (the step's `with:`): method (GET, POST, PUT, PATCH, DELETE,
+// HEAD or OPTIONS; default GET), url (required, http or https), headers,
+// query, body, timeout, expect_status (a status or a list; default any 2xx)
+// and max_response_bytes (default 10 MiB).
+//
+// A body that is an object, a list, a number or a boolean is sent as JSON
+// with Content-Type application/json; a string is sent as text/plain unless
+// the headers set a Content-Type.
+//
+// Output: {status, headers, body}. Header names are lower case and repeated
+// values are joined with ", ". The body is parsed when the response's
+// Content-Type is JSON (application/json or any +json type), else it is a
+// string; an empty body is null.
+//
+// Guarantees:
+//   - Every attempt of a step sends the same `Idempotency-Key: <run id>/<step id>`
+//     header, unless the workflow sets its own, so a server that honours the
+//     header performs a retried request once.
+//   - A response larger than max_response_bytes fails the attempt
+//     (type http.response_too_large); it is never silently truncated.
+//
+// Errors and whether they are retryable:
+//
+//	status outside expect_status, 5xx     http.status_5xx       retryable
+//	status outside expect_status, 408/429 http.status_4xx       retryable
+//	other 4xx outside expect_status       http.status_4xx       not retryable
+//	1xx-3xx outside expect_status         http.unexpected_status not retryable
+//	refused, reset, DNS, TLS handshake    http.connection       retryable
+//	TLS certificate rejected              http.connection       not retryable
+//	per-attempt timeout                   timeout               retryable
+//	context cancelled                     cancelled             not retryable
+//	response over max_response_bytes     http.response_too_large not retryable
+//	JSON Content-Type, body not JSON      http.invalid_body     not retryable
+//	bad arguments                         validation            not retryable
+//
+// Status errors carry Status and the response as Error.Output, so `catch`
+// can read the body.
+//
+// Costs: no object-store requests; the action is stateless. It does not
+// follow the Retry-After header (the workflow's retry policy sets delays)
+// and does not stream bodies: the whole response is held in memory, up to
+// max_response_bytes.
+package http
