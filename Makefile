@@ -11,3 +11,8 @@ check:
 
 tools:
 	bash scripts/tools.sh
+
+# bench-smoke runs the objstore benchmark briefly on mem and a temporary
+# file store, to check the benchmark harness end to end.
+bench-smoke:
+	d=$$(mktemp -d) && go run ./cmd/tqw-bench objstore --store mem://smoke,file://$$d --concurrency 1,4 --ops 200; s=$$?; rm -rf $$d; exit $$s

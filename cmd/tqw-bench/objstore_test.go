@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestObjstoreBenchJSONLines(t *testing.T) {
+	var out, errb bytes.Buffer
+	dir := t.TempDir()
+	code := run([]string{"objstore", "--store", "mem://benchtest,file://" + dir, "--concurrency", "1,4",
+		"--ops", "40", "--keys", "20", "--size", "100", "--list-limit", "5"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	type key struct {
+		op, store string
+		conc      int
+	}
+	seen := map[key]bool{}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		var r map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		op, _ := r["op"].(string)
+		store, _ := r["store"].(string)
+		conc, _ := r["concurrency"].(float64)
+		if r["bench"] != "objstore" || r["ops"].(float64) < 20 || r["p50_ms"].(float64) <= 0 || r["p99_ms"].(float64) < r["p50_ms"].(float64) {
+			t.Fatalf("bad result %v", r)
+		}
+		perOp := map[string]string{"put": "puts_per_op", "get": "gets_per_op", "list": "lists_per_op"}[op]
+		if perOp == "" || r[perOp].(float64) != 1 {
+			t.Fatalf("op %q: want 1 request of its kind per op: %v", op, r)
+		}
+		seen[key{op, store, int(conc)}] = true
+	}
+	if len(seen) != 3*2*2 {
+		t.Fatalf("got %d distinct (op, store, concurrency) results, want 12: %v", len(seen), seen)
+	}
+	for k := range seen {
+		if !strings.HasPrefix(k.store, "mem://") && !strings.HasPrefix(k.store, "file://") {
+			t.Fatalf("store %q", k.store)
+		}
+	}
+}

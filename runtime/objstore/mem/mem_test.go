@@ -1,0 +1,20 @@
+package mem_test
+
+import (
+	"testing"
+
+	"github.com/tqw-dsl/tqw/runtime/objstore"
+	"github.com/tqw-dsl/tqw/runtime/objstore/mem"
+	"github.com/tqw-dsl/tqw/runtime/objstore/objstoretest"
+)
+
+func TestContract(t *testing.T) {
+	objstoretest.Run(t, func(t *testing.T) objstore.Store { return mem.New() })
+}
+
+func TestNamedShared(t *testing.T) {
+	a, b, c := mem.Named("x"), mem.Named("x"), mem.Named("y")
+	if a != b || a == c {
+		t.Fatal("Named does not share by name")
+	}
+}
