@@ -1,0 +1,40 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tqw-dsl/tqw/dsl"
+)
+
+func init() { commands = append(commands, newGraphCmd) }
+
+func newGraphCmd() *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "graph FILE",
+		Short: "Print a workflow's step graph as Mermaid or Graphviz DOT",
+		Long: `graph prints the steps and every transition between them: next and
+following-step edges, switch cases labelled with their condition (else for
+the fallback), catch edges labelled with their error types and on_timeout
+edges (dashed), and computed targets as a separate node.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "mermaid" && format != "dot" {
+				return failf(exitUsage, "--format %q: want mermaid or dot", format)
+			}
+			w, diags, err := dsl.Load(args[0])
+			if err != nil {
+				fmt.Fprint(cmd.ErrOrStderr(), diags.String())
+				return failf(exitInvalid, "%v", err)
+			}
+			if format == "dot" {
+				return w.WriteDOT(cmd.OutOrStdout())
+			}
+			return w.WriteMermaid(cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "mermaid", "output format: mermaid or dot")
+	return cmd
+}

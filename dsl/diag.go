@@ -1,0 +1,176 @@
+package dsl
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Severity says whether a diagnostic makes a workflow invalid.
+type Severity string
+
+// Severities.
+const (
+	SeverityError   Severity = "error"
+	SeverityWarning Severity = "warning"
+)
+
+// Diagnostic codes. They are stable: tools and tests match on them.
+const (
+	CodeFileTooLarge   = "file.too-large"
+	CodeFileRead       = "file.read"
+	CodeYAMLSyntax     = "yaml.syntax"
+	CodeYAMLEmpty      = "yaml.empty"
+	CodeYAMLMultiDoc   = "yaml.multi-document"
+	CodeDuplicateKey   = "yaml.duplicate-key"
+	CodeAliasBound     = "yaml.alias-bound"
+	CodeTooDeep        = "yaml.too-deep"
+	CodeMergeKey       = "yaml.merge-key"
+	CodeKeyType        = "yaml.key-type"
+	CodeSchemaType     = "schema.type"
+	CodeSchemaRequired = "schema.required"
+	CodeUnknownField   = "schema.unknown-field"
+	CodeSchemaEnum     = "schema.enum"
+	CodeSchemaOneOf    = "schema.one-of"
+	CodeSchemaDuration = "schema.duration"
+	CodeSchemaPattern  = "schema.pattern"
+	CodeSchemaRange    = "schema.range"
+	CodeSchemaInvalid  = "schema.invalid"
+	CodeTooManySteps   = "workflow.too-many-steps"
+	CodeDuplicateID    = "step.duplicate-id"
+	CodeUnknownStep    = "step.unknown-ref"
+	CodeUnreachable    = "step.unreachable"
+	CodeStepConflict   = "step.conflict"
+	CodeStepKey        = "step.key-not-allowed"
+	CodeStepEmpty      = "step.empty"
+	CodeUnknownAction  = "step.unknown-action"
+	CodeWaitNoTimeout  = "step.wait-no-timeout"
+	CodeOnTimeout      = "step.on-timeout"
+	CodeDuration       = "duration.invalid"
+	CodeExprCompile    = "expr.compile"
+	CodeExprStep       = "expr.unknown-step"
+	CodeExprNotRun     = "expr.step-not-run"
+	CodeSecretScope    = "secret.outside-with"
+	CodeSecretUnknown  = "secret.undeclared"
+	CodeErrorType      = "error.unknown-type"
+	CodeWithSchema     = "with.invalid"
+	CodeInputSchema    = "input.schema"
+	CodeInternal       = "internal"
+)
+
+// Diagnostic is one problem found in a workflow file.
+type Diagnostic struct {
+	File     string   `json:"file"`
+	Line     int      `json:"line"`
+	Col      int      `json:"col"`
+	Severity Severity `json:"severity"`
+	Code     string   `json:"code"`
+	Message  string   `json:"message"`
+	Hint     string   `json:"hint,omitempty"`
+}
+
+// String renders d as "file:line:col: severity: message (code)" followed by
+// an indented hint line when there is one.
+func (d Diagnostic) String() string {
+	s := fmt.Sprintf("%s:%d:%d: %s: %s [%s]", d.File, d.Line, d.Col, d.Severity, d.Message, d.Code)
+	if d.Hint != "" {
+		s += "\n\thint: " + d.Hint
+	}
+	return s
+}
+
+// Diagnostics is a list of diagnostics, sorted by position once loading ends.
+type Diagnostics []Diagnostic
+
+// HasErrors reports whether any diagnostic is an error.
+func (ds Diagnostics) HasErrors() bool {
+	for _, d := range ds {
+		if d.Severity == SeverityError {
+			return true
+		}
+	}
+	return false
+}
+
+// Errors returns only the error diagnostics.
+func (ds Diagnostics) Errors() Diagnostics {
+	var out Diagnostics
+	for _, d := range ds {
+		if d.Severity == SeverityError {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// String renders one diagnostic per line.
+func (ds Diagnostics) String() string {
+	var sb strings.Builder
+	for _, d := range ds {
+		sb.WriteString(d.String())
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+func (ds Diagnostics) sort() {
+	sort.SliceStable(ds, func(i, j int) bool {
+		if ds[i].Line != ds[j].Line {
+			return ds[i].Line < ds[j].Line
+		}
+		return ds[i].Col < ds[j].Col
+	})
+}
+
+// ErrInvalid is matched (errors.Is) by the error Load and Parse return when
+// the workflow has error diagnostics.
+var ErrInvalid = errors.New("invalid workflow")
+
+// InvalidError is the error Load and Parse return for an invalid workflow.
+// Its message is the first error diagnostic, with the count of the rest.
+type InvalidError struct {
+	Diagnostics Diagnostics
+}
+
+// Error implements error.
+func (e *InvalidError) Error() string {
+	errs := e.Diagnostics.Errors()
+	if len(errs) == 0 {
+		return ErrInvalid.Error()
+	}
+	d := errs[0]
+	s := fmt.Sprintf("%s:%d:%d: %s", d.File, d.Line, d.Col, d.Message)
+	if len(errs) > 1 {
+		s += fmt.Sprintf(" (and %d more errors)", len(errs)-1)
+	}
+	return s
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// diagSink collects diagnostics for one file.
+type diagSink struct {
+	file  string
+	diags Diagnostics
+}
+
+func (s *diagSink) add(sev Severity, p Pos, code, hint, format string, args ...any) {
+	line, col := p.Line, p.Col
+	if line == 0 {
+		line, col = 1, 1
+	}
+	s.diags = append(s.diags, Diagnostic{
+		File: s.file, Line: line, Col: col, Severity: sev, Code: code,
+		Message: fmt.Sprintf(format, args...), Hint: hint,
+	})
+}
+
+func (s *diagSink) errorf(p Pos, code, hint, format string, args ...any) {
+	s.add(SeverityError, p, code, hint, format, args...)
+}
+
+func (s *diagSink) warnf(p Pos, code, hint, format string, args ...any) {
+	s.add(SeverityWarning, p, code, hint, format, args...)
+}

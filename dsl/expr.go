@@ -1,0 +1,650 @@
+package dsl
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/checker"
+	"github.com/expr-lang/expr/compiler"
+	"github.com/expr-lang/expr/conf"
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/optimizer"
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/tqw-dsl/tqw/dsl/duration"
+)
+
+// Env is what expressions and templates read when they are evaluated.
+// Fields a context does not offer (for example Error outside catch) are
+// simply not reachable there: the loader rejected such references.
+type Env struct {
+	Input   any                  // the run input
+	Vars    map[string]any       // the run's variables
+	Steps   map[string]StepState // outputs of steps that ran, by id
+	Output  any                  // this step's output (or the previous step's in a step without an action)
+	Error   *ErrorInfo           // the error being handled (catch and retry.when)
+	Run     RunInfo              // facts about the run
+	Item    any                  // the current foreach item
+	Index   int                  // the current foreach index (0-based)
+	Secrets map[string]string    // secret values; only with templates can read them
+	// Now returns the current time for now(); nil makes now() an error, so
+	// that no expression reads the wall clock behind the caller's back.
+	Now func() time.Time
+	// UUID returns a new id for uuid(); nil makes uuid() an error.
+	UUID func() string
+}
+
+// StepState is what an expression sees of a finished step.
+type StepState struct {
+	Output any `expr:"output" json:"output"`
+}
+
+// ErrorInfo is the error a catch rule or retry.when examines.
+type ErrorInfo struct {
+	Type    string `expr:"type" json:"type"`
+	Message string `expr:"message" json:"message"`
+	Status  int    `expr:"status" json:"status,omitempty"`
+}
+
+// RunInfo describes the run an expression is evaluated in.
+type RunInfo struct {
+	ID       string `expr:"id" json:"id"`
+	Workflow string `expr:"workflow" json:"workflow"`
+	Step     string `expr:"step" json:"step"`
+	Attempt  int    `expr:"attempt" json:"attempt"`
+}
+
+// ErrEval is matched (errors.Is) by every evaluation error; the
+// interpreter reports such errors with type "expression".
+var ErrEval = errors.New("expression evaluation failed")
+
+// EvalError is an expression that failed at run time.
+type EvalError struct {
+	Pos    Pos
+	Source string
+	Err    error
+}
+
+// Error implements error.
+func (e *EvalError) Error() string {
+	return fmt.Sprintf("%s: evaluating %q: %v", e.Pos, e.Source, e.Err)
+}
+
+// Unwrap returns the underlying error.
+func (e *EvalError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrEval) true.
+func (e *EvalError) Is(target error) bool { return target == ErrEval }
+
+// scope is the set of names an expression may read where it is written.
+type scope uint16
+
+const (
+	scInput scope = 1 << iota
+	scVars
+	scSteps
+	scOutput
+	scError
+	scRun
+	scItem
+	scSecrets
+
+	scBase    = scInput | scVars | scSteps | scRun
+	scAfter   = scBase | scOutput           // set, switch, next, succeed, fail
+	scHandler = scBase | scOutput | scError // catch and retry.when
+)
+
+// scopeNames maps each environment name to the scope bit that grants it
+// and to the hint given where it is not granted.
+var scopeNames = []struct {
+	name string
+	bit  scope
+	hint string
+}{
+	{"input", scInput, ""},
+	{"vars", scVars, "vars are readable once the run has started, not in the initial vars"},
+	{"steps", scSteps, "steps are readable once the run has started, not in the initial vars"},
+	{"output", scOutput, "output is readable after the step ran: in set, switch, next, succeed, fail, retry.when and catch"},
+	{"error", scError, "error is readable only in catch rules and retry.when"},
+	{"run", scRun, ""},
+	{"item", scItem, "item and index exist only inside foreach"},
+	{"index", scItem, "item and index exist only inside foreach"},
+	{"secrets", scSecrets, "read secrets only inside an action's with, so they are never stored"},
+}
+
+// exprEnv is the environment expressions compile against and run in. The
+// loader checks scope on the AST afterwards, so its messages can say why a
+// name is not available; at run time every field is filled from Env.
+type exprEnv struct {
+	Input    any                                 `expr:"input"`
+	Vars     map[string]any                      `expr:"vars"`
+	Steps    map[string]StepState                `expr:"steps"`
+	Output   any                                 `expr:"output"`
+	Error    ErrorInfo                           `expr:"error"`
+	Run      RunInfo                             `expr:"run"`
+	Item     any                                 `expr:"item"`
+	Index    int                                 `expr:"index"`
+	Secrets  map[string]string                   `expr:"secrets"`
+	Now      func() (time.Time, error)           `expr:"now"`
+	UUID     func() (string, error)              `expr:"uuid"`
+	Duration func(string) (time.Duration, error) `expr:"duration"`
+}
+
+func parseDurationFn(s string) (time.Duration, error) { return duration.Parse(s) }
+
+func (env *Env) exprEnv() *exprEnv {
+	m := &exprEnv{
+		Input: env.Input, Vars: env.Vars, Steps: env.Steps, Output: env.Output,
+		Run: env.Run, Item: env.Item, Index: env.Index, Secrets: env.Secrets,
+		Duration: parseDurationFn,
+	}
+	if m.Vars == nil {
+		m.Vars = map[string]any{}
+	}
+	if m.Steps == nil {
+		m.Steps = map[string]StepState{}
+	}
+	if m.Secrets == nil {
+		m.Secrets = map[string]string{}
+	}
+	if env.Error != nil {
+		m.Error = *env.Error
+	}
+	now, id := env.Now, env.UUID
+	m.Now = func() (time.Time, error) {
+		if now == nil {
+			return time.Time{}, errors.New("now() is not available: Env.Now is not set")
+		}
+		return now(), nil
+	}
+	m.UUID = func() (string, error) {
+		if id == nil {
+			return "", errors.New("uuid() is not available: Env.UUID is not set")
+		}
+		return id(), nil
+	}
+	return m
+}
+
+// Expr is a compiled expression with the place it was written.
+type Expr struct {
+	Source string // the expression text, without ${ }
+	Pos    Pos
+	prog   *vm.Program
+}
+
+// Eval runs the expression against env.
+func (e *Expr) Eval(env *Env) (any, error) {
+	return e.eval(env.exprEnv())
+}
+
+func (e *Expr) eval(m *exprEnv) (any, error) {
+	v, err := expr.Run(e.prog, *m)
+	if err != nil {
+		return nil, &EvalError{Pos: e.Pos, Source: e.Source, Err: err}
+	}
+	return v, nil
+}
+
+// EvalBool runs the expression and requires a boolean result.
+func (e *Expr) EvalBool(env *Env) (bool, error) {
+	v, err := e.Eval(env)
+	if err != nil {
+		return false, err
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, &EvalError{Pos: e.Pos, Source: e.Source, Err: fmt.Errorf("want true or false, got %T", v)}
+	}
+	return b, nil
+}
+
+// nameRef is a literal steps.<id> or secrets.<name> reference in an expression.
+type nameRef struct {
+	root string // "steps" or "secrets"
+	name string
+}
+
+// refVisitor collects identifiers and literal member references.
+type refVisitor struct {
+	idents map[string]bool
+	refs   []nameRef
+}
+
+func (v *refVisitor) Visit(n *ast.Node) {
+	switch x := (*n).(type) {
+	case *ast.IdentifierNode:
+		v.idents[x.Value] = true
+	case *ast.MemberNode:
+		if id, ok := x.Node.(*ast.IdentifierNode); ok && (id.Value == "steps" || id.Value == "secrets") {
+			if s, ok := x.Property.(*ast.StringNode); ok {
+				v.refs = append(v.refs, nameRef{id.Value, s.Value})
+			}
+		}
+	}
+}
+
+// compiled is the cached result of compiling one source.
+type compiled struct {
+	prog   *vm.Program
+	idents map[string]bool
+	refs   []nameRef
+	err    error
+}
+
+// exprCompiler compiles expressions for one load, caching by source. It
+// builds expr's configuration once per load instead of once per
+// expression (expr.Compile rebuilds its builtin table on every call); the
+// configuration holds caches, so it is never shared between loads.
+type exprCompiler struct {
+	cache  map[string]*compiled
+	config *conf.Config
+}
+
+// compileProgramSafe is compileProgram with expr's own panics, should an
+// odd input trigger one, turned into a compile error for that expression.
+func (c *exprCompiler) compileProgramSafe(src string) (prog *vm.Program, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.config = nil // its caches may be half-updated
+			prog, err = nil, fmt.Errorf("the expression compiler failed: %v", r)
+		}
+	}()
+	return c.compileProgram(src)
+}
+
+func (c *exprCompiler) compileProgram(src string) (*vm.Program, error) {
+	if c.config == nil {
+		c.config = conf.CreateNew()
+		expr.Env(exprEnv{})(c.config)
+		c.config.Check()
+	}
+	tree, err := checker.ParseCheck(src, c.config)
+	if err != nil {
+		return nil, err
+	}
+	if err := optimizer.Optimize(&tree.Node, c.config); err != nil {
+		var fe *file.Error
+		if errors.As(err, &fe) {
+			return nil, fe.Bind(tree.Source)
+		}
+		return nil, err
+	}
+	return compiler.Compile(tree, c.config)
+}
+
+// precompile compiles the given sources on workers goroutines (each with
+// its own expr configuration) and stores the results in the cache, so
+// that the builder, which compiles in file order, finds them ready.
+func (c *exprCompiler) precompile(srcs []string, workers int) {
+	if c.cache == nil {
+		c.cache = make(map[string]*compiled, len(srcs))
+	}
+	if workers < 2 || len(srcs) < 64 {
+		for _, s := range srcs {
+			c.compile(s)
+		}
+		return
+	}
+	parts := make([]exprCompiler, workers)
+	var wg sync.WaitGroup
+	for w := range parts {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < len(srcs); i += workers {
+				parts[w].compile(srcs[i])
+			}
+		}(w)
+	}
+	wg.Wait()
+	for _, p := range parts {
+		maps.Copy(c.cache, p.cache)
+	}
+}
+
+// expressionSources collects, from a whole file, the sources the builder
+// will compile: every ${ } piece of every string and every when. It may
+// collect a few more (strings inside an input schema); those are compiled
+// for nothing but do no harm.
+func expressionSources(root *node) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(s string) {
+		if s = strings.TrimSpace(s); s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	var walk func(n *node)
+	walk = func(n *node) {
+		if n == nil {
+			return
+		}
+		switch n.kind {
+		case kMap:
+			for i, k := range n.keys {
+				if k.scalar == "when" && n.vals[i].kind == kString {
+					add(n.vals[i].str())
+					continue
+				}
+				walk(n.vals[i])
+			}
+		case kList:
+			for _, it := range n.items {
+				walk(it)
+			}
+		case kString:
+			if s := n.str(); strings.Contains(s, "${") {
+				if _, srcs, err := splitTemplate(s); err == nil {
+					for _, src := range srcs {
+						add(src)
+					}
+				}
+			}
+		}
+	}
+	walk(root)
+	return out
+}
+
+func (c *exprCompiler) compile(src string) *compiled {
+	if r, ok := c.cache[src]; ok {
+		return r
+	}
+	r := &compiled{}
+	prog, err := c.compileProgramSafe(src)
+	if err != nil {
+		r.err = err
+	} else {
+		r.prog = prog
+		v := &refVisitor{idents: map[string]bool{}}
+		root := prog.Node()
+		ast.Walk(&root, v)
+		r.idents, r.refs = v.idents, v.refs
+	}
+	if c.cache == nil {
+		c.cache = map[string]*compiled{}
+	}
+	c.cache[src] = r
+	return r
+}
+
+// Template is a compiled value: a literal, a string with ${ } pieces, or a
+// map or list of templates. A string that is exactly one ${ expr } keeps
+// the expression's type; otherwise pieces are rendered as text (maps and
+// lists as JSON, null as the empty string).
+type Template struct {
+	Pos  Pos
+	root tnode
+}
+
+// Eval renders the template against env.
+func (t *Template) Eval(env *Env) (any, error) {
+	if t == nil {
+		return nil, nil
+	}
+	if lit, ok := t.root.(tLiteral); ok {
+		return cloneValue(lit.v), nil
+	}
+	return t.root.eval(env.exprEnv())
+}
+
+// cloneValue deep-copies maps and lists, so callers may modify what a
+// template returns without changing the shared, immutable workflow.
+func cloneValue(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = cloneValue(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = cloneValue(e)
+		}
+		return l
+	}
+	return v
+}
+
+// Static returns the template's value when it contains no expression.
+func (t *Template) Static() (any, bool) {
+	if t == nil {
+		return nil, true
+	}
+	lit, ok := t.root.(tLiteral)
+	if !ok {
+		return nil, false
+	}
+	return cloneValue(lit.v), true
+}
+
+// Exprs returns the expressions inside the template, in order.
+func (t *Template) Exprs() []*Expr {
+	var out []*Expr
+	if t != nil {
+		t.root.exprs(&out)
+	}
+	return out
+}
+
+type tnode interface {
+	eval(m *exprEnv) (any, error)
+	exprs(out *[]*Expr)
+}
+
+type tLiteral struct{ v any }
+
+func (l tLiteral) eval(*exprEnv) (any, error) { return cloneValue(l.v), nil }
+func (tLiteral) exprs(*[]*Expr)               {}
+
+type tWhole struct{ e *Expr }
+
+func (w tWhole) eval(m *exprEnv) (any, error) { return w.e.eval(m) }
+func (w tWhole) exprs(out *[]*Expr)           { *out = append(*out, w.e) }
+
+type tPart struct {
+	text string
+	e    *Expr
+}
+
+type tConcat struct{ parts []tPart }
+
+func (c tConcat) eval(m *exprEnv) (any, error) {
+	var sb strings.Builder
+	for _, p := range c.parts {
+		if p.e == nil {
+			sb.WriteString(p.text)
+			continue
+		}
+		v, err := p.e.eval(m)
+		if err != nil {
+			return nil, err
+		}
+		s, err := Stringify(v)
+		if err != nil {
+			return nil, &EvalError{Pos: p.e.Pos, Source: p.e.Source, Err: err}
+		}
+		sb.WriteString(s)
+	}
+	return sb.String(), nil
+}
+
+func (c tConcat) exprs(out *[]*Expr) {
+	for _, p := range c.parts {
+		if p.e != nil {
+			*out = append(*out, p.e)
+		}
+	}
+}
+
+type tMap struct {
+	keys []string
+	vals []tnode
+}
+
+func (t tMap) eval(m *exprEnv) (any, error) {
+	out := make(map[string]any, len(t.keys))
+	for i, k := range t.keys {
+		v, err := t.vals[i].eval(m)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (t tMap) exprs(out *[]*Expr) {
+	for _, v := range t.vals {
+		v.exprs(out)
+	}
+}
+
+type tList struct{ items []tnode }
+
+func (t tList) eval(m *exprEnv) (any, error) {
+	out := make([]any, len(t.items))
+	for i, it := range t.items {
+		v, err := it.eval(m)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func (t tList) exprs(out *[]*Expr) {
+	for _, it := range t.items {
+		it.exprs(out)
+	}
+}
+
+// Stringify renders a value the way templates embed it in text: strings
+// as they are, null as "", numbers in their shortest form, times in RFC
+// 3339, durations in the DSL's notation, maps and lists as JSON.
+func Stringify(v any) (string, error) {
+	switch x := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return x, nil
+	case bool:
+		return strconv.FormatBool(x), nil
+	case int:
+		return strconv.Itoa(x), nil
+	case int64:
+		return strconv.FormatInt(x, 10), nil
+	case uint64:
+		return strconv.FormatUint(x, 10), nil
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), nil
+	case time.Time:
+		return x.Format(time.RFC3339Nano), nil
+	case time.Duration:
+		return duration.Format(x), nil
+	case fmt.Stringer:
+		return x.String(), nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("cannot render %T as text: %w", v, err)
+	}
+	return string(b), nil
+}
+
+// splitTemplate cuts s into text and ${ } pieces. "$${" is a literal "${".
+// It returns an error for an unterminated ${.
+func splitTemplate(s string) (parts []tPart, srcs []string, err error) {
+	var text strings.Builder
+	for i := 0; i < len(s); {
+		if strings.HasPrefix(s[i:], "$${") {
+			text.WriteString("${")
+			i += 3
+			continue
+		}
+		if !strings.HasPrefix(s[i:], "${") {
+			text.WriteByte(s[i])
+			i++
+			continue
+		}
+		end := matchBrace(s, i+2)
+		if end < 0 {
+			return nil, nil, fmt.Errorf("unterminated ${ at offset %d: close it with }", i)
+		}
+		if text.Len() > 0 {
+			parts = append(parts, tPart{text: text.String()})
+			text.Reset()
+		}
+		src := strings.TrimSpace(s[i+2 : end])
+		if src == "" {
+			return nil, nil, fmt.Errorf("empty ${ } at offset %d", i)
+		}
+		parts = append(parts, tPart{text: src, e: &Expr{}})
+		srcs = append(srcs, src)
+		i = end + 1
+	}
+	if text.Len() > 0 {
+		parts = append(parts, tPart{text: text.String()})
+	}
+	return parts, srcs, nil
+}
+
+// matchBrace returns the index of the } closing a ${ whose body starts at
+// i, skipping braces inside string literals and nested { }.
+func matchBrace(s string, i int) int {
+	depth := 1
+	for ; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '"', '\'', '`':
+			for i++; i < len(s) && s[i] != c; i++ {
+				if s[i] == '\\' && c != '`' {
+					i++
+				}
+			}
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// CompileExpr compiles a standalone expression (no ${ }) that may read
+// every name of the environment, secrets included. Tools such as
+// `tqw-dsl eval` use it; workflows are compiled by Parse.
+func CompileExpr(src string) (*Expr, error) {
+	var c exprCompiler
+	r := c.compile(strings.TrimSpace(src))
+	if r.err != nil {
+		return nil, fmt.Errorf("expression %q: %s", src, exprMessage(r.err))
+	}
+	return &Expr{Source: strings.TrimSpace(src), Pos: Pos{1, 1}, prog: r.prog}, nil
+}
+
+// CompileTemplate compiles a standalone template string that may read
+// every name of the environment, secrets included.
+func CompileTemplate(s string) (*Template, error) {
+	b := &builder{sink: &diagSink{file: "template"}, anySecret: true}
+	t := b.template(&node{kind: kString, pos: Pos{1, 1}, scalar: s, size: 1}, ^scope(0), -1)
+	if errs := b.sink.diags.Errors(); len(errs) > 0 {
+		return nil, errors.New(errs[0].Message)
+	}
+	return t, nil
+}

@@ -1,0 +1,705 @@
+package dsl
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/tqw-dsl/tqw/dsl/duration"
+)
+
+// Limits bound what the loader accepts, so a hostile or broken file costs
+// bounded time and memory. Zero fields take the defaults.
+type Limits struct {
+	MaxFileBytes  int // default 1 MiB
+	MaxAliasNodes int // nodes aliases may add in total; default 100,000
+	MaxDepth      int // nesting of maps and lists; default 64
+	MaxSteps      int // default 10,000
+}
+
+// DefaultLimits are the bounds Parse applies when Options leave them zero.
+var DefaultLimits = Limits{MaxFileBytes: 1 << 20, MaxAliasNodes: 100_000, MaxDepth: 64, MaxSteps: 10_000}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxFileBytes <= 0 {
+		l.MaxFileBytes = DefaultLimits.MaxFileBytes
+	}
+	if l.MaxAliasNodes <= 0 {
+		l.MaxAliasNodes = DefaultLimits.MaxAliasNodes
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = DefaultLimits.MaxDepth
+	}
+	if l.MaxSteps <= 0 {
+		l.MaxSteps = DefaultLimits.MaxSteps
+	}
+	return l
+}
+
+// Options tune loading.
+type Options struct {
+	// ExtraActions are actions an embedding program registers, by name,
+	// each with the JSON Schema of its with (nil accepts any map). A with
+	// is checked against it as written, so typed fields take literals.
+	ExtraActions map[string]json.RawMessage
+	Limits       Limits
+}
+
+// Load reads and parses the workflow file at path with default options.
+func Load(path string) (*Workflow, Diagnostics, error) {
+	return LoadWith(path, Options{})
+}
+
+// LoadWith reads and parses the workflow file at path.
+func LoadWith(path string, opts Options) (*Workflow, Diagnostics, error) {
+	lim := opts.Limits.withDefaults()
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dsl: %w", err)
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, int64(lim.MaxFileBytes)+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("dsl: reading %s: %w", path, err)
+	}
+	return ParseWith(path, src, opts)
+}
+
+// Parse parses src as the workflow file filename with default options.
+func Parse(filename string, src []byte) (*Workflow, Diagnostics, error) {
+	return ParseWith(filename, src, Options{})
+}
+
+// ParseWith parses src as the workflow file filename. It returns every
+// diagnostic found; when any is an error the workflow is nil and the error
+// is an *InvalidError (errors.Is(err, ErrInvalid)). Warnings alone leave a
+// usable workflow and a nil error.
+func ParseWith(filename string, src []byte, opts Options) (*Workflow, Diagnostics, error) {
+	lim := opts.Limits.withDefaults()
+	sink := &diagSink{file: filename}
+	w := parse(sink, src, opts, lim)
+	sink.diags.sort()
+	if sink.diags.HasErrors() {
+		return nil, sink.diags, &InvalidError{Diagnostics: sink.diags}
+	}
+	if w == nil {
+		return nil, sink.diags, errors.New("dsl: internal error: no workflow and no diagnostics")
+	}
+	return w, sink.diags, nil
+}
+
+func parse(sink *diagSink, src []byte, opts Options, lim Limits) *Workflow {
+	if len(src) > lim.MaxFileBytes {
+		sink.errorf(Pos{1, 1}, CodeFileTooLarge, "split the workflow into parent and child workflows with call", "the file is larger than %d bytes", lim.MaxFileBytes)
+		return nil
+	}
+	root := parseYAML(sink, src, lim)
+	if root == nil || sink.diags.HasErrors() {
+		return nil
+	}
+	if steps := root.get("steps"); steps != nil && steps.kind == kList && len(steps.items) > lim.MaxSteps {
+		sink.errorf(steps.pos, CodeTooManySteps, "split the workflow into parent and child workflows with call", "the workflow has %d steps; the bound is %d", len(steps.items), lim.MaxSteps)
+		return nil
+	}
+	// Schema validation and the build are independent reads of the tree,
+	// so they run in parallel. The build's findings count only when the
+	// file passed the schema: its checks assume the shapes the schema
+	// guarantees.
+	schemaSink := &diagSink{file: sink.file}
+	schemaDone := make(chan struct{})
+	go func() {
+		defer close(schemaDone)
+		validateSchema(schemaSink, root, root.toAny())
+	}()
+	buildSink := &diagSink{file: sink.file}
+	w, crash := speculativeBuild(buildSink, root, src, opts)
+	<-schemaDone
+	if schemaSink.diags.HasErrors() {
+		sink.diags = append(sink.diags, schemaSink.diags...)
+		return nil
+	}
+	if crash != nil {
+		// The build's precondition held, so this is a bug in the loader:
+		// report it rather than crash the process that loads the file.
+		sink.errorf(root.pos, CodeInternal, "please report this with the file", "internal error while checking the workflow: %v", crash)
+		return nil
+	}
+	sink.diags = append(sink.diags, buildSink.diags...)
+	return w
+}
+
+// speculativeBuild runs build and turns a panic into a value. The build
+// assumes a schema-valid tree; it runs before the schema verdict is in, and
+// on an invalid tree it may fail in any way, which the caller discards.
+func speculativeBuild(sink *diagSink, root *node, src []byte, opts Options) (w *Workflow, crash any) {
+	defer func() {
+		if r := recover(); r != nil {
+			w, crash = nil, r
+		}
+	}()
+	return build(sink, root, src, opts), nil
+}
+
+func build(sink *diagSink, root *node, src []byte, opts Options) *Workflow {
+	var spec fileSpec
+	if err := decodeStrict(root, &spec); err != nil {
+		sink.errorf(root.pos, CodeSchemaInvalid, "", "%v", err)
+		return nil
+	}
+	sum := sha256.Sum256(src)
+	b := &builder{sink: sink, opts: opts, spec: &spec, root: root,
+		w: &Workflow{Source: slices.Clone(src), Hash: hex.EncodeToString(sum[:]), File: sink.file}}
+	b.exprs.precompile(expressionSources(root), min(runtime.GOMAXPROCS(0), 4))
+	b.build()
+	return b.w
+}
+
+// builder turns a schema-valid spec into a Workflow, running the semantic
+// checks as it goes.
+type builder struct {
+	sink    *diagSink
+	opts    Options
+	spec    *fileSpec
+	root    *node
+	w       *Workflow
+	exprs   exprCompiler
+	secrets map[string]bool
+	// anySecret lets standalone templates (CompileTemplate) read any secret.
+	anySecret bool
+	// pending step references, checked once the graph is known.
+	stepRefs []stepRefUse
+	edges    []Edge
+	hints    int // "did you mean" searches done so far
+}
+
+type stepRefUse struct {
+	from int // the step whose expression reads steps.<id>; -1 at top level
+	pos  Pos
+	id   string
+}
+
+func (b *builder) build() {
+	s, w := b.spec, b.w
+	w.Version = s.TQW.str()
+	w.Name = s.Name.str()
+	w.Description = s.Description.str()
+	b.secrets = map[string]bool{}
+	if s.Secrets != nil {
+		for _, it := range s.Secrets.items {
+			w.Secrets = append(w.Secrets, it.str())
+			b.secrets[it.str()] = true
+		}
+	}
+	if s.Input != nil {
+		w.InputSchema = s.Input.toAny()
+		sch, err := compileSchemaValue("input.json", w.InputSchema)
+		if err != nil {
+			b.sink.errorf(s.Input.pos, CodeInputSchema, "input must be a JSON Schema (2020-12)", "input is not a valid JSON Schema: %s", schemaProblem(err))
+		}
+		w.input = sch
+	}
+	if s.Vars != nil {
+		w.Vars = b.template(s.Vars, scInput|scRun, -1)
+	}
+	if s.Defaults != nil {
+		w.Defaults.Timeout = b.duration(s.Defaults.Timeout)
+		w.Defaults.Retry = b.retry(s.Defaults.Retry, -1)
+	}
+	w.index = make(map[string]int, len(s.Steps))
+	for i, ss := range s.Steps {
+		id := ss.ID.str()
+		if j, dup := w.index[id]; dup {
+			b.sink.errorf(ss.ID.pos, CodeDuplicateID, fmt.Sprintf("the first %q is at line %d; give each step its own id", id, s.Steps[j].ID.pos.Line), "duplicate step id %q", id)
+			continue
+		}
+		w.index[id] = i
+	}
+	w.Steps = make([]*Step, len(s.Steps))
+	for i, ss := range s.Steps {
+		w.Steps[i] = b.step(i, ss)
+	}
+	b.edges = w.edges()
+	b.checkTargets()
+	b.checkReachable()
+	b.checkStepRefs()
+}
+
+func firstLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// stepKeys lists the keys a step of each kind may have besides id and description.
+var stepKeys = map[Kind][]string{
+	KindAction:  {"action", "with", "set", "switch", "next", "retry", "catch", "timeout", "on_timeout"},
+	KindForeach: {"foreach", "set", "switch", "next", "retry", "catch", "timeout", "on_timeout"},
+	KindCall:    {"call", "set", "switch", "next", "retry", "catch", "timeout", "on_timeout"},
+	KindSucceed: {"succeed"},
+	KindFail:    {"fail"},
+	KindSwitch:  {"switch", "set", "next"},
+	KindSet:     {"set", "next"},
+}
+
+func (b *builder) step(i int, ss *stepSpec) *Step {
+	st := &Step{ID: ss.ID.str(), Description: ss.Description.str(), Index: i, Pos: ss.At}
+	present := map[string]*node{}
+	stepNode := b.stepNode(i)
+	for _, key := range stepNode.keys {
+		present[key.scalar.(string)] = key
+	}
+	// The kind is set by the one kind key; routing steps have none.
+	var kinds []string
+	for _, k := range []string{"action", "foreach", "call", "succeed", "fail"} {
+		if present[k] != nil {
+			kinds = append(kinds, k)
+		}
+	}
+	switch {
+	case len(kinds) > 1:
+		b.sink.errorf(present[kinds[1]].pos, CodeStepConflict, "split it into two steps",
+			"step %q has both %s and %s; a step has at most one of action, foreach, call, succeed, fail", st.ID, kinds[0], kinds[1])
+		return st
+	case len(kinds) == 1:
+		st.Kind = Kind(kinds[0])
+	case present["switch"] != nil:
+		st.Kind = KindSwitch
+	case present["set"] != nil || present["next"] != nil:
+		st.Kind = KindSet
+	default:
+		b.sink.errorf(ss.At, CodeStepEmpty, "add action, foreach, call, succeed, fail, switch, set or next", "step %q does nothing", st.ID)
+		return st
+	}
+	allowed := stepKeys[st.Kind]
+	for _, key := range stepNode.keys {
+		k := key.scalar.(string)
+		if k == "id" || k == "description" || slices.Contains(allowed, k) {
+			continue
+		}
+		hint := fmt.Sprintf("a %s step may have: %s", st.Kind, strings.Join(allowed, ", "))
+		if k == "with" && st.Kind == KindForeach {
+			hint = "put with inside foreach, next to its action"
+		} else if k == "with" {
+			hint = "with needs an action"
+		}
+		b.sink.errorf(key.pos, CodeStepKey, hint, "%s is not allowed in a %s step", k, st.Kind)
+	}
+	handled := st.Kind == KindAction || st.Kind == KindForeach || st.Kind == KindCall
+	switch st.Kind {
+	case KindAction:
+		st.Action = ss.Action.str()
+		b.checkAction(ss.Action, ss.With, st)
+		st.With = b.template(ss.With, scBase|scSecrets, i)
+	case KindForeach:
+		f := ss.Foreach
+		st.Foreach = &Foreach{Action: f.Action.str(), Concurrency: 1}
+		if f.Concurrency != nil {
+			st.Foreach.Concurrency = int(asInt(f.Concurrency))
+		}
+		b.checkAction(f.Action, f.With, st)
+		st.Foreach.Items = b.template(f.Items, scBase, i)
+		st.Foreach.With = b.template(f.With, scBase|scItem|scSecrets, i)
+	case KindCall:
+		st.Call = &Call{Workflow: ss.Call.Workflow.str()}
+		if strings.Contains(st.Call.Workflow, "${") {
+			b.sink.errorf(ss.Call.Workflow.pos, CodeStepKey, "write the path literally: children are pinned when the run is submitted", "call.workflow cannot be a template")
+		}
+		st.Call.Input = b.template(ss.Call.Input, scBase, i)
+	case KindSucceed:
+		st.Succeed = b.template(ss.Succeed, scAfter, i)
+	case KindFail:
+		st.Fail = b.template(ss.Fail, scAfter, i)
+	}
+	st.Set = b.assignments(ss.Set, scAfter, i)
+	for _, c := range ss.Switch {
+		st.Switch = append(st.Switch, Case{Pos: c.At, When: b.expr(c.When, scAfter, i), Next: b.template(c.Next, scAfter, i)})
+	}
+	if ss.Next != nil {
+		st.Next = b.template(ss.Next, scAfter, i)
+	}
+	if handled {
+		inner := st.Action
+		if st.Foreach != nil {
+			inner = st.Foreach.Action
+		}
+		if waits(inner) && ss.Timeout != nil {
+			hint := "bound the wait with with.timeout"
+			if inner == "sleep" {
+				hint = "a sleep lasts exactly its with.duration or until"
+			}
+			b.sink.errorf(present["timeout"].pos, CodeStepKey, hint, "timeout is not allowed on a step that runs %s", inner)
+		}
+		st.Retry = b.w.Defaults.Retry
+		if ss.Retry != nil {
+			st.Retry = b.retry(ss.Retry, i)
+		}
+		if !waits(inner) {
+			st.Timeout = b.w.Defaults.Timeout
+			if ss.Timeout != nil {
+				st.Timeout = b.duration(ss.Timeout)
+			}
+		}
+		for _, c := range ss.Catch {
+			r := CatchRule{Pos: c.At, On: b.errorTypes(c.On), When: b.expr(c.When, scHandler, i), Set: b.assignments(c.Set, scHandler, i), Next: b.template(c.Next, scHandler, i)}
+			st.Catch = append(st.Catch, r)
+		}
+		st.OnTimeout = ss.OnTimeout.str()
+	}
+	return st
+}
+
+// waits reports whether action is one whose length its with sets, so the
+// step and default timeouts do not apply to it.
+func waits(action string) bool { return action == "wait_signal" || action == "sleep" }
+
+func (b *builder) assignments(n *node, sc scope, step int) []Assignment {
+	if n == nil {
+		return nil
+	}
+	out := make([]Assignment, len(n.keys))
+	for k, key := range n.keys {
+		out[k] = Assignment{Name: key.scalar.(string), Value: b.template(n.vals[k], sc, step)}
+	}
+	return out
+}
+
+func (b *builder) stepNode(i int) *node {
+	return b.root.get("steps").items[i]
+}
+
+func asInt(n *node) int64 {
+	switch x := n.scalar.(type) {
+	case int64:
+		return x
+	case uint64:
+		return int64(min(x, 1<<62))
+	case float64:
+		return int64(x)
+	}
+	return 0
+}
+
+func asFloat(n *node) float64 {
+	switch x := n.scalar.(type) {
+	case int64:
+		return float64(x)
+	case uint64:
+		return float64(x)
+	case float64:
+		return x
+	}
+	return 0
+}
+
+func (b *builder) duration(n *node) time.Duration {
+	if n == nil {
+		return 0
+	}
+	d, err := duration.Parse(n.str())
+	if err != nil {
+		b.sink.errorf(n.pos, CodeDuration, "write a number with a unit (ms, s, m, h, d), e.g. 30s, 5m, 2h or 1d12h", "%v", err)
+	}
+	return d
+}
+
+func (b *builder) retry(r *retrySpec, step int) *RetryPolicy {
+	if r == nil {
+		return nil
+	}
+	p := &RetryPolicy{MaxAttempts: 1, Initial: DefaultInitial, Multiplier: DefaultMultiplier, MaxInterval: DefaultMaxInterval}
+	if r.MaxAttempts != nil {
+		p.MaxAttempts = int(asInt(r.MaxAttempts))
+	}
+	if r.Initial != nil {
+		p.Initial = b.duration(r.Initial)
+	}
+	if r.Multiplier != nil {
+		p.Multiplier = asFloat(r.Multiplier)
+	}
+	if r.MaxInterval != nil {
+		p.MaxInterval = b.duration(r.MaxInterval)
+	}
+	if r.Jitter != nil {
+		p.Jitter = asFloat(r.Jitter)
+	}
+	p.On = b.errorTypes(r.On)
+	p.When = b.expr(r.When, scHandler, step)
+	return p
+}
+
+func (b *builder) errorTypes(n *node) []string {
+	if n == nil {
+		return nil
+	}
+	var out []string
+	for _, it := range n.items {
+		t := it.str()
+		if !IsErrorType(t) {
+			hint := "known types: " + strings.Join(ErrorTypes, ", ") + "; actions an embedding program registers raise custom.<name>"
+			if c := b.closest(t, ErrorTypes); c != "" {
+				hint = fmt.Sprintf("did you mean %q? %s", c, hint)
+			}
+			b.sink.errorf(it.pos, CodeErrorType, hint, "unknown error type %q", t)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func (b *builder) knownActions() []string {
+	known := slices.Clone(BuiltinActions)
+	for name := range b.opts.ExtraActions {
+		if !slices.Contains(known, name) {
+			known = append(known, name)
+		}
+	}
+	sort.Strings(known[len(BuiltinActions):])
+	return known
+}
+
+// checkAction checks what the schema cannot: the action exists, extra
+// actions' with-schemas, and the cross-field rules of the built-in ones.
+func (b *builder) checkAction(actionNode, with *node, st *Step) {
+	name := actionNode.str()
+	if slices.Contains(BuiltinActions, name) {
+		b.checkBuiltinWith(name, with)
+		return
+	}
+	raw, ok := b.opts.ExtraActions[name]
+	if !ok {
+		known := b.knownActions()
+		hint := "known actions: " + strings.Join(known, ", ")
+		if c := b.closest(name, known); c != "" {
+			hint = fmt.Sprintf("did you mean %q? %s", c, hint)
+		}
+		b.sink.errorf(actionNode.pos, CodeUnknownAction, hint, "step %q: unknown action %q", st.ID, name)
+		return
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return
+	}
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(raw)))
+	if err != nil {
+		b.sink.errorf(actionNode.pos, CodeWithSchema, "fix the program that registers the action", "action %q: its with-schema is not JSON: %v", name, err)
+		return
+	}
+	sch, err := compileSchemaValue("action/"+name+".json", doc)
+	if err != nil {
+		b.sink.errorf(actionNode.pos, CodeWithSchema, "fix the program that registers the action", "action %q: its with-schema does not compile: %s", name, schemaProblem(err))
+		return
+	}
+	var v any = map[string]any{}
+	pos := actionNode.pos
+	if with != nil {
+		v, pos = with.toAny(), with.pos
+	}
+	if err := sch.Validate(v); err != nil {
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) {
+			var leaves []*jsonschema.ValidationError
+			collectLeaves(ve, &leaves)
+			for _, l := range leaves {
+				p := pos
+				if n := lookup(with, l.InstanceLocation); n != nil {
+					p = n.pos
+				}
+				b.sink.errorf(p, CodeWithSchema, "", "action %s: with%s: %s", name, pointerSuffix(l.InstanceLocation), l.ErrorKind.LocalizedString(printer))
+			}
+			return
+		}
+		b.sink.errorf(pos, CodeWithSchema, "", "action %s: %v", name, err)
+	}
+}
+
+func pointerSuffix(toks []string) string {
+	if len(toks) == 0 {
+		return ""
+	}
+	return "." + pathLabel(toks)
+}
+
+func (b *builder) checkBuiltinWith(name string, with *node) {
+	staticDuration := func(key string) {
+		if n := with.get(key); n != nil && !strings.Contains(n.str(), "${") {
+			b.duration(n)
+		}
+	}
+	switch name {
+	case "http", "shell", "llm":
+		staticDuration("timeout")
+	case "wait_signal":
+		if with.get("timeout") == nil {
+			b.sink.errorf(with.pos, CodeWaitNoTimeout, "add with.timeout (e.g. 72h) and on_timeout to say where the run goes then", "action wait_signal: with.timeout is required so that a run never waits forever")
+		}
+		staticDuration("timeout")
+		b.checkSchemaField(with.get("schema"), "with.schema")
+	case "sleep":
+		staticDuration("duration")
+		if n := with.get("until"); n != nil && !strings.Contains(n.str(), "${") {
+			if _, err := time.Parse(time.RFC3339, n.str()); err != nil {
+				b.sink.errorf(n.pos, CodeWithSchema, "write e.g. 2027-01-01T09:00:00Z", "action sleep: with.until %q is not an RFC 3339 time", n.str())
+			}
+		}
+	}
+	if name == "llm" {
+		b.checkSchemaField(with.get("response_schema"), "with.response_schema")
+		secret, pos := "OPENAI_API_KEY", with.pos
+		if n := with.get("api_key_secret"); n != nil {
+			secret, pos = n.str(), n.pos
+		}
+		if !b.secrets[secret] {
+			b.sink.errorf(pos, CodeSecretUnknown, fmt.Sprintf("add %s to secrets at the top of the file", secret), "action llm reads secret %s, which is not declared", secret)
+		}
+	}
+}
+
+func (b *builder) checkSchemaField(n *node, label string) {
+	if n == nil {
+		return
+	}
+	if _, err := compileSchemaValue(label+".json", n.toAny()); err != nil {
+		b.sink.errorf(n.pos, CodeWithSchema, "write a JSON Schema (2020-12)", "%s is not a valid JSON Schema: %s", label, schemaProblem(err))
+	}
+}
+
+// expr compiles an expression (a when) read in scope by step (-1: top level).
+func (b *builder) expr(n *node, sc scope, step int) *Expr {
+	if n == nil {
+		return nil
+	}
+	src := strings.TrimSpace(n.str())
+	if strings.HasPrefix(src, "${") && strings.HasSuffix(src, "}") {
+		b.sink.errorf(n.pos, CodeExprCompile, "when is always an expression: drop the ${ }", "write when without ${ }: %q", src)
+		return nil
+	}
+	return b.compileExpr(src, n.pos, sc, step)
+}
+
+func (b *builder) compileExpr(src string, pos Pos, sc scope, step int) *Expr {
+	c := b.exprs.compile(src)
+	if c.err != nil {
+		b.sink.errorf(pos, CodeExprCompile, "see https://expr-lang.org/docs/language-definition", "expression %q: %s", src, exprMessage(c.err))
+		return nil
+	}
+	ok := true
+	for _, sn := range scopeNames {
+		if !c.idents[sn.name] || sc&sn.bit != 0 {
+			continue
+		}
+		ok = false
+		code := CodeExprCompile
+		if sn.name == "secrets" {
+			code = CodeSecretScope
+		}
+		b.sink.errorf(pos, code, sn.hint, "expression %q reads %s, which is not available here", src, sn.name)
+	}
+	for _, r := range c.refs {
+		switch r.root {
+		case "secrets":
+			if sc&scSecrets != 0 && !b.secrets[r.name] && !b.anySecret {
+				ok = false
+				b.sink.errorf(pos, CodeSecretUnknown, fmt.Sprintf("add %s to secrets at the top of the file", r.name), "expression %q reads secret %s, which is not declared", src, r.name)
+			}
+		case "steps":
+			if sc&scSteps != 0 {
+				b.stepRefs = append(b.stepRefs, stepRefUse{from: step, pos: pos, id: r.name})
+			}
+		}
+	}
+	if !ok {
+		return nil
+	}
+	return &Expr{Source: src, Pos: pos, prog: c.prog}
+}
+
+func exprMessage(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// template compiles a value whose strings may hold ${ } pieces.
+func (b *builder) template(n *node, sc scope, step int) *Template {
+	if n == nil {
+		return nil
+	}
+	return &Template{Pos: n.pos, root: b.tnode(n, sc, step)}
+}
+
+func (b *builder) tnode(n *node, sc scope, step int) tnode {
+	switch n.kind {
+	case kMap:
+		t := tMap{keys: make([]string, len(n.keys)), vals: make([]tnode, len(n.vals))}
+		static := true
+		for i, k := range n.keys {
+			t.keys[i] = k.scalar.(string)
+			t.vals[i] = b.tnode(n.vals[i], sc, step)
+			if _, ok := t.vals[i].(tLiteral); !ok {
+				static = false
+			}
+		}
+		if static {
+			return tLiteral{n.toAny()}
+		}
+		return t
+	case kList:
+		t := tList{items: make([]tnode, len(n.items))}
+		static := true
+		for i, it := range n.items {
+			t.items[i] = b.tnode(it, sc, step)
+			if _, ok := t.items[i].(tLiteral); !ok {
+				static = false
+			}
+		}
+		if static {
+			return tLiteral{n.toAny()}
+		}
+		return t
+	case kString:
+		s := n.scalar.(string)
+		if !strings.Contains(s, "${") {
+			return tLiteral{s}
+		}
+		parts, srcs, err := splitTemplate(s)
+		if err != nil {
+			b.sink.errorf(n.pos, CodeExprCompile, "write ${ expression }; write $${ for a literal ${", "template %q: %v", s, err)
+			return tLiteral{s}
+		}
+		if len(srcs) == 0 {
+			return tLiteral{parts[0].text}
+		}
+		out := make([]tPart, len(parts))
+		for i, p := range parts {
+			if p.e == nil {
+				out[i] = p
+				continue
+			}
+			e := b.compileExpr(p.text, n.pos, sc, step)
+			if e == nil {
+				return tLiteral{s}
+			}
+			out[i] = tPart{e: e}
+		}
+		if len(out) == 1 {
+			return tWhole{out[0].e}
+		}
+		return tConcat{out}
+	}
+	return tLiteral{n.scalar}
+}

@@ -1,0 +1,236 @@
+package dsl
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Kind is what a step does.
+type Kind string
+
+// Step kinds.
+const (
+	KindAction  Kind = "action"  // runs an action (action + with)
+	KindForeach Kind = "foreach" // runs an action once per item
+	KindCall    Kind = "call"    // runs a child workflow
+	KindSucceed Kind = "succeed" // ends the run successfully
+	KindFail    Kind = "fail"    // ends the run as failed
+	KindSwitch  Kind = "switch"  // routes only (switch, optionally set and next)
+	KindSet     Kind = "set"     // assigns variables only (set and/or next)
+)
+
+// Workflow is a loaded, validated and compiled workflow file. It is
+// immutable once Parse returns it and safe for concurrent use; callers must
+// not modify its fields, slices or maps.
+type Workflow struct {
+	File        string // the file name given to Parse or Load
+	Version     string // the language version, "v1"
+	Name        string
+	Description string
+	Source      []byte // the exact bytes loaded
+	Hash        string // hex SHA-256 of Source
+	// InputSchema is the input JSON Schema as written (nil when absent).
+	InputSchema any
+	Secrets     []string  // declared secret names, as written
+	Vars        *Template // initial variables (a map template), nil when none
+	Defaults    Defaults
+	Steps       []*Step // in file order; Step.Index is the position here
+
+	input *jsonschema.Schema
+	index map[string]int
+}
+
+// Defaults are the settings steps inherit.
+type Defaults struct {
+	Timeout time.Duration
+	Retry   *RetryPolicy
+}
+
+// Step returns the step with the given id, or nil.
+func (w *Workflow) Step(id string) *Step {
+	if i, ok := w.index[id]; ok {
+		return w.Steps[i]
+	}
+	return nil
+}
+
+// Index returns the position of step id in Steps.
+func (w *Workflow) Index(id string) (int, bool) {
+	i, ok := w.index[id]
+	return i, ok
+}
+
+// Following returns the step after s in file order, or nil after the last
+// one (where the run succeeds with the last output).
+func (w *Workflow) Following(s *Step) *Step {
+	if s.Index+1 < len(w.Steps) {
+		return w.Steps[s.Index+1]
+	}
+	return nil
+}
+
+// ErrInputInvalid is matched by the error ValidateInput returns.
+var ErrInputInvalid = errors.New("run input does not match the workflow's input schema")
+
+// ValidateInput checks a run input (JSON-decoded: maps, slices, float64
+// or json.Number, strings, bools, nil) against the workflow's input schema.
+func (w *Workflow) ValidateInput(v any) error {
+	if w.input == nil {
+		return nil
+	}
+	if err := w.input.Validate(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrInputInvalid, err)
+	}
+	return nil
+}
+
+// Step is one step of a workflow.
+type Step struct {
+	ID          string
+	Description string
+	Index       int
+	Pos         Pos // where the step's map starts
+	Kind        Kind
+	// Action and With are set for KindAction.
+	Action string
+	With   *Template
+	// Set assigns variables after the step, in the written order.
+	Set    []Assignment
+	Switch []Case
+	// Next is the explicit next step (a step id or a template evaluating
+	// to one); nil means the following step in the file.
+	Next    *Template
+	Foreach *Foreach  // KindForeach
+	Call    *Call     // KindCall
+	Succeed *Template // KindSucceed: the run's result
+	Fail    *Template // KindFail: the failure message
+	// Retry is the effective policy (the step's, else the defaults'); nil
+	// means one attempt. Only action, foreach and call steps have one.
+	Retry *RetryPolicy
+	Catch []CatchRule
+	// Timeout bounds one attempt (the step's, else the defaults'); 0 is none.
+	// It is always 0 for wait_signal and sleep, whose with sets how long
+	// they wait.
+	Timeout time.Duration
+	// OnTimeout is the step run when the step failed with timeout or
+	// signal.timeout after its retries; "" when unset. Checked before Catch.
+	OnTimeout string
+}
+
+// Assignment is one variable assigned by set.
+type Assignment struct {
+	Name  string
+	Value *Template
+}
+
+// Case is one switch case.
+type Case struct {
+	Pos  Pos
+	When *Expr
+	Next *Template
+}
+
+// Foreach runs an action once per item.
+type Foreach struct {
+	Items       *Template // evaluates to a list
+	Concurrency int       // at least 1
+	Action      string
+	With        *Template // may read item and index
+}
+
+// Call runs a child workflow.
+type Call struct {
+	// Workflow is the path as written; the interpreter resolves it relative
+	// to the calling file and pins the child by content hash at submit.
+	Workflow string
+	Input    *Template
+}
+
+// CatchRule routes a run whose step failed after its retries.
+type CatchRule struct {
+	Pos  Pos
+	On   []string // error types; empty matches every type except cancelled
+	When *Expr    // nil: always
+	// Set assigns variables when the rule matches, before going to Next;
+	// it may read error, which later steps cannot.
+	Set  []Assignment
+	Next *Template
+}
+
+// MatchesType reports whether the rule's on list covers errType (the
+// when condition is the caller's to evaluate).
+func (r *CatchRule) MatchesType(errType string) bool {
+	if len(r.On) == 0 {
+		return errType != "cancelled"
+	}
+	return slices.Contains(r.On, errType)
+}
+
+// RetryPolicy says when and how often a failed attempt is re-run.
+type RetryPolicy struct {
+	MaxAttempts int           // total attempts including the first; at least 1
+	Initial     time.Duration // delay before the second attempt
+	Multiplier  float64       // delay growth per retry; at least 1
+	MaxInterval time.Duration // cap on one delay
+	Jitter      float64       // random spread as a fraction in [0, 1]
+	On          []string      // error types to retry; empty means every retryable type
+	When        *Expr         // nil: always
+}
+
+// Retry policy defaults for fields a policy leaves out.
+const (
+	DefaultInitial     = time.Second
+	DefaultMultiplier  = 2.0
+	DefaultMaxInterval = 5 * time.Minute
+)
+
+// notRetryable are the error types retried only when named in retry.on.
+var notRetryable = []string{"validation", "expression", "cancelled"}
+
+// RetriesType reports whether the policy's on list covers errType (the
+// when condition is the caller's to evaluate).
+func (p *RetryPolicy) RetriesType(errType string) bool {
+	if len(p.On) == 0 {
+		return !slices.Contains(notRetryable, errType)
+	}
+	return slices.Contains(p.On, errType)
+}
+
+// Delay is the delay before attempt (2 for the first retry), before jitter:
+// Initial × Multiplier^(attempt-2), capped at MaxInterval. A caller applying
+// Jitter multiplies it by a factor drawn uniformly from [1-Jitter, 1+Jitter].
+func (p *RetryPolicy) Delay(attempt int) time.Duration {
+	if attempt < 2 {
+		return 0
+	}
+	d := float64(p.Initial) * math.Pow(p.Multiplier, float64(attempt-2))
+	if d > float64(p.MaxInterval) || math.IsInf(d, 0) || math.IsNaN(d) {
+		return p.MaxInterval
+	}
+	return time.Duration(d)
+}
+
+// ErrorTypes are the built-in error types retry.on and catch.on accept.
+// Actions registered by an embedding program raise "custom.<name>" types.
+var ErrorTypes = []string{
+	"timeout", "http.status_4xx", "http.status_5xx", "http.connection",
+	"llm.rate_limit", "llm.invalid_output", "shell.exit", "signal.timeout",
+	"call.failed", "expression", "validation", "cancelled",
+}
+
+var customErrorRE = regexp.MustCompile(`^custom\.[a-z0-9_]+(\.[a-z0-9_]+)*$`)
+
+// IsErrorType reports whether s is a built-in error type or a custom one
+// ("custom." followed by dot-separated lower-case words).
+func IsErrorType(s string) bool {
+	return slices.Contains(ErrorTypes, s) || customErrorRE.MatchString(s)
+}
+
+// BuiltinActions are the actions every tqw process provides.
+var BuiltinActions = []string{"http", "llm", "shell", "wait_signal", "sleep"}

@@ -1,0 +1,17 @@
+// Package schemas embeds the JSON Schema (2020-12) of tqw workflow files.
+//
+// The schema is the editor-facing half of the language definition: editors
+// use it for completion, hovers and validation, and package dsl validates
+// every loaded file against it before its own semantic checks. It costs no
+// object-store requests and does no I/O beyond the embedded bytes.
+package schemas
+
+import _ "embed"
+
+// WorkflowJSON is the text of workflow.schema.json. Treat it as read-only.
+//
+//go:embed workflow.schema.json
+var WorkflowJSON []byte
+
+// WorkflowID is the $id of the workflow schema.
+const WorkflowID = "https://tqw.dev/schemas/workflow.schema.json"
