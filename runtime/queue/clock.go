@@ -1,0 +1,181 @@
+package queue
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Clock is the queue's only source of time: every timestamp written on a job
+// and every timer of the scheduler, the reaper, the sweeper and the worker
+// shutdown deadline come from it.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// NewTimer returns a timer that fires once, d after now.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a one-shot timer created by a Clock.
+type Timer interface {
+	// C returns the channel the fire time is delivered on (buffered, one value).
+	C() <-chan time.Time
+	// Stop prevents the timer from firing and discards an unreceived fire;
+	// it reports whether the timer was armed.
+	Stop() bool
+	// Reset stops the timer, discards an unreceived fire and arms it again
+	// to fire d after now.
+	Reset(d time.Duration)
+}
+
+// SystemClock returns the wall clock.
+func SystemClock() Clock { return systemClock{} }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) NewTimer(d time.Duration) Timer { return &systemTimer{t: time.NewTimer(d)} }
+
+type systemTimer struct{ t *time.Timer }
+
+func (t *systemTimer) C() <-chan time.Time   { return t.t.C }
+func (t *systemTimer) Stop() bool            { return t.t.Stop() }
+func (t *systemTimer) Reset(d time.Duration) { t.t.Reset(d) }
+
+// MockClock is a Clock that moves only when told to. Advance and Set fire
+// every timer whose deadline has been reached, in deadline order. It is safe
+// for concurrent use.
+type MockClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	timers  map[*mockTimer]struct{} // armed timers
+	changed chan struct{}           // closed and replaced when the armed set grows
+}
+
+// NewMockClock returns a MockClock reading start.
+func NewMockClock(start time.Time) *MockClock {
+	return &MockClock{now: start, timers: map[*mockTimer]struct{}{}, changed: make(chan struct{})}
+}
+
+// Now returns the mock time.
+func (c *MockClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// NewTimer returns a timer that fires when the mock time reaches now+d; a
+// timer with d <= 0 fires at once.
+func (c *MockClock) NewTimer(d time.Duration) Timer {
+	t := &mockTimer{clock: c, ch: make(chan time.Time, 1)}
+	t.Reset(d)
+	return t
+}
+
+// Advance moves the mock time forward by d and fires the timers that are due.
+func (c *MockClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.fireLocked()
+	c.mu.Unlock()
+}
+
+// Set moves the mock time to t (forward or backward) and fires the timers
+// that are due.
+func (c *MockClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.fireLocked()
+	c.mu.Unlock()
+}
+
+// WaitForTimers blocks until at least n timers are armed, so a test can know
+// that the goroutines it wants to drive are waiting on the clock before it
+// calls Advance. It returns ctx's error if ctx ends first.
+func (c *MockClock) WaitForTimers(ctx context.Context, n int) error {
+	for {
+		c.mu.Lock()
+		armed, ch := len(c.timers), c.changed
+		c.mu.Unlock()
+		if armed >= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Timers returns the number of armed timers.
+func (c *MockClock) Timers() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.timers)
+}
+
+func (c *MockClock) fireLocked() {
+	var due []*mockTimer
+	for t := range c.timers {
+		if !t.when.After(c.now) {
+			due = append(due, t)
+		}
+	}
+	sort.Slice(due, func(i, j int) bool { return due[i].when.Before(due[j].when) })
+	for _, t := range due {
+		delete(c.timers, t)
+		select {
+		case t.ch <- c.now:
+		default: // an undrained earlier fire is still in C; like time.Timer, keep one
+		}
+	}
+}
+
+// drain discards an unreceived fire, as time.Timer's Stop and Reset do since
+// Go 1.23, so a reset timer never delivers a stale time.
+func (t *mockTimer) drain() {
+	select {
+	case <-t.ch:
+	default:
+	}
+}
+
+type mockTimer struct {
+	clock *MockClock
+	ch    chan time.Time
+	when  time.Time
+}
+
+func (t *mockTimer) C() <-chan time.Time { return t.ch }
+
+func (t *mockTimer) Stop() bool {
+	c := t.clock
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, armed := c.timers[t]
+	delete(c.timers, t)
+	t.drain()
+	return armed
+}
+
+func (t *mockTimer) Reset(d time.Duration) {
+	c := t.clock
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.when = c.now.Add(d)
+	t.drain()
+	if d <= 0 {
+		delete(c.timers, t)
+		select {
+		case t.ch <- c.now:
+		default:
+		}
+		return
+	}
+	c.timers[t] = struct{}{}
+	close(c.changed)
+	c.changed = make(chan struct{})
+}

@@ -1,0 +1,179 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// recordVersion is the job record format; decode rejects others.
+const recordVersion = 1
+
+// errCorruptRecord reports a stored record that does not decode.
+var errCorruptRecord = errors.New("queue: corrupt record")
+
+// record is the stored form of a job (key j/<id>). The payload lives apart
+// (p/<id>) so the record every state change rewrites stays small.
+type record struct {
+	V           int               `msgpack:"v"`
+	ID          string            `msgpack:"id"`
+	Queue       string            `msgpack:"q"`
+	Headers     map[string]string `msgpack:"h,omitempty"`
+	State       State             `msgpack:"st"`
+	Attempts    int               `msgpack:"a"`
+	MaxAttempts int               `msgpack:"ma"`
+	Priority    int               `msgpack:"pr"`
+	Seq         uint64            `msgpack:"sq"` // position in the ready index
+	HasPayload  bool              `msgpack:"hp,omitempty"`
+	EnqueuedAt  int64             `msgpack:"ea"`
+	ClaimedAt   int64             `msgpack:"ca,omitempty"`
+	CompletedAt int64             `msgpack:"da,omitempty"`
+	FailedAt    int64             `msgpack:"fa,omitempty"`
+	RunAt       int64             `msgpack:"ra,omitempty"`
+	WokenAt     int64             `msgpack:"wa,omitempty"`
+	WakePayload []byte            `msgpack:"wp,omitempty"`
+	LastError   string            `msgpack:"le,omitempty"`
+	DedupKey    string            `msgpack:"dk,omitempty"`
+	// Token identifies the current claim; settlements must present it.
+	Token           uint64          `msgpack:"tk,omitempty"`
+	CancelRequested bool            `msgpack:"cr,omitempty"`
+	History         []attemptRecord `msgpack:"hi,omitempty"`
+}
+
+type attemptRecord struct {
+	N         int    `msgpack:"n"`
+	ClaimedAt int64  `msgpack:"c"`
+	EndedAt   int64  `msgpack:"e,omitempty"`
+	Outcome   string `msgpack:"o,omitempty"`
+	Error     string `msgpack:"r,omitempty"`
+}
+
+func encodeRecord(r *record) ([]byte, error) {
+	r.V = recordVersion
+	b, err := msgpack.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("queue: encode job %q: %w", r.ID, err)
+	}
+	return b, nil
+}
+
+func decodeRecord(b []byte) (*record, error) {
+	var r record
+	if err := msgpack.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%w: job record: %w", errCorruptRecord, err)
+	}
+	if r.V != recordVersion {
+		return nil, fmt.Errorf("%w: job record %q has format version %d; this build reads %d", errCorruptRecord, r.ID, r.V, recordVersion)
+	}
+	switch r.State {
+	case StatePending, StateScheduled, StateClaimed, StateDone, StateDead:
+	default:
+		return nil, fmt.Errorf("%w: job record %q has unknown state %q", errCorruptRecord, r.ID, r.State)
+	}
+	if r.ID == "" || r.Queue == "" {
+		return nil, fmt.Errorf("%w: job record without id or queue", errCorruptRecord)
+	}
+	return &r, nil
+}
+
+// beginAttempt appends a running attempt, dropping the oldest past the cap.
+func (r *record) beginAttempt(now int64) {
+	r.History = append(r.History, attemptRecord{N: r.Attempts, ClaimedAt: now})
+	if len(r.History) > MaxAttemptHistory {
+		r.History = append(r.History[:0:0], r.History[len(r.History)-MaxAttemptHistory:]...)
+	}
+}
+
+// endAttempt closes the running attempt, if any.
+func (r *record) endAttempt(now int64, outcome, errText string) {
+	if n := len(r.History); n > 0 && r.History[n-1].EndedAt == 0 && r.History[n-1].N == r.Attempts {
+		h := &r.History[n-1]
+		h.EndedAt, h.Outcome, h.Error = now, outcome, errText
+	}
+}
+
+func (r *record) job(payload []byte) Job {
+	return Job{
+		ID: r.ID, Queue: r.Queue, Payload: payload, Headers: r.Headers, State: r.State,
+		Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, Priority: r.Priority,
+		EnqueuedAt: fromNanos(r.EnqueuedAt), ClaimedAt: fromNanos(r.ClaimedAt),
+		CompletedAt: fromNanos(r.CompletedAt), FailedAt: fromNanos(r.FailedAt),
+		RunAt: fromNanos(r.RunAt), WokenAt: fromNanos(r.WokenAt),
+		WakePayload: r.WakePayload, LastError: r.LastError, DedupKey: r.DedupKey,
+		CancelRequested: r.CancelRequested,
+	}
+}
+
+func (r *record) attempts() []Attempt {
+	out := make([]Attempt, len(r.History))
+	for i, h := range r.History {
+		out[i] = Attempt{N: h.N, ClaimedAt: fromNanos(h.ClaimedAt), EndedAt: fromNanos(h.EndedAt), Outcome: h.Outcome, Error: h.Error}
+	}
+	return out
+}
+
+// storedEffects is the stored form of the effects a Cancel of a claimed job
+// leaves for the nack that removes it (key e/<id>).
+type storedEffects struct {
+	V         int             `msgpack:"v"`
+	Enqueue   []storedNewJob  `msgpack:"en,omitempty"`
+	KVPuts    []storedKVWrite `msgpack:"kp,omitempty"`
+	KVDeletes []string        `msgpack:"kd,omitempty"`
+}
+
+type storedNewJob struct {
+	Queue       string            `msgpack:"q"`
+	Payload     []byte            `msgpack:"p,omitempty"`
+	ID          string            `msgpack:"id,omitempty"`
+	DedupKey    string            `msgpack:"dk,omitempty"`
+	Priority    *int              `msgpack:"pr,omitempty"`
+	RunAt       int64             `msgpack:"ra,omitempty"`
+	MaxAttempts int               `msgpack:"ma,omitempty"`
+	Headers     map[string]string `msgpack:"h,omitempty"`
+}
+
+type storedKVWrite struct {
+	Key   string `msgpack:"k"`
+	Value []byte `msgpack:"v"`
+}
+
+func encodeEffects(e *SettlementEffects) ([]byte, error) {
+	s := storedEffects{V: recordVersion, KVDeletes: e.KVDeletes}
+	for _, j := range e.Enqueue {
+		s.Enqueue = append(s.Enqueue, storedNewJob{
+			Queue: j.Queue, Payload: j.Payload, ID: j.Options.ID, DedupKey: j.Options.DedupKey,
+			Priority: j.Options.Priority, RunAt: nanos(j.Options.RunAt), MaxAttempts: j.Options.MaxAttempts,
+			Headers: j.Options.Headers,
+		})
+	}
+	for _, w := range e.KVPuts {
+		s.KVPuts = append(s.KVPuts, storedKVWrite(w))
+	}
+	b, err := msgpack.Marshal(&s)
+	if err != nil {
+		return nil, fmt.Errorf("queue: encode cancel effects: %w", err)
+	}
+	return b, nil
+}
+
+func decodeEffects(b []byte) (*SettlementEffects, error) {
+	var s storedEffects
+	if err := msgpack.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%w: cancel effects: %w", errCorruptRecord, err)
+	}
+	if s.V != recordVersion {
+		return nil, fmt.Errorf("%w: cancel effects have format version %d; this build reads %d", errCorruptRecord, s.V, recordVersion)
+	}
+	e := &SettlementEffects{KVDeletes: s.KVDeletes}
+	for _, j := range s.Enqueue {
+		e.Enqueue = append(e.Enqueue, NewJob{Queue: j.Queue, Payload: j.Payload, Options: EnqueueOptions{
+			ID: j.ID, DedupKey: j.DedupKey, Priority: j.Priority, RunAt: fromNanos(j.RunAt),
+			MaxAttempts: j.MaxAttempts, Headers: j.Headers,
+		}})
+	}
+	for _, w := range s.KVPuts {
+		e.KVPuts = append(e.KVPuts, KVWrite(w))
+	}
+	return e, nil
+}
