@@ -1,0 +1,95 @@
+// Package kv is an ordered, transactional key-value store whose only durable
+// home is object storage. It is a focused Go take on SlateDB's design: an
+// in-memory sorted table in front of a write-ahead log (WAL) of immutable
+// objects and periodic checkpoints, all in one objstore.Store.
+//
+// # Guarantees
+//
+//   - One writer per store (Open); any number of Readers (OpenReader).
+//   - Transactions read a snapshot, buffer writes and commit optimistically:
+//     Commit fails with ErrConflict, applying nothing, when a key the
+//     transaction read or a range it scanned was written by a commit after
+//     its snapshot. Committed transactions are serializable in commit order.
+//     Tx.Add is a commutative counter add that records no read and never
+//     conflicts.
+//   - A commit is visible to every later Get, Scan and Begin at once. Commit
+//     returns after the WAL object holding it is in the store (durable);
+//     CommitNonDurable returns at once and the commit rides the next WAL
+//     object. WAL order equals commit order, so after any crash the store
+//     reopens at a prefix of the commit history that holds every commit
+//     acknowledged durable.
+//   - A corrupt or undecodable object stops Open with ErrCorrupt naming it;
+//     nothing is ever skipped silently.
+//   - Transient store errors are retried with backoff. A Commit that fails
+//     with an error other than ErrConflict may still become durable (the
+//     usual "unknown outcome" of a lost response); it is never half applied.
+//
+// # Layout
+//
+// Under Options.Prefix:
+//
+//	manifest               epoch, checkpoint id and chunk list, first live WAL sequence
+//	wal/<seq, 20 digits>   one group of commits each, written create-only
+//	chunk/<epoch>-<ckpt>-<n>  sorted key/value runs of a checkpoint
+//	large/<epoch>-<n>      one value over Options.LargeValueThreshold each
+//
+// # Costs in object-store requests
+//
+//   - Open: 1 GET + 1 conditional PUT of the manifest, 1 GET per chunk
+//     (parallel), 1 LIST per 1000 WAL objects and 1 GET per WAL object since
+//     the checkpoint (parallel), 1 create-only PUT for the fence, and, in
+//     the background, 3 LISTs to collect objects of crashed writers.
+//   - Commit: no request of its own; all commits that arrive while a WAL PUT
+//     is in flight share the next one (group commit, one PUT in flight). At
+//     low load a durable commit costs one PUT round trip. No timer: an idle
+//     writer flushes a lone commit at once.
+//   - Get/Scan/Tx reads: none, except 1 GET per large value read.
+//   - Large value: 1 PUT before its commit and 1 DELETE after the commit
+//     that drops it is durable and no snapshot can read it any more.
+//   - Checkpoint (after Options.CheckpointWALBytes or CheckpointWALObjects):
+//     1 PUT per changed chunk (chunks whose key range saw no write are
+//     reused), 1 conditional PUT of the manifest, then 1 DELETE per obsolete
+//     chunk and WAL object.
+//
+// # Fencing
+//
+// The manifest holds the writer epoch and is only ever replaced with
+// If-Match. Open raises the epoch, replays the WAL up to the first missing
+// sequence f and writes a fence object at f create-only; if f appears first
+// (an older writer got there), Open replays it and tries f+1.
+//
+// Why an older writer can never commit after the fence: a writer writes WAL
+// sequences one at a time, in order, each create-only, and moves to s+1 only
+// after s is in the store (or read back as its own). The newer writer's
+// fence takes the first sequence missing when it looked, so the older
+// writer's next write is exactly the fence's sequence: its create-only PUT
+// fails, it reads the object back, finds another batch id and turns
+// ErrFenced for good. Its commits after that point were never acknowledged
+// durable, so losing them breaks no promise. A checkpoint deletes WAL
+// objects below its first live sequence, which would reopen that slot; so
+// fence objects are never deleted (one small object per Open). A lost
+// response to the older writer's write just before the fence is resolved by
+// the same read-back: the object is either its own (the commit counts, and
+// the newer writer replayed it) or the fence.
+//
+// Hence epochs never decrease along the WAL; replay checks it and reports a
+// decrease as ErrCorrupt. An older writer's checkpoint fails its If-Match
+// manifest write and deletes nothing, since deletion only follows a
+// successful manifest switch.
+//
+// # Checkpoints
+//
+// A checkpoint writes the state after exactly the WAL objects below its
+// first live sequence: the snapshot is taken while sealing the last queued
+// WAL batch, and the manifest switches only after that batch is durable.
+// Obsolete WAL and chunk objects are deleted after the switch, never
+// before. A Reader that loses the race with a deletion sees a missing
+// object, stops at a consistent prefix and catches up on the next Refresh.
+//
+// # What it does not do
+//
+// No multi-writer operation, no range deletes, no compression, no
+// encryption, no TTLs. The whole live key set lives in memory (large values
+// excepted). Snapshots are memory-only: a long-lived Tx pins old versions
+// and conflict history until it ends, so always Commit or Rollback.
+package kv

@@ -1,0 +1,180 @@
+package kv
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// Sentinel errors. Returned errors wrap them; branch with errors.Is.
+var (
+	// ErrNotFound reports a Get of a key that does not exist.
+	ErrNotFound = errors.New("kv: key not found")
+	// ErrConflict reports an optimistic commit that lost: a key it read or a
+	// range it scanned changed after its snapshot. Retry the transaction.
+	ErrConflict = errors.New("kv: transaction conflict")
+	// ErrFenced reports that a newer writer opened the store; this DB is dead
+	// and every call returns it. Open the store again to continue.
+	ErrFenced = errors.New("kv: fenced by a newer writer")
+	// ErrCorrupt reports a WAL, chunk or manifest object that failed its
+	// checksum or decoding; the message names the object.
+	ErrCorrupt = errors.New("kv: corrupt object")
+	// ErrClosed reports a call on a closed DB or Reader.
+	ErrClosed = errors.New("kv: closed")
+	// ErrTxDone reports use of a committed or rolled-back Tx.
+	ErrTxDone = errors.New("kv: transaction already committed or rolled back")
+	// ErrTooLarge reports a key or value over the limits.
+	ErrTooLarge = errors.New("kv: key or value too large")
+)
+
+// MaxKeySize is the largest key accepted, in bytes.
+const MaxKeySize = 16 << 10
+
+// Options configure a DB or Reader. The zero value is usable.
+type Options struct {
+	// Prefix puts every object of this store under Prefix + "/" (e.g. "db");
+	// "" means the store root.
+	Prefix string
+	// Logger receives lifecycle events; nil means slog.Default().
+	Logger *slog.Logger
+	// LargeValueThreshold: values longer than this live in their own
+	// objects. Default 64 KiB.
+	LargeValueThreshold int
+	// MaxValueSize is the largest value accepted. Default 64 MiB.
+	MaxValueSize int
+	// CheckpointWALBytes starts a checkpoint when the WAL written since the
+	// last one passes this many bytes. Default 64 MiB.
+	CheckpointWALBytes int64
+	// CheckpointWALObjects starts a checkpoint when this many WAL objects
+	// were written since the last one. Default 2000.
+	CheckpointWALObjects int
+	// MaxBatchBytes caps one WAL object (a single larger commit still goes
+	// out alone). Default 16 MiB.
+	MaxBatchBytes int
+	// ConflictRetries is how often Update retries fn on ErrConflict.
+	// Default 100.
+	ConflictRetries int
+	// Clock stamps Stats and logs only; default time.Now.
+	Clock func() time.Time
+
+	// ChunkBytes is the target size of a checkpoint chunk. Default 2 MiB.
+	ChunkBytes int
+	// CloseTimeout bounds how long Close keeps retrying to make pending
+	// commits durable during a store outage. Default 30 s.
+	CloseTimeout time.Duration
+	// RequestTimeout bounds one store request; a request that hangs longer
+	// is abandoned and retried (a PUT is then read back). Default 20 s.
+	RequestTimeout time.Duration
+	// Rand seeds batch ids, writer ids and backoff jitter; nil means a
+	// random seed. It is read only inside Open and OpenReader.
+	Rand *rand.Rand
+	// DisableAutoCheckpoint turns off size-triggered checkpoints (tests).
+	DisableAutoCheckpoint bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.LargeValueThreshold <= 0 {
+		o.LargeValueThreshold = 64 << 10
+	}
+	if o.MaxValueSize <= 0 {
+		o.MaxValueSize = 64 << 20
+	}
+	if o.CheckpointWALBytes <= 0 {
+		o.CheckpointWALBytes = 64 << 20
+	}
+	if o.CheckpointWALObjects <= 0 {
+		o.CheckpointWALObjects = 2000
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = 16 << 20
+	}
+	if o.ConflictRetries <= 0 {
+		o.ConflictRetries = 100
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.ChunkBytes <= 0 {
+		o.ChunkBytes = 2 << 20
+	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = 30 * time.Second
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 20 * time.Second
+	}
+	if o.Rand == nil {
+		o.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	return o
+}
+
+// Range selects keys in [Start, End) in ascending or descending order.
+type Range struct {
+	// Start is the first key included; nil means from the first key.
+	Start []byte
+	// End is the first key excluded; nil means through the last key.
+	End []byte
+	// Reverse visits keys in descending order.
+	Reverse bool
+	// Limit stops after this many keys; 0 means no limit.
+	Limit int
+}
+
+// PrefixRange returns the ascending Range of every key starting with prefix.
+func PrefixRange(prefix []byte) Range {
+	return Range{Start: append([]byte(nil), prefix...), End: prefixEnd(prefix)}
+}
+
+// prefixEnd returns the smallest key greater than every key with the
+// prefix, or nil if there is none (prefix is all 0xff).
+func prefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+func (r Range) contains(k []byte) bool {
+	return (r.Start == nil || bytes.Compare(k, r.Start) >= 0) && (r.End == nil || bytes.Compare(k, r.End) < 0)
+}
+
+func checkKey(k []byte) error {
+	if len(k) > MaxKeySize {
+		return fmt.Errorf("%w: key of %d bytes exceeds %d", ErrTooLarge, len(k), MaxKeySize)
+	}
+	return nil
+}
+
+// largeRef names the object holding a large value.
+type largeRef struct {
+	name string
+	size int64
+}
+
+// entry is one live key in the memtable. Entries are immutable once in a
+// tree, so snapshots share them.
+type entry struct {
+	key   []byte
+	val   []byte
+	large *largeRef
+}
+
+func entryLess(a, b *entry) bool { return bytes.Compare(a.key, b.key) < 0 }
+
+func (e *entry) size() int {
+	if e.large != nil {
+		return len(e.key) + len(e.large.name) + 16
+	}
+	return len(e.key) + len(e.val)
+}
