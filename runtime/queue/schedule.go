@@ -3,6 +3,7 @@ package queue
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/kv"
@@ -92,7 +93,9 @@ func (q *Queue) nextRunAt(ctx context.Context) (time.Time, bool, error) {
 // Sweep applies retention: it deletes done jobs older than their queue's
 // KeepDoneJobs (all of them when it is 0) and dead jobs older than a
 // positive DeadRetention. The background sweeper calls it every
-// Options.SweepInterval. Deletions are non-durable commits.
+// Options.SweepInterval. Deletions are batched in non-durable commits and
+// made durable with one Sync before Sweep returns, so a sweep costs about one
+// WAL PUT however many jobs it removes.
 func (q *Queue) Sweep(ctx context.Context) (SweepResult, error) {
 	now := nanos(q.clock.Now())
 	var res SweepResult
@@ -109,6 +112,11 @@ func (q *Queue) Sweep(ctx context.Context) (SweepResult, error) {
 			if err != nil {
 				return res, err
 			}
+		}
+	}
+	if res.Done+res.Dead > 0 {
+		if err := q.db.Sync(ctx); err != nil {
+			return res, fmt.Errorf("queue: retention sweep: %w", err)
 		}
 	}
 	return res, nil
