@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	wf "github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/objstore/counting"
+	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// runtimeBench measures runtime (durable steps): runs of --steps no-op
+// steps, each client submitting a run and waiting for it to end before the
+// next; the runtime works with as many workers as clients.
+var runtimeBench = struct {
+	steps    int
+	payload  int
+	inFlight int
+}{}
+
+func init() {
+	register(&bench{
+		name:    "runtime",
+		summary: "durable step runtime: runs/s, steps/s, per-run latency and requests per step of a no-op workflow",
+		flags: func(fs *flag.FlagSet) {
+			fs.IntVar(&runtimeBench.steps, "steps", 10, "steps per run")
+			fs.IntVar(&runtimeBench.payload, "payload", 64, "payload bytes carried from step to step")
+			fs.IntVar(&runtimeBench.inFlight, "in-flight", 0, "runs in flight (clients); default: --concurrency, the runtime's worker count")
+		},
+		run: runRuntime,
+	})
+}
+
+func runRuntime(ctx context.Context, cfg *config) error {
+	if runtimeBench.steps < 1 || runtimeBench.payload < 0 {
+		return fmt.Errorf("--steps must be >= 1 and --payload >= 0")
+	}
+	for _, url := range cfg.stores {
+		inner, err := storeurl.Open(ctx, url)
+		if err != nil {
+			return err
+		}
+		store := counting.New(inner)
+		for _, c := range cfg.concurrency {
+			prefix := fmt.Sprintf("bench-runtime/%d-%d", c, time.Now().UnixNano())
+			r, err := runtimeRuns(ctx, cfg, store, prefix, c)
+			if err != nil {
+				return fmt.Errorf("runtime on %s at concurrency %d: %w", url, c, err)
+			}
+			r.Store = url
+			if err := cfg.emit(r); err != nil {
+				return err
+			}
+			if err := cleanPrefix(ctx, inner, prefix+"/"); err != nil {
+				return fmt.Errorf("clean up %s under %s: %w", url, prefix, err)
+			}
+		}
+	}
+	return nil
+}
+
+// noopSteps continues until the last step, then succeeds; it hands the
+// last step's job id to the client waiting for the run.
+type noopSteps struct {
+	last    int
+	mu      sync.Mutex
+	waiters map[string]chan string
+}
+
+func (n *noopSteps) RunStep(_ context.Context, s *wf.Step) (wf.StepOutcome, error) {
+	if s.Number < n.last {
+		return wf.ContinueNow(s.Payload), nil
+	}
+	n.mu.Lock()
+	ch := n.waiters[s.RunID]
+	n.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- s.JobID:
+		default: // a redelivery: the client already knows the job
+		}
+	}
+	return wf.Succeed(nil), nil
+}
+
+func runtimeRuns(ctx context.Context, cfg *config, store *counting.Store, prefix string, c int) (Result, error) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	q, err := queue.Open(ctx, store, queue.Options{Prefix: prefix + "/queue", Logger: log,
+		DefaultConfig: queue.QueueConfig{LeaseDuration: time.Minute}})
+	if err != nil {
+		return Result{}, err
+	}
+	defer q.Close()
+	runner := &noopSteps{last: runtimeBench.steps - 1, waiters: map[string]chan string{}}
+	rt, err := wf.New(q, store, runner, wf.WithConcurrency(c), wf.WithLogger(log), wf.WithMemoPrefix(prefix+"/memo"))
+	if err != nil {
+		return Result{}, err
+	}
+	w := rt.Spawn(ctx)
+	defer w.Shutdown(context.WithoutCancel(ctx))
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var runs atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	fail := func(err error) { errOnce.Do(func() { firstErr = err; stop() }) }
+	payload := make([]byte, runtimeBench.payload)
+	clients := runtimeBench.inFlight
+	if clients <= 0 {
+		clients = c
+	}
+	lats := make([]Latencies, clients)
+	before := store.Counts()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for client := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; runCtx.Err() == nil && !cfg.done(runs.Load(), start); i++ {
+				id := fmt.Sprintf("c%d-%d", client, i)
+				ch := make(chan string, 1)
+				runner.mu.Lock()
+				runner.waiters[id] = ch
+				runner.mu.Unlock()
+				t := time.Now()
+				if _, err := rt.Submit(runCtx, wf.RunSpec{RunID: id, Input: payload}); err != nil {
+					fail(err)
+					return
+				}
+				var jobID string
+				select {
+				case jobID = <-ch:
+				case <-runCtx.Done():
+					return
+				}
+				if _, err := q.WaitForCompletion(runCtx, jobID); err != nil && !errors.Is(err, queue.ErrNotFound) {
+					fail(err)
+					return
+				}
+				lats[client].Add(time.Since(t))
+				runner.mu.Lock()
+				delete(runner.waiters, id)
+				runner.mu.Unlock()
+				runs.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	if firstErr != nil {
+		return Result{}, firstErr
+	}
+	used := store.Counts().Sub(before)
+	var all Latencies
+	for i := range lats {
+		all.Merge(&lats[i])
+	}
+	n := runs.Load()
+	steps := n * int64(runtimeBench.steps)
+	per := func(v int64) float64 {
+		if steps == 0 {
+			return 0
+		}
+		return float64(v) / float64(steps)
+	}
+	return Result{
+		Bench: "runtime", Concurrency: c, Ops: steps, Seconds: secs, OpsPerSec: float64(steps) / secs,
+		P50Ms: all.Percentile(50), P99Ms: all.Percentile(99),
+		PutsPerOp: per(used.Puts), GetsPerOp: per(used.Gets), ListsPerOp: per(used.Lists),
+		Extra: map[string]any{"runs": n, "runs_in_flight": clients, "runs_per_sec": float64(n) / secs, "steps_per_run": runtimeBench.steps,
+			"latency": "per run, submit to final ack", "op_unit": "step (requests per op are per step, the submit included)"},
+	}, nil
+}

@@ -1,0 +1,71 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/tqw-dsl/tqw/runtime/objstore/mem"
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// BenchmarkTenStepRuns measures 10-step no-op runs on mem, with as many
+// clients (each one run in flight) as worker slots. One op is one step.
+func BenchmarkTenStepRuns(b *testing.B) {
+	for _, conc := range []int{1, 32} {
+		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
+			ctx := context.Background()
+			store := mem.New()
+			q, err := queue.Open(ctx, store, queue.Options{Logger: quietLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer q.Close()
+			var mu sync.Mutex
+			waiters := map[string]chan struct{}{}
+			r := StepRunnerFunc(func(_ context.Context, s *Step) (StepOutcome, error) {
+				if s.Number < 9 {
+					return ContinueNow(s.Payload), nil
+				}
+				mu.Lock()
+				if ch := waiters[s.RunID]; ch != nil { // nil on a redelivery
+					close(ch)
+					delete(waiters, s.RunID)
+				}
+				mu.Unlock()
+				return Succeed(nil), nil
+			})
+			rt, err := New(q, store, r, WithConcurrency(conc), WithLogger(quietLogger()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			w := rt.Spawn(ctx)
+			defer w.Shutdown(ctx)
+			runs := max(b.N/10, conc)
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for c := range conc {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := c; i < runs; i += conc {
+						id := fmt.Sprintf("r%d", i)
+						ch := make(chan struct{})
+						mu.Lock()
+						waiters[id] = ch
+						mu.Unlock()
+						if _, err := rt.Submit(ctx, RunSpec{RunID: id}); err != nil {
+							b.Error(err)
+							return
+						}
+						<-ch
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(runs*10)/b.Elapsed().Seconds(), "steps/s")
+		})
+	}
+}

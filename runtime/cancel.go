@@ -1,0 +1,96 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// Cancel terminates an active run as Cancelled and reports whether it did
+// (or, for a running step, will). It works for any run in the store, not
+// only runs this process submitted:
+//
+//   - The request is first recorded durably (workflow/cancel/<run>), so a
+//     step redelivered after a crash sees it and does not run.
+//   - A pending or scheduled step is removed and the run terminates in
+//     that commit, notification included, before Cancel returns.
+//   - A running step's context is cancelled (cause ErrRunCancelled); its
+//     outcome and staged effects are discarded, retries are suppressed, and
+//     the worker settles the run as Cancelled once the runner returns.
+//     Status reports Cancelling meanwhile.
+//
+// It returns false when the run is unknown or already terminated.
+func (rt *Runtime) Cancel(ctx context.Context, runID string) (bool, error) {
+	if err := ValidateRunID(runID); err != nil {
+		return false, err
+	}
+	rec, err := loadRun(ctx, rt.q, runID)
+	if err != nil || rec == nil {
+		return false, err
+	}
+	if err := rt.q.KVPut(ctx, cancelKey(runID), []byte(rec.Nonce)); err != nil {
+		return false, fmt.Errorf("runtime: cancel run %s: record request: %w", runID, err)
+	}
+	lastJob := ""
+	for {
+		cur, err := loadRun(ctx, rt.q, runID)
+		if err != nil {
+			return false, err
+		}
+		if cur == nil || cur.Nonce != rec.Nonce {
+			// Terminated meanwhile, by this request or otherwise.
+			rt.compareAndDelete(ctx, cancelKey(runID), []byte(rec.Nonce))
+			return rt.endedCancelled(ctx, runID, rec.Nonce)
+		}
+		ptr, err := loadPointer(ctx, rt.q, runID)
+		if err != nil {
+			return false, err
+		}
+		if ptr == nil {
+			return false, fmt.Errorf("runtime: cancel run %s: %w: active run without a step pointer", runID, ErrCorruptRecord)
+		}
+		if ptr.JobID == lastJob {
+			// The pointer did not move although its job is finished: the
+			// queue dead-lettered it. Reconcile ends the run as Failed.
+			if _, err := rt.Reconcile(ctx); err != nil {
+				return false, err
+			}
+			return rt.endedCancelled(ctx, runID, rec.Nonce)
+		}
+		sef, err := rt.terminalEffects(runID, cur, ptr.Step, Cancelled, nil, "cancelled")
+		if err != nil {
+			return false, err
+		}
+		if job, err := rt.q.GetJob(ctx, ptr.JobID); err == nil {
+			if k := job.Headers[HeaderSignalDelivered]; k != "" {
+				sef.KVDeletes = append(sef.KVDeletes, deliveredKey(runID, ptr.Step))
+			}
+		}
+		res, err := rt.q.Cancel(ctx, ptr.JobID, sef)
+		if err != nil {
+			return false, fmt.Errorf("runtime: cancel run %s: job %s: %w", runID, ptr.JobID, err)
+		}
+		switch res {
+		case queue.CancelRemoved, queue.CancelRequested:
+			return true, nil
+		}
+		// The job finished under us: the run moved to its next step or
+		// terminated. Look again.
+		lastJob = ptr.JobID
+	}
+}
+
+// endedCancelled reports whether the retained result of runID's incarnation
+// nonce says Cancelled.
+func (rt *Runtime) endedCancelled(ctx context.Context, runID, nonce string) (bool, error) {
+	b, err := kvGet(ctx, rt.q, resultKey(runID))
+	if err != nil || b == nil {
+		return false, err
+	}
+	r, err := decodeResultRecord(b)
+	if err != nil {
+		return false, err
+	}
+	return r.Nonce == nonce && r.Status == Cancelled, nil
+}

@@ -1,0 +1,198 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// Item 4: cancellation.
+
+func TestCancelPendingStepTerminatesAtOnce(t *testing.T) {
+	var calls atomic.Int32
+	r := StepRunnerFunc(func(context.Context, *Step) (StepOutcome, error) { calls.Add(1); return Succeed(nil), nil })
+	e := newEnv(t, r)
+	e.submit(RunSpec{RunID: "cp"})
+	ok, err := e.rt.Cancel(e.ctx, "cp")
+	if err != nil || !ok {
+		t.Fatalf("Cancel: %v %v", ok, err)
+	}
+	// Terminated before any worker ran: the commit that removed the job
+	// wrote the terminal state.
+	e.expectState("cp", StateCancelled)
+	if s, _ := e.q.Stats(e.ctx, DefaultQueueName); s.Pending != 0 {
+		t.Fatalf("step job not removed: %+v", s)
+	}
+	e.start()
+	if o := e.outcome(); o.Status != Cancelled || o.RunID != "cp" {
+		t.Fatalf("outcome %+v", o)
+	}
+	if calls.Load() != 0 {
+		t.Fatal("runner ran for a cancelled run")
+	}
+	if ok, err := e.rt.Cancel(e.ctx, "cp"); ok || err != nil {
+		t.Fatalf("second Cancel: %v %v", ok, err)
+	}
+	if ok, err := e.rt.Cancel(e.ctx, "nope"); ok || err != nil {
+		t.Fatalf("Cancel of unknown run: %v %v", ok, err)
+	}
+}
+
+func TestCancelScheduledStep(t *testing.T) {
+	r := steps{0: func(context.Context, *Step) (StepOutcome, error) { return ContinueAfter(nil, time.Hour), nil }}
+	e := newEnv(t, r)
+	e.start()
+	e.submit(RunSpec{RunID: "cs"})
+	e.waitRun("cs", inState(StateScheduled))
+	if ok, err := e.rt.Cancel(e.ctx, "cs"); !ok || err != nil {
+		t.Fatalf("Cancel: %v %v", ok, err)
+	}
+	e.expectState("cs", StateCancelled)
+	if o := e.outcome(); o.Status != Cancelled || o.Step != 1 {
+		t.Fatalf("outcome %+v", o)
+	}
+	if s, _ := e.q.Stats(e.ctx, DefaultQueueName); s.Scheduled != 0 {
+		t.Fatalf("scheduled job left: %+v", s)
+	}
+}
+
+func TestCancelRunningStepCancelsContextAndDiscardsOutcome(t *testing.T) {
+	g := newGate(t)
+	var cause atomic.Value
+	var calls atomic.Int32
+	r := StepRunnerFunc(func(ctx context.Context, s *Step) (StepOutcome, error) {
+		calls.Add(1)
+		g.entered <- s
+		<-ctx.Done()
+		cause.Store(context.Cause(ctx))
+		<-g.release // returns only when the test says so: Cancelling is observable
+		_ = s.Effects.Put("app/x", []byte("discarded"))
+		return StepOutcome{}, ctx.Err() // would be a transient retry
+	})
+	e := newEnv(t, r)
+	e.start()
+	e.submit(RunSpec{RunID: "cr"})
+	<-g.entered
+	if ok, err := e.rt.Cancel(e.ctx, "cr"); !ok || err != nil {
+		t.Fatalf("Cancel: %v %v", ok, err)
+	}
+	e.waitRun("cr", inState(StateCancelling))
+	g.open()
+	if o := e.outcome(); o.Status != Cancelled || o.Error != "cancelled" {
+		t.Fatalf("outcome %+v", o)
+	}
+	if c, _ := cause.Load().(error); !errors.Is(c, ErrRunCancelled) {
+		t.Fatalf("context cause %v", c)
+	}
+	if _, err := e.q.KVGet(e.ctx, "app/x"); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("effects of an externally cancelled step applied: %v", err)
+	}
+	if s, _ := e.q.Stats(e.ctx, DefaultQueueName); s.Scheduled+s.Pending+s.Dead != 0 || calls.Load() != 1 {
+		t.Fatalf("retry not suppressed: %+v, %d calls", s, calls.Load())
+	}
+}
+
+func TestCancelOverridesSucceedOfRunnerIgnoringContext(t *testing.T) {
+	g := newGate(t)
+	r := StepRunnerFunc(func(_ context.Context, s *Step) (StepOutcome, error) {
+		g.entered <- s
+		<-g.release
+		return Succeed([]byte("too late")), nil
+	})
+	e := newEnv(t, r)
+	e.start()
+	e.submit(RunSpec{RunID: "ig"})
+	<-g.entered
+	if ok, _ := e.rt.Cancel(e.ctx, "ig"); !ok {
+		t.Fatal("Cancel returned false")
+	}
+	e.expectState("ig", StateCancelling)
+	g.open()
+	if o := e.outcome(); o.Status != Cancelled || o.Result != nil {
+		t.Fatalf("outcome %+v", o)
+	}
+}
+
+// The cancel request is durable and reaches a run this process did not
+// submit: a step claimed by a process that then died is not run again.
+func TestCancelIsDurableAcrossRestart(t *testing.T) {
+	var calls atomic.Int32
+	r := StepRunnerFunc(func(context.Context, *Step) (StepOutcome, error) { calls.Add(1); return Succeed(nil), nil })
+	e := newEnv(t, r)
+	e.submit(RunSpec{RunID: "dur"})
+	// Another worker process claims the step and dies.
+	c, err := e.q.Claim(e.ctx, DefaultQueueName)
+	if err != nil || c == nil {
+		t.Fatalf("claim %v %v", c, err)
+	}
+	// A fresh Runtime (think: another process's runtime) cancels.
+	other, err := New(e.q, e.store, r, WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := other.Cancel(e.ctx, "dur"); !ok || err != nil {
+		t.Fatalf("Cancel: %v %v", ok, err)
+	}
+	e.expectState("dur", StateCancelling)
+	e.reopen()
+	e.expectState("dur", StateCancelling)
+	e.start()
+	if o := e.outcome(); o.Status != Cancelled {
+		t.Fatalf("outcome %+v", o)
+	}
+	if calls.Load() != 0 {
+		t.Fatalf("runner ran %d times for a cancelled run", calls.Load())
+	}
+	if _, err := e.q.KVGet(e.ctx, cancelKey("dur")); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("cancel request not cleaned up: %v", err)
+	}
+}
+
+// A stale cancel request of an earlier run under the same id does not
+// cancel a new run.
+func TestStaleCancelRequestIgnored(t *testing.T) {
+	e := newEnv(t, echo())
+	e.start()
+	if err := e.q.KVPut(e.ctx, cancelKey("st"), []byte("some-old-nonce")); err != nil {
+		t.Fatal(err)
+	}
+	e.submit(RunSpec{RunID: "st", Input: []byte("v")})
+	if o := e.outcome(); o.Status != Succeeded {
+		t.Fatalf("outcome %+v", o)
+	}
+}
+
+func TestShutdownCancelsStepContext(t *testing.T) {
+	g := newGate(t)
+	var cause atomic.Value
+	r := StepRunnerFunc(func(ctx context.Context, s *Step) (StepOutcome, error) {
+		if s.Attempt > 1 {
+			return Succeed([]byte("second")), nil
+		}
+		g.entered <- s
+		<-ctx.Done()
+		cause.Store(context.Cause(ctx))
+		return StepOutcome{}, ctx.Err()
+	})
+	e := newEnv(t, r) // WithShutdownTimeout(0): cancel at once
+	e.start()
+	out := e.submit(RunSpec{RunID: "sd"})
+	<-g.entered
+	e.stop()
+	if c, _ := cause.Load().(error); !errors.Is(c, ErrShutdown) {
+		t.Fatalf("cause %v", c)
+	}
+	j, _ := e.q.GetJob(e.ctx, out.JobID)
+	if j.State != queue.StateScheduled {
+		t.Fatalf("interrupted step not retried: %+v", j)
+	}
+	e.start()
+	e.clock.Advance(time.Minute)
+	if o := e.outcome(); string(o.Result) != "second" {
+		t.Fatalf("outcome %+v", o)
+	}
+}

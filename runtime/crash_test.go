@@ -1,0 +1,381 @@
+package runtime
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/objstore/file"
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// The crash test: a child process (this test binary, re-executed) works
+// crashRuns runs of 10 steps with sleeps, signals, transient failures and a
+// memoized side effect on a file store; the parent SIGKILLs it at random
+// moments crashKills times, restarting it each time, then lets a last child
+// finish and checks every run from the store.
+
+const (
+	crashDirEnv    = "TQW_RUNTIME_CRASH_DIR"
+	crashRunsEnv   = "TQW_RUNTIME_CRASH_RUNS"
+	crashKillsEnv  = "TQW_RUNTIME_CRASH_KILLS"
+	crashFinishEnv = "TQW_RUNTIME_CRASH_FINISH"
+	crashReplayEnv = "TQW_RUNTIME_CRASH_REPLAY"
+)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func crashRunID(i int) string { return fmt.Sprintf("run-%03d", i) }
+
+// crashExpected is the result every run must end with.
+func crashExpected(runID string) string {
+	return runID + "|0|1|2|3|4:sig=a-" + runID + "|5:memo=" + runID + "|6|7|8:sig=b-" + runID + "|9"
+}
+
+func flaky(runID string, step int) bool {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s/%d", runID, step)
+	return h.Sum32()%4 == 0
+}
+
+// appendLine appends line to path durably; a small O_APPEND write is not
+// torn by SIGKILL.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.WriteString(line + "\n"); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+type crashRunner struct{ dir string }
+
+func (c crashRunner) RunStep(ctx context.Context, s *Step) (StepOutcome, error) {
+	p := string(s.Payload) + "|" + strconv.Itoa(s.Number)
+	switch s.Number {
+	case 4, 8:
+		if s.Signal == nil {
+			p += ":sig=<timeout>"
+		} else {
+			p += ":sig=" + string(s.Signal)
+		}
+	case 5:
+		v, err := Memoized(ctx, s.Memo, "effect", func(context.Context) (string, error) {
+			if err := appendLine(filepath.Join(c.dir, "effects.log"), "effect "+s.RunID); err != nil {
+				return "", err
+			}
+			return s.RunID, nil
+		})
+		if err != nil {
+			return StepOutcome{}, err
+		}
+		if err := appendLine(filepath.Join(c.dir, "effects.log"), "memo-done "+s.RunID); err != nil {
+			return StepOutcome{}, err
+		}
+		p += ":memo=" + v
+	}
+	if flaky(s.RunID, s.Number) && s.Attempt <= 2 {
+		return StepOutcome{}, fmt.Errorf("flaky step %d attempt %d", s.Number, s.Attempt)
+	}
+	switch s.Number {
+	case 1, 6:
+		return ContinueAfter([]byte(p), time.Duration(5+rand.IntN(20))*time.Millisecond), nil
+	case 3:
+		return ContinueOnSignal([]byte(p), "s:"+s.RunID+":3", time.Hour), nil
+	case 7:
+		return ContinueOnSignal([]byte(p), "s:"+s.RunID+":7", 30*time.Second), nil
+	case 9:
+		return Succeed([]byte(p)), nil
+	}
+	return ContinueNow([]byte(p)), nil
+}
+
+type crashHook struct{ dir string }
+
+func (crashHook) Observes(*RunOutcome) bool { return true }
+
+func (h crashHook) OnTermination(_ context.Context, o *RunOutcome, _ *TerminalEffects) error {
+	return appendLine(filepath.Join(h.dir, "terminal.log"), fmt.Sprintf("%s %s %s", o.RunID, o.Status, o.Result))
+}
+
+func crashQueueOptions() queue.Options {
+	return queue.Options{Logger: quietLogger(), ReapInterval: 100 * time.Millisecond,
+		DefaultConfig: queue.QueueConfig{MaxAttempts: 1000, BackoffBase: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond, LeaseDuration: 10 * time.Second}}
+}
+
+// TestCrashChild is the child process; it does nothing in a normal run.
+func TestCrashChild(t *testing.T) {
+	dir := os.Getenv(crashDirEnv)
+	if dir == "" {
+		t.Skip("the crash test's child process; runs only under TestCrashRecovery")
+	}
+	if err := crashChild(dir, envInt(crashRunsEnv, 200), os.Getenv(crashFinishEnv) != "", os.Getenv(crashReplayEnv) != ""); err != nil {
+		fmt.Fprintln(os.Stderr, "crash child:", err)
+		os.Exit(3)
+	}
+}
+
+func crashChild(dir string, runs int, finish, replay bool) error {
+	ctx := context.Background()
+	store, err := file.Open(filepath.Join(dir, "store"))
+	if err != nil {
+		return err
+	}
+	q, err := queue.Open(ctx, store, crashQueueOptions())
+	if err != nil {
+		return err
+	}
+	rt, err := New(q, store, crashRunner{dir}, WithTerminalHook(crashHook{dir}), WithConcurrency(16),
+		WithLogger(quietLogger()), WithReconcileInterval(50*time.Millisecond), WithStepOutputReplay(replay))
+	if err != nil {
+		return err
+	}
+	w := rt.Spawn(ctx)
+	fmt.Println("ready")
+	// Submit what is not submitted yet, pre-buffering step 7's signal.
+	for i := range runs {
+		id := crashRunID(i)
+		if _, err := rt.Status(ctx, id); err == nil {
+			continue
+		} else if !errors.Is(err, ErrRunNotFound) {
+			return err
+		}
+		if _, err := rt.Signal(ctx, "s:"+id+":7", []byte("b-"+id)); err != nil {
+			return err
+		}
+		if _, err := rt.Submit(ctx, RunSpec{RunID: id, Input: []byte(id)}); err != nil {
+			return err
+		}
+	}
+	// Signal the runs waiting at step 3 until every run terminated.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		waiting, err := rt.ListRuns(ctx, ListOptions{States: []RunState{StateWaiting}, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		for _, st := range waiting {
+			if strings.HasSuffix(st.SignalKey, ":3") {
+				if _, err := rt.Signal(ctx, st.SignalKey, []byte("a-"+st.RunID)); err != nil {
+					return err
+				}
+			}
+		}
+		if !finish {
+			continue
+		}
+		done, err := rt.ListRuns(ctx, ListOptions{States: []RunState{StateSucceeded, StateFailed, StateCancelled}, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		if len(done) == runs {
+			break
+		}
+	}
+	// Let pending notifications drain before stopping.
+	for {
+		s, err := q.Stats(ctx, rt.NotifyQueueName())
+		if err != nil {
+			return err
+		}
+		if s.Pending+s.Scheduled+s.Claimed == 0 {
+			break
+		}
+		<-tick.C
+	}
+	if err := w.Shutdown(ctx); err != nil {
+		return err
+	}
+	return q.Close()
+}
+
+func TestCrashRecovery(t *testing.T) {
+	if os.Getenv(crashDirEnv) != "" {
+		t.Skip("inside the child")
+	}
+	if testing.Short() {
+		t.Skip("crash test skipped in -short mode")
+	}
+	runs, kills := envInt(crashRunsEnv, 200), envInt(crashKillsEnv, 100)
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	// Every other child records step outputs for replay: switching it on
+	// and off across restarts must not change any result.
+	child := func(finish, replay bool) *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashRunsEnv+"="+strconv.Itoa(runs))
+		if finish {
+			cmd.Env = append(cmd.Env, crashFinishEnv+"=1")
+		}
+		if replay {
+			cmd.Env = append(cmd.Env, crashReplayEnv+"=1")
+		}
+		cmd.Stderr = os.Stderr
+		return cmd
+	}
+	startupKills := 0
+	for i := range kills {
+		cmd := child(false, i%2 == 1)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ready := make(chan struct{})
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				if sc.Text() == "ready" {
+					close(ready)
+					break
+				}
+			}
+			for sc.Scan() { // drain
+			}
+		}()
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		// A random moment: one kill in five during startup and recovery,
+		// the others while steps run and settle.
+		var delay time.Duration
+		if rng.IntN(5) == 0 {
+			startupKills++
+			delay = time.Duration(rng.IntN(150)) * time.Millisecond
+		} else {
+			select {
+			case <-ready:
+			case err := <-exited:
+				t.Fatalf("child %d exited before it was ready: %v", i, err)
+			}
+			delay = time.Duration(rng.IntN(200)) * time.Millisecond
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-timer.C:
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-exited
+		case err := <-exited:
+			t.Fatalf("child %d exited on its own: %v", i, err)
+		}
+	}
+	before := 0
+	if _, err := os.Stat(filepath.Join(dir, "terminal.log")); err == nil {
+		before = len(readLines(t, filepath.Join(dir, "terminal.log")))
+	}
+	t.Logf("%d kills (%d during startup); %d terminal notifications written before the final restart", kills, startupKills, before)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	final := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	final.Env = child(true, true).Env
+	final.Stderr = os.Stderr
+	if err := final.Run(); err != nil {
+		t.Fatalf("final child: %v", err)
+	}
+	verifyCrashRuns(t, dir, runs)
+}
+
+func verifyCrashRuns(t *testing.T, dir string, runs int) {
+	ctx := context.Background()
+	store, err := file.Open(filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	q, err := queue.Open(ctx, store, crashQueueOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	in := NewInspector(q)
+	for i := range runs {
+		id := crashRunID(i)
+		st, err := in.Status(ctx, id)
+		if err != nil {
+			t.Fatalf("run %s: %v", id, err)
+		}
+		if st.State != StateSucceeded || string(st.Result) != crashExpected(id) {
+			t.Errorf("run %s: %v %q %q, want succeeded %q", id, st.State, st.Result, st.Error, crashExpected(id))
+		}
+	}
+	// Every notification of a run reports the same single terminal state.
+	terms := map[string]map[string]bool{}
+	for _, line := range readLines(t, filepath.Join(dir, "terminal.log")) {
+		id, rest, _ := strings.Cut(line, " ")
+		if terms[id] == nil {
+			terms[id] = map[string]bool{}
+		}
+		terms[id][rest] = true
+	}
+	for i := range runs {
+		id := crashRunID(i)
+		want := "succeeded " + crashExpected(id)
+		if len(terms[id]) != 1 || !terms[id][want] {
+			t.Errorf("run %s notifications %v, want only %q", id, terms[id], want)
+		}
+	}
+	// A memoized side effect does not run again once its memo write completed.
+	memoDone := map[string]bool{}
+	effects := map[string]int{}
+	for _, line := range readLines(t, filepath.Join(dir, "effects.log")) {
+		kind, id, _ := strings.Cut(line, " ")
+		switch kind {
+		case "effect":
+			if memoDone[id] {
+				t.Errorf("run %s: side effect ran again after its memo write completed", id)
+			}
+			effects[id]++
+		case "memo-done":
+			memoDone[id] = true
+		}
+	}
+	reruns := 0
+	for i := range runs {
+		n := effects[crashRunID(i)]
+		if n < 1 {
+			t.Errorf("run %s: side effect never ran", crashRunID(i))
+		}
+		reruns += n - 1
+	}
+	t.Logf("%d runs verified; %d side effects re-ran after a kill before their memo write", runs, reruns)
+}
+
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

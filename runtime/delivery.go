@@ -1,0 +1,327 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	stdruntime "runtime"
+	"strconv"
+
+	"github.com/tqw-dsl/tqw/runtime/objstore"
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// delivery is one claimed step job being processed.
+type delivery struct {
+	rt    *Runtime
+	c     *queue.Claim
+	runID string
+	n     int
+	rec   *runRecord
+	// sigDeletes are signal records consumed by this step, deleted with
+	// its settlement (kept on a retry, so a redelivery sees the same signal).
+	sigDeletes []string
+}
+
+// settleMode says how a terminating settlement ends the step job.
+type settleMode uint8
+
+const (
+	settleAck settleMode = iota
+	settleDeadLetter
+	settleNack
+)
+
+// handleStep processes one claimed step job and settles it. It releases
+// its worker slot once the runner returned, before the settlement commits.
+func (rt *Runtime) handleStep(ctx context.Context, c *queue.Claim, release func()) {
+	if err := rt.processStep(ctx, c, release); err != nil {
+		if errors.Is(err, queue.ErrClaimLost) {
+			rt.log.Debug("step claim lost before settlement; another delivery owns it", "job", c.Job.ID, "err", err)
+			return
+		}
+		rt.log.Error("step processing failed; the job is retried", "job", c.Job.ID, "err", err)
+		if _, nerr := rt.q.Nack(context.WithoutCancel(ctx), c, err.Error(), nil); nerr != nil && !errors.Is(nerr, queue.ErrClaimLost) {
+			rt.log.Error("nack failed; the lease will expire", "job", c.Job.ID, "err", nerr)
+		}
+	}
+}
+
+// processStep runs and settles one step. It returns only errors that left
+// the claim unsettled.
+func (rt *Runtime) processStep(ctx context.Context, c *queue.Claim, release func()) error {
+	sctx := context.WithoutCancel(ctx) // settlements finish even during shutdown
+	job := &c.Job
+	runID := job.Headers[HeaderRunID]
+	n, err := strconv.Atoi(job.Headers[HeaderStep])
+	if runID == "" || err != nil || n < 0 {
+		return rt.q.DeadLetter(sctx, c, fmt.Sprintf("job %s on queue %s is not a workflow step: headers %s/%s missing or bad",
+			job.ID, job.Queue, HeaderRunID, HeaderStep), nil)
+	}
+	rec, err := loadRun(sctx, rt.q, runID)
+	if err != nil {
+		return err
+	}
+	if rec == nil || rec.Nonce != job.Headers[HeaderRunNonce] {
+		// The run already terminated, or the job belongs to an earlier run
+		// under the same id: nothing to do.
+		rt.log.Debug("dropping step job of an inactive run", "run", runID, "step", n, "job", job.ID)
+		return rt.q.Ack(sctx, c, nil)
+	}
+	if ptr, err := loadPointer(sctx, rt.q, runID); err != nil {
+		return err
+	} else if ptr != nil && ptr.JobID != job.ID {
+		rt.log.Warn("dropping step job the run does not point at", "run", runID, "step", n, "job", job.ID, "current", ptr.JobID)
+		return rt.q.Ack(sctx, c, nil)
+	}
+	d := &delivery{rt: rt, c: c, runID: runID, n: n, rec: rec}
+	return d.process(ctx, sctx, release)
+}
+
+func (d *delivery) process(ctx, sctx context.Context, release func()) error {
+	rt := d.rt
+	if cancelled, err := d.cancelRequested(sctx); err != nil {
+		return err
+	} else if cancelled {
+		return d.terminate(sctx, Cancelled, nil, "cancelled", nil, settleAck)
+	}
+	sig, sigDeletes, err := rt.resolveSignal(sctx, &d.c.Job, d.runID, d.n)
+	if err != nil {
+		return d.stepFailed(sctx, Transient(err))
+	}
+	d.sigDeletes = sigDeletes
+
+	var (
+		out StepOutcome
+		eff *Effects
+	)
+	replayed := false
+	if rt.cfg.replay {
+		rec, err := rt.loadReplay(sctx, d.runID, d.n, d.c.Job.Payload)
+		if err != nil {
+			return d.stepFailed(sctx, Transient(err))
+		}
+		if rec != nil {
+			out = rec.outcome(rt.clock.Now().Sub(timeFromMs(rec.StoredMs)))
+			eff = newEffects()
+			for _, p := range rec.Puts {
+				eff.puts[p.Key] = p.Value
+			}
+			for _, k := range rec.Deletes {
+				eff.deletes[k] = struct{}{}
+			}
+			replayed = true
+		}
+	}
+	if !replayed {
+		eff = newEffects()
+		out, err = d.invoke(ctx, sig, eff)
+		// An external cancel overrides whatever the runner returned. Cancel
+		// always reaches a running step through its claim (it cancels the
+		// job the run's pointer names, which is this one while it runs), so
+		// the channel suffices here; the durable record was checked above
+		// for requests that predate this delivery.
+		select {
+		case <-d.c.Cancelled:
+			release()
+			return d.terminate(sctx, Cancelled, nil, "cancelled", nil, settleAck)
+		default:
+		}
+		if err != nil {
+			return d.stepFailed(sctx, err)
+		}
+		if err := out.validate(); err != nil {
+			return d.stepFailed(sctx, Permanent(err))
+		}
+		if rt.cfg.replay {
+			b, err := encodeRecord(newReplayRecord(out, eff, rt.clock.Now()))
+			if err != nil {
+				return d.stepFailed(sctx, Permanent(err))
+			}
+			key := rt.memo.replayKey(d.runID, d.n, d.c.Job.Payload)
+			if _, err := rt.store.Put(sctx, key, b, objstore.PutOptions{}); err != nil {
+				return d.stepFailed(sctx, Transient(fmt.Errorf("record step output for replay: %w", err)))
+			}
+		}
+	}
+	release()
+	return d.apply(sctx, out, eff)
+}
+
+// cancelRequested reports whether Cancel was requested for the run, through
+// the claim or through the durable cancel record.
+func (d *delivery) cancelRequested(ctx context.Context) (bool, error) {
+	select {
+	case <-d.c.Cancelled:
+		return true, nil
+	default:
+	}
+	v, err := kvGet(ctx, d.rt.q, cancelKey(d.runID))
+	if err != nil {
+		return false, err
+	}
+	return v != nil && string(v) == d.rec.Nonce, nil
+}
+
+// invoke runs the runner with a context cancelled on Cancel and shutdown.
+// A panicking runner counts as a transient error.
+func (d *delivery) invoke(ctx context.Context, sig []byte, eff *Effects) (out StepOutcome, err error) {
+	stepCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-d.c.Cancelled:
+			cancel(ErrRunCancelled)
+		case <-stop:
+		}
+	}()
+	job := &d.c.Job
+	rt := d.rt
+	step := &Step{
+		RunID: d.runID, Number: d.n, Payload: job.Payload, Headers: userHeaders(job.Headers),
+		JobID: job.ID, Attempt: job.Attempts,
+		Memo:    stepMemo(rt.store, rt.cfg.memoPrefix, d.runID, d.n),
+		RunMemo: runMemo(rt.store, rt.cfg.memoPrefix, d.runID),
+		Effects: eff, KV: queueKV{rt.q}, Signal: sig,
+		Lease: &Lease{q: rt.q, c: d.c},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			buf := make([]byte, 4096)
+			buf = buf[:stdruntime.Stack(buf, false)]
+			rt.log.Error("step runner panicked", "run", d.runID, "step", d.n, "panic", r, "stack", string(buf))
+			err = Transient(fmt.Errorf("step runner panicked: %v", r))
+		}
+	}()
+	return rt.runner.RunStep(stepCtx, step)
+}
+
+// stepFailed settles a step error: a permanent one dead-letters the step
+// and fails the run; a transient one nacks it, and the nack that exhausts
+// the attempts fails the run.
+func (d *delivery) stepFailed(ctx context.Context, err error) error {
+	msg := err.Error()
+	if IsPermanent(err) {
+		return d.terminate(ctx, Failed, nil, msg, nil, settleDeadLetter)
+	}
+	return d.terminate(ctx, Failed, nil, msg, nil, settleNack)
+}
+
+// apply settles the runner's outcome with the effects it staged.
+func (d *delivery) apply(ctx context.Context, out StepOutcome, eff *Effects) error {
+	switch out.Kind {
+	case OutcomeSucceed:
+		return d.terminate(ctx, Succeeded, out.Result, "", eff, settleAck)
+	case OutcomeFail:
+		return d.terminate(ctx, Failed, nil, out.Reason, eff, settleAck)
+	case OutcomeCancel:
+		return d.terminate(ctx, Cancelled, nil, out.Reason, eff, settleAck)
+	}
+	return d.advance(ctx, out, eff)
+}
+
+// advance acks the step and enqueues the next one in the same commit.
+func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) error {
+	rt := d.rt
+	next := d.n + 1
+	jobID := rt.newID()
+	opts := queue.EnqueueOptions{
+		ID: jobID, DedupKey: dedupKey(d.runID, next), MaxAttempts: rt.cfg.maxAttempts,
+		Headers: stepHeaders(d.rec.Headers, d.runID, d.rec.Nonce, next),
+	}
+	sef := &queue.SettlementEffects{}
+	addEffects(sef, eff)
+	sef.KVDeletes = append(sef.KVDeletes, d.sigDeletes...)
+	waitKey := ""
+	switch out.Trigger.Kind {
+	case TriggerAfter:
+		if out.Trigger.Delay > 0 {
+			opts.RunAt = rt.clock.Now().Add(out.Trigger.Delay)
+		}
+	case TriggerOnSignal:
+		key := out.Trigger.SignalKey
+		busy, err := rt.liveWaiter(ctx, key)
+		if err != nil {
+			return d.stepFailed(ctx, Transient(err))
+		}
+		if busy != "" {
+			return d.stepFailed(ctx, Permanent(fmt.Errorf("a waiter (job %s) is already registered for signal key %q; one waiter per key: include the run id in the key", busy, key)))
+		}
+		buf, err := kvGet(ctx, rt.q, sigBufKey(key))
+		if err != nil {
+			return d.stepFailed(ctx, Transient(err))
+		}
+		if buf != nil {
+			// Consume the buffered signal at registration.
+			opts.Headers[HeaderSignalDelivered] = "1"
+			sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: deliveredKey(d.runID, next), Value: buf})
+			sef.KVDeletes = append(sef.KVDeletes, sigBufKey(key))
+		} else {
+			opts.RunAt = rt.clock.Now().Add(out.Trigger.Timeout)
+			opts.Headers[HeaderSignalWait] = key
+			sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: sigWaitKey(key), Value: []byte(jobID)})
+			waitKey = key
+		}
+	}
+	ptr, err := encodeRecord(&stepPointer{Nonce: d.rec.Nonce, Step: next, JobID: jobID})
+	if err != nil {
+		return err
+	}
+	sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: stepKey(d.runID), Value: ptr})
+	sef.Enqueue = append(sef.Enqueue, queue.NewJob{Queue: rt.cfg.queueName, Payload: out.Payload, Options: opts})
+	if err := rt.q.Ack(ctx, d.c, sef); err != nil {
+		return d.settleFailed(ctx, err)
+	}
+	if waitKey != "" {
+		rt.afterRegister(ctx, waitKey, jobID)
+	}
+	return nil
+}
+
+// settleFailed handles an error from a settlement. An outcome the queue
+// rejects (too large, invalid) can never settle: the run fails.
+func (d *delivery) settleFailed(ctx context.Context, err error) error {
+	if errors.Is(err, queue.ErrTooLarge) || errors.Is(err, queue.ErrInvalid) {
+		return d.terminate(ctx, Failed, nil, "the step's outcome could not be committed: "+err.Error(), nil, settleDeadLetter)
+	}
+	return err
+}
+
+// terminate ends the run in the step's settlement: runner effects (when
+// given), the runtime's terminal records and the notification commit with it.
+func (d *delivery) terminate(ctx context.Context, status TerminalStatus, result []byte, errMsg string, eff *Effects, mode settleMode) error {
+	rt := d.rt
+	sef, err := rt.terminalEffects(d.runID, d.rec, d.n, status, result, errMsg)
+	if err != nil {
+		return err
+	}
+	addEffects(sef, eff)
+	sef.KVDeletes = append(sef.KVDeletes, d.sigDeletes...)
+	switch mode {
+	case settleAck:
+		err = rt.q.Ack(ctx, d.c, sef)
+		if err != nil && eff != nil {
+			return d.settleFailed(ctx, err)
+		}
+	case settleDeadLetter:
+		err = rt.q.DeadLetter(ctx, d.c, errMsg, sef)
+	case settleNack:
+		var res queue.NackResult
+		res, err = rt.q.Nack(ctx, d.c, errMsg, sef)
+		if err == nil && !res.Dead && !res.Cancelled {
+			rt.log.Info("step failed; retrying", "run", d.runID, "step", d.n, "attempt", d.c.Job.Attempts, "at", res.RunAt, "err", errMsg)
+		}
+	}
+	return err
+}
+
+// addEffects appends staged runner effects to a settlement.
+func addEffects(sef *queue.SettlementEffects, eff *Effects) {
+	puts, dels := eff.snapshot()
+	for _, p := range puts {
+		sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: p.Key, Value: p.Value})
+	}
+	sef.KVDeletes = append(sef.KVDeletes, dels...)
+}

@@ -1,0 +1,37 @@
+package runtime
+
+import "errors"
+
+// Sentinel errors; match them with errors.Is.
+var (
+	// ErrInputMismatch reports a Submit that reuses the run id of an active
+	// run with a different input. Choose a fresh run id for a new run.
+	ErrInputMismatch = errors.New("runtime: run id already used by an active run with a different input")
+	// ErrRunNotFound reports a run id with neither an active run nor a
+	// retained terminal record.
+	ErrRunNotFound = errors.New("runtime: run not found")
+	// ErrReserved reports a header under "workflow." or a KV key under
+	// "workflow/": those names belong to the runtime.
+	ErrReserved = errors.New("runtime: reserved name")
+	// ErrInvalidRunID reports a run id the runtime cannot use in keys.
+	ErrInvalidRunID = errors.New("runtime: invalid run id")
+	// ErrInvalidSignalKey reports an empty or oversized correlation key.
+	ErrInvalidSignalKey = errors.New("runtime: invalid signal key")
+	// ErrInvalidOutcome reports a StepOutcome the runtime cannot apply; the
+	// run fails as with a permanent step error.
+	ErrInvalidOutcome = errors.New("runtime: invalid step outcome")
+	// ErrEffectConflict reports a key staged for both a put and a delete in
+	// one step.
+	ErrEffectConflict = errors.New("runtime: key staged for both put and delete")
+	// ErrValueTooLarge reports a KV value over queue.MaxKVValueSize.
+	ErrValueTooLarge = errors.New("runtime: value too large")
+	// ErrInvalidKey reports an empty KV key or memo key.
+	ErrInvalidKey = errors.New("runtime: invalid key")
+	// ErrRunCancelled is the cause of a step context cancelled by Cancel.
+	ErrRunCancelled = errors.New("runtime: run cancelled")
+	// ErrShutdown is the cause of a step context cancelled by worker shutdown.
+	ErrShutdown = errors.New("runtime: worker shutting down")
+	// ErrCorruptRecord reports a runtime record in the KV namespace that
+	// failed to decode.
+	ErrCorruptRecord = errors.New("runtime: corrupt record")
+)

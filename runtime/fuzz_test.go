@@ -1,0 +1,123 @@
+package runtime
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Decoders of every durable record: bad input is ErrCorruptRecord, never a
+// panic, and a good record round-trips.
+
+func mustEncode(t testing.TB, v any) []byte {
+	b, err := encodeRecord(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func FuzzDecodeRecords(f *testing.F) {
+	hash := bytes.Repeat([]byte{7}, 32)
+	f.Add(mustEncode(f, &runRecord{Nonce: "n", InputHash: hash, SubmittedMs: 5, Headers: map[string]string{"a": "b"}}))
+	f.Add(mustEncode(f, &stepPointer{Nonce: "n", Step: 3, JobID: "j"}))
+	f.Add(mustEncode(f, &resultRecord{Nonce: "n", Status: Failed, Error: "e", Step: 2}))
+	f.Add(mustEncode(f, newReplayRecord(ContinueOnSignal([]byte("p"), "k", time.Second), newEffects(), t0)))
+	f.Add(mustEncode(f, &RunOutcome{RunID: "r", Status: Succeeded, Result: []byte("x"), FinishedAt: t0}))
+	f.Add([]byte{})
+	f.Add([]byte{0xc1})
+	f.Add([]byte{0x81, 0xa1, 'n', 0xc0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		check := func(err error) {
+			if err != nil && !errors.Is(err, ErrCorruptRecord) {
+				t.Fatalf("error not ErrCorruptRecord: %v", err)
+			}
+		}
+		if r, err := decodeRunRecord(b); err == nil {
+			if len(r.InputHash) != 32 || r.Nonce == "" {
+				t.Fatalf("accepted invalid run record %+v", r)
+			}
+		} else {
+			check(err)
+		}
+		if p, err := decodeStepPointer(b); err == nil {
+			if p.JobID == "" || p.Step < 0 {
+				t.Fatalf("accepted invalid pointer %+v", p)
+			}
+		} else {
+			check(err)
+		}
+		if r, err := decodeResultRecord(b); err == nil {
+			if !r.Status.valid() {
+				t.Fatalf("accepted invalid result %+v", r)
+			}
+		} else {
+			check(err)
+		}
+		if r, err := decodeReplayRecord(b); err == nil {
+			if r.outcome(0).validate() != nil {
+				t.Fatalf("accepted invalid replay record %+v", r)
+			}
+		} else {
+			check(err)
+		}
+		if o, err := decodeRunOutcome(b); err == nil {
+			if o.RunID == "" || !o.Status.valid() {
+				t.Fatalf("accepted invalid notification %+v", o)
+			}
+		} else {
+			check(err)
+		}
+		if p, err := decodeSignal(b); err == nil {
+			if !bytes.Equal(encodeSignal(p), b) {
+				t.Fatalf("signal value does not round-trip")
+			}
+		} else {
+			check(err)
+		}
+	})
+}
+
+func FuzzParseTimedKey(f *testing.F) {
+	f.Add(timedKey(kvTerminals, t0, "run-1"))
+	f.Add(kvTerminals + "zz/run")
+	f.Add(kvTerminals)
+	f.Fuzz(func(t *testing.T, key string) {
+		ts, id, err := parseTimedKey(kvTerminals, key)
+		if err != nil {
+			if !errors.Is(err, ErrCorruptRecord) {
+				t.Fatalf("error not ErrCorruptRecord: %v", err)
+			}
+			return
+		}
+		if ts.UnixMilli() < 0 {
+			t.Fatalf("negative time from %q", key)
+		}
+		hexPart := key[len(kvTerminals) : len(kvTerminals)+16]
+		if hexPart == strings.ToLower(hexPart) && timedKey(kvTerminals, ts, id) != key {
+			t.Fatalf("timed key %q does not round-trip", key)
+		}
+	})
+}
+
+func TestRecordsRoundTrip(t *testing.T) {
+	eff := newEffects()
+	_ = eff.Put("a", []byte("1"))
+	_ = eff.Delete("b")
+	rec := newReplayRecord(ContinueAfter([]byte("p"), time.Minute), eff, t0)
+	got, err := decodeReplayRecord(mustEncode(t, rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := got.outcome(0)
+	if o.Kind != OutcomeContinue || o.Trigger.Kind != TriggerAfter || o.Trigger.Delay != time.Minute || string(o.Payload) != "p" ||
+		len(got.Puts) != 1 || got.Puts[0].Key != "a" || len(got.Deletes) != 1 || got.Deletes[0] != "b" || got.StoredMs != t0.UnixMilli() {
+		t.Fatalf("replay round trip %+v", got)
+	}
+	ts, id, err := parseTimedKey(kvExpiry, timedKey(kvExpiry, t0, "r:1"))
+	if err != nil || !ts.Equal(t0) || id != "r:1" {
+		t.Fatalf("timed key round trip: %v %q %v", ts, id, err)
+	}
+}

@@ -1,0 +1,141 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// TerminalStatus is how a run ended.
+type TerminalStatus uint8
+
+// The three terminal states.
+const (
+	// Succeeded: a step returned Succeed.
+	Succeeded TerminalStatus = iota + 1
+	// Failed: a step returned Fail, or a step error ended the run.
+	Failed
+	// Cancelled: a step returned CancelRun, or Cancel ended the run.
+	Cancelled
+)
+
+func (s TerminalStatus) valid() bool { return s >= Succeeded && s <= Cancelled }
+
+// String returns the lower-case name of the status.
+func (s TerminalStatus) String() string {
+	switch s {
+	case Succeeded:
+		return "succeeded"
+	case Failed:
+		return "failed"
+	case Cancelled:
+		return "cancelled"
+	}
+	return fmt.Sprintf("TerminalStatus(%d)", uint8(s))
+}
+
+// RunOutcome describes a terminated run to a TerminalHook.
+type RunOutcome struct {
+	RunID  string         `msgpack:"id"`
+	Status TerminalStatus `msgpack:"st"`
+	// Result is the Succeed result; nil when ResultOmitted (over
+	// MaxRetainedResult) or the run did not succeed.
+	Result        []byte `msgpack:"r,omitempty"`
+	ResultOmitted bool   `msgpack:"ro,omitempty"`
+	// Error is the Fail or CancelRun reason, the last step error, or
+	// "cancelled" for an external Cancel.
+	Error string `msgpack:"e,omitempty"`
+	// Step is the number of the step that terminated the run.
+	Step int `msgpack:"s"`
+	// Headers are the submitter's headers.
+	Headers     map[string]string `msgpack:"hd,omitempty"`
+	SubmittedAt time.Time         `msgpack:"t"`
+	FinishedAt  time.Time         `msgpack:"f"`
+}
+
+// TerminalHook observes run terminations. Each termination it observes is
+// delivered as a notification job enqueued in the commit that terminates the
+// run, so the hook sees only committed outcomes, at least once: OnTermination
+// must be idempotent. A transient error retries the notification with the
+// queue's backoff; a Permanent one dead-letters it.
+type TerminalHook interface {
+	// Observes is consulted when a run terminates; false skips the
+	// notification job, so the termination costs nothing extra.
+	Observes(outcome *RunOutcome) bool
+	// OnTermination handles a termination. Effects staged on eff are
+	// applied in the transaction that acknowledges the notification.
+	OnTermination(ctx context.Context, outcome *RunOutcome, eff *TerminalEffects) error
+}
+
+// NoopTerminalHook observes nothing: runs terminate without a notification.
+type NoopTerminalHook struct{}
+
+// Observes returns false.
+func (NoopTerminalHook) Observes(*RunOutcome) bool { return false }
+
+// OnTermination does nothing.
+func (NoopTerminalHook) OnTermination(context.Context, *RunOutcome, *TerminalEffects) error {
+	return nil
+}
+
+// TerminalHookFunc is a TerminalHook that observes every run and calls f.
+type TerminalHookFunc func(ctx context.Context, outcome *RunOutcome, eff *TerminalEffects) error
+
+// Observes returns true.
+func (TerminalHookFunc) Observes(*RunOutcome) bool { return true }
+
+// OnTermination calls f.
+func (f TerminalHookFunc) OnTermination(ctx context.Context, o *RunOutcome, eff *TerminalEffects) error {
+	return f(ctx, o, eff)
+}
+
+// TerminalEffects stages caller-KV writes, deletes and follow-up enqueues
+// that commit with a notification's acknowledgement. Safe for concurrent use.
+type TerminalEffects struct {
+	kv      *Effects
+	mu      sync.Mutex
+	enqueue []queue.NewJob
+}
+
+// NewTerminalEffects returns an empty TerminalEffects, for calling a hook
+// outside the runtime (a hook's unit test).
+func NewTerminalEffects() *TerminalEffects { return &TerminalEffects{kv: newEffects()} }
+
+// Staged returns what is staged, as the settlement effects the runtime
+// applies with the notification's acknowledgement.
+func (t *TerminalEffects) Staged() queue.SettlementEffects { return *t.settlement() }
+
+// Put stages a caller-KV write (same rules as Effects.Put).
+func (t *TerminalEffects) Put(key string, value []byte) error { return t.kv.Put(key, value) }
+
+// Delete stages a caller-KV delete (same rules as Effects.Delete).
+func (t *TerminalEffects) Delete(key string) error { return t.kv.Delete(key) }
+
+// Enqueue stages a job on queueName. Headers under "workflow." are rejected.
+func (t *TerminalEffects) Enqueue(queueName string, payload []byte, opts queue.EnqueueOptions) error {
+	if queueName == "" {
+		return fmt.Errorf("%w: terminal effect enqueue without a queue name", ErrInvalidKey)
+	}
+	if err := validateUserHeaders(opts.Headers); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.enqueue = append(t.enqueue, queue.NewJob{Queue: queueName, Payload: append([]byte{}, payload...), Options: opts})
+	return nil
+}
+
+func (t *TerminalEffects) settlement() *queue.SettlementEffects {
+	puts, dels := t.kv.snapshot()
+	eff := &queue.SettlementEffects{KVDeletes: dels}
+	for _, p := range puts {
+		eff.KVPuts = append(eff.KVPuts, queue.KVWrite{Key: p.Key, Value: p.Value})
+	}
+	t.mu.Lock()
+	eff.Enqueue = append(eff.Enqueue, t.enqueue...)
+	t.mu.Unlock()
+	return eff
+}

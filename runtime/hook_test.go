@@ -1,0 +1,170 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/objstore/mem"
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// Item 13: the terminal hook as a notification job.
+
+type filterHook struct {
+	calls   atomic.Int32
+	outcome chan *RunOutcome
+	fail    int32 // transient failures before success
+	perm    bool
+}
+
+func (h *filterHook) Observes(o *RunOutcome) bool { return o.Headers["notify"] == "yes" }
+
+func (h *filterHook) OnTermination(_ context.Context, o *RunOutcome, eff *TerminalEffects) error {
+	n := h.calls.Add(1)
+	if h.perm {
+		return Permanent(errors.New("hook refuses"))
+	}
+	if n <= h.fail {
+		_ = eff.Put("app/hook-failed-attempt", []byte("x"))
+		return errors.New("hook flaky")
+	}
+	if err := eff.Put("app/notified/"+o.RunID, []byte(o.Status.String())); err != nil {
+		return err
+	}
+	if err := eff.Enqueue("followups", []byte(o.RunID), queue.EnqueueOptions{}); err != nil {
+		return err
+	}
+	h.outcome <- o
+	return nil
+}
+
+func TestTerminalHookAtLeastOnceWithEffects(t *testing.T) {
+	h := &filterHook{outcome: make(chan *RunOutcome, 10), fail: 1}
+	e := newEnv(t, echo(), WithTerminalHook(h))
+	e.start()
+	e.submit(RunSpec{RunID: "quiet", Input: []byte("q")})
+	e.submit(RunSpec{RunID: "loud", Input: []byte("l"), Headers: map[string]string{"notify": "yes"}})
+	e.waitRun("quiet", inState(StateSucceeded))
+	e.waitRun("loud", inState(StateSucceeded))
+	// The first delivery failed and is retried after the queue's backoff.
+	var notify queue.Stats
+	for notify.Scheduled != 1 {
+		notify, _ = e.q.Stats(e.ctx, e.rt.NotifyQueueName())
+		if e.ctx.Err() != nil {
+			t.Fatal("notification not retried")
+		}
+		yield()
+	}
+	e.clock.Advance(time.Minute)
+	o := <-h.outcome
+	if o.RunID != "loud" || o.Status != Succeeded || string(o.Result) != "l" || h.calls.Load() != 2 {
+		t.Fatalf("hook saw %+v after %d calls", o, h.calls.Load())
+	}
+	for {
+		if s, _ := e.q.Stats(e.ctx, e.rt.NotifyQueueName()); s.Pending+s.Scheduled+s.Claimed == 0 {
+			break
+		}
+		yield()
+	}
+	if v, _ := e.q.KVGet(e.ctx, "app/notified/loud"); string(v) != "succeeded" {
+		t.Fatalf("hook KV effect: %q", v)
+	}
+	if _, err := e.q.KVGet(e.ctx, "app/hook-failed-attempt"); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatal("effects of a failed hook attempt applied")
+	}
+	if s, _ := e.q.Stats(e.ctx, "followups"); s.Pending != 1 {
+		t.Fatalf("hook enqueue effect: %+v", s)
+	}
+	if _, err := e.q.KVGet(e.ctx, "app/notified/quiet"); !errors.Is(err, queue.ErrNotFound) || h.calls.Load() != 2 {
+		t.Fatal("a run the hook does not observe was notified")
+	}
+}
+
+func TestTerminalHookPermanentErrorDeadLettersNotification(t *testing.T) {
+	h := &filterHook{outcome: make(chan *RunOutcome, 10), perm: true}
+	e := newEnv(t, echo(), WithTerminalHook(h))
+	e.start()
+	e.submit(RunSpec{RunID: "x", Headers: map[string]string{"notify": "yes"}})
+	for {
+		if s, _ := e.q.Stats(e.ctx, e.rt.NotifyQueueName()); s.Dead == 1 {
+			break
+		}
+		if e.ctx.Err() != nil {
+			t.Fatal("notification not dead-lettered")
+		}
+		yield()
+	}
+	if h.calls.Load() != 1 {
+		t.Fatalf("%d hook calls", h.calls.Load())
+	}
+}
+
+func TestNoopTerminalHookEnqueuesNothing(t *testing.T) {
+	e := newEnv(t, echo(), WithTerminalHook(NoopTerminalHook{}))
+	e.start()
+	e.submit(RunSpec{RunID: "n"})
+	e.waitRun("n", inState(StateSucceeded))
+	if s, _ := e.q.Stats(e.ctx, e.rt.NotifyQueueName()); s != (queue.Stats{}) {
+		t.Fatalf("notification queue %+v", s)
+	}
+}
+
+// Runs whose step the reaper dead-letters are reconciled to Failed, with a
+// notification.
+func TestReaperDeadLetterReconciledToFailed(t *testing.T) {
+	g := newGate(t)
+	r := StepRunnerFunc(func(_ context.Context, s *Step) (StepOutcome, error) {
+		g.entered <- s
+		<-g.release
+		return Succeed(nil), nil
+	})
+	cfg := defaultQueueConfig()
+	cfg.MaxAttempts = 1
+	e := newEnvCfg(t, mem.New(), cfg, r)
+	e.start()
+	out := e.submit(RunSpec{RunID: "reaped"})
+	<-g.entered
+	e.clock.Advance(2 * time.Minute)
+	if _, err := e.q.Reap(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitJob(out.JobID, func(j queue.Job) bool { return j.State == queue.StateDead })
+	e.waitRun("reaped", inState(StateFailed)) // from the dead job or reconciled
+	// The worker's reconcile loop may get there first (its timer fired
+	// with the Advance); either way exactly one notification follows.
+	if _, err := e.rt.Reconcile(e.ctx); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	o := e.outcome()
+	if o.RunID != "reaped" || o.Status != Failed || o.Error == "" {
+		t.Fatalf("outcome %+v", o)
+	}
+	if _, err := e.q.KVGet(e.ctx, runKey("reaped")); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatal("run record left")
+	}
+	if n, _ := e.rt.Reconcile(e.ctx); n != 0 {
+		t.Fatal("reconciled twice")
+	}
+	g.open() // the late runner's settlement is refused
+}
+
+// A step dead-lettered by crash recovery at open is reconciled by the worker
+// at startup.
+func TestCrashRecoveryDeadLetterReconciledAtStartup(t *testing.T) {
+	cfg := defaultQueueConfig()
+	cfg.MaxAttempts = 1
+	e := newEnvCfg(t, mem.New(), cfg, echo())
+	e.submit(RunSpec{RunID: "crashed"})
+	if c, err := e.q.Claim(e.ctx, DefaultQueueName); err != nil || c == nil {
+		t.Fatalf("claim %v %v", c, err)
+	}
+	e.reopen() // the claim was the last attempt: recovery dead-letters it
+	e.start()
+	if o := e.outcome(); o.RunID != "crashed" || o.Status != Failed {
+		t.Fatalf("outcome %+v", o)
+	}
+	e.waitRun("crashed", func(st RunStatus) bool { return st.State == StateFailed && !st.FinishedAt.IsZero() })
+}

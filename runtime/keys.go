@@ -1,0 +1,116 @@
+package runtime
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reserved names.
+const (
+	// ReservedHeaderPrefix starts every header the runtime sets on step jobs;
+	// Submit rejects user headers that start with it.
+	ReservedHeaderPrefix = "workflow."
+	// ReservedKVPrefix starts every caller-KV key the runtime owns; Submit
+	// and Step.Effects reject application keys that start with it.
+	ReservedKVPrefix = "workflow/"
+)
+
+// Headers the runtime sets on step jobs.
+const (
+	// HeaderRunID carries the run id.
+	HeaderRunID = "workflow.run_id"
+	// HeaderStep carries the zero-based step number.
+	HeaderStep = "workflow.step"
+	// HeaderRunNonce names the run's incarnation, so a step job left over
+	// from an earlier run under the same id is recognised and dropped.
+	HeaderRunNonce = "workflow.run_nonce"
+	// HeaderSignalWait carries the correlation key a scheduled step waits on.
+	HeaderSignalWait = "workflow.signal_wait"
+	// HeaderSignalDelivered marks a step whose signal was consumed from the
+	// buffer at registration; the payload is in the delivered record.
+	HeaderSignalDelivered = "workflow.signal_delivered"
+)
+
+// Caller-KV layout (all under ReservedKVPrefix). Invariants:
+//   - runs/<id> and steps/<id> exist exactly while the run is active; the
+//     terminating commit deletes both and writes results/<id>.
+//   - steps/<id> names the run's one live step job; every transition
+//     rewrites it in the commit that enqueues the next step.
+//   - signals/wait/<key> maps a correlation key to the job waiting on it;
+//     an entry whose job is no longer scheduled is stale and ignored.
+const (
+	kvRuns        = ReservedKVPrefix + "runs/"
+	kvSteps       = ReservedKVPrefix + "steps/"
+	kvCancel      = ReservedKVPrefix + "cancel/"
+	kvResults     = ReservedKVPrefix + "results/"
+	kvExpiry      = ReservedKVPrefix + "expiry/"
+	kvTerminals   = ReservedKVPrefix + "terminals/"
+	kvSigBuf      = ReservedKVPrefix + "signals/buf/"
+	kvSigWait     = ReservedKVPrefix + "signals/wait/"
+	kvSigDelivery = ReservedKVPrefix + "signals/delivered/"
+)
+
+func runKey(runID string) string    { return kvRuns + runID }
+func stepKey(runID string) string   { return kvSteps + runID }
+func cancelKey(runID string) string { return kvCancel + runID }
+func resultKey(runID string) string { return kvResults + runID }
+func sigBufKey(key string) string   { return kvSigBuf + key }
+func sigWaitKey(key string) string  { return kvSigWait + key }
+func deliveredKey(runID string, n int) string {
+	return kvSigDelivery + runID + "/" + strconv.Itoa(n)
+}
+
+// timedKey is prefix + 16 hex digits of Unix milliseconds + "/" + runID, so a
+// scan from the start of prefix visits markers oldest first.
+func timedKey(prefix string, t time.Time, runID string) string {
+	return fmt.Sprintf("%s%016x/%s", prefix, uint64(max(t.UnixMilli(), 0)), runID)
+}
+
+// parseTimedKey splits a timedKey back into its time and run id.
+func parseTimedKey(prefix, key string) (time.Time, string, error) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok || len(rest) < 18 || rest[16] != '/' {
+		return time.Time{}, "", fmt.Errorf("%w: marker key %q", ErrCorruptRecord, key)
+	}
+	ms, err := strconv.ParseUint(rest[:16], 16, 63)
+	if err != nil {
+		return time.Time{}, "", fmt.Errorf("%w: marker key %q: %w", ErrCorruptRecord, key, err)
+	}
+	return time.UnixMilli(int64(ms)), rest[17:], nil
+}
+
+// Run ids appear in KV keys, dedup keys and object keys.
+const maxRunIDLen = 128
+
+// ValidateRunID reports whether id can name a run: 1 to 128 bytes of ASCII
+// letters, digits and "-_.:@=+", not starting with '.'.
+func ValidateRunID(id string) error {
+	if id == "" || len(id) > maxRunIDLen {
+		return fmt.Errorf("%w %q: want 1 to %d characters", ErrInvalidRunID, id, maxRunIDLen)
+	}
+	if id[0] == '.' {
+		return fmt.Errorf("%w %q: may not start with '.'", ErrInvalidRunID, id)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_.:@=+", c) >= 0
+		if !ok {
+			return fmt.Errorf("%w %q: character %q not allowed; use letters, digits and -_.:@=+", ErrInvalidRunID, id, c)
+		}
+	}
+	return nil
+}
+
+const maxSignalKeyLen = 512
+
+func validateSignalKey(key string) error {
+	if key == "" || len(key) > maxSignalKeyLen {
+		return fmt.Errorf("%w %q: want 1 to %d bytes", ErrInvalidSignalKey, key, maxSignalKeyLen)
+	}
+	return nil
+}
+
+// dedupKey is the dedup key of step n of a run.
+func dedupKey(runID string, n int) string { return "run:" + runID + ":" + strconv.Itoa(n) }

@@ -1,0 +1,234 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/tqw-dsl/tqw/runtime/objstore"
+)
+
+// DefaultMemoPrefix is the object-key prefix of memo and replay entries.
+const DefaultMemoPrefix = "workflow-memo"
+
+// Memo is a durable key-value cache scoped to one step of a run
+// (Step.Memo) or to the whole run (Step.RunMemo). It makes a retried step
+// observe the result of an expensive side effect instead of paying twice.
+// It is a cache: every reader must tolerate absence by recomputing, since
+// retention may remove entries.
+//
+// Each entry is one object, <prefix>/<run>/s/<step>/<key> for a step memo
+// and <prefix>/<run>/r/<key> for the run memo: Get costs one GET, Put one
+// PUT. Safe for concurrent use.
+type Memo struct {
+	store objstore.Store
+	base  string // object-key prefix ending in "/"
+}
+
+func stepMemo(store objstore.Store, prefix, runID string, n int) *Memo {
+	return &Memo{store: store, base: prefix + "/" + runID + "/s/" + strconv.Itoa(n) + "/"}
+}
+
+func runMemo(store objstore.Store, prefix, runID string) *Memo {
+	return &Memo{store: store, base: prefix + "/" + runID + "/r/"}
+}
+
+// memoKeySegment maps a memo key to one object-key segment. Keys made of
+// [A-Za-z0-9._-] (not "." or "..") are used as they are; others become "~"
+// and their hex encoding, which no plain key can collide with.
+func memoKeySegment(key string) (string, error) {
+	if key == "" {
+		return "", fmt.Errorf("%w: empty memo key", ErrInvalidKey)
+	}
+	plain := key != "." && key != ".." && len(key) <= 200
+	for i := 0; plain && i < len(key); i++ {
+		c := key[i]
+		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+	}
+	if plain {
+		return key, nil
+	}
+	if len(key) > 300 {
+		return "", fmt.Errorf("%w: memo key of %d bytes; the limit is 300 (use ContentKey for long inputs)", ErrInvalidKey, len(key))
+	}
+	return "~" + hex.EncodeToString([]byte(key)), nil
+}
+
+func (m *Memo) objectKey(key string) (string, error) {
+	seg, err := memoKeySegment(key)
+	if err != nil {
+		return "", err
+	}
+	return m.base + seg, nil
+}
+
+// Get returns the value stored under key, or found == false.
+func (m *Memo) Get(ctx context.Context, key string) (value []byte, found bool, err error) {
+	k, err := m.objectKey(key)
+	if err != nil {
+		return nil, false, err
+	}
+	b, _, err := m.store.Get(ctx, k)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("runtime: memo get %q: %w", key, err)
+	}
+	return b, true, nil
+}
+
+// Put stores value under key, replacing any earlier value. It returns once
+// the value is durable.
+func (m *Memo) Put(ctx context.Context, key string, value []byte) error {
+	k, err := m.objectKey(key)
+	if err != nil {
+		return err
+	}
+	if _, err := m.store.Put(ctx, k, value, objstore.PutOptions{}); err != nil {
+		return fmt.Errorf("runtime: memo put %q: %w", key, err)
+	}
+	return nil
+}
+
+// ContentKey returns the memo key derived from input: the hex SHA-256 of
+// its MessagePack encoding (struct fields by name, map keys sorted). Include
+// an operation name in input when different operations may see equal inputs.
+func ContentKey(input any) (string, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	if err := enc.Encode(input); err != nil {
+		return "", fmt.Errorf("runtime: content key: encode %T as MessagePack: %w", input, err)
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// ContentKey is the package function ContentKey, for symmetry with
+// ContentGet and ContentPut.
+func (m *Memo) ContentKey(input any) (string, error) { return ContentKey(input) }
+
+// ContentGet is Get under ContentKey(input).
+func (m *Memo) ContentGet(ctx context.Context, input any) ([]byte, bool, error) {
+	k, err := ContentKey(input)
+	if err != nil {
+		return nil, false, err
+	}
+	return m.Get(ctx, k)
+}
+
+// ContentPut is Put under ContentKey(input).
+func (m *Memo) ContentPut(ctx context.Context, input any, value []byte) error {
+	k, err := ContentKey(input)
+	if err != nil {
+		return err
+	}
+	return m.Put(ctx, k, value)
+}
+
+// Memoized returns the value stored under key, or runs compute, stores its
+// value (MessagePack, fields by name) and returns it. An entry that fails to
+// decode counts as absent and is overwritten. An error from compute stores
+// nothing and is returned as is. When the value was computed but could not
+// be stored, Memoized returns the value together with the storage error.
+func Memoized[T any](ctx context.Context, m *Memo, key string, compute func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if b, found, err := m.Get(ctx, key); err != nil {
+		return zero, err
+	} else if found {
+		var v T
+		if msgpack.Unmarshal(b, &v) == nil {
+			return v, nil
+		}
+	}
+	v, err := compute(ctx)
+	if err != nil {
+		return zero, err
+	}
+	b, err := msgpack.Marshal(v)
+	if err != nil {
+		return v, fmt.Errorf("runtime: memoize %q: encode %T: %w", key, v, err)
+	}
+	return v, m.Put(ctx, key, b)
+}
+
+// MemoizedByContent is Memoized under ContentKey(input).
+func MemoizedByContent[T any](ctx context.Context, m *Memo, input any, compute func(context.Context) (T, error)) (T, error) {
+	k, err := ContentKey(input)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return Memoized(ctx, m, k, compute)
+}
+
+// MemoStore addresses every memo and replay entry of the runtime's object
+// store, for cleanup policies beyond the built-in retention sweep.
+type MemoStore struct {
+	store  objstore.Store
+	prefix string
+}
+
+// Step returns the memo of step n of runID, as Step.Memo sees it.
+func (s *MemoStore) Step(runID string, n int) *Memo { return stepMemo(s.store, s.prefix, runID, n) }
+
+// Run returns the run memo of runID, as Step.RunMemo sees it.
+func (s *MemoStore) Run(runID string) *Memo { return runMemo(s.store, s.prefix, runID) }
+
+// ClearRun deletes every memo and replay entry of runID and returns how many
+// objects it deleted. Cost: one LIST per 1000 entries plus one DELETE each.
+func (s *MemoStore) ClearRun(ctx context.Context, runID string) (int, error) {
+	if err := ValidateRunID(runID); err != nil {
+		return 0, err
+	}
+	prefix := s.prefix + "/" + runID + "/"
+	deleted, after := 0, ""
+	for {
+		page, err := s.store.List(ctx, prefix, after, 1000)
+		if err != nil {
+			return deleted, fmt.Errorf("runtime: list memo entries of run %s: %w", runID, err)
+		}
+		for _, o := range page {
+			if err := s.store.Delete(ctx, o.Key); err != nil {
+				return deleted, fmt.Errorf("runtime: delete memo entry %s: %w", o.Key, err)
+			}
+			deleted++
+		}
+		if len(page) < 1000 {
+			return deleted, nil
+		}
+		after = page[len(page)-1].Key
+	}
+}
+
+// replayKey is the object key of the replay record of step n with payload.
+func (s *MemoStore) replayKey(runID string, n int, payload []byte) string {
+	sum := sha256.Sum256(payload)
+	return s.prefix + "/" + runID + "/x/" + strconv.Itoa(n) + "/" + hex.EncodeToString(sum[:])
+}
+
+// loadReplay returns the replay record of step n of runID for payload, or
+// nil. An undecodable record is ignored (the runner runs again).
+func (rt *Runtime) loadReplay(ctx context.Context, runID string, n int, payload []byte) (*replayRecord, error) {
+	key := rt.memo.replayKey(runID, n, payload)
+	b, _, err := rt.store.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read replay record %s: %w", key, err)
+	}
+	rec, err := decodeReplayRecord(b)
+	if err != nil {
+		rt.log.Warn("ignoring undecodable replay record", "key", key, "err", err)
+		return nil, nil
+	}
+	return rec, nil
+}

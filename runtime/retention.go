@@ -1,0 +1,155 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// SweepResult counts what one retention sweep removed.
+type SweepResult struct {
+	// MemoRuns counts runs whose memo and replay entries were cleared;
+	// MemoObjects the objects deleted for them.
+	MemoRuns, MemoObjects int
+	// Results counts expired result records.
+	Results int
+}
+
+// TerminalMarker records a run's termination for memo retention.
+type TerminalMarker struct {
+	RunID      string
+	FinishedAt time.Time
+	key        string
+}
+
+// TerminalMarkers lists memo-retention markers oldest first, starting after
+// the marker with key after ("" = from the start), at most limit of them.
+// Markers exist only with WithMemoRetention; they are written in the commit
+// that terminates the run, keyed by time, then run id.
+func (rt *Runtime) TerminalMarkers(ctx context.Context, after *TerminalMarker, limit int) ([]TerminalMarker, error) {
+	start := ""
+	if after != nil {
+		start = after.key
+	}
+	page, err := rt.q.KVScan(ctx, kvTerminals, start, limit)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list terminal markers: %w", err)
+	}
+	out := make([]TerminalMarker, 0, len(page))
+	for _, e := range page {
+		t, id, err := parseTimedKey(kvTerminals, e.Key)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, TerminalMarker{RunID: id, FinishedAt: t, key: e.Key})
+	}
+	return out, nil
+}
+
+// DeleteTerminalMarker removes a marker once its run's entries are cleared.
+func (rt *Runtime) DeleteTerminalMarker(ctx context.Context, m TerminalMarker) error {
+	if m.key == "" {
+		return fmt.Errorf("%w: marker not obtained from TerminalMarkers", ErrInvalidKey)
+	}
+	if err := rt.q.KVDelete(ctx, m.key); err != nil && !errors.Is(err, queue.ErrNotFound) {
+		return fmt.Errorf("runtime: delete terminal marker of run %s: %w", m.RunID, err)
+	}
+	return nil
+}
+
+// Sweep runs one retention pass: with memo retention, it clears the memo
+// and replay entries of every run whose terminal marker is older than the
+// window, then the marker; with result retention, it drops expired result
+// records. Each pass reads markers oldest first and stops at the first
+// unexpired one. Cost: one LIST per run cleared plus one DELETE per entry.
+func (rt *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
+	var res SweepResult
+	now := rt.clock.Now()
+	if ret := rt.cfg.memoRetention; ret > 0 {
+		err := rt.sweepMarkers(ctx, kvTerminals, now.Add(-ret), func(runID string, _ []byte) error {
+			n, err := rt.memo.ClearRun(ctx, runID)
+			res.MemoObjects += n
+			if err == nil {
+				res.MemoRuns++
+			}
+			return err
+		})
+		if err != nil {
+			return res, err
+		}
+	}
+	if ret := rt.cfg.resultRetention; ret > 0 {
+		err := rt.sweepMarkers(ctx, kvExpiry, now.Add(-ret), func(runID string, nonce []byte) error {
+			b, err := kvGet(ctx, rt.q, resultKey(runID))
+			if err != nil || b == nil {
+				return err
+			}
+			// A later run under the same id owns a newer record: keep it.
+			if r, derr := decodeResultRecord(b); derr == nil && r.Nonce != string(nonce) {
+				return nil
+			}
+			ok, err := rt.q.KVCompareAndDelete(ctx, resultKey(runID), b)
+			if ok {
+				res.Results++
+			}
+			return err
+		})
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// sweepMarkers calls expire for every marker under prefix timed at or
+// before cutoff, oldest first, deleting each marker after expire succeeded.
+func (rt *Runtime) sweepMarkers(ctx context.Context, prefix string, cutoff time.Time, expire func(runID string, value []byte) error) error {
+	for {
+		page, err := rt.q.KVScan(ctx, prefix, "", 256)
+		if err != nil {
+			return fmt.Errorf("runtime: sweep %s: %w", prefix, err)
+		}
+		for _, e := range page {
+			t, runID, err := parseTimedKey(prefix, e.Key)
+			if err == nil {
+				if t.After(cutoff) {
+					return nil
+				}
+				if err := expire(runID, e.Value); err != nil {
+					return fmt.Errorf("runtime: sweep run %s: %w", runID, err)
+				}
+			} else {
+				rt.log.Warn("deleting malformed retention marker", "key", e.Key, "err", err)
+			}
+			if err := rt.q.KVDelete(ctx, e.Key); err != nil && !errors.Is(err, queue.ErrNotFound) {
+				return fmt.Errorf("runtime: sweep: delete marker %s: %w", e.Key, err)
+			}
+		}
+		if len(page) < 256 {
+			return nil
+		}
+	}
+}
+
+// sweepLoop sweeps at startup and then every sweep interval, while any
+// retention is configured.
+func (rt *Runtime) sweepLoop(ctx context.Context) {
+	if rt.cfg.memoRetention <= 0 && rt.cfg.resultRetention <= 0 {
+		return
+	}
+	for {
+		if res, err := rt.Sweep(ctx); err != nil {
+			if ctx.Err() == nil {
+				rt.log.Error("retention sweep failed", "err", err)
+			}
+		} else if res != (SweepResult{}) {
+			rt.log.Debug("retention sweep", "memo_runs", res.MemoRuns, "memo_objects", res.MemoObjects, "results", res.Results)
+		}
+		if !rt.pause(ctx, rt.cfg.sweepInterval) {
+			return
+		}
+	}
+}

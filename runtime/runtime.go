@@ -1,0 +1,215 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/tqw-dsl/tqw/runtime/objstore"
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// Defaults of the options.
+const (
+	// DefaultQueueName is the queue step jobs go to.
+	DefaultQueueName = "workflow"
+	// DefaultResultRetention is how long Status reports a terminated run.
+	DefaultResultRetention = 24 * time.Hour
+	// MaxRetainedResult bounds the Succeed result kept in the status record
+	// and the notification; a larger result is omitted (ResultOmitted).
+	MaxRetainedResult = 256 << 10
+)
+
+// Runtime runs durable multi-step runs on a queue: submission, the worker
+// (Run, Spawn), cancellation, signals and status. One Runtime per queue
+// name and process; it is safe for concurrent use.
+type Runtime struct {
+	q      *queue.Queue
+	store  objstore.Store
+	runner StepRunner
+	cfg    config
+	clock  queue.Clock
+	log    *slog.Logger
+	memo   *MemoStore
+	insp   *Inspector
+
+	idMu    sync.Mutex
+	entropy io.Reader
+
+	deadMu   sync.Mutex
+	lastDead int64 // dead count of the step queue at the last reconcile; -1 = never
+}
+
+type config struct {
+	queueName       string
+	notifyQueue     string
+	hook            TerminalHook
+	memoPrefix      string
+	replay          bool
+	memoRetention   time.Duration
+	resultRetention time.Duration
+	sweepInterval   time.Duration
+	reconcileEvery  time.Duration
+	clock           queue.Clock
+	concurrency     int
+	notifyConc      int
+	shutdownTimeout time.Duration
+	maxAttempts     int
+	logger          *slog.Logger
+	entropy         io.Reader
+}
+
+// Option configures New.
+type Option func(*config)
+
+// WithQueueName sets the queue step jobs go to (default "workflow").
+// Key queue.Options.QueueConfigs on the same name to set retention, lease
+// and backoff; notifications go to name + "-notify".
+func WithQueueName(name string) Option { return func(c *config) { c.queueName = name } }
+
+// WithTerminalHook sets the hook notified of terminations (default
+// NoopTerminalHook). With NoopTerminalHook the worker runs no notification
+// loop at all; notifications left by an earlier configuration then wait in
+// the notification queue until a runtime with a hook works it.
+func WithTerminalHook(h TerminalHook) Option { return func(c *config) { c.hook = h } }
+
+// WithMemoPrefix sets the object-key prefix of memo and replay entries
+// (default "workflow-memo").
+func WithMemoPrefix(prefix string) Option { return func(c *config) { c.memoPrefix = prefix } }
+
+// WithStepOutputReplay records every runner outcome (with its staged
+// effects) before settling it, and replays it on a redelivery of the same
+// step and payload without invoking the runner. Cost: one GET per step
+// delivery and one PUT per recorded outcome.
+func WithStepOutputReplay(on bool) Option { return func(c *config) { c.replay = on } }
+
+// WithMemoRetention deletes memo and replay entries of runs terminated more
+// than d ago (0, the default, keeps them forever).
+func WithMemoRetention(d time.Duration) Option { return func(c *config) { c.memoRetention = d } }
+
+// WithResultRetention sets how long Status and ListRuns report a terminated
+// run with its result (default 24h; 0 keeps no result record).
+func WithResultRetention(d time.Duration) Option {
+	return func(c *config) { c.resultRetention = d }
+}
+
+// WithSweepInterval sets how often the retention sweeper runs (default 1m).
+func WithSweepInterval(d time.Duration) Option { return func(c *config) { c.sweepInterval = d } }
+
+// WithReconcileInterval sets how often the worker checks the step queue's
+// dead count for steps dead-lettered outside the runtime's own settlements
+// (default 1s; the check reads memory only).
+func WithReconcileInterval(d time.Duration) Option {
+	return func(c *config) { c.reconcileEvery = d }
+}
+
+// WithClock overrides the clock; by default the runtime reads the queue's.
+func WithClock(clock queue.Clock) Option { return func(c *config) { c.clock = clock } }
+
+// WithConcurrency sets how many runners the worker runs at once (default
+// 8). A step gives its slot back when its runner returns; up to three times
+// as many more steps may then be waiting for their settlement to commit.
+func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
+
+// WithNotifyConcurrency sets how many notifications run at once (default 2).
+func WithNotifyConcurrency(n int) Option { return func(c *config) { c.notifyConc = n } }
+
+// WithShutdownTimeout bounds how long a stopping worker waits for running
+// steps before cancelling their contexts (default 30s).
+func WithShutdownTimeout(d time.Duration) Option { return func(c *config) { c.shutdownTimeout = d } }
+
+// WithMaxAttempts sets the attempts of every step job (default: the queue's
+// configuration for the step queue).
+func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithEntropy sets the randomness of generated run and job ids (default a
+// monotonic source seeded from crypto/rand).
+func WithEntropy(r io.Reader) Option { return func(c *config) { c.entropy = r } }
+
+// New returns a runtime for runner on q, with memo entries in store (usually
+// the store q was opened on). It makes no request.
+func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option) (*Runtime, error) {
+	if q == nil || store == nil || runner == nil {
+		return nil, errors.New("runtime: New needs a queue, an object store and a step runner")
+	}
+	cfg := config{
+		queueName: DefaultQueueName, hook: NoopTerminalHook{}, memoPrefix: DefaultMemoPrefix,
+		resultRetention: DefaultResultRetention, sweepInterval: time.Minute, reconcileEvery: time.Second,
+		concurrency: 8, notifyConc: 2, shutdownTimeout: 30 * time.Second,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch {
+	case cfg.queueName == "":
+		return nil, errors.New("runtime: WithQueueName: empty queue name")
+	case cfg.hook == nil:
+		return nil, errors.New("runtime: WithTerminalHook: nil hook; use NoopTerminalHook{}")
+	case cfg.concurrency < 1 || cfg.notifyConc < 1:
+		return nil, fmt.Errorf("runtime: concurrency %d / notify concurrency %d: want at least 1", cfg.concurrency, cfg.notifyConc)
+	case cfg.memoRetention < 0 || cfg.resultRetention < 0:
+		return nil, errors.New("runtime: retention must not be negative")
+	case cfg.sweepInterval <= 0 || cfg.reconcileEvery <= 0 || cfg.shutdownTimeout < 0:
+		return nil, errors.New("runtime: sweep and reconcile intervals must be positive, the shutdown timeout not negative")
+	case cfg.maxAttempts < 0:
+		return nil, fmt.Errorf("runtime: WithMaxAttempts(%d): want 0 (queue default) or more", cfg.maxAttempts)
+	}
+	if err := objstore.ValidateKey(cfg.memoPrefix); err != nil {
+		return nil, fmt.Errorf("runtime: WithMemoPrefix: %w", err)
+	}
+	cfg.notifyQueue = cfg.queueName + "-notify"
+	rt := &Runtime{q: q, store: store, runner: runner, cfg: cfg, clock: cfg.clock, log: cfg.logger,
+		entropy: cfg.entropy, lastDead: -1}
+	if rt.clock == nil {
+		rt.clock = q.Clock()
+	}
+	if rt.log == nil {
+		rt.log = slog.Default()
+	}
+	rt.log = rt.log.With("component", "runtime", "queue", cfg.queueName)
+	if rt.entropy == nil {
+		rt.entropy = ulid.DefaultEntropy()
+	}
+	rt.memo = &MemoStore{store: store, prefix: cfg.memoPrefix}
+	rt.insp = NewInspector(q)
+	return rt, nil
+}
+
+// Queue returns the queue the runtime runs on.
+func (rt *Runtime) Queue() *queue.Queue { return rt.q }
+
+// QueueName returns the step queue's name.
+func (rt *Runtime) QueueName() string { return rt.cfg.queueName }
+
+// NotifyQueueName returns the notification queue's name.
+func (rt *Runtime) NotifyQueueName() string { return rt.cfg.notifyQueue }
+
+// MemoStore returns the store of memo and replay entries.
+func (rt *Runtime) MemoStore() *MemoStore { return rt.memo }
+
+// Inspector returns the runtime's read side (Status, ListRuns).
+func (rt *Runtime) Inspector() *Inspector { return rt.insp }
+
+// newID returns a fresh ULID string timestamped by the runtime's clock.
+func (rt *Runtime) newID() string {
+	rt.idMu.Lock()
+	defer rt.idMu.Unlock()
+	id, err := ulid.New(ulid.Timestamp(rt.clock.Now()), rt.entropy)
+	if err != nil {
+		// The entropy source failed or ran out (a monotonic source within
+		// one millisecond); fall back to a fresh default source.
+		rt.entropy = ulid.DefaultEntropy()
+		if id, err = ulid.New(ulid.Timestamp(rt.clock.Now()), rt.entropy); err != nil {
+			id = ulid.Make()
+		}
+	}
+	return id.String()
+}

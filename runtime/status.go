@@ -1,0 +1,334 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// RunState is where a run is.
+type RunState uint8
+
+// Run states. The first five are active, the last three terminal.
+const (
+	// StatePending: the current step is claimable.
+	StatePending RunState = iota + 1
+	// StateRunning: a worker holds the current step.
+	StateRunning
+	// StateWaiting: the current step waits for a signal (RunStatus.SignalKey)
+	// until RunStatus.Until.
+	StateWaiting
+	// StateScheduled: the current step is scheduled for RunStatus.Until
+	// (a ContinueAfter delay or a retry backoff).
+	StateScheduled
+	// StateCancelling: Cancel was requested and the running step has not
+	// returned yet.
+	StateCancelling
+	// StateSucceeded: terminated with Succeed (RunStatus.Result).
+	StateSucceeded
+	// StateFailed: terminated by Fail or a step error (RunStatus.Error).
+	StateFailed
+	// StateCancelled: terminated by CancelRun or Cancel.
+	StateCancelled
+)
+
+var stateNames = map[RunState]string{
+	StatePending: "pending", StateRunning: "running", StateWaiting: "waiting", StateScheduled: "scheduled",
+	StateCancelling: "cancelling", StateSucceeded: "succeeded", StateFailed: "failed", StateCancelled: "cancelled",
+}
+
+// String returns the lower-case name of the state.
+func (s RunState) String() string {
+	if n, ok := stateNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("RunState(%d)", uint8(s))
+}
+
+// Terminal reports whether s is Succeeded, Failed or Cancelled.
+func (s RunState) Terminal() bool { return s >= StateSucceeded }
+
+func (s TerminalStatus) state() RunState {
+	switch s {
+	case Succeeded:
+		return StateSucceeded
+	case Failed:
+		return StateFailed
+	}
+	return StateCancelled
+}
+
+// RunStatus is a run's state as read from durable records.
+type RunStatus struct {
+	RunID string
+	State RunState
+	// Step is the current step (active) or the terminating step (terminal).
+	Step int
+	// JobID is the current step's queue job (active runs).
+	JobID string
+	// Attempt counts deliveries of the current step so far.
+	Attempt int
+	// SignalKey is the awaited correlation key (StateWaiting).
+	SignalKey string
+	// Until is when a waiting or scheduled step becomes claimable.
+	Until time.Time
+	// LastError is the current step's last error (a retry in progress).
+	LastError string
+	// Result, ResultOmitted and Error describe a terminated run.
+	Result        []byte
+	ResultOmitted bool
+	Error         string
+	Headers       map[string]string
+	SubmittedAt   time.Time
+	// FinishedAt is set for terminated runs.
+	FinishedAt time.Time
+}
+
+// StateReader is the read surface Inspector needs; *queue.Queue and
+// *queue.Reader implement it.
+type StateReader interface {
+	KVGet(ctx context.Context, key string) ([]byte, error)
+	KVScan(ctx context.Context, prefix, startAfter string, limit int) ([]queue.KVEntry, error)
+	GetJob(ctx context.Context, id string) (queue.Job, error)
+}
+
+var (
+	_ StateReader = (*queue.Queue)(nil)
+	_ StateReader = (*queue.Reader)(nil)
+)
+
+// Inspector answers Status and ListRuns from the runtime's records alone,
+// so a process that only opened a queue.Reader on the store can follow runs
+// (call the Reader's Refresh to catch up). It writes nothing. On the
+// writer's queue it sees the latest state; a Reader sees durable state
+// only, so a step whose claim has not been made durable by a later commit
+// shows as pending there.
+type Inspector struct {
+	r StateReader
+}
+
+// NewInspector returns an Inspector reading r.
+func NewInspector(r StateReader) *Inspector { return &Inspector{r: r} }
+
+// Status returns the state of runID, or ErrRunNotFound when the run is
+// neither active nor within its result retention window. Cost: in-memory
+// reads only.
+func (rt *Runtime) Status(ctx context.Context, runID string) (RunStatus, error) {
+	return rt.insp.Status(ctx, runID)
+}
+
+// ListRuns lists active and retained runs; see Inspector.ListRuns.
+func (rt *Runtime) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatus, error) {
+	return rt.insp.ListRuns(ctx, opts)
+}
+
+// Status returns the state of runID, or ErrRunNotFound.
+func (in *Inspector) Status(ctx context.Context, runID string) (RunStatus, error) {
+	if err := ValidateRunID(runID); err != nil {
+		return RunStatus{}, err
+	}
+	// The reads are not one snapshot: a run that terminates between them
+	// shows an active record without its step pointer. Read again then.
+	for attempt := 0; ; attempt++ {
+		st, err := in.status(ctx, runID)
+		if err != nil || st.JobID != "" || st.State.Terminal() || attempt == 2 {
+			return st, err
+		}
+	}
+}
+
+func (in *Inspector) status(ctx context.Context, runID string) (RunStatus, error) {
+	recBytes, err := kvGet(ctx, in.r, runKey(runID))
+	if err != nil {
+		return RunStatus{}, err
+	}
+	if recBytes != nil {
+		rec, err := decodeRunRecord(recBytes)
+		if err != nil {
+			return RunStatus{}, fmt.Errorf("run %s: %w", runID, err)
+		}
+		return in.activeStatus(ctx, runID, rec)
+	}
+	b, err := kvGet(ctx, in.r, resultKey(runID))
+	if err != nil {
+		return RunStatus{}, err
+	}
+	if b == nil {
+		return RunStatus{}, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+	}
+	res, err := decodeResultRecord(b)
+	if err != nil {
+		return RunStatus{}, fmt.Errorf("run %s: %w", runID, err)
+	}
+	return terminalStatus(runID, res), nil
+}
+
+func terminalStatus(runID string, r *resultRecord) RunStatus {
+	return RunStatus{RunID: runID, State: r.Status.state(), Step: r.Step, Result: r.Result, ResultOmitted: r.ResultOmitted,
+		Error: r.Error, Headers: r.Headers, SubmittedAt: timeFromMs(r.SubmittedMs), FinishedAt: timeFromMs(r.FinishedMs)}
+}
+
+func (in *Inspector) activeStatus(ctx context.Context, runID string, rec *runRecord) (RunStatus, error) {
+	st := RunStatus{RunID: runID, State: StatePending, Headers: rec.Headers, SubmittedAt: timeFromMs(rec.SubmittedMs)}
+	ptr, err := loadPointer(ctx, in.r, runID)
+	if err != nil {
+		return RunStatus{}, err
+	}
+	if ptr != nil {
+		st.Step, st.JobID = ptr.Step, ptr.JobID
+		job, err := in.r.GetJob(ctx, ptr.JobID)
+		switch {
+		case errors.Is(err, queue.ErrNotFound):
+		case err != nil:
+			return RunStatus{}, fmt.Errorf("runtime: status of run %s: job %s: %w", runID, ptr.JobID, err)
+		default:
+			st.Attempt, st.LastError = job.Attempts, job.LastError
+			switch job.State {
+			case queue.StateClaimed:
+				st.State = StateRunning
+			case queue.StateScheduled:
+				st.Until = job.RunAt
+				if k := job.Headers[HeaderSignalWait]; k != "" {
+					st.State, st.SignalKey = StateWaiting, k
+				} else {
+					st.State = StateScheduled
+				}
+			case queue.StateDead:
+				// Dead-lettered by the queue; the worker reconciles it to
+				// Failed.
+				st.State, st.Error, st.FinishedAt = StateFailed, job.LastError, job.FailedAt
+			}
+		}
+	}
+	if st.State != StateFailed {
+		c, err := kvGet(ctx, in.r, cancelKey(runID))
+		if err != nil {
+			return RunStatus{}, err
+		}
+		if c != nil && string(c) == rec.Nonce {
+			st.State = StateCancelling
+		}
+	}
+	return st, nil
+}
+
+// ListOptions select runs for ListRuns.
+type ListOptions struct {
+	// After lists runs whose id sorts after it.
+	After string
+	// Limit caps the result; 0 means 100.
+	Limit int
+	// States keeps only runs in these states; empty keeps all.
+	States []RunState
+}
+
+// ListRuns returns active runs and terminated runs within their retention
+// window, in run-id order. A run id both terminated and active again is
+// listed once, as the active run.
+func (in *Inspector) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatus, error) {
+	limit := opts.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	keep := func(s RunState) bool {
+		if len(opts.States) == 0 {
+			return true
+		}
+		for _, w := range opts.States {
+			if w == s {
+				return true
+			}
+		}
+		return false
+	}
+	active := &kvCursor{r: in.r, prefix: kvRuns, after: opts.After}
+	done := &kvCursor{r: in.r, prefix: kvResults, after: opts.After}
+	var out []RunStatus
+	for len(out) < limit {
+		a, err := active.peek(ctx)
+		if err != nil {
+			return nil, err
+		}
+		d, err := done.peek(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if a == nil && d == nil {
+			break
+		}
+		var st RunStatus
+		switch {
+		case a != nil && (d == nil || a.id <= d.id):
+			if d != nil && d.id == a.id {
+				done.next()
+			}
+			active.next()
+			rec, err := decodeRunRecord(a.value)
+			if err != nil {
+				return nil, fmt.Errorf("run %s: %w", a.id, err)
+			}
+			if st, err = in.activeStatus(ctx, a.id, rec); err != nil {
+				return nil, err
+			}
+		default:
+			done.next()
+			res, err := decodeResultRecord(d.value)
+			if err != nil {
+				return nil, fmt.Errorf("run %s: %w", d.id, err)
+			}
+			st = terminalStatus(d.id, res)
+		}
+		if keep(st.State) {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+type kvItem struct {
+	id    string
+	value []byte
+}
+
+// kvCursor pages through one key space of run-keyed records.
+type kvCursor struct {
+	r      StateReader
+	prefix string
+	after  string
+	page   []queue.KVEntry
+	pos    int
+	eof    bool
+}
+
+func (c *kvCursor) peek(ctx context.Context) (*kvItem, error) {
+	if c.pos >= len(c.page) {
+		if c.eof {
+			return nil, nil
+		}
+		startAfter := ""
+		if c.after != "" {
+			startAfter = c.prefix + c.after
+		}
+		page, err := c.r.KVScan(ctx, c.prefix, startAfter, 128)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: list runs: %w", err)
+		}
+		c.page, c.pos, c.eof = page, 0, len(page) < 128
+		if len(page) == 0 {
+			return nil, nil
+		}
+	}
+	e := c.page[c.pos]
+	return &kvItem{id: strings.TrimPrefix(e.Key, c.prefix), value: e.Value}, nil
+}
+
+func (c *kvCursor) next() {
+	if c.pos < len(c.page) {
+		c.after = strings.TrimPrefix(c.page[c.pos].Key, c.prefix)
+		c.pos++
+	}
+}

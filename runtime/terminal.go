@@ -1,0 +1,219 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+func timeFromMs(ms int64) time.Time { return time.UnixMilli(ms) }
+
+// terminalEffects returns the writes that terminate a run: the run record,
+// step pointer and cancel request go, the result record and retention
+// markers come, and the notification job is enqueued when the hook observes
+// the outcome. They commit with whatever settlement ends the run.
+func (rt *Runtime) terminalEffects(runID string, rec *runRecord, n int, status TerminalStatus, result []byte, errMsg string) (*queue.SettlementEffects, error) {
+	now := rt.clock.Now()
+	out := &RunOutcome{RunID: runID, Status: status, Result: result, Error: errMsg, Step: n,
+		Headers: rec.Headers, SubmittedAt: timeFromMs(rec.SubmittedMs), FinishedAt: now}
+	if len(result) > MaxRetainedResult {
+		out.Result, out.ResultOmitted = nil, true
+	}
+	sef := &queue.SettlementEffects{KVDeletes: []string{runKey(runID), stepKey(runID), cancelKey(runID)}}
+	if rt.cfg.resultRetention > 0 {
+		b, err := encodeRecord(&resultRecord{Nonce: rec.Nonce, Status: status, Result: out.Result, ResultOmitted: out.ResultOmitted,
+			Error: errMsg, Step: n, SubmittedMs: rec.SubmittedMs, FinishedMs: now.UnixMilli(), Headers: rec.Headers})
+		if err != nil {
+			return nil, err
+		}
+		sef.KVPuts = append(sef.KVPuts,
+			queue.KVWrite{Key: resultKey(runID), Value: b},
+			queue.KVWrite{Key: timedKey(kvExpiry, now, runID), Value: []byte(rec.Nonce)})
+	}
+	if rt.cfg.memoRetention > 0 {
+		sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: timedKey(kvTerminals, now, runID), Value: []byte(rec.Nonce)})
+	}
+	if rt.observes(out) {
+		b, err := encodeRecord(out)
+		if err != nil {
+			return nil, err
+		}
+		sef.Enqueue = append(sef.Enqueue, queue.NewJob{Queue: rt.cfg.notifyQueue, Payload: b, Options: queue.EnqueueOptions{
+			DedupKey: "notify:" + runID + ":" + rec.Nonce,
+			Headers:  map[string]string{HeaderRunID: runID},
+		}})
+	}
+	return sef, nil
+}
+
+// handleNotification runs the terminal hook for one notification job and
+// settles it with the hook's effects.
+func (rt *Runtime) handleNotification(ctx context.Context, c *queue.Claim, _ func()) {
+	sctx := context.WithoutCancel(ctx)
+	var err error
+	out, derr := decodeRunOutcome(c.Job.Payload)
+	if derr != nil {
+		out = &RunOutcome{RunID: c.Job.Headers[HeaderRunID]}
+		err = rt.q.DeadLetter(sctx, c, derr.Error(), nil)
+	} else if serr := rt.q.DB().Sync(ctx); serr != nil {
+		// The queue makes a commit claimable before it is durable; the
+		// hook must only see terminations that are.
+		_, err = rt.q.Nack(sctx, c, "waiting for the terminating commit to be durable: "+serr.Error(), nil)
+	} else {
+		eff := &TerminalEffects{kv: newEffects()}
+		herr := rt.callHook(ctx, out, eff)
+		switch {
+		case herr == nil:
+			err = rt.q.Ack(sctx, c, eff.settlement())
+		case IsPermanent(herr):
+			err = rt.q.DeadLetter(sctx, c, herr.Error(), nil)
+		default:
+			_, err = rt.q.Nack(sctx, c, herr.Error(), nil)
+		}
+	}
+	if err != nil && !errors.Is(err, queue.ErrClaimLost) {
+		rt.log.Error("settling a terminal notification failed; it is redelivered", "job", c.Job.ID, "run", out.RunID, "err", err)
+	}
+}
+
+// observes asks the hook whether it wants out; a panicking Observes counts
+// as yes, so a termination is never silently dropped.
+func (rt *Runtime) observes(out *RunOutcome) (yes bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			rt.log.Error("TerminalHook.Observes panicked; notifying anyway", "run", out.RunID, "panic", r)
+			yes = true
+		}
+	}()
+	return rt.cfg.hook.Observes(out)
+}
+
+func (rt *Runtime) callHook(ctx context.Context, out *RunOutcome, eff *TerminalEffects) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = Transient(fmt.Errorf("terminal hook panicked: %v", r))
+		}
+	}()
+	return rt.cfg.hook.OnTermination(ctx, out, eff)
+}
+
+// Reconcile terminates, as Failed with the job's last error, every run whose
+// current step job the queue dead-lettered outside the runtime's own
+// settlements (an expired lease past the attempt limit, crash recovery at
+// open). The worker calls it at startup and whenever the step queue's dead
+// count changes; it returns how many runs it terminated.
+//
+// Unlike a settlement, this is not one commit: the result record and the
+// notification commit first, then the run record is removed, so a crash in
+// between repeats the notification (delivery is at-least-once anyway).
+func (rt *Runtime) Reconcile(ctx context.Context) (int, error) {
+	st, err := rt.q.Stats(ctx, rt.cfg.queueName)
+	if err != nil {
+		return 0, fmt.Errorf("runtime: reconcile: %w", err)
+	}
+	rt.deadMu.Lock()
+	defer rt.deadMu.Unlock()
+	n, after := 0, ""
+	for {
+		page, err := rt.q.DeadJobs(ctx, rt.cfg.queueName, after, 256)
+		if err != nil {
+			return n, fmt.Errorf("runtime: reconcile: list dead jobs: %w", err)
+		}
+		for i := range page {
+			done, err := rt.reconcileJob(ctx, &page[i])
+			if err != nil {
+				return n, err
+			}
+			if done {
+				n++
+			}
+		}
+		if len(page) < 256 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	rt.lastDead = st.Dead
+	return n, nil
+}
+
+// reconcileJob terminates the run of a dead step job that is still the
+// run's current step.
+func (rt *Runtime) reconcileJob(ctx context.Context, job *queue.Job) (bool, error) {
+	runID := job.Headers[HeaderRunID]
+	if runID == "" {
+		return false, nil
+	}
+	recBytes, err := kvGet(ctx, rt.q, runKey(runID))
+	if err != nil || recBytes == nil {
+		return false, err
+	}
+	rec, err := decodeRunRecord(recBytes)
+	if err != nil {
+		return false, fmt.Errorf("run %s: %w", runID, err)
+	}
+	ptr, err := loadPointer(ctx, rt.q, runID)
+	if err != nil {
+		return false, err
+	}
+	if rec.Nonce != job.Headers[HeaderRunNonce] || ptr == nil || ptr.JobID != job.ID {
+		return false, nil
+	}
+	msg := job.LastError
+	if msg == "" {
+		msg = "step job dead-lettered by the queue"
+	}
+	sef, err := rt.terminalEffects(runID, rec, ptr.Step, Failed, nil, msg)
+	if err != nil {
+		return false, err
+	}
+	if len(sef.Enqueue) > 0 {
+		nj := sef.Enqueue[0]
+		if _, err := rt.q.EnqueueWithKV(ctx, nj.Queue, nj.Payload, nj.Options, sef.KVPuts); err != nil {
+			return false, fmt.Errorf("runtime: reconcile run %s: %w", runID, err)
+		}
+	} else {
+		for _, p := range sef.KVPuts {
+			if err := rt.q.KVPut(ctx, p.Key, p.Value); err != nil {
+				return false, fmt.Errorf("runtime: reconcile run %s: %w", runID, err)
+			}
+		}
+	}
+	// The run record goes last: it is what makes the run active.
+	if _, err := rt.q.KVCompareAndDelete(ctx, runKey(runID), recBytes); err != nil {
+		return false, fmt.Errorf("runtime: reconcile run %s: %w", runID, err)
+	}
+	for _, k := range []string{stepKey(runID), cancelKey(runID)} {
+		if err := rt.q.KVDelete(ctx, k); err != nil && !errors.Is(err, queue.ErrNotFound) {
+			return false, fmt.Errorf("runtime: reconcile run %s: %w", runID, err)
+		}
+	}
+	rt.log.Warn("run failed: its step was dead-lettered by the queue", "run", runID, "step", ptr.Step, "job", job.ID, "err", msg)
+	return true, nil
+}
+
+// reconcileLoop runs Reconcile at startup and whenever the dead count of
+// the step queue changes.
+func (rt *Runtime) reconcileLoop(ctx context.Context) {
+	for {
+		st, err := rt.q.Stats(ctx, rt.cfg.queueName)
+		if err == nil {
+			rt.deadMu.Lock()
+			changed := st.Dead != rt.lastDead
+			rt.deadMu.Unlock()
+			if changed {
+				if _, err := rt.Reconcile(ctx); err != nil && ctx.Err() == nil {
+					rt.log.Error("reconcile failed", "err", err)
+				}
+			}
+		} else if ctx.Err() == nil {
+			rt.log.Warn("reading queue stats failed", "err", err)
+		}
+		if !rt.pause(ctx, rt.cfg.reconcileEvery) {
+			return
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/kv"
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// Run works the runtime's queues until ctx is done: it runs steps (up to
+// the configured concurrency), delivers terminal notifications, reconciles
+// steps dead-lettered by the queue itself and, with retention configured,
+// sweeps expired runs (first sweep at startup).
+//
+// When ctx is done Run stops claiming, lets running steps finish for up to
+// the shutdown timeout, then cancels their contexts (cause ErrShutdown) and
+// waits for them to return. A step that returns an error after the shutdown
+// cancelled it is retried later; an outcome it returns is settled as usual.
+// Run returns nil after a graceful stop, or the error that stopped the
+// queue (closed, fenced).
+func (rt *Runtime) Run(ctx context.Context) error {
+	hardCtx, hardStop := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer hardStop(ErrShutdown)
+
+	loopCtx, stopLoops := context.WithCancel(ctx)
+	defer stopLoops()
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	loop := func(name string, conc int, h stepHandler) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := rt.claimLoop(loopCtx, hardCtx, name, conc, h); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); rt.reconcileLoop(loopCtx) }()
+	go func() { defer bg.Done(); rt.sweepLoop(loopCtx) }()
+
+	loop(rt.cfg.queueName, rt.cfg.concurrency, rt.handleStep)
+	if _, noop := rt.cfg.hook.(NoopTerminalHook); !noop {
+		loop(rt.cfg.notifyQueue, rt.cfg.notifyConc, rt.handleNotification)
+	}
+
+	// Once ctx is done, give running steps the shutdown timeout.
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case <-loopCtx.Done():
+		case <-stopped:
+			return
+		}
+		if rt.cfg.shutdownTimeout > 0 {
+			t := rt.clock.NewTimer(rt.cfg.shutdownTimeout)
+			defer t.Stop()
+			select {
+			case <-t.C():
+			case <-stopped:
+				return
+			}
+		}
+		hardStop(ErrShutdown)
+	}()
+
+	var first error
+	go func() { wg.Wait(); close(errc) }()
+	for err := range errc {
+		if first == nil {
+			first = err
+			stopLoops()
+			hardStop(err)
+		}
+	}
+	close(stopped)
+	stopLoops()
+	bg.Wait()
+	return first
+}
+
+// Worker is a Run started in the background by Spawn.
+type Worker struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// Spawn starts Run in a goroutine. Stop it with Worker.Shutdown.
+func (rt *Runtime) Spawn(ctx context.Context) *Worker {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &Worker{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		w.err = rt.Run(ctx)
+	}()
+	return w
+}
+
+// Shutdown stops the worker gracefully and waits until it returned or ctx
+// is done. It returns Run's error.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	w.cancel()
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		return fmt.Errorf("runtime: worker shutdown: %w", ctx.Err())
+	}
+}
+
+// Done is closed when the worker has stopped.
+func (w *Worker) Done() <-chan struct{} { return w.done }
+
+// fatalQueueError reports errors after which claiming cannot succeed.
+func fatalQueueError(err error) bool {
+	return errors.Is(err, queue.ErrClosed) || errors.Is(err, kv.ErrFenced) || errors.Is(err, kv.ErrClosed)
+}
+
+// settleDepth bounds the steps in flight per worker slot, running or
+// settling: a step frees its slot when its runner returns, and its
+// settlement then waits for the durable commit while the slot runs the
+// next step, so commits of many steps group into one WAL PUT.
+const settleDepth = 4
+
+// stepHandler processes one claim; it calls release once it no longer
+// needs its worker slot (its runner returned), and returns when done.
+type stepHandler func(ctx context.Context, c *queue.Claim, release func())
+
+// claimLoop claims jobs of queueName while ctx lives and runs h on each in
+// its own goroutine: at most conc hold a slot at a time, and at most
+// settleDepth*conc are in flight including those settling. Handlers get
+// hardCtx, which outlives ctx by the shutdown timeout. It returns once
+// every handler did.
+func (rt *Runtime) claimLoop(ctx, hardCtx context.Context, queueName string, conc int, h stepHandler) error {
+	slots := make(chan struct{}, conc)
+	inflight := make(chan struct{}, settleDepth*conc)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	start := func(c *queue.Claim) {
+		wg.Add(1)
+		go func() {
+			var once sync.Once
+			release := func() { once.Do(func() { <-slots }) }
+			defer func() { release(); <-inflight; wg.Done() }()
+			h(hardCtx, c, release)
+		}()
+	}
+	acquire := func() bool {
+		select {
+		case inflight <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			<-inflight
+			return false
+		}
+		if ctx.Err() != nil { // both were ready: stopping wins
+			<-slots
+			<-inflight
+			return false
+		}
+		return true
+	}
+	for {
+		if !acquire() {
+			return nil
+		}
+		c, err := rt.q.ClaimWait(ctx, queueName)
+		if err != nil || c == nil {
+			<-slots
+			<-inflight
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err == nil {
+				continue
+			}
+			if fatalQueueError(err) {
+				return fmt.Errorf("runtime: claim from queue %s: %w", queueName, err)
+			}
+			rt.log.Warn("claim failed; retrying", "queue", queueName, "err", err)
+			if !rt.pause(ctx, rt.cfg.reconcileEvery) {
+				return nil
+			}
+			continue
+		}
+		start(c)
+		// Fill the remaining free slots in one batch claim.
+		free := min(conc-len(slots), cap(inflight)-len(inflight))
+		if free <= 0 || ctx.Err() != nil {
+			continue
+		}
+		more, err := rt.q.ClaimBatch(ctx, queueName, free)
+		if err != nil && !fatalQueueError(err) && ctx.Err() == nil {
+			rt.log.Warn("batch claim failed", "queue", queueName, "err", err)
+		}
+		for _, c := range more {
+			// Cannot block: only this loop takes slots, and at most free.
+			inflight <- struct{}{}
+			slots <- struct{}{}
+			start(c)
+		}
+	}
+}
+
+// pause waits d on the runtime's clock; false when ctx ended first.
+func (rt *Runtime) pause(ctx context.Context, d time.Duration) bool {
+	t := rt.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
