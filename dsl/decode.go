@@ -139,7 +139,15 @@ func decodeValue(n *node, v reflect.Value) error {
 			return fmt.Errorf("%s: want a list, got a %s", n.pos, n.kind)
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.items), len(n.items))
+		et := v.Type().Elem()
 		for i, it := range n.items {
+			if it.kind == kNull && et.Kind() == reflect.Pointer && et.Elem().Kind() == reflect.Struct {
+				// A null entry (a schema error) decodes as an empty one,
+				// so that the checks never meet a nil spec in a list.
+				s.Index(i).Set(reflect.New(et.Elem()))
+				setAt(s.Index(i).Elem(), it.pos)
+				continue
+			}
 			if err := decodeValue(it, s.Index(i)); err != nil {
 				return err
 			}
@@ -151,9 +159,7 @@ func decodeValue(n *node, v reflect.Value) error {
 			return fmt.Errorf("%s: want a map, got a %s", n.pos, n.kind)
 		}
 		fields := fieldsOf(v.Type())
-		if f, ok := v.Type().FieldByName("At"); ok && f.Type == posType {
-			v.FieldByIndex(f.Index).Set(reflect.ValueOf(n.pos))
-		}
+		setAt(v, n.pos)
 		for i, k := range n.keys {
 			key := k.scalar.(string)
 			idx, ok := fields[key]
@@ -167,4 +173,11 @@ func decodeValue(n *node, v reflect.Value) error {
 		return nil
 	}
 	return fmt.Errorf("%s: cannot decode into %s", n.pos, v.Type())
+}
+
+// setAt fills a spec struct's At field, if it has one.
+func setAt(v reflect.Value, pos Pos) {
+	if f, ok := v.Type().FieldByName("At"); ok && f.Type == posType {
+		v.FieldByIndex(f.Index).Set(reflect.ValueOf(pos))
+	}
 }

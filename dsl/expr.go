@@ -4,10 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/expr-lang/expr"
@@ -52,6 +51,10 @@ type ErrorInfo struct {
 	Type    string `expr:"type" json:"type"`
 	Message string `expr:"message" json:"message"`
 	Status  int    `expr:"status" json:"status,omitempty"`
+	// Retryable is the verdict of the action that raised the error: whether
+	// another attempt can succeed. A retry policy without on retries
+	// exactly these errors (RetryPolicy.Retries).
+	Retryable bool `expr:"retryable" json:"retryable,omitempty"`
 }
 
 // RunInfo describes the run an expression is evaluated in.
@@ -120,58 +123,83 @@ var scopeNames = []struct {
 	{"secrets", scSecrets, "read secrets only inside an action's with, so they are never stored"},
 }
 
-// exprEnv is the environment expressions compile against and run in. The
-// loader checks scope on the AST afterwards, so its messages can say why a
-// name is not available; at run time every field is filled from Env.
-type exprEnv struct {
-	Input    any                                 `expr:"input"`
-	Vars     map[string]any                      `expr:"vars"`
-	Steps    map[string]StepState                `expr:"steps"`
-	Output   any                                 `expr:"output"`
-	Error    ErrorInfo                           `expr:"error"`
-	Run      RunInfo                             `expr:"run"`
-	Item     any                                 `expr:"item"`
-	Index    int                                 `expr:"index"`
-	Secrets  map[string]string                   `expr:"secrets"`
-	Now      func() (time.Time, error)           `expr:"now"`
-	UUID     func() (string, error)              `expr:"uuid"`
-	Duration func(string) (time.Duration, error) `expr:"duration"`
+// exprEnv is the environment expressions run in: a map from each name
+// of the environment to its value. A map rather than a struct because expr
+// compiles a map environment's names to plain constant loads, while a
+// struct's names cost a reflective fmt.Sprintf per reference at compile
+// time (about 5 % of a 1,000-step load). The loader checks scope on the AST
+// afterwards, so its messages can say why a name is not available; at run
+// time every name is filled from Env.
+type exprEnv = map[string]any
+
+// exprEnvTypes gives the checker the type of every name, by a value of
+// it; untypedNames have no fixed type (any). Keep both in step with
+// Env.exprEnv.
+var exprEnvTypes = map[string]any{
+	"input":    nil,
+	"vars":     map[string]any{},
+	"steps":    map[string]StepState{},
+	"output":   nil,
+	"error":    ErrorInfo{},
+	"run":      RunInfo{},
+	"item":     nil,
+	"index":    0,
+	"secrets":  map[string]string{},
+	"now":      func() (time.Time, error) { return time.Time{}, nil },
+	"uuid":     func() (string, error) { return "", nil },
+	"duration": parseDurationFn,
+}
+
+var untypedNames = []string{"input", "output", "item"}
+
+// newExprConfig returns expr's configuration for the environment. It is
+// built once per load: it holds caches that are not safe for concurrent use.
+func newExprConfig() *conf.Config {
+	cfg := conf.CreateNew()
+	expr.Env(exprEnvTypes)(cfg)
+	anyType := reflect.TypeFor[any]()
+	for _, name := range untypedNames {
+		cfg.Env.Fields[name] = cfg.NtCache.FromType(anyType)
+	}
+	cfg.Check()
+	return cfg
 }
 
 func parseDurationFn(s string) (time.Duration, error) { return duration.Parse(s) }
 
-func (env *Env) exprEnv() *exprEnv {
-	m := &exprEnv{
-		Input: env.Input, Vars: env.Vars, Steps: env.Steps, Output: env.Output,
-		Run: env.Run, Item: env.Item, Index: env.Index, Secrets: env.Secrets,
-		Duration: parseDurationFn,
+func (env *Env) exprEnv() exprEnv {
+	vars, steps, secrets := env.Vars, env.Steps, env.Secrets
+	if vars == nil {
+		vars = map[string]any{}
 	}
-	if m.Vars == nil {
-		m.Vars = map[string]any{}
+	if steps == nil {
+		steps = map[string]StepState{}
 	}
-	if m.Steps == nil {
-		m.Steps = map[string]StepState{}
+	if secrets == nil {
+		secrets = map[string]string{}
 	}
-	if m.Secrets == nil {
-		m.Secrets = map[string]string{}
-	}
+	var errInfo ErrorInfo
 	if env.Error != nil {
-		m.Error = *env.Error
+		errInfo = *env.Error
 	}
 	now, id := env.Now, env.UUID
-	m.Now = func() (time.Time, error) {
-		if now == nil {
-			return time.Time{}, errors.New("now() is not available: Env.Now is not set")
-		}
-		return now(), nil
+	return exprEnv{
+		"input": env.Input, "vars": vars, "steps": steps, "output": env.Output,
+		"error": errInfo, "run": env.Run, "item": env.Item, "index": env.Index,
+		"secrets": secrets, "duration": parseDurationFn,
+		"now": func() (time.Time, error) {
+			if now == nil {
+				return time.Time{}, errors.New("now() is not available: Env.Now is not set")
+			}
+			return now(), nil
+		},
+		"uuid": func() (string, error) {
+			if id == nil {
+				return "", errors.New("uuid() is not available: Env.UUID is not set")
+			}
+			return id(), nil
+		},
 	}
-	m.UUID = func() (string, error) {
-		if id == nil {
-			return "", errors.New("uuid() is not available: Env.UUID is not set")
-		}
-		return id(), nil
-	}
-	return m
 }
 
 // Expr is a compiled expression with the place it was written.
@@ -186,8 +214,8 @@ func (e *Expr) Eval(env *Env) (any, error) {
 	return e.eval(env.exprEnv())
 }
 
-func (e *Expr) eval(m *exprEnv) (any, error) {
-	v, err := expr.Run(e.prog, *m)
+func (e *Expr) eval(m exprEnv) (any, error) {
+	v, err := expr.Run(e.prog, m)
 	if err != nil {
 		return nil, &EvalError{Pos: e.Pos, Source: e.Source, Err: err}
 	}
@@ -213,16 +241,21 @@ type nameRef struct {
 	name string
 }
 
-// refVisitor collects identifiers and literal member references.
+// refVisitor collects the environment names an expression reads (bit i
+// set: scopeNames[i]) and its literal member references.
 type refVisitor struct {
-	idents map[string]bool
+	idents uint16
 	refs   []nameRef
 }
 
 func (v *refVisitor) Visit(n *ast.Node) {
 	switch x := (*n).(type) {
 	case *ast.IdentifierNode:
-		v.idents[x.Value] = true
+		for i, sn := range scopeNames {
+			if sn.name == x.Value {
+				v.idents |= 1 << i
+			}
+		}
 	case *ast.MemberNode:
 		if id, ok := x.Node.(*ast.IdentifierNode); ok && (id.Value == "steps" || id.Value == "secrets") {
 			if s, ok := x.Property.(*ast.StringNode); ok {
@@ -235,7 +268,7 @@ func (v *refVisitor) Visit(n *ast.Node) {
 // compiled is the cached result of compiling one source.
 type compiled struct {
 	prog   *vm.Program
-	idents map[string]bool
+	idents uint16 // environment names read, as in refVisitor
 	refs   []nameRef
 	err    error
 }
@@ -263,9 +296,7 @@ func (c *exprCompiler) compileProgramSafe(src string) (prog *vm.Program, err err
 
 func (c *exprCompiler) compileProgram(src string) (*vm.Program, error) {
 	if c.config == nil {
-		c.config = conf.CreateNew()
-		expr.Env(exprEnv{})(c.config)
-		c.config.Check()
+		c.config = newExprConfig()
 	}
 	tree, err := checker.ParseCheck(src, c.config)
 	if err != nil {
@@ -281,33 +312,14 @@ func (c *exprCompiler) compileProgram(src string) (*vm.Program, error) {
 	return compiler.Compile(tree, c.config)
 }
 
-// precompile compiles the given sources on workers goroutines (each with
-// its own expr configuration) and stores the results in the cache, so
-// that the builder, which compiles in file order, finds them ready.
-func (c *exprCompiler) precompile(srcs []string, workers int) {
+// precompile compiles the given sources into the cache, so that the
+// builder, which compiles in file order, finds them ready.
+func (c *exprCompiler) precompile(srcs []string) {
 	if c.cache == nil {
 		c.cache = make(map[string]*compiled, len(srcs))
 	}
-	if workers < 2 || len(srcs) < 64 {
-		for _, s := range srcs {
-			c.compile(s)
-		}
-		return
-	}
-	parts := make([]exprCompiler, workers)
-	var wg sync.WaitGroup
-	for w := range parts {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := w; i < len(srcs); i += workers {
-				parts[w].compile(srcs[i])
-			}
-		}(w)
-	}
-	wg.Wait()
-	for _, p := range parts {
-		maps.Copy(c.cache, p.cache)
+	for _, s := range srcs {
+		c.compile(s)
 	}
 }
 
@@ -343,13 +355,7 @@ func expressionSources(root *node) []string {
 				walk(it)
 			}
 		case kString:
-			if s := n.str(); strings.Contains(s, "${") {
-				if _, srcs, err := splitTemplate(s); err == nil {
-					for _, src := range srcs {
-						add(src)
-					}
-				}
-			}
+			templateSources(n.str(), add)
 		}
 	}
 	walk(root)
@@ -366,7 +372,7 @@ func (c *exprCompiler) compile(src string) *compiled {
 		r.err = err
 	} else {
 		r.prog = prog
-		v := &refVisitor{idents: map[string]bool{}}
+		v := &refVisitor{}
 		root := prog.Node()
 		ast.Walk(&root, v)
 		r.idents, r.refs = v.idents, v.refs
@@ -440,19 +446,19 @@ func (t *Template) Exprs() []*Expr {
 }
 
 type tnode interface {
-	eval(m *exprEnv) (any, error)
+	eval(m exprEnv) (any, error)
 	exprs(out *[]*Expr)
 }
 
 type tLiteral struct{ v any }
 
-func (l tLiteral) eval(*exprEnv) (any, error) { return cloneValue(l.v), nil }
-func (tLiteral) exprs(*[]*Expr)               {}
+func (l tLiteral) eval(exprEnv) (any, error) { return cloneValue(l.v), nil }
+func (tLiteral) exprs(*[]*Expr)              {}
 
 type tWhole struct{ e *Expr }
 
-func (w tWhole) eval(m *exprEnv) (any, error) { return w.e.eval(m) }
-func (w tWhole) exprs(out *[]*Expr)           { *out = append(*out, w.e) }
+func (w tWhole) eval(m exprEnv) (any, error) { return w.e.eval(m) }
+func (w tWhole) exprs(out *[]*Expr)          { *out = append(*out, w.e) }
 
 type tPart struct {
 	text string
@@ -461,7 +467,7 @@ type tPart struct {
 
 type tConcat struct{ parts []tPart }
 
-func (c tConcat) eval(m *exprEnv) (any, error) {
+func (c tConcat) eval(m exprEnv) (any, error) {
 	var sb strings.Builder
 	for _, p := range c.parts {
 		if p.e == nil {
@@ -494,7 +500,7 @@ type tMap struct {
 	vals []tnode
 }
 
-func (t tMap) eval(m *exprEnv) (any, error) {
+func (t tMap) eval(m exprEnv) (any, error) {
 	out := make(map[string]any, len(t.keys))
 	for i, k := range t.keys {
 		v, err := t.vals[i].eval(m)
@@ -514,7 +520,7 @@ func (t tMap) exprs(out *[]*Expr) {
 
 type tList struct{ items []tnode }
 
-func (t tList) eval(m *exprEnv) (any, error) {
+func (t tList) eval(m exprEnv) (any, error) {
 	out := make([]any, len(t.items))
 	for i, it := range t.items {
 		v, err := it.eval(m)
@@ -602,6 +608,31 @@ func splitTemplate(s string) (parts []tPart, srcs []string, err error) {
 	return parts, srcs, nil
 }
 
+// templateSources calls add with each ${ } piece of s, as splitTemplate
+// would return them, without building the pieces; it stops at the first
+// malformed piece (splitTemplate reports it).
+func templateSources(s string, add func(string)) {
+	for i := strings.Index(s, "${"); i >= 0; {
+		if i > 0 && s[i-1] == '$' { // $${ is a literal ${
+			i += 2
+		} else {
+			end := matchBrace(s, i+2)
+			if end < 0 {
+				return
+			}
+			if src := strings.TrimSpace(s[i+2 : end]); src != "" {
+				add(src)
+			}
+			i = end + 1
+		}
+		j := strings.Index(s[i:], "${")
+		if j < 0 {
+			return
+		}
+		i += j
+	}
+}
+
 // matchBrace returns the index of the } closing a ${ whose body starts at
 // i, skipping braces inside string literals and nested { }.
 func matchBrace(s string, i int) int {
@@ -641,7 +672,7 @@ func CompileExpr(src string) (*Expr, error) {
 // CompileTemplate compiles a standalone template string that may read
 // every name of the environment, secrets included.
 func CompileTemplate(s string) (*Template, error) {
-	b := &builder{sink: &diagSink{file: "template"}, anySecret: true}
+	b := &builder{sink: &diagSink{file: "template"}, anySecret: true, exprs: &exprCompiler{}}
 	t := b.template(&node{kind: kString, pos: Pos{1, 1}, scalar: s, size: 1}, ^scope(0), -1)
 	if errs := b.sink.diags.Errors(); len(errs) > 0 {
 		return nil, errors.New(errs[0].Message)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func mustTemplate(t *testing.T, s string) *Template {
@@ -176,5 +177,37 @@ func TestStringify(t *testing.T) {
 	}
 	if _, err := Stringify(func() {}); err == nil {
 		t.Error("Stringify of a func succeeded")
+	}
+}
+
+// TestScopeNamesFitIdents guards the bit set compiled.idents keeps.
+func TestScopeNamesFitIdents(t *testing.T) {
+	var c compiled
+	if limit := int(unsafe.Sizeof(c.idents)) * 8; len(scopeNames) > limit {
+		t.Fatalf("%d scope names; compiled.idents holds %d", len(scopeNames), limit)
+	}
+}
+
+// TestExprEnvTypes checks that the checker's view of the environment
+// matches what Env.exprEnv fills, name by name.
+func TestExprEnvTypes(t *testing.T) {
+	env := (&Env{}).exprEnv()
+	if len(env) != len(exprEnvTypes) {
+		t.Fatalf("Env.exprEnv fills %d names; exprEnvTypes has %d", len(env), len(exprEnvTypes))
+	}
+	for name := range exprEnvTypes {
+		if _, ok := env[name]; !ok {
+			t.Errorf("Env.exprEnv does not fill %q", name)
+		}
+	}
+	for _, src := range []string{"input.a.b", "output[0].x", "item.y", "error.retryable && error.status > 0", "steps.a.output.z", "run.attempt + index", "now() != nil", "uuid()", "duration('1s')"} {
+		if _, err := CompileExpr(src); err != nil {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+	for _, src := range []string{"steps.a.outptu", "error.kind", "run.nope", "index.x", "nope"} {
+		if _, err := CompileExpr(src); err == nil {
+			t.Errorf("%s compiled; want a type error", src)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package dsl
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,5 +56,40 @@ func FuzzLoad(f *testing.F) {
 		if w != nil {
 			_ = w.Edges()
 		}
+	})
+}
+
+// FuzzRules runs the rule checks (build) on any YAML tree, without the
+// schema gate Parse puts in front of them: they must never panic, so the
+// recover in checkRules stays a last resort.
+func FuzzRules(f *testing.F) {
+	for _, pattern := range []string{"../workflows/*.yaml", "testdata/invalid/*.yaml", "testdata/*.yaml"} {
+		files, _ := filepath.Glob(pattern)
+		for _, file := range files {
+			if b, err := os.ReadFile(file); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	for _, s := range []string{
+		"steps: [null, 1, {}]",
+		"steps: [{id: a}, {id: a}, {next: a}]",
+		"steps: [{foreach: null}, {call: null}, {call: 1}, {foreach: 1}]",
+		"steps: [{action: wait_signal}, {action: llm, with: 1}, {action: sleep, with: {until: 1}}]",
+		"steps: [{id: 1, action: http, with: [1], retry: {on: 1, max_attempts: x}, catch: [1, {on: [1]}]}]",
+		"steps: [{id: a, switch: [1, {when: 1, next: 2}], set: [1], next: {a: 1}, timeout: 1, on_timeout: [1]}]",
+		"defaults: {retry: 1, timeout: [1]}\nsecrets: {a: 1}\ninput: 1\nvars: [1]",
+		"steps: {a: 1}",
+		"tqw: 1\nname: [1]\nsteps: [{id: a, foreach: {items: 1, concurrency: x, action: 1, with: 1}}]",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		sink := &diagSink{file: "fuzz.yaml"}
+		root := parseYAML(sink, src, DefaultLimits)
+		if root == nil {
+			return
+		}
+		build(&diagSink{file: "fuzz.yaml"}, root, src, Options{ExtraActions: map[string]json.RawMessage{"x": json.RawMessage(`{"type":"object"}`)}}, &exprCompiler{})
 	})
 }

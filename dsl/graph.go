@@ -175,7 +175,7 @@ func (b *builder) checkReachable() {
 		if seen[i] || s == nil {
 			continue
 		}
-		b.sink.warnf(b.spec.Steps[i].ID.pos, CodeUnreachable, "route to it with next, switch, catch or on_timeout, or delete it", "step %q can never run", s.ID)
+		b.sink.warnf(b.spec.Steps[i].ID.at(b.spec.Steps[i].At), CodeUnreachable, "route to it with next, switch, catch or on_timeout, or delete it", "step %q can never run", s.ID)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -112,55 +111,49 @@ func parse(sink *diagSink, src []byte, opts Options, lim Limits) *Workflow {
 		sink.errorf(steps.pos, CodeTooManySteps, "split the workflow into parent and child workflows with call", "the workflow has %d steps; the bound is %d", len(steps.items), lim.MaxSteps)
 		return nil
 	}
-	// Schema validation and the build are independent reads of the tree,
-	// so they run in parallel. The build's findings count only when the
-	// file passed the schema: its checks assume the shapes the schema
-	// guarantees.
-	schemaSink := &diagSink{file: sink.file}
-	schemaDone := make(chan struct{})
-	go func() {
-		defer close(schemaDone)
-		validateSchema(schemaSink, root, root.toAny())
-	}()
-	buildSink := &diagSink{file: sink.file}
-	w, crash := speculativeBuild(buildSink, root, src, opts)
-	<-schemaDone
-	if schemaSink.diags.HasErrors() {
-		sink.diags = append(sink.diags, schemaSink.diags...)
+	// The stages run one after the other on the caller's goroutine. Running
+	// schema validation and expression compilation side by side saved no
+	// measurable wall time on the shared 2-core machine (docs/BENCHMARKS.md),
+	// costs the same CPU, and callers that load many files already use the
+	// cores; in sequence, a file that fails the schema costs no compilation.
+	validateSchema(sink, root, root.toAny())
+	if sink.diags.HasErrors() {
+		// Rule checks on a file with schema errors would mostly add
+		// follow-on errors; the schema's say what to fix first.
 		return nil
 	}
-	if crash != nil {
-		// The build's precondition held, so this is a bug in the loader:
-		// report it rather than crash the process that loads the file.
-		sink.errorf(root.pos, CodeInternal, "please report this with the file", "internal error while checking the workflow: %v", crash)
-		return nil
-	}
-	sink.diags = append(sink.diags, buildSink.diags...)
-	return w
+	return checkRules(sink, root, src, opts)
 }
 
-// speculativeBuild runs build and turns a panic into a value. The build
-// assumes a schema-valid tree; it runs before the schema verdict is in, and
-// on an invalid tree it may fail in any way, which the caller discards.
-func speculativeBuild(sink *diagSink, root *node, src []byte, opts Options) (w *Workflow, crash any) {
+// checkRules compiles the file's expressions and runs build. Neither
+// panics on any tree (build never assumes what the schema guarantees, and
+// FuzzRules checks it), so the recover is a last resort: a loader bug
+// becomes an internal diagnostic instead of crashing the process that
+// loads the file.
+func checkRules(sink *diagSink, root *node, src []byte, opts Options) (w *Workflow) {
 	defer func() {
 		if r := recover(); r != nil {
-			w, crash = nil, r
+			w = nil
+			sink.errorf(root.pos, CodeInternal, "please report this with the file", "internal error while checking the workflow: %v", r)
 		}
 	}()
-	return build(sink, root, src, opts), nil
+	var exprs exprCompiler
+	exprs.precompile(expressionSources(root))
+	return build(sink, root, src, opts, &exprs)
 }
 
-func build(sink *diagSink, root *node, src []byte, opts Options) *Workflow {
+// build turns the tree into a Workflow, running the rule checks. It never
+// panics on any tree, schema-valid or not (FuzzRules); exprs holds the
+// expressions already compiled, if any.
+func build(sink *diagSink, root *node, src []byte, opts Options, exprs *exprCompiler) *Workflow {
 	var spec fileSpec
 	if err := decodeStrict(root, &spec); err != nil {
 		sink.errorf(root.pos, CodeSchemaInvalid, "", "%v", err)
 		return nil
 	}
 	sum := sha256.Sum256(src)
-	b := &builder{sink: sink, opts: opts, spec: &spec, root: root,
+	b := &builder{sink: sink, opts: opts, spec: &spec, root: root, exprs: exprs,
 		w: &Workflow{Source: slices.Clone(src), Hash: hex.EncodeToString(sum[:]), File: sink.file}}
-	b.exprs.precompile(expressionSources(root), min(runtime.GOMAXPROCS(0), 4))
 	b.build()
 	return b.w
 }
@@ -173,7 +166,7 @@ type builder struct {
 	spec    *fileSpec
 	root    *node
 	w       *Workflow
-	exprs   exprCompiler
+	exprs   *exprCompiler
 	secrets map[string]bool
 	// anySecret lets standalone templates (CompileTemplate) read any secret.
 	anySecret bool
@@ -220,7 +213,7 @@ func (b *builder) build() {
 	for i, ss := range s.Steps {
 		id := ss.ID.str()
 		if j, dup := w.index[id]; dup {
-			b.sink.errorf(ss.ID.pos, CodeDuplicateID, fmt.Sprintf("the first %q is at line %d; give each step its own id", id, s.Steps[j].ID.pos.Line), "duplicate step id %q", id)
+			b.sink.errorf(ss.ID.at(ss.At), CodeDuplicateID, fmt.Sprintf("the first %q is at line %d; give each step its own id", id, s.Steps[j].ID.at(s.Steps[j].At).Line), "duplicate step id %q", id)
 			continue
 		}
 		w.index[id] = i
@@ -256,28 +249,25 @@ var stepKeys = map[Kind][]string{
 
 func (b *builder) step(i int, ss *stepSpec) *Step {
 	st := &Step{ID: ss.ID.str(), Description: ss.Description.str(), Index: i, Pos: ss.At}
-	present := map[string]*node{}
 	stepNode := b.stepNode(i)
-	for _, key := range stepNode.keys {
-		present[key.scalar.(string)] = key
-	}
+	present := stepNode.key // the key node, for positions
 	// The kind is set by the one kind key; routing steps have none.
 	var kinds []string
 	for _, k := range []string{"action", "foreach", "call", "succeed", "fail"} {
-		if present[k] != nil {
+		if present(k) != nil {
 			kinds = append(kinds, k)
 		}
 	}
 	switch {
 	case len(kinds) > 1:
-		b.sink.errorf(present[kinds[1]].pos, CodeStepConflict, "split it into two steps",
+		b.sink.errorf(present(kinds[1]).pos, CodeStepConflict, "split it into two steps",
 			"step %q has both %s and %s; a step has at most one of action, foreach, call, succeed, fail", st.ID, kinds[0], kinds[1])
 		return st
 	case len(kinds) == 1:
 		st.Kind = Kind(kinds[0])
-	case present["switch"] != nil:
+	case present("switch") != nil:
 		st.Kind = KindSwitch
-	case present["set"] != nil || present["next"] != nil:
+	case present("set") != nil || present("next") != nil:
 		st.Kind = KindSet
 	default:
 		b.sink.errorf(ss.At, CodeStepEmpty, "add action, foreach, call, succeed, fail, switch, set or next", "step %q does nothing", st.ID)
@@ -305,6 +295,9 @@ func (b *builder) step(i int, ss *stepSpec) *Step {
 		st.With = b.template(ss.With, scBase|scSecrets, i)
 	case KindForeach:
 		f := ss.Foreach
+		if f == nil { // foreach: null, a schema error
+			f = &foreachSpec{At: present("foreach").pos}
+		}
 		st.Foreach = &Foreach{Action: f.Action.str(), Concurrency: 1}
 		if f.Concurrency != nil {
 			st.Foreach.Concurrency = int(asInt(f.Concurrency))
@@ -313,11 +306,15 @@ func (b *builder) step(i int, ss *stepSpec) *Step {
 		st.Foreach.Items = b.template(f.Items, scBase, i)
 		st.Foreach.With = b.template(f.With, scBase|scItem|scSecrets, i)
 	case KindCall:
-		st.Call = &Call{Workflow: ss.Call.Workflow.str()}
-		if strings.Contains(st.Call.Workflow, "${") {
-			b.sink.errorf(ss.Call.Workflow.pos, CodeStepKey, "write the path literally: children are pinned when the run is submitted", "call.workflow cannot be a template")
+		c := ss.Call
+		if c == nil { // call: null, a schema error
+			c = &callSpec{At: present("call").pos}
 		}
-		st.Call.Input = b.template(ss.Call.Input, scBase, i)
+		st.Call = &Call{Workflow: c.Workflow.str()}
+		if strings.Contains(st.Call.Workflow, "${") {
+			b.sink.errorf(c.Workflow.pos, CodeStepKey, "write the path literally: children are pinned when the run is submitted", "call.workflow cannot be a template")
+		}
+		st.Call.Input = b.template(c.Input, scBase, i)
 	case KindSucceed:
 		st.Succeed = b.template(ss.Succeed, scAfter, i)
 	case KindFail:
@@ -340,7 +337,7 @@ func (b *builder) step(i int, ss *stepSpec) *Step {
 			if inner == "sleep" {
 				hint = "a sleep lasts exactly its with.duration or until"
 			}
-			b.sink.errorf(present["timeout"].pos, CodeStepKey, hint, "timeout is not allowed on a step that runs %s", inner)
+			b.sink.errorf(present("timeout").pos, CodeStepKey, hint, "timeout is not allowed on a step that runs %s", inner)
 		}
 		st.Retry = b.w.Defaults.Retry
 		if ss.Retry != nil {
@@ -474,9 +471,9 @@ func (b *builder) knownActions() []string {
 // checkAction checks what the schema cannot: the action exists, extra
 // actions' with-schemas, and the cross-field rules of the built-in ones.
 func (b *builder) checkAction(actionNode, with *node, st *Step) {
-	name := actionNode.str()
+	name, at := actionNode.str(), actionNode.at(st.Pos)
 	if slices.Contains(BuiltinActions, name) {
-		b.checkBuiltinWith(name, with)
+		b.checkBuiltinWith(name, with, at)
 		return
 	}
 	raw, ok := b.opts.ExtraActions[name]
@@ -486,7 +483,7 @@ func (b *builder) checkAction(actionNode, with *node, st *Step) {
 		if c := b.closest(name, known); c != "" {
 			hint = fmt.Sprintf("did you mean %q? %s", c, hint)
 		}
-		b.sink.errorf(actionNode.pos, CodeUnknownAction, hint, "step %q: unknown action %q", st.ID, name)
+		b.sink.errorf(at, CodeUnknownAction, hint, "step %q: unknown action %q", st.ID, name)
 		return
 	}
 	if len(raw) == 0 || string(raw) == "null" {
@@ -494,16 +491,16 @@ func (b *builder) checkAction(actionNode, with *node, st *Step) {
 	}
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(raw)))
 	if err != nil {
-		b.sink.errorf(actionNode.pos, CodeWithSchema, "fix the program that registers the action", "action %q: its with-schema is not JSON: %v", name, err)
+		b.sink.errorf(at, CodeWithSchema, "fix the program that registers the action", "action %q: its with-schema is not JSON: %v", name, err)
 		return
 	}
 	sch, err := compileSchemaValue("action/"+name+".json", doc)
 	if err != nil {
-		b.sink.errorf(actionNode.pos, CodeWithSchema, "fix the program that registers the action", "action %q: its with-schema does not compile: %s", name, schemaProblem(err))
+		b.sink.errorf(at, CodeWithSchema, "fix the program that registers the action", "action %q: its with-schema does not compile: %s", name, schemaProblem(err))
 		return
 	}
 	var v any = map[string]any{}
-	pos := actionNode.pos
+	pos := at
 	if with != nil {
 		v, pos = with.toAny(), with.pos
 	}
@@ -532,7 +529,9 @@ func pointerSuffix(toks []string) string {
 	return "." + pathLabel(toks)
 }
 
-func (b *builder) checkBuiltinWith(name string, with *node) {
+// checkBuiltinWith checks a built-in action's with; at is the action's
+// position, for a with the step does not have.
+func (b *builder) checkBuiltinWith(name string, with *node, at Pos) {
 	staticDuration := func(key string) {
 		if n := with.get(key); n != nil && !strings.Contains(n.str(), "${") {
 			b.duration(n)
@@ -543,7 +542,7 @@ func (b *builder) checkBuiltinWith(name string, with *node) {
 		staticDuration("timeout")
 	case "wait_signal":
 		if with.get("timeout") == nil {
-			b.sink.errorf(with.pos, CodeWaitNoTimeout, "add with.timeout (e.g. 72h) and on_timeout to say where the run goes then", "action wait_signal: with.timeout is required so that a run never waits forever")
+			b.sink.errorf(with.at(at), CodeWaitNoTimeout, "add with.timeout (e.g. 72h) and on_timeout to say where the run goes then", "action wait_signal: with.timeout is required so that a run never waits forever")
 		}
 		staticDuration("timeout")
 		b.checkSchemaField(with.get("schema"), "with.schema")
@@ -557,7 +556,7 @@ func (b *builder) checkBuiltinWith(name string, with *node) {
 	}
 	if name == "llm" {
 		b.checkSchemaField(with.get("response_schema"), "with.response_schema")
-		secret, pos := "OPENAI_API_KEY", with.pos
+		secret, pos := "OPENAI_API_KEY", with.at(at)
 		if n := with.get("api_key_secret"); n != nil {
 			secret, pos = n.str(), n.pos
 		}
@@ -596,8 +595,8 @@ func (b *builder) compileExpr(src string, pos Pos, sc scope, step int) *Expr {
 		return nil
 	}
 	ok := true
-	for _, sn := range scopeNames {
-		if !c.idents[sn.name] || sc&sn.bit != 0 {
+	for i, sn := range scopeNames {
+		if c.idents&(1<<i) == 0 || sc&sn.bit != 0 {
 			continue
 		}
 		ok = false
@@ -654,8 +653,12 @@ func (b *builder) tnode(n *node, sc scope, step int) tnode {
 				static = false
 			}
 		}
-		if static {
-			return tLiteral{n.toAny()}
+		if static { // built from the children's values: no second walk
+			m := make(map[string]any, len(t.keys))
+			for i, k := range t.keys {
+				m[k] = t.vals[i].(tLiteral).v
+			}
+			return tLiteral{m}
 		}
 		return t
 	case kList:
@@ -668,7 +671,11 @@ func (b *builder) tnode(n *node, sc scope, step int) tnode {
 			}
 		}
 		if static {
-			return tLiteral{n.toAny()}
+			l := make([]any, len(t.items))
+			for i, it := range t.items {
+				l[i] = it.(tLiteral).v
+			}
+			return tLiteral{l}
 		}
 		return t
 	case kString:

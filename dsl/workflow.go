@@ -190,16 +190,40 @@ const (
 	DefaultMaxInterval = 5 * time.Minute
 )
 
-// notRetryable are the error types retried only when named in retry.on.
-var notRetryable = []string{"validation", "expression", "cancelled"}
+// Retries reports whether the policy's on list covers the error e (the
+// when condition is the caller's to evaluate). Without on it covers the
+// errors their action marked retryable (e.Retryable), so a 404 is not
+// retried but a 429 is.
+func (p *RetryPolicy) Retries(e *ErrorInfo) bool {
+	if len(p.On) == 0 {
+		return e.Retryable
+	}
+	return slices.Contains(p.On, e.Type)
+}
 
-// RetriesType reports whether the policy's on list covers errType (the
-// when condition is the caller's to evaluate).
+// RetriesType is Retries for a caller that knows only the error's type:
+// without on it covers the types RetryableByDefault accepts with no status.
 func (p *RetryPolicy) RetriesType(errType string) bool {
 	if len(p.On) == 0 {
-		return !slices.Contains(notRetryable, errType)
+		return RetryableByDefault(errType, 0)
 	}
 	return slices.Contains(p.On, errType)
+}
+
+// RetryableByDefault reports whether the built-in actions and the
+// interpreter mark an error of type errType (and HTTP status, 0 if none)
+// retryable: timeout, http.status_5xx, http.connection, llm.rate_limit,
+// memo, and http.status_4xx with status 408 or 429. An action may still
+// judge one error otherwise (an http.connection whose TLS certificate was
+// rejected is not retryable); ErrorInfo.Retryable carries its verdict.
+func RetryableByDefault(errType string, status int) bool {
+	switch errType {
+	case "timeout", "http.status_5xx", "http.connection", "llm.rate_limit", "memo":
+		return true
+	case "http.status_4xx":
+		return status == 408 || status == 429
+	}
+	return false
 }
 
 // Delay is the delay before attempt (2 for the first retry), before jitter:
@@ -216,11 +240,14 @@ func (p *RetryPolicy) Delay(attempt int) time.Duration {
 	return time.Duration(d)
 }
 
-// ErrorTypes are the built-in error types retry.on and catch.on accept.
-// Actions registered by an embedding program raise "custom.<name>" types.
+// ErrorTypes are the built-in error types retry.on and catch.on accept:
+// every type the built-in actions (package actions and its http, llm and
+// shell packages) and the interpreter raise. Actions registered by an
+// embedding program raise "custom.<name>" types.
 var ErrorTypes = []string{
 	"timeout", "http.status_4xx", "http.status_5xx", "http.connection",
-	"llm.rate_limit", "llm.invalid_output", "shell.exit", "signal.timeout",
+	"http.response_too_large", "http.invalid_body", "http.unexpected_status",
+	"llm.rate_limit", "llm.invalid_output", "memo", "shell.exit", "signal.timeout",
 	"call.failed", "expression", "validation", "cancelled",
 }
 

@@ -62,6 +62,28 @@ func (n *node) get(key string) *node {
 	return nil
 }
 
+// key returns the key node of name in a map node, or nil.
+func (n *node) key(name string) *node {
+	if n == nil || n.kind != kMap {
+		return nil
+	}
+	for _, k := range n.keys {
+		if k.scalar == name {
+			return k
+		}
+	}
+	return nil
+}
+
+// at returns n's position, or fallback when n is nil (a value the file
+// does not have, such as the id of a step written without one).
+func (n *node) at(fallback Pos) Pos {
+	if n == nil {
+		return fallback
+	}
+	return n.pos
+}
+
 // str returns the string value of a string node, or "".
 func (n *node) str() string {
 	if n == nil {

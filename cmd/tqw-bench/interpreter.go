@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/tqw-dsl/tqw/actions/builtin"
+	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/interpreter"
+	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/objstore/counting"
+	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+var (
+	interpHello  string // --hello: the workflow run end to end
+	interpBinary string // --tqw-dsl: the binary; "" builds one
+	interpLoop   int    // --loop: iterations per run of the step benchmark
+)
+
+func init() {
+	register(&bench{
+		name:    "interpreter",
+		summary: "per-step interpreter overhead (target p50 <= 50 µs) and 'tqw-dsl run hello.yaml' wall time (target p50 <= 150 ms)",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&interpHello, "hello", "workflows/hello.yaml", "workflow 'tqw-dsl run' runs end to end")
+			fs.StringVar(&interpBinary, "tqw-dsl", "", "tqw-dsl binary to time (default: go build ./cmd/tqw-dsl into a temp dir)")
+			fs.IntVar(&interpLoop, "loop", 50, "iterations of the set+switch loop per run (2 steps each)")
+		},
+		run: runInterpreter,
+	})
+}
+
+// loopWorkflow runs only set and switch steps, so the time RunStep takes
+// is the interpreter's own: state decoding, expression evaluation, output
+// and history encoding, state encoding.
+const loopWorkflow = `tqw: v1
+name: bench-loop
+input: {type: object, properties: {n: {type: integer}}}
+vars: {i: 0, total: 0, label: ""}
+steps:
+  - id: work
+    set:
+      i: "${ vars.i + 1 }"
+      total: "${ vars.total + vars.i * 2 }"
+      label: "item-${ vars.i } of ${ input.n }"
+  - id: check
+    switch:
+      - when: vars.i < input.n
+        next: work
+    next: done
+  - id: done
+    succeed: {total: "${ vars.total }", last: "${ vars.label }"}
+`
+
+func runInterpreter(ctx context.Context, cfg *config) error {
+	if interpLoop < 1 {
+		return fmt.Errorf("--loop %d: want at least 1", interpLoop)
+	}
+	for _, url := range cfg.stores {
+		for _, c := range cfg.concurrency {
+			if err := benchSteps(ctx, cfg, url, c); err != nil {
+				return err
+			}
+		}
+	}
+	return benchHello(ctx, cfg)
+}
+
+// benchSteps runs loop workflows (c at a time) on the store and reports
+// the latency of the interpreter's RunStep per step.
+func benchSteps(ctx context.Context, cfg *config, url string, c int) error {
+	dir, err := os.MkdirTemp("", "tqw-bench-interp-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "loop.yaml")
+	if err := os.WriteFile(path, []byte(loopWorkflow), 0o600); err != nil {
+		return err
+	}
+	w, err := interpreter.Load(path, dsl.Options{})
+	if err != nil {
+		return err
+	}
+	raw, err := storeurl.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	store := counting.New(raw)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	q, err := queue.Open(ctx, store, queue.Options{Logger: quiet, Prefix: fmt.Sprintf("bench-interp-%d", time.Now().UnixNano())})
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	it, err := interpreter.New(store, interpreter.Options{Actions: builtin.New(builtin.Options{}), Logger: quiet})
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	var lats Latencies
+	timed := runtime.StepRunnerFunc(func(ctx context.Context, s *runtime.Step) (runtime.StepOutcome, error) {
+		t0 := time.Now()
+		out, err := it.RunStep(ctx, s)
+		d := time.Since(t0)
+		mu.Lock()
+		lats.Add(d)
+		mu.Unlock()
+		return out, err
+	})
+	rt, err := runtime.New(q, store, timed, runtime.WithTerminalHook(it), runtime.WithLogger(quiet), runtime.WithConcurrency(max(c, 1)))
+	if err != nil {
+		return err
+	}
+	it.Bind(rt)
+	worker := rt.Spawn(ctx)
+	defer func() { _ = worker.Shutdown(context.Background()) }()
+
+	store.Reset()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errc := make(chan error, c)
+	var seq int64
+	var seqMu sync.Mutex
+	steps := func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return int64(lats.Len())
+	}
+	for g := 0; g < c; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil && !cfg.done(steps(), start) {
+				seqMu.Lock()
+				seq++
+				id := fmt.Sprintf("loop-%d", seq)
+				seqMu.Unlock()
+				done, stop := it.Watch(id)
+				if _, err := it.Submit(ctx, w, map[string]any{"n": interpLoop}, id); err != nil {
+					stop()
+					errc <- err
+					return
+				}
+				select {
+				case o := <-done:
+					if o.Status != runtime.Succeeded {
+						errc <- fmt.Errorf("run %s: %s: %s", id, o.Status, o.Error)
+						return
+					}
+				case <-ctx.Done():
+					stop()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	close(errc)
+	if err := <-errc; err != nil {
+		return err
+	}
+	mu.Lock()
+	n := int64(lats.Len())
+	p50, p99 := lats.Percentile(50), lats.Percentile(99)
+	mu.Unlock()
+	counts := store.Counts()
+	per := func(x int64) float64 { return float64(x) / float64(max(n, 1)) }
+	return cfg.emit(Result{Bench: "interpreter-step", Store: url, Concurrency: c, Ops: n, Seconds: secs,
+		OpsPerSec: float64(n) / secs, P50Ms: p50, P99Ms: p99,
+		PutsPerOp: per(counts.Puts), GetsPerOp: per(counts.Gets), ListsPerOp: per(counts.Lists),
+		Extra: map[string]any{"runstep_p50_us": p50 * 1000, "runstep_p99_us": p99 * 1000,
+			"note": "ops are DSL steps (set/switch); p50/p99 are the interpreter's RunStep alone; ops_per_sec includes the runtime's commits"}})
+}
+
+// benchHello times 'tqw-dsl run hello.yaml' as a user runs it: a fresh
+// process on a file:// store, end to end.
+func benchHello(ctx context.Context, cfg *config) error {
+	bin := interpBinary
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "tqw-bench-bin-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		bin = filepath.Join(dir, "tqw-dsl")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tqw-dsl").CombinedOutput(); err != nil {
+			return fmt.Errorf("building tqw-dsl (run from the repository root or pass --tqw-dsl): %v\n%s", err, out)
+		}
+	}
+	if _, err := os.Stat(interpHello); err != nil {
+		return fmt.Errorf("--hello: %w", err)
+	}
+	storeDir, err := os.MkdirTemp("", "tqw-bench-hello-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(storeDir)
+	url := "file://" + storeDir
+	var lats Latencies
+	start := time.Now()
+	var n int64
+	for ctx.Err() == nil && !cfg.done(n, start) {
+		t0 := time.Now()
+		out, err := exec.CommandContext(ctx, bin, "run", interpHello, "--store", url).CombinedOutput()
+		if err != nil {
+			if errors.Is(ctx.Err(), context.Canceled) {
+				break
+			}
+			return fmt.Errorf("tqw-dsl run %s: %v\n%s", interpHello, err, out)
+		}
+		lats.Add(time.Since(t0))
+		n++
+	}
+	secs := time.Since(start).Seconds()
+	return cfg.emit(Result{Bench: "interpreter-run-hello", Store: url, Concurrency: 1, Ops: n, Seconds: secs,
+		OpsPerSec: float64(n) / secs, P50Ms: lats.Percentile(50), P99Ms: lats.Percentile(99),
+		Extra: map[string]any{"note": "wall time of one 'tqw-dsl run' process, store growing across runs"}})
+}

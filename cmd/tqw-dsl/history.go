@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tqw-dsl/tqw/interpreter"
+	"github.com/tqw-dsl/tqw/runtime"
+)
+
+func init() { commands = append(commands, newHistoryCmd) }
+
+// historyJSON is one record as --json prints it.
+type historyJSON struct {
+	interpreter.HistoryRecord
+	Start time.Time  `json:"start"`
+	End   time.Time  `json:"end"`
+	Until *time.Time `json:"until,omitempty"`
+}
+
+func newHistoryCmd() *cobra.Command {
+	var (
+		store  string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "history RUN",
+		Short: "Show a run's step timeline with outputs, secrets redacted (read-only)",
+		Long: `history prints every attempt of every step of RUN: when it started and
+ended, its outcome (ok, waiting, retry, caught, failed, succeeded), its
+error and its output. Secret values never reach the store, so they appear
+as ***. An unknown run is exit code 1.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			runID := args[0]
+			if err := runtime.ValidateRunID(runID); err != nil {
+				return failf(exitUsage, "%v", err)
+			}
+			ctx := context.WithoutCancel(cmd.Context())
+			v, err := openView(ctx, store)
+			if err != nil {
+				return err
+			}
+			defer v.Close()
+			recs, err := interpreter.History(ctx, v.r, v.store, runID)
+			if err != nil {
+				return failf(exitFailed, "history of run %s: %v", runID, err)
+			}
+			if len(recs) == 0 {
+				if _, err := v.insp.Status(ctx, runID); errors.Is(err, runtime.ErrRunNotFound) {
+					return failf(exitFailed, "no run %q in %s", runID, store)
+				}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				for _, h := range recs {
+					r := historyJSON{HistoryRecord: h, Start: h.StartTime().UTC(), End: h.EndTime().UTC()}
+					if h.Until > 0 {
+						u := time.UnixMilli(h.Until).UTC()
+						r.Until = &u
+					}
+					if err := enc.Encode(r); err != nil {
+						return failf(exitFailed, "writing output: %v", err)
+					}
+				}
+				return nil
+			}
+			for _, h := range recs {
+				line := fmt.Sprintf("%s  %-12s %-10s attempt %d  %-9s %6s", h.StartTime().UTC().Format("2006-01-02T15:04:05.000Z"),
+					h.Step, h.Kind, h.Attempt, h.Outcome, h.EndTime().Sub(h.StartTime()).Round(time.Millisecond))
+				if h.Next != "" {
+					line += "  → " + h.Next
+				}
+				if h.WaitKey != "" {
+					line += "  key " + h.WaitKey
+				}
+				fmt.Fprintln(out, line)
+				if h.Error != nil {
+					fmt.Fprintf(out, "    error  %s: %s\n", h.Error.Type, h.Error.Message)
+				}
+				if h.Output != nil {
+					b, err := json.Marshal(h.Output)
+					if err == nil {
+						s := string(b)
+						if len(s) > 2000 {
+							s = s[:2000] + fmt.Sprintf("... (%d bytes; --json prints all)", len(b))
+						}
+						fmt.Fprintf(out, "    output %s\n", s)
+					}
+				}
+			}
+			return nil
+		},
+	}
+	addStoreFlag(cmd, &store)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per record")
+	return cmd
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tqw-dsl/tqw/interpreter"
+	"github.com/tqw-dsl/tqw/runtime"
+)
+
+func init() { commands = append(commands, newListCmd) }
+
+var stateNames = []runtime.RunState{
+	runtime.StatePending, runtime.StateRunning, runtime.StateWaiting, runtime.StateScheduled, runtime.StateCancelling,
+	runtime.StateSucceeded, runtime.StateFailed, runtime.StateCancelled,
+}
+
+func parseStates(s string) ([]runtime.RunState, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []runtime.RunState
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		found := false
+		for _, st := range stateNames {
+			if st.String() == name {
+				out, found = append(out, st), true
+				break
+			}
+		}
+		if !found {
+			var names []string
+			for _, st := range stateNames {
+				names = append(names, st.String())
+			}
+			return nil, failf(exitUsage, "--status %q: want one or more of %s, separated by commas", name, strings.Join(names, ", "))
+		}
+	}
+	return out, nil
+}
+
+func newListCmd() *cobra.Command {
+	var (
+		store, status string
+		asJSON        bool
+		limit         int
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List active runs and runs finished in the last 24h (read-only)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			states, err := parseStates(status)
+			if err != nil {
+				return err
+			}
+			if limit < 1 {
+				return failf(exitUsage, "--limit %d: want at least 1", limit)
+			}
+			ctx := context.WithoutCancel(cmd.Context())
+			v, err := openView(ctx, store)
+			if err != nil {
+				return err
+			}
+			defer v.Close()
+			runs, err := v.insp.ListRuns(ctx, runtime.ListOptions{States: states, Limit: limit})
+			if err != nil {
+				return failf(exitFailed, "list runs: %v", err)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				for _, r := range runs {
+					if err := enc.Encode(toRunJSON(r)); err != nil {
+						return failf(exitFailed, "writing output: %v", err)
+					}
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN\tWORKFLOW\tSTATE\tSUBMITTED\tDETAIL")
+			for _, r := range runs {
+				detail := r.Error
+				if r.SignalKey != "" {
+					detail = "signal " + r.SignalKey
+				} else if r.LastError != "" {
+					detail = "last error: " + r.LastError
+				}
+				if len(detail) > 80 {
+					detail = detail[:77] + "..."
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Headers[interpreter.HeaderWorkflow], r.State, r.SubmittedAt.UTC().Format(time.RFC3339), detail)
+			}
+			return tw.Flush()
+		},
+	}
+	addStoreFlag(cmd, &store)
+	cmd.Flags().StringVar(&status, "status", "", "only runs in these states (comma-separated): pending, running, waiting, scheduled, cancelling, succeeded, failed, cancelled")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per run")
+	cmd.Flags().IntVar(&limit, "limit", 100, "list at most this many runs")
+	return cmd
+}

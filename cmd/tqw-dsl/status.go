@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tqw-dsl/tqw/interpreter"
+	"github.com/tqw-dsl/tqw/runtime"
+)
+
+func init() { commands = append(commands, newStatusCmd) }
+
+// runJSON is a run's status as --json prints it.
+type runJSON struct {
+	RunID       string          `json:"run"`
+	Workflow    string          `json:"workflow,omitempty"`
+	State       string          `json:"state"`
+	Step        int             `json:"step_number"`
+	Attempt     int             `json:"attempt,omitempty"`
+	SignalKey   string          `json:"signal_key,omitempty"`
+	Until       *time.Time      `json:"until,omitempty"`
+	LastError   string          `json:"last_error,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	SubmittedAt time.Time       `json:"submitted_at"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	// LastStep is the workflow step of the latest history record.
+	LastStep *lastStep `json:"last_step,omitempty"`
+}
+
+// lastStep summarizes the latest history record of a run.
+type lastStep struct {
+	Step    string `json:"step"`
+	Attempt int    `json:"attempt"`
+	Outcome string `json:"outcome"`
+}
+
+// latestStep returns the run's latest history record, or nil.
+func latestStep(ctx context.Context, v *view, runID string) *lastStep {
+	recs, err := interpreter.History(ctx, v.r, nil, runID)
+	if err != nil || len(recs) == 0 {
+		return nil
+	}
+	h := recs[len(recs)-1]
+	return &lastStep{Step: h.Step, Attempt: h.Attempt, Outcome: h.Outcome}
+}
+
+func toRunJSON(st runtime.RunStatus) runJSON {
+	r := runJSON{RunID: st.RunID, Workflow: st.Headers[interpreter.HeaderWorkflow], State: st.State.String(), Step: st.Step, Attempt: st.Attempt, SignalKey: st.SignalKey,
+		LastError: st.LastError, Error: st.Error, SubmittedAt: st.SubmittedAt.UTC()}
+	if !st.Until.IsZero() {
+		u := st.Until.UTC()
+		r.Until = &u
+	}
+	if !st.FinishedAt.IsZero() {
+		f := st.FinishedAt.UTC()
+		r.FinishedAt = &f
+	}
+	if json.Valid(st.Result) {
+		r.Result = st.Result
+	}
+	return r
+}
+
+func newStatusCmd() *cobra.Command {
+	var (
+		store  string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "status RUN",
+		Short: "Show a run's state (read-only)",
+		Long: `status reads the store without writing to it and shows the run's state:
+pending, running, waiting (for a signal), scheduled (a retry or sleep),
+cancelling, succeeded, failed or cancelled, with the result or error of a
+finished run (kept 24h). An unknown run is exit code 1.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := context.WithoutCancel(cmd.Context())
+			v, err := openView(ctx, store)
+			if err != nil {
+				return err
+			}
+			defer v.Close()
+			st, err := v.status(ctx, store, args[0])
+			if err != nil {
+				return err
+			}
+			last := latestStep(ctx, v, st.RunID)
+			if asJSON {
+				r := toRunJSON(st)
+				r.LastStep = last
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
+			}
+			printStatus(cmd.OutOrStdout(), st)
+			if last != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "last step  %s (attempt %d, %s)\n", last.Step, last.Attempt, last.Outcome)
+			}
+			return nil
+		},
+	}
+	addStoreFlag(cmd, &store)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printStatus(out io.Writer, st runtime.RunStatus) {
+	fmt.Fprintf(out, "run        %s\nworkflow   %s\nstate      %s\nsubmitted  %s\n", st.RunID, st.Headers[interpreter.HeaderWorkflow], st.State, st.SubmittedAt.UTC().Format(time.RFC3339))
+	if st.SignalKey != "" {
+		fmt.Fprintf(out, "waiting on %s\n", st.SignalKey)
+	}
+	if !st.Until.IsZero() {
+		fmt.Fprintf(out, "until      %s\n", st.Until.UTC().Format(time.RFC3339))
+	}
+	if st.LastError != "" {
+		fmt.Fprintf(out, "last error %s\n", st.LastError)
+	}
+	if !st.FinishedAt.IsZero() {
+		fmt.Fprintf(out, "finished   %s\n", st.FinishedAt.UTC().Format(time.RFC3339))
+	}
+	if st.State == runtime.StateSucceeded {
+		if st.ResultOmitted {
+			fmt.Fprintln(out, "result     (over 256 KiB; see history)")
+		} else {
+			fmt.Fprintf(out, "result     %s\n", st.Result)
+		}
+	}
+	if st.Error != "" {
+		fmt.Fprintf(out, "error      %s\n", st.Error)
+	}
+}

@@ -1,0 +1,224 @@
+package interpreter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/runtime"
+)
+
+// childResult is the signal a child run's termination sends its parent.
+type childResult struct {
+	Status  string `msgpack:"s"`
+	Result  []byte `msgpack:"r,omitempty"` // JSON
+	Omitted bool   `msgpack:"ro,omitempty"`
+	Error   string `msgpack:"e,omitempty"`
+}
+
+func callKey(childID string) string { return "tqw.call:" + childID }
+
+// call runs another workflow as a child run and resumes with its result.
+func (x *exec) call(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, error) {
+	if x.st.Phase == phaseCall {
+		return x.callEnded(ctx, env)
+	}
+	var child *pin
+	if x.st.Pin != nil {
+		child = x.st.Pin.Calls[x.s.ID]
+	}
+	if child == nil {
+		return runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("%w: run %s has no pinned definition for call step %q", ErrCorruptState, x.rs.RunID, x.s.ID))
+	}
+	cd, err := x.it.definition(ctx, child.Hash)
+	if err != nil {
+		if errors.Is(err, ErrDefinitionMissing) || errors.Is(err, ErrCorruptState) {
+			return runtime.StepOutcome{}, runtime.Permanent(err)
+		}
+		return runtime.StepOutcome{}, runtime.Transient(err)
+	}
+	v, err := x.s.Call.Input.Eval(env)
+	if err != nil {
+		return x.handleError(ctx, env, exprErr(err))
+	}
+	input, err := plain(v)
+	if err != nil {
+		return x.handleError(ctx, env, newStepErr(TypeValidation, "call input: %v", err))
+	}
+	if err := validateInput(cd.wf, input); err != nil {
+		return x.handleError(ctx, env, newStepErr(TypeValidation, "child workflow %s: %v", cd.wf.Name, err))
+	}
+	childID := childRunID(x.rs.RunID, x.s.ID, x.rs.Number)
+	key := callKey(childID)
+	// A redelivery of this step must not start a child that already ran:
+	// the child's end is then already signalled (buffered) to key.
+	if _, err := x.it.rt.Status(ctx, childID); errors.Is(err, runtime.ErrRunNotFound) {
+		cst := &state{V: stateVersion, Def: child.Hash, Input: input}
+		if len(child.Calls) > 0 {
+			cst.Pin = child
+		}
+		payload, err := cst.encode()
+		if err != nil {
+			return runtime.StepOutcome{}, runtime.Permanent(err)
+		}
+		if _, err := x.it.rt.Submit(ctx, runtime.RunSpec{RunID: childID, Input: payload,
+			Headers: map[string]string{HeaderParent: key, HeaderWorkflow: cd.wf.Name}}); err != nil {
+			return runtime.StepOutcome{}, runtime.Transient(fmt.Errorf("start child run %s: %w", childID, err))
+		}
+	} else if err != nil {
+		return runtime.StepOutcome{}, runtime.Transient(err)
+	}
+	timeout := x.s.Timeout
+	if timeout <= 0 {
+		timeout = noTimeout
+	}
+	next := *x.st
+	next.Phase, next.WaitKey, next.Child, next.Started = phaseCall, key, childID, x.start.UnixMilli()
+	payload, err := next.encode()
+	if err != nil {
+		return runtime.StepOutcome{}, runtime.Permanent(err)
+	}
+	x.hist.WaitKey = key
+	if x.s.Timeout > 0 {
+		x.hist.Until = x.it.now().Add(timeout).UnixMilli()
+	}
+	if err := x.finish(OutcomeWaiting, "", nil); err != nil {
+		return runtime.StepOutcome{}, runtime.Permanent(err)
+	}
+	return runtime.ContinueOnSignal(payload, key, timeout), nil
+}
+
+// callEnded resumes a call step once its child ended or timed out.
+func (x *exec) callEnded(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, error) {
+	if x.rs.Signal == nil {
+		if _, err := x.it.rt.Cancel(ctx, x.st.Child); err != nil {
+			x.it.log.Warn("cancelling a timed-out child run failed", "run", x.rs.RunID, "child", x.st.Child, "err", err)
+		}
+		return x.handleError(ctx, env, newStepErr(TypeTimeout, "child run %s did not finish within %s", x.st.Child, x.s.Timeout))
+	}
+	var res childResult
+	if err := decodeMsgpack(x.rs.Signal, &res); err != nil {
+		return x.handleError(ctx, env, newStepErr(TypeCallFailed, "child run %s reported an unreadable result: %v", x.st.Child, err))
+	}
+	switch res.Status {
+	case runtime.Succeeded.String():
+		if res.Omitted {
+			return x.handleError(ctx, env, newStepErr(TypeCallFailed, "child run %s succeeded but its result is over %d bytes; return less", x.st.Child, runtime.MaxRetainedResult))
+		}
+		var out any
+		if len(res.Result) > 0 {
+			v, err := DecodeJSON(res.Result)
+			if err != nil {
+				return x.handleError(ctx, env, newStepErr(TypeCallFailed, "child run %s: result is not JSON: %v", x.st.Child, err))
+			}
+			out = v
+		}
+		return x.finishAction(ctx, env, out)
+	case runtime.Cancelled.String():
+		return x.handleError(ctx, env, newStepErr(TypeCallFailed, "child run %s was cancelled: %s", x.st.Child, res.Error))
+	}
+	return x.handleError(ctx, env, newStepErr(TypeCallFailed, "child run %s failed: %s", x.st.Child, res.Error))
+}
+
+// Observes reports the terminations the interpreter acts on: child runs
+// (their parent waits) and runs a Watch waits for.
+func (it *Interpreter) Observes(o *runtime.RunOutcome) bool {
+	if o.Headers[HeaderParent] != "" {
+		return true
+	}
+	it.watchMu.Lock()
+	defer it.watchMu.Unlock()
+	return len(it.watchers[o.RunID]) > 0
+}
+
+// OnTermination signals a child's parent and wakes watchers.
+func (it *Interpreter) OnTermination(ctx context.Context, o *runtime.RunOutcome, _ *runtime.TerminalEffects) error {
+	if key := o.Headers[HeaderParent]; key != "" {
+		if it.rt == nil {
+			return ErrNotBound
+		}
+		b, err := encodeMsgpack(&childResult{Status: o.Status.String(), Result: o.Result, Omitted: o.ResultOmitted, Error: o.Error})
+		if err != nil {
+			return runtime.Permanent(err)
+		}
+		if _, err := it.rt.Signal(ctx, key, b); err != nil {
+			return fmt.Errorf("interpreter: report end of child run %s: %w", o.RunID, err)
+		}
+	}
+	it.watchMu.Lock()
+	ws := it.watchers[o.RunID]
+	delete(it.watchers, o.RunID)
+	it.watchMu.Unlock()
+	for _, ch := range ws {
+		ch <- o
+	}
+	return nil
+}
+
+// Watch returns a channel that receives runID's outcome when it
+// terminates while this process works the store, and a function that stops
+// watching. Register before submitting, so the termination cannot be missed.
+func (it *Interpreter) Watch(runID string) (<-chan *runtime.RunOutcome, func()) {
+	ch := make(chan *runtime.RunOutcome, 1)
+	it.watchMu.Lock()
+	it.watchers[runID] = append(it.watchers[runID], ch)
+	it.watchMu.Unlock()
+	return ch, func() {
+		it.watchMu.Lock()
+		defer it.watchMu.Unlock()
+		ws := it.watchers[runID]
+		for i, w := range ws {
+			if w == ch {
+				it.watchers[runID] = append(ws[:i:i], ws[i+1:]...)
+				break
+			}
+		}
+		if len(it.watchers[runID]) == 0 {
+			delete(it.watchers, runID)
+		}
+	}
+}
+
+// validateInput checks a plain input against wf's input schema.
+func validateInput(wf *dsl.Workflow, input any) error {
+	v, err := jsonRoundTrip(input)
+	if err != nil {
+		return err
+	}
+	return wf.ValidateInput(v)
+}
+
+// Submit validates input against w's input schema, pins w (and every
+// workflow it calls) in the store and submits a run. An invalid input
+// (errors.Is(err, dsl.ErrInputInvalid)) writes nothing. Submitting the same
+// run id with the same definition and input again is a no-op.
+func (it *Interpreter) Submit(ctx context.Context, w *Workflow, input any, runID string) (runtime.SubmitOutcome, error) {
+	if it.rt == nil {
+		return runtime.SubmitOutcome{}, ErrNotBound
+	}
+	p, err := plain(input)
+	if err != nil {
+		return runtime.SubmitOutcome{}, fmt.Errorf("%w: %v", dsl.ErrInputInvalid, err)
+	}
+	if err := validateInput(w.Main, p); err != nil {
+		return runtime.SubmitOutcome{}, err
+	}
+	if runID != "" {
+		if err := runtime.ValidateRunID(runID); err != nil {
+			return runtime.SubmitOutcome{}, err
+		}
+	}
+	st := &state{V: stateVersion, Def: w.pin.Hash, Input: p}
+	if len(w.pin.Calls) > 0 {
+		st.Pin = w.pin
+	}
+	payload, err := st.encode()
+	if err != nil {
+		return runtime.SubmitOutcome{}, err
+	}
+	if err := it.storeDefinitions(ctx, w); err != nil {
+		return runtime.SubmitOutcome{}, err
+	}
+	return it.rt.Submit(ctx, runtime.RunSpec{RunID: runID, Input: payload, Headers: map[string]string{HeaderWorkflow: w.Main.Name}})
+}

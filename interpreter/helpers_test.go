@@ -1,0 +1,234 @@
+package interpreter
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tqw-dsl/tqw/actions/builtin"
+	"github.com/tqw-dsl/tqw/actions/llm"
+	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/objstore"
+	"github.com/tqw-dsl/tqw/runtime/objstore/mem"
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+
+// tenv is an interpreter on a runtime on a mem store driven by a MockClock.
+type tenv struct {
+	t      *testing.T
+	ctx    context.Context
+	store  objstore.Store
+	clock  *queue.MockClock
+	q      *queue.Queue
+	rt     *runtime.Runtime
+	it     *Interpreter
+	w      *runtime.Worker
+	events chan Event
+	dir    string
+	env    map[string]string
+	llmURL string
+	lease  time.Duration
+}
+
+type envOption func(*tenv)
+
+// withLease sets the step queue's lease duration.
+func withLease(d time.Duration) envOption { return func(e *tenv) { e.lease = d } }
+
+func withEnv(k, v string) envOption { return func(e *tenv) { e.env[k] = v } }
+func withLLM(url string) envOption  { return func(e *tenv) { e.llmURL = url } }
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newTestEnv(t *testing.T, opts ...envOption) *tenv {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	e := &tenv{t: t, ctx: ctx, store: mem.New(), clock: queue.NewMockClock(t0), events: make(chan Event, 10000),
+		dir: t.TempDir(), env: map[string]string{}}
+	for _, o := range opts {
+		o(e)
+	}
+	lease := 1000 * time.Hour
+	if e.lease > 0 {
+		lease = e.lease
+	}
+	q, err := queue.Open(ctx, e.store, queue.Options{Clock: e.clock, Logger: quiet(), SweepInterval: -1,
+		DefaultConfig: queue.QueueConfig{LeaseDuration: lease, MaxAttempts: 3}})
+	if err != nil {
+		t.Fatalf("queue.Open: %v", err)
+	}
+	e.q = q
+	acts := builtin.New(builtin.Options{EnableShell: true, LLM: llm.Options{BaseURL: e.llmURL, Getenv: e.getenv}})
+	it, err := New(e.store, Options{Actions: acts, Getenv: e.getenv, Rand: rand.New(rand.NewPCG(1, 2)), Logger: quiet(),
+		Events: func(ev Event) {
+			select {
+			case e.events <- ev:
+			default:
+				t.Error("event buffer full")
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := runtime.New(q, e.store, it, runtime.WithTerminalHook(it), runtime.WithLogger(quiet()), runtime.WithShutdownTimeout(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	it.Bind(rt)
+	e.rt, e.it = rt, it
+	t.Cleanup(e.close)
+	return e
+}
+
+func (e *tenv) getenv(k string) string { return e.env[k] }
+
+func (e *tenv) start() {
+	if e.w == nil {
+		e.w = e.rt.Spawn(e.ctx)
+	}
+}
+
+func (e *tenv) close() {
+	if e.w != nil {
+		if err := e.w.Shutdown(e.ctx); err != nil {
+			e.t.Errorf("worker shutdown: %v", err)
+		}
+		e.w = nil
+	}
+	if e.q != nil {
+		_ = e.q.Close()
+		e.q = nil
+	}
+}
+
+// write stores a workflow file in the test's folder and returns its path.
+func (e *tenv) write(name, src string) string {
+	e.t.Helper()
+	p := filepath.Join(e.dir, name)
+	if err := os.WriteFile(p, []byte(strings.TrimLeft(src, "\n")), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+func (e *tenv) load(path string) *Workflow {
+	e.t.Helper()
+	w, err := Load(path, dsl.Options{})
+	if err != nil {
+		e.t.Fatalf("Load %s: %v", path, err)
+	}
+	return w
+}
+
+// submit submits a run of the file at path and returns a channel that
+// receives its outcome.
+func (e *tenv) submit(path string, input any, runID string) <-chan *runtime.RunOutcome {
+	e.t.Helper()
+	ch, _ := e.it.Watch(runID)
+	if _, err := e.it.Submit(e.ctx, e.load(path), input, runID); err != nil {
+		e.t.Fatalf("Submit: %v", err)
+	}
+	return ch
+}
+
+// run submits and works a run to its end.
+func (e *tenv) run(path string, input any, runID string) *runtime.RunOutcome {
+	e.t.Helper()
+	ch := e.submit(path, input, runID)
+	e.start()
+	return e.await(ch)
+}
+
+func (e *tenv) await(ch <-chan *runtime.RunOutcome) *runtime.RunOutcome {
+	e.t.Helper()
+	select {
+	case o := <-ch:
+		return o
+	case <-e.ctx.Done():
+		e.t.Fatal("timed out waiting for the run to end")
+	}
+	return nil
+}
+
+// waitEvent returns the next end event of step with the given status,
+// once the runtime settled it (so the next step is enqueued or scheduled).
+func (e *tenv) waitEvent(step, status string) Event {
+	e.t.Helper()
+	for {
+		select {
+		case ev := <-e.events:
+			if ev.Kind != "end" || ev.Step != step || ev.Status != status {
+				continue
+			}
+			if _, err := e.q.WaitForCompletion(e.ctx, ev.Job); err != nil && !errors.Is(err, queue.ErrNotFound) {
+				e.t.Fatalf("waiting for job %s: %v", ev.Job, err)
+			}
+			return ev
+		case <-e.ctx.Done():
+			e.t.Fatalf("timed out waiting for step %s to end with %s", step, status)
+		}
+	}
+}
+
+func (e *tenv) history(runID string) []HistoryRecord {
+	e.t.Helper()
+	h, err := History(e.ctx, e.q, e.store, runID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return h
+}
+
+// outcomes lists "step:outcome" for each history record.
+func outcomes(h []HistoryRecord) string {
+	var out []string
+	for _, r := range h {
+		out = append(out, r.Step+":"+r.Outcome)
+	}
+	return strings.Join(out, " ")
+}
+
+func wantSucceeded(t *testing.T, o *runtime.RunOutcome, result string) {
+	t.Helper()
+	if o.Status != runtime.Succeeded {
+		t.Fatalf("run %s: status %s (%s); want succeeded", o.RunID, o.Status, o.Error)
+	}
+	if string(o.Result) != result {
+		t.Fatalf("run %s: result %s; want %s", o.RunID, o.Result, result)
+	}
+}
+
+// allObjects returns every object in the store, by key.
+func allObjects(t *testing.T, ctx context.Context, s objstore.Store) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	after := ""
+	for {
+		page, err := s.List(ctx, "", after, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range page {
+			b, _, err := s.Get(ctx, o.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[o.Key] = b
+		}
+		if len(page) < 1000 {
+			return out
+		}
+		after = page[len(page)-1].Key
+	}
+}

@@ -1,0 +1,184 @@
+package interpreter
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/tqw-dsl/tqw/actions"
+	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/objstore"
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// Sentinel errors; match them with errors.Is.
+var (
+	// ErrDefinitionMissing reports a run whose pinned definition is not in
+	// the store (deleted, or a store that never held it).
+	ErrDefinitionMissing = errors.New("interpreter: pinned workflow definition missing from the store")
+	// ErrCorruptState reports a step payload or record that does not decode.
+	ErrCorruptState = errors.New("interpreter: corrupt run state")
+	// ErrNotBound reports use of an Interpreter before Bind.
+	ErrNotBound = errors.New("interpreter: not bound to a runtime; call Bind")
+	// ErrRecursiveCall reports a workflow that calls itself, directly or not.
+	ErrRecursiveCall = errors.New("interpreter: recursive call")
+)
+
+// Key layout. Objects live in the run store; KV keys in the queue's caller
+// KV (outside the runtime's "workflow/" prefix).
+const (
+	defsPrefix    = "tqw/defs/"    // object: definition source by hash
+	outputsPrefix = "tqw/outputs/" // object: large output, <run>/<n>
+	kvOut         = "tqw/out/"     // KV: <run>/<step id> latest output
+	kvHist        = "tqw/hist/"    // KV: <run>/<n, 10 digits> history record
+	kvWait        = "tqw/wait/"    // KV: <signal key> -> waiting step
+)
+
+// HeaderParent is the run header naming the signal key a child run's
+// termination is reported to.
+const HeaderParent = "tqw.parent"
+
+// HeaderWorkflow is the run header carrying the workflow's name, for
+// listings.
+const HeaderWorkflow = "tqw.workflow"
+
+// InlineOutputLimit is the largest encoded output kept in the KV record;
+// larger ones go to their own object.
+const InlineOutputLimit = 64 << 10
+
+// Options configure New.
+type Options struct {
+	// Actions is the registry of actions steps may call; required.
+	Actions *actions.Registry
+	// Getenv reads secrets; nil means os.Getenv.
+	Getenv func(string) string
+	// Clock gives now(); nil means the runtime's clock after Bind.
+	Clock queue.Clock
+	// Rand drives retry jitter and uuid(); nil means a randomly seeded source.
+	Rand *rand.Rand
+	// Logger receives logs (secrets redacted); nil discards.
+	Logger *slog.Logger
+	// Events, when set, is called as steps start and end. It must not block.
+	Events func(Event)
+	// Load options for definitions (extra actions).
+	DSL dsl.Options
+	// LeaseMargin is added to a step's timeout when extending its lease
+	// before a long action; 0 means 30s.
+	LeaseMargin time.Duration
+}
+
+// Interpreter executes parsed workflows as a runtime.StepRunner. Create it
+// with New, pass it to runtime.New (as runner and terminal hook), then Bind
+// the runtime. Safe for concurrent use.
+type Interpreter struct {
+	store   objstore.Store
+	acts    *actions.Registry
+	getenv  func(string) string
+	clock   queue.Clock
+	log     *slog.Logger
+	events  func(Event)
+	dslOpts dsl.Options
+	margin  time.Duration
+
+	randMu sync.Mutex
+	rand   *rand.Rand
+
+	rt *runtime.Runtime
+	q  *queue.Queue
+
+	defMu sync.Mutex
+	defs  map[string]*definition
+
+	watchMu  sync.Mutex
+	watchers map[string][]chan *runtime.RunOutcome
+}
+
+var (
+	_ runtime.StepRunner   = (*Interpreter)(nil)
+	_ runtime.TerminalHook = (*Interpreter)(nil)
+)
+
+// New returns an interpreter keeping definitions and large outputs in store
+// (the store the runtime runs on).
+func New(store objstore.Store, opts Options) (*Interpreter, error) {
+	if store == nil || opts.Actions == nil {
+		return nil, errors.New("interpreter: New needs a store and an action registry")
+	}
+	it := &Interpreter{store: store, acts: opts.Actions, getenv: opts.Getenv, clock: opts.Clock,
+		log: opts.Logger, events: opts.Events, dslOpts: opts.DSL, margin: opts.LeaseMargin, rand: opts.Rand,
+		defs: map[string]*definition{}, watchers: map[string][]chan *runtime.RunOutcome{}}
+	if it.getenv == nil {
+		it.getenv = os.Getenv
+	}
+	if it.log == nil {
+		it.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if it.margin <= 0 {
+		it.margin = 30 * time.Second
+	}
+	if it.rand == nil {
+		it.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	return it, nil
+}
+
+// Bind attaches the runtime the interpreter runs in; call it once, after
+// runtime.New and before the worker starts.
+func (it *Interpreter) Bind(rt *runtime.Runtime) {
+	it.rt, it.q = rt, rt.Queue()
+	if it.clock == nil {
+		it.clock = rt.Queue().Clock()
+	}
+}
+
+// Runtime returns the bound runtime (nil before Bind).
+func (it *Interpreter) Runtime() *runtime.Runtime { return it.rt }
+
+func (it *Interpreter) now() time.Time {
+	if it.clock == nil {
+		return time.Now()
+	}
+	return it.clock.Now()
+}
+
+func (it *Interpreter) float() float64 {
+	it.randMu.Lock()
+	defer it.randMu.Unlock()
+	return it.rand.Float64()
+}
+
+func (it *Interpreter) uuid() string {
+	it.randMu.Lock()
+	hi, lo := it.rand.Uint64(), it.rand.Uint64()
+	it.randMu.Unlock()
+	hi = hi&^(0xf<<12) | 0x4<<12 // version 4
+	lo = lo&^(0x3<<62) | 0x2<<62 // RFC 4122 variant
+	return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", hi>>32, (hi>>16)&0xffff, hi&0xffff, lo>>48, lo&0xffffffffffff)
+}
+
+func (it *Interpreter) emit(e Event) {
+	if it.events != nil {
+		it.events(e)
+	}
+}
+
+// Event reports progress of a step, for a CLI to display.
+type Event struct {
+	Time    time.Time      `json:"time"`
+	RunID   string         `json:"run"`
+	Step    string         `json:"step"`
+	Kind    string         `json:"event"` // "start" or "end"
+	Attempt int            `json:"attempt"`
+	Status  string         `json:"status,omitempty"` // end: see HistoryRecord.Outcome
+	Elapsed time.Duration  `json:"elapsed_ns,omitempty"`
+	Error   *dsl.ErrorInfo `json:"error,omitempty"`
+	Next    string         `json:"next,omitempty"`
+	// Job is the runtime job that carried the step; it settles after "end".
+	Job string `json:"job,omitempty"`
+}

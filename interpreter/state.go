@@ -1,0 +1,232 @@
+package interpreter
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/tqw-dsl/tqw/dsl/duration"
+)
+
+// stateVersion is the format of the Continue payload.
+const stateVersion = 1
+
+// Phases of a step that waits: the step is entered again when the wait
+// ends, with the phase saying what it waited for.
+const (
+	phaseRun    uint8 = iota // run the step
+	phaseSlept               // a sleep ended
+	phaseSignal              // a wait_signal ended (Step.Signal, nil on timeout)
+	phaseCall                // a call's child ended (Step.Signal, nil on timeout)
+)
+
+// state is the run's state between two steps: the Continue payload.
+// Fields are only ever added, as optional ones.
+type state struct {
+	V     int            `msgpack:"v"`
+	Def   string         `msgpack:"d"`
+	Pin   *pin           `msgpack:"p,omitempty"`
+	Input any            `msgpack:"i"`
+	Vars  map[string]any `msgpack:"vs,omitempty"`
+	// Init is true once the initial vars were evaluated.
+	Init bool `msgpack:"in,omitempty"`
+	// Step is the index of the current DSL step.
+	Step int `msgpack:"s"`
+	// Attempt is the current step's attempt, from 1.
+	Attempt int `msgpack:"a,omitempty"`
+	// Visit is the runtime step number at which the current step was
+	// entered (kept across its retries): memo entries are keyed by it.
+	Visit int `msgpack:"vi,omitempty"`
+	// Prev is the id of the step whose output `output` names in a step
+	// that runs nothing; "" when that step left none.
+	Prev  string `msgpack:"o,omitempty"`
+	Phase uint8  `msgpack:"ph,omitempty"`
+	// WaitKey is the signal key a waiting step registered.
+	WaitKey string `msgpack:"wk,omitempty"`
+	// Child is the run id a call step started.
+	Child string `msgpack:"ch,omitempty"`
+	// Started is when the waiting step began (Unix ms), for durations.
+	Started int64 `msgpack:"st,omitempty"`
+}
+
+func encodeMsgpack(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true) // equal states encode to equal bytes
+	enc.SetCustomStructTag("msgpack")
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("interpreter: encode %T: %w", v, err)
+	}
+	return buf.Bytes(), nil
+}
+
+func decodeMsgpack(b []byte, v any) error {
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	dec.UseLooseInterfaceDecoding(true) // numbers as int64, uint64, float64
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %T: %w", ErrCorruptState, v, err)
+	}
+	return nil
+}
+
+func (s *state) encode() ([]byte, error) { return encodeMsgpack(s) }
+
+func decodeState(b []byte) (*state, error) {
+	var s state
+	if err := decodeMsgpack(b, &s); err != nil {
+		return nil, err
+	}
+	if s.V != stateVersion {
+		return nil, fmt.Errorf("%w: state format %d, this build reads %d", ErrCorruptState, s.V, stateVersion)
+	}
+	if s.Def == "" || s.Step < 0 {
+		return nil, fmt.Errorf("%w: state without definition or with step %d", ErrCorruptState, s.Step)
+	}
+	return &s, nil
+}
+
+// plain converts a value produced by expressions or actions into the
+// JSON-compatible values outputs and vars hold: maps, lists, strings,
+// bools, int64, float64 and nil. Times become RFC 3339 text, durations the
+// DSL's notation.
+func plain(v any) (any, error) { return plainDepth(v, 0) }
+
+func plainDepth(v any, depth int) (any, error) {
+	if depth > 10000 {
+		return nil, fmt.Errorf("value nested too deeply")
+	}
+	switch x := v.(type) {
+	case nil, bool, string, int64:
+		return x, nil
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("number %g is not valid JSON", x)
+		}
+		return x, nil
+	case int:
+		return int64(x), nil
+	case int8:
+		return int64(x), nil
+	case int16:
+		return int64(x), nil
+	case int32:
+		return int64(x), nil
+	case uint8:
+		return int64(x), nil
+	case uint16:
+		return int64(x), nil
+	case uint32:
+		return int64(x), nil
+	case uint:
+		if uint64(x) > math.MaxInt64 {
+			return float64(x), nil
+		}
+		return int64(x), nil
+	case uint64:
+		if x > math.MaxInt64 {
+			return float64(x), nil
+		}
+		return int64(x), nil
+	case float32:
+		return plainDepth(float64(x), depth)
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i, nil
+		}
+		f, err := x.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("number %q: %w", x.String(), err)
+		}
+		return f, nil
+	case time.Time:
+		return x.Format(time.RFC3339Nano), nil
+	case time.Duration:
+		return duration.Format(x), nil
+	case []byte:
+		return string(x), nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			p, err := plainDepth(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = p
+		}
+		return out, nil
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			p, err := plainDepth(e, depth+1)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			out[k] = p
+		}
+		return out, nil
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Slice, reflect.Array:
+		out := make([]any, rv.Len())
+		for i := range out {
+			p, err := plainDepth(rv.Index(i).Interface(), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = p
+		}
+		return out, nil
+	case reflect.Map:
+		if rv.Type().Key().Kind() != reflect.String {
+			break
+		}
+		out := make(map[string]any, rv.Len())
+		iter := rv.MapRange()
+		for iter.Next() {
+			p, err := plainDepth(iter.Value().Interface(), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[iter.Key().String()] = p
+		}
+		return out, nil
+	case reflect.String:
+		return rv.String(), nil
+	}
+	// Structs and the like: through JSON, as encoding/json sees them.
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("a value of type %T cannot be stored: %w", v, err)
+	}
+	return DecodeJSON(b)
+}
+
+// DecodeJSON decodes one JSON document into plain values (integers as
+// int64, other numbers as float64).
+func DecodeJSON(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("unexpected data after the JSON value")
+	}
+	return plain(v)
+}
+
+// toJSON renders a plain value as JSON with sorted keys.
+func toJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("interpreter: render output as JSON: %w", err)
+	}
+	return b, nil
+}
