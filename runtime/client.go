@@ -1,0 +1,417 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/tqw-dsl/tqw/runtime/objstore"
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// ClientOptions configure NewClient. The zero value is usable against a
+// writer with default queue and inbox options.
+type ClientOptions struct {
+	// Queue are the options of the queue.Reader Status and ListRuns read
+	// through; Queue.Prefix must be the writer's.
+	Queue queue.Options
+	// InboxPrefix must match the writer's InboxOptions.Prefix (default
+	// "inbox").
+	InboxPrefix string
+	// PollMin and PollMax bound the wait between two reads of a
+	// command's answer (defaults 100 ms and 1 s; it doubles after every
+	// miss).
+	PollMin, PollMax time.Duration
+	// AnswerTimeout bounds the wait for an answer when ctx has no earlier
+	// deadline (default 30 s).
+	AnswerTimeout time.Duration
+	// CommandTTL makes a writer that finds a command later than this
+	// after it was sent reject it with ErrCommandExpired instead of
+	// applying it (default 0: commands never expire, so a command sent
+	// while no writer runs is applied when one starts). The expiry is
+	// stamped with this client's clock and judged by the writer's, so
+	// keep it well above their skew.
+	CommandTTL time.Duration
+	// Name describes this client in commands, for the writer's logs
+	// (default "runtime.Client"); the host and pid are added.
+	Name string
+	// Lease locates the writer lease, to say in ErrNoAnswer whether a
+	// live writer exists.
+	Lease WriterLeaseOptions
+	// Clock times polling and timestamps commands (default the system
+	// clock).
+	Clock queue.Clock
+	// Entropy feeds command and run ids (default a monotonic source
+	// seeded from crypto/rand).
+	Entropy io.Reader
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Client controls runs in a store another process owns: Submit, Signal,
+// ClearSignal and Cancel become command objects in the store's inbox that
+// the writer (Runtime.ServeInbox) applies exactly once and answers;
+// Status and ListRuns read the durable state through a queue.Reader. A
+// Client never opens the store as a writer, so it never fences the worker.
+// It is safe for concurrent use.
+//
+// Cost per command: one create-only PUT, one GET per poll of the answer
+// (PollMin doubling to PollMax, so about three plus one per PollMax of
+// waiting) and one DELETE of the answer once read; the writer's side is
+// described at InboxOptions. Status and ListRuns cost a Reader Refresh
+// (one GET of the kv manifest plus one GET per WAL object written since
+// the last Refresh) and no request for the reads themselves.
+type Client struct {
+	store     objstore.Store
+	opts      ClientOptions
+	log       *slog.Logger
+	cmdPrefix string
+	ansPrefix string
+	sender    string
+
+	idMu    sync.Mutex
+	entropy io.Reader
+
+	// readMu serializes the Reader: opened on first use, refreshed
+	// before every read.
+	readMu sync.Mutex
+	reader *queue.Reader
+	insp   *Inspector
+	closed bool
+}
+
+// NewClient returns a client of the store. It makes no request; the
+// Reader is opened by the first Status or ListRuns.
+func NewClient(store objstore.Store, opts ClientOptions) (*Client, error) {
+	if store == nil {
+		return nil, errors.New("runtime: NewClient needs an object store")
+	}
+	if opts.InboxPrefix == "" {
+		opts.InboxPrefix = DefaultInboxPrefix
+	}
+	if err := objstore.ValidateKey(opts.InboxPrefix); err != nil {
+		return nil, fmt.Errorf("runtime: client inbox prefix: %w", err)
+	}
+	if opts.PollMin == 0 {
+		opts.PollMin = 100 * time.Millisecond
+	}
+	if opts.PollMax == 0 {
+		opts.PollMax = time.Second
+	}
+	if opts.AnswerTimeout == 0 {
+		opts.AnswerTimeout = 30 * time.Second
+	}
+	if opts.PollMin < 0 || opts.PollMax < opts.PollMin || opts.AnswerTimeout < 0 || opts.CommandTTL < 0 {
+		return nil, fmt.Errorf("runtime: client poll %v..%v, answer timeout %v, command TTL %v: want 0 < PollMin <= PollMax and no negative duration",
+			opts.PollMin, opts.PollMax, opts.AnswerTimeout, opts.CommandTTL)
+	}
+	if opts.Name == "" {
+		opts.Name = "runtime.Client"
+	}
+	if opts.Clock == nil {
+		opts.Clock = queue.SystemClock()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Entropy == nil {
+		opts.Entropy = ulid.DefaultEntropy()
+	}
+	if opts.Lease.Clock == nil {
+		opts.Lease.Clock = opts.Clock
+	}
+	host, _ := os.Hostname()
+	return &Client{store: store, opts: opts, log: opts.Logger.With("component", "runtime-client"),
+		cmdPrefix: opts.InboxPrefix + "/", ansPrefix: opts.InboxPrefix + "-answers/",
+		sender: fmt.Sprintf("%s (pid %d on %s)", opts.Name, os.Getpid(), host), entropy: opts.Entropy}, nil
+}
+
+func (c *Client) newID() string {
+	c.idMu.Lock()
+	defer c.idMu.Unlock()
+	id, err := ulid.New(ulid.Timestamp(c.opts.Clock.Now()), c.entropy)
+	if err != nil {
+		// The monotonic source overflowed within one millisecond.
+		c.entropy = ulid.DefaultEntropy()
+		id = ulid.MustNew(ulid.Timestamp(c.opts.Clock.Now()), c.entropy)
+	}
+	return id.String()
+}
+
+// Submit asks the writer to start a run; see Runtime.Submit. An empty
+// spec.RunID is replaced by a fresh ULID here, before the command is
+// sent, so a command applied twice after a writer crash is the same
+// submission. The spec is checked here as Runtime.Submit checks it.
+func (c *Client) Submit(ctx context.Context, spec RunSpec) (SubmitOutcome, error) {
+	if spec.RunID == "" {
+		spec.RunID = c.newID()
+	}
+	if err := ValidateRunID(spec.RunID); err != nil {
+		return SubmitOutcome{}, err
+	}
+	if err := validateUserHeaders(spec.Headers); err != nil {
+		return SubmitOutcome{}, fmt.Errorf("submit run %s: %w", spec.RunID, err)
+	}
+	for k, v := range spec.KVWrites {
+		if err := validateAppKey(k); err != nil {
+			return SubmitOutcome{}, fmt.Errorf("submit run %s: RunSpec.KVWrites: %w", spec.RunID, err)
+		}
+		if len(v) > queue.MaxKVValueSize {
+			return SubmitOutcome{}, fmt.Errorf("submit run %s: %w: RunSpec.KVWrites[%q] is %d bytes, the limit is %d",
+				spec.RunID, ErrValueTooLarge, k, len(v), queue.MaxKVValueSize)
+		}
+	}
+	ans, err := c.do(ctx, &inboxCommand{Kind: CommandSubmit, RunID: spec.RunID, Input: spec.Input,
+		Headers: spec.Headers, KVWrites: spec.KVWrites})
+	if err != nil {
+		return SubmitOutcome{}, err
+	}
+	return SubmitOutcome{RunID: ans.RunID, JobID: ans.JobID, NewlySubmitted: ans.NewlySubmitted}, nil
+}
+
+// Signal asks the writer to deliver a signal; see Runtime.Signal. The
+// writer applies it exactly once, also across its own crashes.
+func (c *Client) Signal(ctx context.Context, key string, payload []byte) (SignalOutcome, error) {
+	if err := validateSignalKey(key); err != nil {
+		return 0, err
+	}
+	if len(payload) > MaxSignalPayload {
+		return 0, fmt.Errorf("runtime: signal %q: %w: payload of %d bytes, the limit is %d", key, ErrValueTooLarge, len(payload), MaxSignalPayload)
+	}
+	ans, err := c.do(ctx, &inboxCommand{Kind: CommandSignal, Key: key, Payload: payload})
+	if err != nil {
+		return 0, err
+	}
+	switch ans.Signal {
+	case Delivered.String():
+		return Delivered, nil
+	case Buffered.String():
+		return Buffered, nil
+	}
+	return 0, fmt.Errorf("%w: answer to signal command %s has outcome %q", ErrCorruptRecord, ans.ID, ans.Signal)
+}
+
+// ClearSignal asks the writer to discard the signal buffered under key;
+// see Runtime.ClearSignal.
+func (c *Client) ClearSignal(ctx context.Context, key string) (bool, error) {
+	if err := validateSignalKey(key); err != nil {
+		return false, err
+	}
+	ans, err := c.do(ctx, &inboxCommand{Kind: CommandClearSignal, Key: key})
+	if err != nil {
+		return false, err
+	}
+	return ans.OK, nil
+}
+
+// Cancel asks the writer to cancel a run; see Runtime.Cancel.
+func (c *Client) Cancel(ctx context.Context, runID string) (bool, error) {
+	if err := ValidateRunID(runID); err != nil {
+		return false, err
+	}
+	ans, err := c.do(ctx, &inboxCommand{Kind: CommandCancel, RunID: runID})
+	if err != nil {
+		return false, err
+	}
+	return ans.OK, nil
+}
+
+// Status returns the durable state of runID (ErrRunNotFound when the
+// store has no such run); see Inspector.Status. A step whose claim is not
+// durable yet shows as pending.
+func (c *Client) Status(ctx context.Context, runID string) (RunStatus, error) {
+	if err := ValidateRunID(runID); err != nil {
+		return RunStatus{}, err
+	}
+	var st RunStatus
+	err := c.read(ctx, func(in *Inspector) (err error) {
+		st, err = in.Status(ctx, runID)
+		return err
+	})
+	return st, err
+}
+
+// ListRuns lists runs from the durable state; see Inspector.ListRuns.
+func (c *Client) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatus, error) {
+	var out []RunStatus
+	err := c.read(ctx, func(in *Inspector) (err error) {
+		out, err = in.ListRuns(ctx, opts)
+		return err
+	})
+	return out, err
+}
+
+// read opens or refreshes the Reader and runs fn on its Inspector.
+func (c *Client) read(ctx context.Context, fn func(*Inspector) error) error {
+	c.readMu.Lock()
+	defer c.readMu.Unlock()
+	if c.closed {
+		return fmt.Errorf("runtime: client: %w", queue.ErrClosed)
+	}
+	if c.reader == nil {
+		r, err := queue.OpenReader(ctx, c.store, c.opts.Queue)
+		if err != nil {
+			return fmt.Errorf("runtime: client: open a reader on the store: %w", err)
+		}
+		c.reader, c.insp = r, NewInspector(r)
+	} else if err := c.reader.Refresh(ctx); err != nil {
+		return fmt.Errorf("runtime: client: refresh the reader: %w", err)
+	}
+	return fn(c.insp)
+}
+
+// Close releases the Reader. Commands already sent stay in the inbox. It
+// is idempotent.
+func (c *Client) Close() error {
+	c.readMu.Lock()
+	defer c.readMu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if c.reader != nil {
+		return c.reader.Close()
+	}
+	return nil
+}
+
+// do sends cmd and waits for its answer; a rejection becomes an error
+// matching the writer's sentinel.
+func (c *Client) do(ctx context.Context, cmd *inboxCommand) (*inboxAnswer, error) {
+	c.readMu.Lock()
+	closed := c.closed
+	c.readMu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("runtime: client: %w", queue.ErrClosed)
+	}
+	id, err := c.send(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	ans, err := c.await(ctx, id, cmd.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if ans.Code != "" {
+		return nil, &RemoteError{CommandID: id, Kind: cmd.Kind, Code: ans.Code, Message: ans.Error}
+	}
+	return ans, nil
+}
+
+// send writes cmd create-only under a fresh id and returns the id.
+func (c *Client) send(ctx context.Context, cmd *inboxCommand) (string, error) {
+	cmd.V, cmd.ID, cmd.Client = inboxFormat, c.newID(), c.sender
+	cmd.SentAt = c.opts.Clock.Now()
+	if c.opts.CommandTTL > 0 {
+		cmd.Expires = cmd.SentAt.Add(c.opts.CommandTTL)
+	}
+	b, err := encodeCommand(cmd)
+	if err != nil {
+		return "", err
+	}
+	key := c.cmdPrefix + cmd.ID
+	for attempt := 0; ; attempt++ {
+		_, err = c.store.Put(ctx, key, b, objstore.CreateOnly())
+		if err == nil || (attempt > 0 && errors.Is(err, objstore.ErrPrecondition)) {
+			// A precondition failure after a failed attempt is that
+			// attempt's write landing (ids are unique).
+			return cmd.ID, nil
+		}
+		if attempt == 2 || ctx.Err() != nil || errors.Is(err, objstore.ErrPrecondition) || errors.Is(err, objstore.ErrInvalidKey) {
+			return "", fmt.Errorf("runtime: client: send the %s command to %s: %w", cmd.Kind, key, err)
+		}
+	}
+}
+
+// await polls for the answer to command id until it arrives or the
+// deadline passes, then deletes it.
+func (c *Client) await(ctx context.Context, id string, kind CommandKind) (*inboxAnswer, error) {
+	start := c.opts.Clock.Now()
+	wctx := ctx
+	if d, ok := ctx.Deadline(); !ok || d.Sub(start) > c.opts.AnswerTimeout {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		t := c.opts.Clock.NewTimer(c.opts.AnswerTimeout)
+		defer t.Stop()
+		go func() {
+			select {
+			case <-t.C():
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+	}
+	key := c.ansPrefix + id
+	delay := c.opts.PollMin
+	for {
+		if !sleepClock(wctx, c.opts.Clock, delay) {
+			return nil, c.noAnswer(ctx, id, kind, c.opts.Clock.Now().Sub(start))
+		}
+		b, _, err := c.store.Get(wctx, key)
+		switch {
+		case err == nil:
+			ans, err := decodeAnswer(b)
+			if err != nil {
+				return nil, fmt.Errorf("runtime: client: answer %s: %w", key, err)
+			}
+			if err := c.store.Delete(ctx, key); err != nil {
+				c.log.Debug("deleting a read answer failed; the writer sweeps it", "key", key, "err", err)
+			}
+			return ans, nil
+		case errors.Is(err, objstore.ErrNotExist):
+		case wctx.Err() != nil:
+			return nil, c.noAnswer(ctx, id, kind, c.opts.Clock.Now().Sub(start))
+		default:
+			c.log.Warn("reading a command's answer failed; retrying", "key", key, "err", err)
+		}
+		delay = min(2*delay, c.opts.PollMax)
+	}
+}
+
+// noAnswer builds the ErrNoAnswer error, saying whether a writer is live.
+func (c *Client) noAnswer(ctx context.Context, id string, kind CommandKind, waited time.Duration) error {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var writer string
+	switch info, live, err := LiveWriter(lctx, c.store, c.opts.Lease); {
+	case err != nil:
+		writer = fmt.Sprintf("the writer lease could not be read (%v)", err)
+	case live:
+		writer = fmt.Sprintf("%s is live but did not answer: is it draining the inbox (Runtime.ServeInbox, `tqw-dsl worker`)?", info)
+	default:
+		writer = "no live writer holds the store: start one (`tqw-dsl worker`)"
+	}
+	cause := ctx.Err()
+	if cause == nil {
+		cause = context.DeadlineExceeded
+	}
+	return fmt.Errorf("%w to %s command %s after %v: %s; the command stays at %s%s and is applied when a writer drains the inbox (%w)",
+		ErrNoAnswer, kind, id, waited.Round(time.Millisecond), writer, c.cmdPrefix, id, cause)
+}
+
+// RemoteError is a command the writer rejected. It matches the sentinel
+// error the writer reported (ErrInputMismatch, ErrInvalidRunID, ...) with
+// errors.Is.
+type RemoteError struct {
+	CommandID string
+	Kind      CommandKind
+	// Code is the stable name of the rejection ("input_mismatch", ...;
+	// "internal" for a store error the writer gave up retrying).
+	Code    string
+	Message string
+}
+
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("runtime: the writer rejected %s command %s: %s", e.Kind, e.CommandID, e.Message)
+}
+
+// Unwrap returns the sentinel error of Code, or nil.
+func (e *RemoteError) Unwrap() error { return sentinelOf(e.Code) }

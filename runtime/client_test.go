@@ -1,0 +1,381 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/objstore"
+	"github.com/tqw-dsl/tqw/runtime/objstore/mem"
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+var clientTestStores atomic.Int64
+
+// writeRecorder records the keys a process writes to the store.
+type writeRecorder struct {
+	objstore.Store
+	mu     sync.Mutex
+	writes []string
+}
+
+func (w *writeRecorder) note(op, key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes = append(w.writes, op+" "+key)
+}
+
+func (w *writeRecorder) Put(ctx context.Context, key string, data []byte, o objstore.PutOptions) (objstore.ObjectInfo, error) {
+	w.note("put", key)
+	return w.Store.Put(ctx, key, data, o)
+}
+
+func (w *writeRecorder) Delete(ctx context.Context, key string) error {
+	w.note("delete", key)
+	return w.Store.Delete(ctx, key)
+}
+
+// signalRunner waits at step 0 when the input is "wait" (on key
+// "k-<run>"), and succeeds at step 1 with the signal it received.
+var signalRunner = StepRunnerFunc(func(_ context.Context, s *Step) (StepOutcome, error) {
+	if s.Number == 0 && string(s.Payload) == "wait" {
+		return ContinueOnSignal(s.Payload, "k-"+s.RunID, time.Hour), nil
+	}
+	if s.Signal == nil {
+		return Succeed([]byte("no signal")), nil
+	}
+	return Succeed(s.Signal), nil
+})
+
+// TestClientCommandsThroughInbox drives a writer process (a Runtime with
+// its worker and ServeInbox) from a client "process" on the same named
+// mem store: every command goes through the inbox, reads go through a
+// Reader, and the writer is never fenced.
+func TestClientCommandsThroughInbox(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, stop := context.WithCancel(context.Background())
+		// Both "processes" resolve the same mem://NAME store.
+		store := mem.Named(fmt.Sprintf("client-test-%d", clientTestStores.Add(1)))
+		w := ibxOpen(t, store, nil, signalRunner)
+		epoch := w.q.DB().Epoch()
+		worker := w.rt.Spawn(ctx)
+		served := make(chan error, 1)
+		go func() { served <- w.rt.ServeInbox(ctx, InboxOptions{Writer: "test-writer"}) }()
+		t.Cleanup(func() { // also after a failure, so the bubble empties
+			stop()
+			_ = worker.Shutdown(context.Background())
+			_ = w.q.Close()
+		})
+
+		rec := &writeRecorder{Store: store}
+		c, err := NewClient(rec, ClientOptions{Logger: ibxLogger(), Name: "client-test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		// Submit: the client picks the run id; a repeat is a duplicate;
+		// another input under the same id is a mismatch.
+		out, err := c.Submit(ctx, RunSpec{Input: []byte("wait"), Headers: map[string]string{"who": "client"}})
+		if err != nil || !out.NewlySubmitted || len(out.RunID) != 26 || out.JobID == "" {
+			t.Fatalf("Submit = %+v, %v; want a new run with a ULID id", out, err)
+		}
+		run := out.RunID
+		again, err := c.Submit(ctx, RunSpec{RunID: run, Input: []byte("wait")})
+		if err != nil || again.NewlySubmitted || again.RunID != run {
+			t.Fatalf("second Submit = %+v, %v; want a duplicate", again, err)
+		}
+		_, err = c.Submit(ctx, RunSpec{RunID: run, Input: []byte("other")})
+		var remote *RemoteError
+		if !errors.Is(err, ErrInputMismatch) || !errors.As(err, &remote) || remote.Code != "input_mismatch" {
+			t.Fatalf("Submit with another input: %v; want a RemoteError matching ErrInputMismatch", err)
+		}
+		// Rejected locally, without a round trip.
+		if _, err := c.Submit(ctx, RunSpec{RunID: "bad id"}); !errors.Is(err, ErrInvalidRunID) {
+			t.Fatalf("Submit with a bad run id: %v", err)
+		}
+
+		// Status from the Reader: the run waits for its signal.
+		synctest.Wait()
+		st, err := c.Status(ctx, run)
+		if err != nil || st.State != StateWaiting || st.SignalKey != "k-"+run || st.Headers["who"] != "client" {
+			t.Fatalf("Status = %+v, %v; want waiting on k-%s", st, err, run)
+		}
+
+		// Signal delivered to the waiting run.
+		res, err := c.Signal(ctx, "k-"+run, []byte("approved"))
+		if err != nil || res != Delivered {
+			t.Fatalf("Signal to a waiter = %v, %v; want delivered", res, err)
+		}
+		synctest.Wait()
+		st, err = c.Status(ctx, run)
+		if err != nil || st.State != StateSucceeded || string(st.Result) != "approved" {
+			t.Fatalf("Status after the signal = %+v, %v; want succeeded with the signal", st, err)
+		}
+
+		// Signal with no waiter: buffered, then cleared once.
+		if res, err := c.Signal(ctx, "nobody", []byte("x")); err != nil || res != Buffered {
+			t.Fatalf("Signal without a waiter = %v, %v; want buffered", res, err)
+		}
+		if b := w.kv(sigBufKey("nobody")); string(b) != string(encodeSignal([]byte("x"))) {
+			t.Fatalf("buffer after the client's signal = %q", b)
+		}
+		for i, want := range []bool{true, false} {
+			if ok, err := c.ClearSignal(ctx, "nobody"); err != nil || ok != want {
+				t.Fatalf("ClearSignal #%d = %v, %v; want %v", i+1, ok, err, want)
+			}
+		}
+		// A buffered signal is consumed by the next waiter.
+		if _, err := c.Signal(ctx, "k-early", []byte("ahead")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Submit(ctx, RunSpec{RunID: "early", Input: []byte("wait")}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if st, err := c.Status(ctx, "early"); err != nil || st.State != StateSucceeded || string(st.Result) != "ahead" {
+			t.Fatalf("run after a buffered signal = %+v, %v", st, err)
+		}
+
+		// Cancel through the client.
+		if _, err := c.Submit(ctx, RunSpec{RunID: "doomed", Input: []byte("wait")}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if ok, err := c.Cancel(ctx, "doomed"); err != nil || !ok {
+			t.Fatalf("Cancel = %v, %v; want true", ok, err)
+		}
+		if ok, err := c.Cancel(ctx, "no-such-run"); err != nil || ok {
+			t.Fatalf("Cancel of an unknown run = %v, %v; want false", ok, err)
+		}
+		synctest.Wait()
+		if st, err := c.Status(ctx, "doomed"); err != nil || st.State != StateCancelled {
+			t.Fatalf("Status after Cancel = %+v, %v", st, err)
+		}
+		if _, err := c.Status(ctx, "no-such-run"); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("Status of an unknown run: %v", err)
+		}
+		runs, err := c.ListRuns(ctx, ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range runs {
+			ids = append(ids, r.RunID+"="+r.State.String())
+		}
+		want := []string{"doomed=cancelled", "early=succeeded", run + "=succeeded"}
+		sort.Strings(want) // run-id order
+		if strings.Join(ids, " ") != strings.Join(want, " ") {
+			t.Fatalf("ListRuns = %v, want %v", ids, want)
+		}
+
+		// The client wrote commands and deleted answers, nothing else,
+		// and the writer kept its epoch: it was never fenced.
+		for _, wr := range rec.writes {
+			if !strings.HasPrefix(wr, "put inbox/") && !strings.HasPrefix(wr, "delete inbox-answers/") {
+				t.Errorf("the client wrote %s", wr)
+			}
+		}
+		if got := w.q.DB().Epoch(); got != epoch {
+			t.Fatalf("writer epoch %d -> %d: the client fenced the writer", epoch, got)
+		}
+		if keys := ibxKeys(t, store, "inbox"); len(keys) != 0 {
+			t.Fatalf("inbox objects left: %v", keys)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Status(ctx, run); !errors.Is(err, queue.ErrClosed) {
+			t.Fatalf("Status after Close: %v", err)
+		}
+		stop()
+		if err := <-served; err != nil {
+			t.Fatalf("ServeInbox: %v", err)
+		}
+		if err := worker.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.q.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestClientNoAnswer checks the error of a command no writer answers, and
+// that the command is applied once a writer drains the inbox.
+func TestClientNoAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := mem.New()
+		c, err := NewClient(store, ClientOptions{Logger: ibxLogger(), AnswerTimeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = c.Signal(ctx, "k", []byte("late"))
+		if !errors.Is(err, ErrNoAnswer) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Signal without a writer: %v; want ErrNoAnswer", err)
+		}
+		if waited := time.Since(start); waited != 10*time.Second {
+			t.Fatalf("waited %v, want the 10 s answer timeout", waited)
+		}
+		for _, want := range []string{"no live writer", "tqw-dsl worker", "stays at inbox/"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+
+		// A live lease without a drainer is named as such.
+		lease, err := AcquireWriterLease(ctx, store, WriterLeaseOptions{Owner: "w1", Host: "box", PID: 42})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = c.Cancel(dctx, "r1")
+		cancel()
+		if !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "writer w1 (pid 42 on box") || !strings.Contains(err.Error(), "did not answer") {
+			t.Fatalf("Cancel with a live but silent writer: %v", err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		// The commands wait in the inbox; a writer applies them later.
+		if keys := ibxKeys(t, store, "inbox/"); len(keys) != 2 {
+			t.Fatalf("inbox holds %v, want the two unanswered commands", keys)
+		}
+		w := ibxOpen(t, store, nil, nil)
+		t.Cleanup(func() { _ = w.q.Close() })
+		if n, err := w.rt.DrainInbox(ctx, InboxOptions{}); err != nil || n != 2 {
+			t.Fatalf("DrainInbox = %d, %v", n, err)
+		}
+		if b := w.kv(sigBufKey("k")); string(b) != string(encodeSignal([]byte("late"))) {
+			t.Fatalf("late signal not buffered: %q", b)
+		}
+		if err := w.q.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestClientCommandExpiry checks CommandTTL: a command found after its
+// expiry is rejected, not applied.
+func TestClientCommandExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := mem.New()
+		c, err := NewClient(store, ClientOptions{Logger: ibxLogger(), AnswerTimeout: time.Minute, CommandTTL: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() {
+			_, err := c.Signal(ctx, "k", []byte("stale"))
+			errc <- err
+		}()
+		// Move the bubble's fake clock past the TTL: the writer starts late.
+		time.Sleep(40 * time.Second)
+		w := ibxOpen(t, store, nil, nil)
+		t.Cleanup(func() { _ = w.q.Close() })
+		if _, err := w.rt.DrainInbox(ctx, InboxOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; !errors.Is(err, ErrCommandExpired) {
+			t.Fatalf("Signal answered after its TTL: %v; want ErrCommandExpired", err)
+		}
+		if b := w.kv(sigBufKey("k")); b != nil {
+			t.Fatal("an expired signal was buffered")
+		}
+		if err := w.q.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestNewClientValidation(t *testing.T) {
+	if _, err := NewClient(nil, ClientOptions{}); err == nil {
+		t.Error("NewClient(nil) succeeded")
+	}
+	if _, err := NewClient(mem.New(), ClientOptions{PollMin: time.Second, PollMax: time.Millisecond}); err == nil {
+		t.Error("PollMax < PollMin accepted")
+	}
+	if _, err := NewClient(mem.New(), ClientOptions{InboxPrefix: "/bad"}); err == nil {
+		t.Error("an invalid inbox prefix accepted")
+	}
+	c, err := NewClient(mem.New(), ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.Signal(ctx, "", nil); !errors.Is(err, ErrInvalidSignalKey) {
+		t.Errorf("empty signal key: %v", err)
+	}
+	if _, err := c.Signal(ctx, "k", make([]byte, MaxSignalPayload+1)); !errors.Is(err, ErrValueTooLarge) {
+		t.Errorf("oversized signal: %v", err)
+	}
+	if _, err := c.Submit(ctx, RunSpec{KVWrites: map[string][]byte{"workflow/x": nil}}); !errors.Is(err, ErrReserved) {
+		t.Errorf("reserved KV write: %v", err)
+	}
+	if _, err := c.Submit(ctx, RunSpec{Headers: map[string]string{"workflow.x": ""}}); !errors.Is(err, ErrReserved) {
+		t.Errorf("reserved header: %v", err)
+	}
+	if _, err := c.Cancel(ctx, ""); !errors.Is(err, ErrInvalidRunID) {
+		t.Errorf("empty run id: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(ctx, "r"); !errors.Is(err, queue.ErrClosed) {
+		t.Errorf("Cancel after Close: %v", err)
+	}
+}
+
+// ExampleClient sends a signal to a store another process works: the
+// writer drains its inbox, the client waits for the answer.
+func ExampleClient() {
+	ctx := context.Background()
+	store := mem.Named("example-client")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	// The writer process: it owns the store and serves its inbox.
+	q, err := queue.Open(ctx, store, queue.Options{Logger: quiet})
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close()
+	rt, err := New(q, store, StepRunnerFunc(func(context.Context, *Step) (StepOutcome, error) {
+		return Succeed(nil), nil
+	}), WithLogger(quiet))
+	if err != nil {
+		panic(err)
+	}
+	serving, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- rt.ServeInbox(serving, InboxOptions{}) }()
+
+	// Another process: a client on the same store, never its writer.
+	c, err := NewClient(store, ClientOptions{Logger: quiet})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	out, err := c.Signal(ctx, "invoice-118", []byte("approved"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(out) // no run waits on the key yet: held for the next waiter
+
+	stop()
+	if err := <-served; err != nil {
+		panic(err)
+	}
+	// Output: buffered
+}

@@ -1,0 +1,853 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/objstore"
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// The inbox carries commands from processes that do not own the store
+// (Client) to the one that does (its writer, running ServeInbox).
+//
+// Objects, under InboxOptions.Prefix (default "inbox"):
+//
+//	inbox/<id>          a command (JSON), written create-only by a Client;
+//	                    <id> is a ULID, so a LIST returns commands oldest first
+//	inbox-answers/<id>  its answer (JSON), written by the writer, read and
+//	                    deleted by the Client; the writer sweeps abandoned
+//	                    ones after InboxOptions.AnswerTTL
+//
+// and, in the caller KV, workflow/inbox/<id>: the command's applied-marker
+// while it is in flight.
+//
+// Invariants (each command is applied exactly once, even if the writer
+// crashes anywhere while draining it):
+//
+//  1. The answer is the commit point: a command is answered only after its
+//     effects are durable, and a command that has an answer is never applied
+//     again (the writer HEADs the answer before anything else). The command
+//     object is deleted only after its answer exists, the marker only after
+//     the command object is gone.
+//  2. A command whose first attempt wrote nothing and was not answered may
+//     be applied again: nothing observed the first attempt.
+//  3. Signal is not idempotent, so its marker commits atomically with the
+//     signal's buffer write (queue.KVApply, guarded by the marker's
+//     absence), and the wake of a registered waiter commits atomically with
+//     consuming that buffer entry and recording the outcome in the marker
+//     (queue.WakeScheduledKV). A redrain that finds the marker never buffers
+//     again; it resumes the delivery only while the buffer still holds this
+//     very signal, so a signal is never delivered twice.
+//  4. ClearSignal deletes the buffer and writes its marker in one commit.
+//  5. Submit and Cancel are idempotent for a live incarnation of a run but
+//     not across its end (a terminated run id is free again, so a repeated
+//     Submit would start a second run and a repeated Cancel could cancel a
+//     newer incarnation). Their marker records the run's incarnation
+//     (active nonce, retained result nonce) seen before the first attempt;
+//     it is committed before the command's own commit, which therefore makes
+//     it durable. A redrain compares: an incarnation that appeared since was
+//     started by this command, and Cancel is only repeated on the
+//     incarnation it was meant for. With WithResultRetention(0) a run that
+//     was submitted by the first attempt and terminated before the redrain
+//     leaves no trace, and the redrain submits it again.
+
+// DefaultInboxPrefix is the default object-key prefix of commands.
+const DefaultInboxPrefix = "inbox"
+
+// kvInbox holds the applied-markers of commands in flight.
+const kvInbox = ReservedKVPrefix + "inbox/"
+
+func inboxMarkerKey(id string) string { return kvInbox + id }
+
+// inboxFormat is the version of command and answer objects.
+const inboxFormat = 1
+
+// maxCommandSize bounds a command object the writer reads: a run input and
+// KV writes of at most queue.MaxKVValueSize each, in base64.
+const maxCommandSize = 64 << 20
+
+// maxCommandIDLen bounds a command id (a ULID has 26 characters).
+const maxCommandIDLen = 128
+
+// Sentinel errors of the inbox; match them with errors.Is.
+var (
+	// ErrNoAnswer reports a command no writer answered before the
+	// deadline. The command stays in the inbox and is applied when a
+	// writer drains it; the error says whether a live writer exists.
+	ErrNoAnswer = errors.New("runtime: no answer from the store's writer")
+	// ErrInvalidCommand reports an inbox object the writer cannot decode
+	// or apply as a command.
+	ErrInvalidCommand = errors.New("runtime: invalid inbox command")
+	// ErrCommandExpired reports a command the writer found after its
+	// expiry (ClientOptions.CommandTTL); it was not applied.
+	ErrCommandExpired = errors.New("runtime: inbox command expired before a writer applied it")
+)
+
+// CommandKind names what an inbox command asks for.
+type CommandKind string
+
+// Command kinds.
+const (
+	CommandSubmit      CommandKind = "submit"
+	CommandSignal      CommandKind = "signal"
+	CommandClearSignal CommandKind = "clear_signal"
+	CommandCancel      CommandKind = "cancel"
+)
+
+// inboxCommand is the JSON of a command object.
+type inboxCommand struct {
+	V    int         `json:"v"`
+	ID   string      `json:"id"`
+	Kind CommandKind `json:"kind"`
+	// Submit, Cancel.
+	RunID    string            `json:"run_id,omitempty"`
+	Input    []byte            `json:"input,omitempty"`
+	Headers  map[string]string `json:"headers,omitempty"`
+	KVWrites map[string][]byte `json:"kv_writes,omitempty"`
+	// Signal, ClearSignal.
+	Key     string `json:"key,omitempty"`
+	Payload []byte `json:"payload,omitempty"`
+	// Client describes the sender (name, host, pid) for logs.
+	Client  string    `json:"client,omitempty"`
+	SentAt  time.Time `json:"sent_at"`
+	Expires time.Time `json:"expires,omitzero"`
+}
+
+// inboxAnswer is the JSON of an answer object.
+type inboxAnswer struct {
+	V              int         `json:"v"`
+	ID             string      `json:"id"`
+	Kind           CommandKind `json:"kind"`
+	RunID          string      `json:"run_id,omitempty"`
+	JobID          string      `json:"job_id,omitempty"`
+	NewlySubmitted bool        `json:"newly_submitted,omitempty"`
+	Signal         string      `json:"signal,omitempty"`
+	// OK is Cancel's and ClearSignal's boolean result.
+	OK bool `json:"ok,omitempty"`
+	// Code names the sentinel error of a rejected command; Error is its text.
+	Code      string    `json:"code,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	Writer    string    `json:"writer,omitempty"`
+	AppliedAt time.Time `json:"applied_at"`
+}
+
+// inboxMarker is the applied-marker of a command in flight (MessagePack).
+type inboxMarker struct {
+	Kind CommandKind `msgpack:"k"`
+	// Submit, Cancel: the run's incarnation before the first attempt.
+	Active string `msgpack:"a,omitempty"`
+	Result string `msgpack:"r,omitempty"`
+	// Signal: the buffer value the command wrote, and the outcome once
+	// the delivery committed ("" while it has not).
+	Buf     []byte `msgpack:"b,omitempty"`
+	Outcome string `msgpack:"o,omitempty"`
+	// ClearSignal: whether a buffered signal was removed.
+	Cleared bool  `msgpack:"c,omitempty"`
+	AtMs    int64 `msgpack:"t"`
+}
+
+// answerCodes maps the errors a command can be rejected with to stable
+// codes, so a Client's errors.Is works across processes.
+var answerCodes = []struct {
+	code string
+	err  error
+}{
+	{"input_mismatch", ErrInputMismatch},
+	{"run_not_found", ErrRunNotFound},
+	{"reserved", ErrReserved},
+	{"invalid_run_id", ErrInvalidRunID},
+	{"invalid_signal_key", ErrInvalidSignalKey},
+	{"value_too_large", ErrValueTooLarge},
+	{"invalid_key", ErrInvalidKey},
+	{"invalid_command", ErrInvalidCommand},
+	{"command_expired", ErrCommandExpired},
+}
+
+// codeOf returns the code of a rejection error, or "" for an error that is
+// not the command's fault (a store error: the writer retries the command).
+func codeOf(err error) string {
+	for _, c := range answerCodes {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	if errors.Is(err, queue.ErrInvalid) || errors.Is(err, queue.ErrTooLarge) {
+		return "invalid_command"
+	}
+	return ""
+}
+
+func sentinelOf(code string) error {
+	for _, c := range answerCodes {
+		if c.code == code {
+			return c.err
+		}
+	}
+	return nil
+}
+
+func encodeCommand(c *inboxCommand) ([]byte, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: encode %s command: %w", c.Kind, err)
+	}
+	return b, nil
+}
+
+// decodeCommand decodes and checks a command object.
+func decodeCommand(b []byte) (*inboxCommand, error) {
+	if len(b) > maxCommandSize {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidCommand, len(b), maxCommandSize)
+	}
+	var c inboxCommand
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidCommand, err)
+	}
+	if c.V != inboxFormat {
+		return nil, fmt.Errorf("%w: format version %d, this writer reads %d", ErrInvalidCommand, c.V, inboxFormat)
+	}
+	if err := validCommandID(c.ID); err != nil {
+		return nil, err
+	}
+	switch c.Kind {
+	case CommandSubmit, CommandCancel:
+		if c.RunID == "" {
+			return nil, fmt.Errorf("%w: %s command %s without a run id", ErrInvalidCommand, c.Kind, c.ID)
+		}
+	case CommandSignal, CommandClearSignal:
+	default:
+		return nil, fmt.Errorf("%w: unknown kind %q in command %s", ErrInvalidCommand, c.Kind, c.ID)
+	}
+	return &c, nil
+}
+
+// decodeAnswer decodes and checks an answer object.
+func decodeAnswer(b []byte) (*inboxAnswer, error) {
+	var a inboxAnswer
+	if err := json.Unmarshal(b, &a); err != nil {
+		return nil, fmt.Errorf("%w: answer: %w", ErrCorruptRecord, err)
+	}
+	if a.V != inboxFormat || a.ID == "" {
+		return nil, fmt.Errorf("%w: answer of format %d for command %q", ErrCorruptRecord, a.V, a.ID)
+	}
+	return &a, nil
+}
+
+func decodeInboxMarker(b []byte) (*inboxMarker, error) {
+	var m inboxMarker
+	if err := decodeRecord("inbox marker", b, &m); err != nil {
+		return nil, err
+	}
+	switch m.Kind {
+	case CommandSubmit, CommandCancel, CommandSignal, CommandClearSignal:
+		return &m, nil
+	}
+	return nil, fmt.Errorf("%w: inbox marker of kind %q", ErrCorruptRecord, m.Kind)
+}
+
+func validCommandID(id string) error {
+	if id == "" || len(id) > maxCommandIDLen || strings.ContainsAny(id, "/\\") {
+		return fmt.Errorf("%w: command id %q: want 1 to %d characters without '/'", ErrInvalidCommand, id, maxCommandIDLen)
+	}
+	if err := objstore.ValidateKey(id); err != nil {
+		return fmt.Errorf("%w: command id %q: %w", ErrInvalidCommand, id, err)
+	}
+	return nil
+}
+
+// InboxOptions configure ServeInbox and DrainInbox (writer side) and must
+// agree with the ClientOptions.InboxPrefix of the clients.
+//
+// # Cost in object-store requests
+//
+// Polling is one LIST of <prefix>/ per interval, whether or not commands
+// wait. The interval starts at MinInterval, doubles after every pass that
+// found nothing up to MaxInterval, and drops back to MinInterval as soon
+// as a pass finds a command. At the defaults an idle writer makes one LIST
+// every 5 s: 17,280 LISTs a day, about $0.086 a day (≈ $2.60 a month) on
+// S3 at $0.005 per 1,000 LIST requests; with the writer lease's renewals
+// (4,320 PUTs a day, about $0.022) an idle writer costs about $0.11 a day.
+// MinInterval bounds the answer latency under load, MaxInterval when idle
+// (a command sent to an idle writer waits up to MaxInterval).
+//
+// Per command the writer adds one HEAD (is it answered already?), one GET,
+// one PUT (the answer) and one DELETE, plus the command's own commits: a
+// Submit one durable commit, a Signal one to buffer and one to wake a
+// waiter, a Cancel what Runtime.Cancel costs, a ClearSignal one. The
+// answer sweep is one LIST of <prefix>-answers/ per SweepEvery (144 a day
+// at the default 10 min) plus one DELETE per expired answer (clients
+// delete the answers they read, so only abandoned ones are swept) and one
+// HEAD per leftover marker (a crash between a command's deletion and its
+// marker's).
+type InboxOptions struct {
+	// Prefix is the object-key prefix of commands (default "inbox");
+	// answers live under Prefix + "-answers/".
+	Prefix string
+	// MinInterval and MaxInterval bound the polling interval (defaults
+	// 200 ms and 5 s).
+	MinInterval, MaxInterval time.Duration
+	// AnswerTTL is how long an unread answer is kept (default 1 h), judged
+	// by the store's modification time against the writer's clock.
+	AnswerTTL time.Duration
+	// SweepEvery is how often abandoned answers and leftover markers are
+	// swept (default 10 min; the first sweep runs at start).
+	SweepEvery time.Duration
+	// PageSize is how many commands one LIST returns (default 100); a
+	// full page is followed by the next at once.
+	PageSize int
+	// MaxAttempts is how many passes a command that fails with a store
+	// error is retried before it is answered with that error (default 5).
+	MaxAttempts int
+	// Writer identifies this writer in answers (e.g. the writer lease's
+	// owner).
+	Writer string
+	// Clock times polling and the sweep (default the runtime's clock).
+	Clock queue.Clock
+}
+
+func (o InboxOptions) withDefaults(rt *Runtime) (InboxOptions, error) {
+	if o.Prefix == "" {
+		o.Prefix = DefaultInboxPrefix
+	}
+	if err := objstore.ValidateKey(o.Prefix); err != nil {
+		return o, fmt.Errorf("runtime: inbox prefix: %w", err)
+	}
+	if o.MinInterval == 0 {
+		o.MinInterval = 200 * time.Millisecond
+	}
+	if o.MaxInterval == 0 {
+		o.MaxInterval = 5 * time.Second
+	}
+	if o.AnswerTTL == 0 {
+		o.AnswerTTL = time.Hour
+	}
+	if o.SweepEvery == 0 {
+		o.SweepEvery = 10 * time.Minute
+	}
+	if o.PageSize <= 0 || o.PageSize > 1000 {
+		o.PageSize = 100
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 5
+	}
+	if o.MinInterval < 0 || o.MaxInterval < o.MinInterval || o.AnswerTTL < 0 || o.SweepEvery < 0 {
+		return o, fmt.Errorf("runtime: inbox intervals min %v max %v, answer TTL %v, sweep every %v: want 0 < min <= max and positive durations",
+			o.MinInterval, o.MaxInterval, o.AnswerTTL, o.SweepEvery)
+	}
+	if o.Clock == nil {
+		o.Clock = rt.clock
+	}
+	return o, nil
+}
+
+// inbox is the writer side of one inbox.
+type inbox struct {
+	rt        *Runtime
+	opts      InboxOptions
+	cmdPrefix string // "inbox/"
+	ansPrefix string // "inbox-answers/"
+	failures  map[string]int
+	lastSweep time.Time
+	swept     bool
+	// lastTry is set while a command has its last attempt before a store
+	// error is answered.
+	lastTry bool
+}
+
+func (rt *Runtime) newInbox(opts InboxOptions) (*inbox, error) {
+	opts, err := opts.withDefaults(rt)
+	if err != nil {
+		return nil, err
+	}
+	return &inbox{rt: rt, opts: opts, cmdPrefix: opts.Prefix + "/", ansPrefix: opts.Prefix + "-answers/",
+		failures: map[string]int{}}, nil
+}
+
+// ServeInbox drains the inbox until ctx is done, applying each command
+// exactly once and answering it (see InboxOptions for the polling and its
+// cost). Run it on the writer alongside Run. It returns nil when ctx ends,
+// or the error that makes writing impossible (the queue closed or fenced);
+// other store errors are logged and retried at the next pass.
+func (rt *Runtime) ServeInbox(ctx context.Context, opts InboxOptions) error {
+	ib, err := rt.newInbox(opts)
+	if err != nil {
+		return err
+	}
+	return ib.serve(ctx)
+}
+
+// DrainInbox runs one pass over the inbox: every command waiting is
+// applied and answered. It returns how many commands it handled. It does
+// not sweep answers.
+func (rt *Runtime) DrainInbox(ctx context.Context, opts InboxOptions) (int, error) {
+	ib, err := rt.newInbox(opts)
+	if err != nil {
+		return 0, err
+	}
+	return ib.drain(ctx)
+}
+
+func (ib *inbox) serve(ctx context.Context) error {
+	interval := ib.opts.MinInterval
+	for {
+		n, err := ib.drain(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if fatalQueueError(err) {
+				return fmt.Errorf("runtime: inbox: %w", err)
+			}
+			ib.rt.log.Warn("inbox pass failed; retrying", "err", err)
+		}
+		if now := ib.opts.Clock.Now(); !ib.swept || now.Sub(ib.lastSweep) >= ib.opts.SweepEvery {
+			if err := ib.sweep(ctx); err != nil {
+				if fatalQueueError(err) {
+					return fmt.Errorf("runtime: inbox sweep: %w", err)
+				}
+				ib.rt.log.Warn("inbox sweep failed", "err", err)
+			}
+			ib.swept, ib.lastSweep = true, now
+		}
+		if n > 0 {
+			interval = ib.opts.MinInterval
+		} else {
+			interval = min(2*interval, ib.opts.MaxInterval)
+		}
+		if !sleepClock(ctx, ib.opts.Clock, interval) {
+			return nil
+		}
+	}
+}
+
+// drain lists the inbox and handles every command, oldest first. A
+// command that fails with a store error is left for the next pass; the
+// first such error is returned after the others were handled.
+func (ib *inbox) drain(ctx context.Context) (int, error) {
+	n, after := 0, ""
+	var first error
+	for {
+		page, err := ib.rt.store.List(ctx, ib.cmdPrefix, after, ib.opts.PageSize)
+		if err != nil {
+			return n, fmt.Errorf("runtime: list the inbox %s: %w", ib.cmdPrefix, err)
+		}
+		for _, o := range page {
+			after = o.Key
+			if err := ib.handle(ctx, o.Key); err != nil {
+				if fatalQueueError(err) || ctx.Err() != nil {
+					return n, err
+				}
+				ib.rt.log.Warn("inbox command failed; retrying at the next pass", "key", o.Key, "err", err)
+				if first == nil {
+					first = err
+				}
+			}
+			n++
+		}
+		if len(page) < ib.opts.PageSize {
+			return n, first
+		}
+	}
+}
+
+// handle applies and answers the command at key (invariant 1).
+func (ib *inbox) handle(ctx context.Context, key string) error {
+	store := ib.rt.store
+	id := strings.TrimPrefix(key, ib.cmdPrefix)
+	if err := validCommandID(id); err != nil {
+		// Not a command a Client wrote (a nested key): nothing can be
+		// answered; remove it so it is not listed forever.
+		ib.rt.log.Warn("removing a foreign object from the inbox", "key", key, "err", err)
+		return store.Delete(ctx, key)
+	}
+	ansKey := ib.ansPrefix + id
+	if _, err := store.Head(ctx, ansKey); err == nil {
+		return ib.finish(ctx, key, id)
+	} else if !errors.Is(err, objstore.ErrNotExist) {
+		return fmt.Errorf("runtime: inbox: check the answer %s: %w", ansKey, err)
+	}
+	b, _, err := store.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil // withdrawn meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("runtime: inbox: read %s: %w", key, err)
+	}
+	ib.lastTry = ib.failures[id]+1 >= ib.opts.MaxAttempts
+	ans, err := ib.apply(ctx, id, b)
+	if err != nil {
+		ib.failures[id]++
+		if !ib.lastTry || fatalQueueError(err) || ctx.Err() != nil {
+			return err
+		}
+		ans = reject(&inboxAnswer{Kind: ans.Kind}, err)
+	}
+	delete(ib.failures, id)
+	ans.V, ans.ID, ans.Writer, ans.AppliedAt = inboxFormat, id, ib.opts.Writer, ib.opts.Clock.Now()
+	ab, err := json.Marshal(ans)
+	if err != nil {
+		return fmt.Errorf("runtime: inbox: encode the answer to %s: %w", id, err)
+	}
+	if _, err := store.Put(ctx, ansKey, ab, objstore.PutOptions{}); err != nil {
+		return fmt.Errorf("runtime: inbox: write the answer %s: %w", ansKey, err)
+	}
+	return ib.finish(ctx, key, id)
+}
+
+// finish removes an answered command, then its marker.
+func (ib *inbox) finish(ctx context.Context, key, id string) error {
+	if err := ib.rt.store.Delete(ctx, key); err != nil {
+		return fmt.Errorf("runtime: inbox: delete the answered command %s: %w", key, err)
+	}
+	if _, err := ib.rt.q.KVApply(ctx, queue.KVBatch{Deletes: []string{inboxMarkerKey(id)}, NonDurable: true}); err != nil {
+		return fmt.Errorf("runtime: inbox: drop the marker of %s: %w", id, err)
+	}
+	return nil
+}
+
+// apply decodes and applies one command. A returned error is a store
+// error (retry); a rejection is an answer with Code set.
+func (ib *inbox) apply(ctx context.Context, id string, b []byte) (*inboxAnswer, error) {
+	cmd, err := decodeCommand(b)
+	if err == nil && cmd.ID != id {
+		err = fmt.Errorf("%w: object %s holds command %s", ErrInvalidCommand, id, cmd.ID)
+	}
+	if err != nil {
+		return reject(&inboxAnswer{}, err), nil
+	}
+	ans := &inboxAnswer{Kind: cmd.Kind}
+	m, err := ib.marker(ctx, id)
+	if err != nil {
+		return ans, err
+	}
+	if m == nil && !cmd.Expires.IsZero() && !ib.opts.Clock.Now().Before(cmd.Expires) {
+		return reject(ans, fmt.Errorf("%w: command %s from %s expired at %s", ErrCommandExpired, id, cmd.Client, cmd.Expires.UTC().Format(time.RFC3339))), nil
+	}
+	switch cmd.Kind {
+	case CommandSubmit:
+		err = ib.submit(ctx, cmd, m, ans)
+	case CommandCancel:
+		err = ib.cancel(ctx, cmd, m, ans)
+	case CommandSignal:
+		err = ib.signal(ctx, cmd, m, ans)
+	case CommandClearSignal:
+		err = ib.clearSignal(ctx, cmd, m, ans)
+	}
+	if err != nil && codeOf(err) != "" {
+		return reject(ans, err), nil
+	}
+	return ans, err
+}
+
+func reject(ans *inboxAnswer, err error) *inboxAnswer {
+	ans.Code, ans.Error = codeOf(err), err.Error()
+	if ans.Code == "" {
+		ans.Code = "internal"
+	}
+	return ans
+}
+
+func (ib *inbox) marker(ctx context.Context, id string) (*inboxMarker, error) {
+	b, err := kvGet(ctx, ib.rt.q, inboxMarkerKey(id))
+	if err != nil || b == nil {
+		return nil, err
+	}
+	return decodeInboxMarker(b)
+}
+
+func (ib *inbox) putMarker(ctx context.Context, id string, m *inboxMarker) error {
+	m.AtMs = ib.rt.clock.Now().UnixMilli()
+	b, err := encodeRecord(m)
+	if err != nil {
+		return err
+	}
+	// Non-durable: the command's own durable commit, which follows,
+	// makes it durable (commits are durable in order).
+	if _, err := ib.rt.q.KVApply(ctx, queue.KVBatch{Puts: []queue.KVWrite{{Key: inboxMarkerKey(id), Value: b}}, NonDurable: true}); err != nil {
+		return fmt.Errorf("runtime: inbox: record the marker of %s: %w", id, err)
+	}
+	return nil
+}
+
+// incarnation returns the nonce of runID's active run and of its retained
+// result record ("" for none).
+func (rt *Runtime) incarnation(ctx context.Context, runID string) (active, result string, err error) {
+	rec, err := loadRun(ctx, rt.q, runID)
+	if err != nil {
+		return "", "", err
+	}
+	if rec != nil {
+		active = rec.Nonce
+	}
+	b, err := kvGet(ctx, rt.q, resultKey(runID))
+	if err != nil || b == nil {
+		return active, "", err
+	}
+	r, err := decodeResultRecord(b)
+	if err != nil {
+		return "", "", fmt.Errorf("run %s: %w", runID, err)
+	}
+	return active, r.Nonce, nil
+}
+
+// submit applies a Submit command (invariant 5).
+func (ib *inbox) submit(ctx context.Context, cmd *inboxCommand, m *inboxMarker, ans *inboxAnswer) error {
+	rt := ib.rt
+	if err := ValidateRunID(cmd.RunID); err != nil {
+		return err
+	}
+	spec := RunSpec{RunID: cmd.RunID, Input: cmd.Input, Headers: cmd.Headers, KVWrites: cmd.KVWrites}
+	active, result, err := rt.incarnation(ctx, cmd.RunID)
+	if err != nil {
+		return err
+	}
+	ans.RunID = cmd.RunID
+	newly := false
+	switch {
+	case m == nil:
+		if err := ib.putMarker(ctx, cmd.ID, &inboxMarker{Kind: CommandSubmit, Active: active, Result: result}); err != nil {
+			return err
+		}
+	case active != "" && active != m.Active:
+		newly = true // the first attempt started this incarnation
+	case active == "" && result != "" && result != m.Result:
+		// An incarnation ended since the first attempt: the one that was
+		// active then (a duplicate), or the one the attempt started.
+		ans.NewlySubmitted = result != m.Active
+		return nil
+	}
+	out, err := rt.Submit(ctx, spec)
+	if err != nil {
+		return err
+	}
+	ans.RunID, ans.JobID, ans.NewlySubmitted = out.RunID, out.JobID, out.NewlySubmitted || newly
+	return nil
+}
+
+// cancel applies a Cancel command (invariant 5).
+func (ib *inbox) cancel(ctx context.Context, cmd *inboxCommand, m *inboxMarker, ans *inboxAnswer) error {
+	rt := ib.rt
+	if err := ValidateRunID(cmd.RunID); err != nil {
+		return err
+	}
+	ans.RunID = cmd.RunID
+	active, _, err := rt.incarnation(ctx, cmd.RunID)
+	if err != nil {
+		return err
+	}
+	if m == nil {
+		if active == "" {
+			return nil // no run to cancel: false, nothing written
+		}
+		if err := ib.putMarker(ctx, cmd.ID, &inboxMarker{Kind: CommandCancel, Active: active}); err != nil {
+			return err
+		}
+	} else if active != m.Active {
+		// The incarnation this command meant ended since the first
+		// attempt; never cancel a newer one.
+		ans.OK, err = rt.endedCancelled(ctx, cmd.RunID, m.Active)
+		return err
+	}
+	ans.OK, err = rt.Cancel(ctx, cmd.RunID)
+	return err
+}
+
+// signal applies a Signal command (invariant 3).
+func (ib *inbox) signal(ctx context.Context, cmd *inboxCommand, m *inboxMarker, ans *inboxAnswer) error {
+	rt, q := ib.rt, ib.rt.q
+	if err := validateSignalKey(cmd.Key); err != nil {
+		return err
+	}
+	if len(cmd.Payload) > MaxSignalPayload {
+		return fmt.Errorf("runtime: signal %q: %w: payload of %d bytes, the limit is %d", cmd.Key, ErrValueTooLarge, len(cmd.Payload), MaxSignalPayload)
+	}
+	mk, bufKey := inboxMarkerKey(cmd.ID), sigBufKey(cmd.Key)
+	if m == nil {
+		buf := encodeSignal(cmd.Payload)
+		m = &inboxMarker{Kind: CommandSignal, Buf: buf, AtMs: rt.clock.Now().UnixMilli()}
+		mb, err := encodeRecord(m)
+		if err != nil {
+			return err
+		}
+		ok, err := q.KVApply(ctx, queue.KVBatch{
+			Expect: []queue.KVWrite{{Key: mk}},
+			Puts:   []queue.KVWrite{{Key: bufKey, Value: buf}, {Key: mk, Value: mb}},
+		})
+		if err != nil {
+			return fmt.Errorf("runtime: signal %q: buffer: %w", cmd.Key, err)
+		}
+		if !ok {
+			// Only another drainer of this store could have written the
+			// marker; follow its record.
+			if m, err = ib.marker(ctx, cmd.ID); err != nil || m == nil {
+				return fmt.Errorf("runtime: signal command %s: marker vanished: %w", cmd.ID, err)
+			}
+		}
+	}
+	if m.Outcome != "" {
+		ans.Signal = m.Outcome
+		return nil
+	}
+	cur, err := kvGet(ctx, q, bufKey)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(cur, m.Buf) {
+		// Consumed by a registering waiter (or cleared) since the buffer
+		// write, or replaced by a later signal: never buffer again.
+		ans.Signal = outcomeOfBuffer(cur).String()
+		return nil
+	}
+	out, err := ib.deliver(ctx, cmd, m)
+	if err != nil && !ib.lastTry {
+		// Retry the wake at the next pass.
+		return err
+	}
+	if err != nil {
+		// The signal is durably buffered: a waiter consumes it at its
+		// registration or its timeout, as with Runtime.Signal.
+		ib.rt.log.Warn("signal buffered; waking its waiter failed", "key", cmd.Key, "err", err)
+	}
+	ans.Signal = out.String()
+	return nil
+}
+
+// outcomeOfBuffer is the outcome reported once the buffer no longer holds
+// a command's signal: consumed (empty) counts as delivered, as in Signal.
+func outcomeOfBuffer(cur []byte) SignalOutcome {
+	if cur == nil {
+		return Delivered
+	}
+	return Buffered
+}
+
+// deliver wakes the waiter registered for the signal's key, consuming the
+// buffer entry and recording the outcome in the marker in the same commit.
+func (ib *inbox) deliver(ctx context.Context, cmd *inboxCommand, m *inboxMarker) (SignalOutcome, error) {
+	rt, q := ib.rt, ib.rt.q
+	mk, bufKey, waitKey := inboxMarkerKey(cmd.ID), sigBufKey(cmd.Key), sigWaitKey(cmd.Key)
+	waiter, err := kvGet(ctx, q, waitKey)
+	if err != nil || waiter == nil {
+		return Buffered, err
+	}
+	done := *m
+	done.Outcome = Delivered.String()
+	mb, err := encodeRecord(&done)
+	if err != nil {
+		return Buffered, err
+	}
+	res, err := q.WakeScheduledKV(ctx, string(waiter), cmd.Payload, queue.KVBatch{
+		Expect:  []queue.KVWrite{{Key: bufKey, Value: m.Buf}},
+		Puts:    []queue.KVWrite{{Key: mk, Value: mb}},
+		Deletes: []string{bufKey},
+	})
+	if err != nil {
+		return Buffered, fmt.Errorf("runtime: signal %q: wake job %s: %w", cmd.Key, waiter, err)
+	}
+	switch res {
+	case queue.Woken:
+		rt.compareAndDelete(ctx, waitKey, waiter)
+		return Delivered, nil
+	case queue.WakeConditionFailed:
+		cur, err := kvGet(ctx, q, bufKey)
+		return outcomeOfBuffer(cur), err
+	}
+	// A stale index entry: the waiter's timeout fired or its run ended.
+	// The signal stays buffered for the next waiter.
+	rt.compareAndDelete(ctx, waitKey, waiter)
+	return Buffered, nil
+}
+
+// clearSignal applies a ClearSignal command (invariant 4).
+func (ib *inbox) clearSignal(ctx context.Context, cmd *inboxCommand, m *inboxMarker, ans *inboxAnswer) error {
+	if err := validateSignalKey(cmd.Key); err != nil {
+		return err
+	}
+	if m != nil {
+		ans.OK = m.Cleared
+		return nil
+	}
+	q, mk, bufKey := ib.rt.q, inboxMarkerKey(cmd.ID), sigBufKey(cmd.Key)
+	mb, err := encodeRecord(&inboxMarker{Kind: CommandClearSignal, Cleared: true, AtMs: ib.rt.clock.Now().UnixMilli()})
+	if err != nil {
+		return err
+	}
+	for {
+		cur, err := kvGet(ctx, q, bufKey)
+		if err != nil || cur == nil {
+			return err // nothing buffered: false, nothing written
+		}
+		ok, err := q.KVApply(ctx, queue.KVBatch{
+			Expect:  []queue.KVWrite{{Key: bufKey, Value: cur}, {Key: mk}},
+			Puts:    []queue.KVWrite{{Key: mk, Value: mb}},
+			Deletes: []string{bufKey},
+		})
+		if err != nil {
+			return fmt.Errorf("runtime: clear signal %q: %w", cmd.Key, err)
+		}
+		if ok {
+			ans.OK = true
+			return nil
+		}
+		// The buffer changed, or another drainer of this store applied
+		// the command meanwhile: follow its marker if there is one.
+		if m, err := ib.marker(ctx, cmd.ID); err != nil || m != nil {
+			if m != nil {
+				ans.OK = m.Cleared
+			}
+			return err
+		}
+	}
+}
+
+// sweep deletes answers older than AnswerTTL and markers whose command is
+// gone (left by a crash between the two deletions of finish).
+func (ib *inbox) sweep(ctx context.Context) error {
+	store := ib.rt.store
+	cutoff := ib.opts.Clock.Now().Add(-ib.opts.AnswerTTL)
+	after := ""
+	for {
+		page, err := store.List(ctx, ib.ansPrefix, after, 1000)
+		if err != nil {
+			return fmt.Errorf("runtime: inbox sweep: list %s: %w", ib.ansPrefix, err)
+		}
+		for _, o := range page {
+			after = o.Key
+			if o.ModTime.Before(cutoff) {
+				if err := store.Delete(ctx, o.Key); err != nil {
+					return fmt.Errorf("runtime: inbox sweep: delete %s: %w", o.Key, err)
+				}
+			}
+		}
+		if len(page) < 1000 {
+			break
+		}
+	}
+	after = ""
+	for {
+		page, err := ib.rt.q.KVScan(ctx, kvInbox, after, 1000)
+		if err != nil {
+			return fmt.Errorf("runtime: inbox sweep: scan markers: %w", err)
+		}
+		for _, e := range page {
+			after = e.Key
+			id := strings.TrimPrefix(e.Key, kvInbox)
+			if _, err := store.Head(ctx, ib.cmdPrefix+id); errors.Is(err, objstore.ErrNotExist) {
+				if _, err := ib.rt.q.KVApply(ctx, queue.KVBatch{Deletes: []string{e.Key}, NonDurable: true}); err != nil {
+					return fmt.Errorf("runtime: inbox sweep: drop marker %s: %w", id, err)
+				}
+			} else if err != nil {
+				return fmt.Errorf("runtime: inbox sweep: check command %s: %w", id, err)
+			}
+		}
+		if len(page) < 1000 {
+			return nil
+		}
+	}
+}
