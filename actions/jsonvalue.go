@@ -33,13 +33,23 @@ func DecodeJSON(data []byte) (any, error) {
 // integer and float types, json.Number, []string and map[string]string, and
 // rejects anything else (and NaN or infinite floats) with an error.
 func Normalize(v any) (any, error) {
-	return normalize(v, 0)
+	return normalize(v, 0, nil)
+}
+
+// NormalizeWith is Normalize for callers with more types: convert is called
+// with each value, at any depth, that Normalize rejects, and the value it
+// returns is normalized in its place (so it may hold such values again).
+// convert's errors are returned as they are. It must return a value of
+// another type or an error; nesting deeper than Normalize allows is an
+// error, which also stops a convert that does not.
+func NormalizeWith(v any, convert func(any) (any, error)) (any, error) {
+	return normalize(v, 0, convert)
 }
 
 // maxDepth bounds nesting so a hostile document cannot exhaust the stack.
 const maxDepth = 10000
 
-func normalize(v any, depth int) (any, error) {
+func normalize(v any, depth int, convert func(any) (any, error)) (any, error) {
 	if depth > maxDepth {
 		return nil, errors.New("value nested too deeply")
 	}
@@ -52,7 +62,7 @@ func normalize(v any, depth int) (any, error) {
 		}
 		return x, nil
 	case float32:
-		return normalize(float64(x), depth)
+		return normalize(float64(x), depth, convert)
 	case json.Number:
 		if i, err := x.Int64(); err == nil {
 			return i, nil
@@ -65,7 +75,7 @@ func normalize(v any, depth int) (any, error) {
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			n, err := normalize(e, depth+1)
+			n, err := normalize(e, depth+1, convert)
 			if err != nil {
 				return nil, err
 			}
@@ -81,7 +91,7 @@ func normalize(v any, depth int) (any, error) {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for _, k := range slices.Sorted(maps.Keys(x)) {
-			n, err := normalize(x[k], depth+1)
+			n, err := normalize(x[k], depth+1, convert)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
@@ -97,6 +107,13 @@ func normalize(v any, depth int) (any, error) {
 	}
 	if i, err := Int64(v); err == nil {
 		return i, nil
+	}
+	if convert != nil {
+		c, err := convert(v)
+		if err != nil {
+			return nil, err
+		}
+		return normalize(c, depth+1, convert)
 	}
 	return nil, fmt.Errorf("a value of type %T is not JSON-compatible", v)
 }

@@ -142,6 +142,16 @@ func (e *tenv) submit(path string, input any, runID string) <-chan *runtime.RunO
 	return ch
 }
 
+// submitUntil submits a run, works it until step ends with status (see
+// waitEvent) and returns the channel that receives the run's outcome.
+func (e *tenv) submitUntil(path string, input any, runID, step, status string) <-chan *runtime.RunOutcome {
+	e.t.Helper()
+	ch := e.submit(path, input, runID)
+	e.start()
+	e.waitEvent(step, status)
+	return ch
+}
+
 // run submits and works a run to its end.
 func (e *tenv) run(path string, input any, runID string) *runtime.RunOutcome {
 	e.t.Helper()
@@ -190,6 +200,17 @@ func (e *tenv) history(runID string) []HistoryRecord {
 	return h
 }
 
+// wantHistory returns the history of runID after checking its
+// "step:outcome" list (see outcomes).
+func (e *tenv) wantHistory(runID, want string) []HistoryRecord {
+	e.t.Helper()
+	h := e.history(runID)
+	if got := outcomes(h); got != want {
+		e.t.Fatalf("run %s: history %q; want %q", runID, got, want)
+	}
+	return h
+}
+
 // outcomes lists "step:outcome" for each history record.
 func outcomes(h []HistoryRecord) string {
 	var out []string
@@ -206,6 +227,23 @@ func wantSucceeded(t *testing.T, o *runtime.RunOutcome, result string) {
 	}
 	if string(o.Result) != result {
 		t.Fatalf("run %s: result %s; want %s", o.RunID, o.Result, result)
+	}
+}
+
+// wantFailed checks that the run failed with the error message want.
+func wantFailed(t *testing.T, o *runtime.RunOutcome, want string) {
+	t.Helper()
+	if o.Status != runtime.Failed || o.Error != want {
+		t.Fatalf("run %s: outcome %s %q; want failed with %q", o.RunID, o.Status, o.Error, want)
+	}
+}
+
+// wantFailedWith checks that the run failed with an error message that
+// contains part.
+func wantFailedWith(t *testing.T, o *runtime.RunOutcome, part string) {
+	t.Helper()
+	if o.Status != runtime.Failed || !strings.Contains(o.Error, part) {
+		t.Fatalf("run %s: outcome %s %q; want failed with %q in the error", o.RunID, o.Status, o.Error, part)
 	}
 }
 

@@ -42,17 +42,21 @@ steps:
 `)
 	wantSucceeded(t, e.run(p, map[string]any{"n": 3}, "r-small"), `{"count":3,"doubled":12,"size":"small"}`)
 	wantSucceeded(t, e.run(p, map[string]any{"n": 30}, "r-big"), `{"count":30,"doubled":120,"size":"big"}`)
-	if got := outcomes(e.history("r-big")); got != "start:ok decide:ok big:ok done:succeeded" {
-		t.Errorf("history %q", got)
-	}
-	if got := outcomes(e.history("r-small")); got != "start:ok decide:ok small:ok done:succeeded" {
-		t.Errorf("history %q", got)
-	}
+	e.wantHistory("r-big", "start:ok decide:ok big:ok done:succeeded")
+	e.wantHistory("r-small", "start:ok decide:ok small:ok done:succeeded")
 }
 
-func TestLastStepSucceedsWithLastOutput(t *testing.T) {
-	e := newTestEnv(t)
-	p := e.write("last.yaml", `
+// TestRunOutcomes runs one-file workflows to their end and checks the
+// result of those that succeed and the error of those that fail.
+func TestRunOutcomes(t *testing.T) {
+	for _, c := range []struct {
+		name, file, src string
+		input           any
+		// result is the wanted result; failure, when set, a part of the
+		// wanted error instead.
+		result, failure string
+	}{
+		{name: "last step succeeds with last output", file: "last.yaml", src: `
 tqw: v1
 name: last
 steps:
@@ -61,9 +65,47 @@ steps:
     with: {command: "printf hi"}
   - id: tail
     set: {x: 1}
-`)
-	o := e.run(p, map[string]any{}, "r1")
-	wantSucceeded(t, o, `{"exit_code":0,"stderr":"","stderr_truncated":false,"stdout":"hi","stdout_truncated":false}`)
+`, input: map[string]any{}, result: `{"exit_code":0,"stderr":"","stderr_truncated":false,"stdout":"hi","stdout_truncated":false}`},
+		{name: "zero values survive", file: "zero.yaml", src: `
+tqw: v1
+name: zero
+steps:
+  - id: a
+    action: shell
+    with: {command: "printf ''"}
+    set: {code: "${ output.exit_code }"}
+  - id: b
+    succeed: "${ [input, vars.code, steps.a.output.stdout, steps.a.output.stdout_truncated] }"
+`, input: int64(0), result: `[0,0,"",false]`},
+		{name: "expression error fails run", file: "expr.yaml", src: `
+tqw: v1
+name: expr
+steps:
+  - id: bad
+    set: {x: "${ input.a.b.c }"}
+  - id: done
+    succeed: ok
+`, input: map[string]any{}, failure: "step bad: expression:"},
+		{name: "missing secret is a validation error", file: "secret.yaml", src: `
+tqw: v1
+name: secret
+secrets: [TOKEN]
+steps:
+  - id: echo
+    action: http
+    with: {url: "http://127.0.0.1:1/", headers: {Authorization: "${ secrets.TOKEN }"}}
+`, input: map[string]any{}, failure: "validation: secret TOKEN is not set"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newTestEnv(t)
+			o := e.run(e.write(c.file, c.src), c.input, "r1")
+			if c.failure != "" {
+				wantFailedWith(t, o, c.failure)
+				return
+			}
+			wantSucceeded(t, o, c.result)
+		})
+	}
 }
 
 func TestFailStep(t *testing.T) {
@@ -76,29 +118,10 @@ steps:
     fail: "refused ${ input.who }"
 `)
 	o := e.run(p, map[string]any{"who": "bob"}, "r1")
-	if o.Status != runtime.Failed || o.Error != "refused bob" {
-		t.Fatalf("outcome %s %q", o.Status, o.Error)
-	}
+	wantFailed(t, o, "refused bob")
 	h := e.history("r1")
 	if len(h) != 1 || h[0].Outcome != OutcomeFailed || h[0].Error == nil || h[0].Error.Message != "refused bob" {
 		t.Fatalf("history %+v", h)
-	}
-}
-
-func TestExpressionErrorFailsRun(t *testing.T) {
-	e := newTestEnv(t)
-	p := e.write("expr.yaml", `
-tqw: v1
-name: expr
-steps:
-  - id: bad
-    set: {x: "${ input.a.b.c }"}
-  - id: done
-    succeed: ok
-`)
-	o := e.run(p, map[string]any{}, "r1")
-	if o.Status != runtime.Failed || !strings.Contains(o.Error, "step bad: expression:") {
-		t.Fatalf("outcome %s %q", o.Status, o.Error)
 	}
 }
 
@@ -137,10 +160,17 @@ func (f *flaky) count(path string) int {
 	return f.hits[path]
 }
 
-func TestRetryIsADurableDelay(t *testing.T) {
-	srv := &flaky{fails: 2}
+// serveFlaky serves a flaky handler that fails fails requests, until the
+// test ends, and returns it with its URL.
+func serveFlaky(t *testing.T, fails int) (*flaky, string) {
+	srv := &flaky{fails: fails}
 	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	t.Cleanup(ts.Close)
+	return srv, ts.URL
+}
+
+func TestRetryIsADurableDelay(t *testing.T) {
+	_, url := serveFlaky(t, 2)
 	e := newTestEnv(t)
 	p := e.write("retry.yaml", `
 tqw: v1
@@ -153,9 +183,7 @@ steps:
   - id: done
     succeed: "${ output.body.hit }"
 `)
-	ch := e.submit(p, map[string]any{"url": ts.URL}, "r1")
-	e.start()
-	e.waitEvent("call", OutcomeRetry)
+	ch := e.submitUntil(p, map[string]any{"url": url}, "r1", "call", OutcomeRetry)
 	st, err := e.rt.Status(e.ctx, "r1")
 	if err != nil || st.State != runtime.StateScheduled || !st.Until.Equal(t0.Add(10*time.Second)) {
 		t.Fatalf("after the first failure: %+v, %v; want scheduled until +10s", st, err)
@@ -168,19 +196,14 @@ steps:
 	}
 	e.clock.Advance(30 * time.Second)
 	wantSucceeded(t, e.await(ch), "3")
-	h := e.history("r1")
-	if got := outcomes(h); got != "call:retry call:retry call:ok done:succeeded" {
-		t.Fatalf("history %q", got)
-	}
+	h := e.wantHistory("r1", "call:retry call:retry call:ok done:succeeded")
 	if h[0].Attempt != 1 || h[1].Attempt != 2 || h[2].Attempt != 3 || h[0].Error.Type != "http.status_5xx" || h[0].Error.Status != 500 {
 		t.Fatalf("history attempts/errors: %+v", h)
 	}
 }
 
 func TestRetrySpentFailsRunAndWhenFilters(t *testing.T) {
-	srv := &flaky{fails: 100}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	srv, url := serveFlaky(t, 100)
 	e := newTestEnv(t)
 	p := e.write("retry.yaml", `
 tqw: v1
@@ -191,19 +214,15 @@ steps:
     with: {url: "${ input.url }/flaky"}
     retry: {max_attempts: 5, initial: 1s, when: error.status != 500}
 `)
-	o := e.run(p, map[string]any{"url": ts.URL}, "r1")
-	if o.Status != runtime.Failed || !strings.Contains(o.Error, "step call: http.status_5xx") {
-		t.Fatalf("outcome %s %q", o.Status, o.Error)
-	}
+	o := e.run(p, map[string]any{"url": url}, "r1")
+	wantFailedWith(t, o, "step call: http.status_5xx")
 	if n := srv.count("/flaky"); n != 1 {
 		t.Fatalf("%d requests; retry.when excluded status 500, want 1", n)
 	}
 }
 
 func TestCatchRoutesWithError(t *testing.T) {
-	srv := &flaky{}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	_, url := serveFlaky(t, 0)
 	e := newTestEnv(t)
 	p := e.write("catch.yaml", `
 tqw: v1
@@ -224,11 +243,9 @@ steps:
   - id: handled
     succeed: "${ vars.reason } ${ output.status }"
 `)
-	o := e.run(p, map[string]any{"url": ts.URL}, "r1")
+	o := e.run(p, map[string]any{"url": url}, "r1")
 	wantSucceeded(t, o, `"http.status_4xx/404 404"`)
-	if got := outcomes(e.history("r1")); got != "call:caught handled:succeeded" {
-		t.Fatalf("history %q", got)
-	}
+	e.wantHistory("r1", "call:caught handled:succeeded")
 }
 
 func TestTimeoutGoesToOnTimeout(t *testing.T) {
@@ -277,9 +294,7 @@ steps:
   - id: done
     succeed: "${ string(now()) }"
 `)
-	ch := e.submit(p, map[string]any{}, "r1")
-	e.start()
-	e.waitEvent("nap", OutcomeWaiting)
+	ch := e.submitUntil(p, map[string]any{}, "r1", "nap", OutcomeWaiting)
 	st, _ := e.rt.Status(e.ctx, "r1")
 	if st.State != runtime.StateScheduled || !st.Until.Equal(t0.Add(2*time.Hour)) {
 		t.Fatalf("status %+v; want scheduled for +2h", st)
@@ -316,9 +331,7 @@ steps:
 func TestWaitSignal(t *testing.T) {
 	e := newTestEnv(t)
 	p := e.write("wait.yaml", waitYAML)
-	ch := e.submit(p, map[string]any{}, "r1")
-	e.start()
-	e.waitEvent("ask", OutcomeWaiting)
+	ch := e.submitUntil(p, map[string]any{}, "r1", "ask", OutcomeWaiting)
 	if err := e.it.ValidateSignal(e.ctx, e.q, "r1:ask", []byte(`{"approved": "yes"}`)); err == nil {
 		t.Fatal("ValidateSignal accepted a payload that breaks the schema")
 	}
@@ -338,13 +351,10 @@ func TestWaitSignal(t *testing.T) {
 		t.Fatalf("waiter index after the run: %+v, %v; want none", w, err)
 	}
 
-	ch = e.submit(p, map[string]any{}, "r2")
-	e.waitEvent("ask", OutcomeWaiting)
+	ch = e.submitUntil(p, map[string]any{}, "r2", "ask", OutcomeWaiting)
 	e.clock.Advance(time.Hour)
 	o := e.await(ch)
-	if o.Status != runtime.Failed || o.Error != "nobody answered" {
-		t.Fatalf("timeout: %s %q", o.Status, o.Error)
-	}
+	wantFailed(t, o, "nobody answered")
 }
 
 func TestSignalBeforeWaitIsBuffered(t *testing.T) {
@@ -357,9 +367,7 @@ func TestSignalBeforeWaitIsBuffered(t *testing.T) {
 }
 
 func TestForeachMemoizesFinishedItems(t *testing.T) {
-	srv := &flaky{fails: 1}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	srv, url := serveFlaky(t, 1)
 	e := newTestEnv(t)
 	p := e.write("fe.yaml", `
 tqw: v1
@@ -376,9 +384,7 @@ steps:
   - id: done
     succeed: "${ vars.hits }"
 `)
-	ch := e.submit(p, map[string]any{"url": ts.URL, "paths": []any{"a", "b", "once", "c"}}, "r1")
-	e.start()
-	e.waitEvent("all", OutcomeRetry)
+	ch := e.submitUntil(p, map[string]any{"url": url, "paths": []any{"a", "b", "once", "c"}}, "r1", "all", OutcomeRetry)
 	e.clock.Advance(5 * time.Second)
 	wantSucceeded(t, e.await(ch), "[1,1,2,1]")
 	for path, want := range map[string]int{"/a": 1, "/b": 1, "/once": 2, "/c": 1} {
@@ -424,14 +430,10 @@ steps:
 	if o.Status != runtime.Succeeded || !strings.Contains(string(o.Result), "failed: negative -1") {
 		t.Fatalf("child failure: %s %s", o.Status, o.Result)
 	}
-	if h := e.history("p1:kid:0"); outcomes(h) != "check:ok ok:succeeded" {
-		t.Fatalf("child history %q", outcomes(h))
-	}
+	e.wantHistory("p1:kid:0", "check:ok ok:succeeded")
 	// An input the child's schema rejects is a validation error of the call.
 	o = e.run(p, map[string]any{"n": "x"}, "p3")
-	if o.Status != runtime.Failed || !strings.Contains(o.Error, "validation") {
-		t.Fatalf("bad child input: %s %q", o.Status, o.Error)
-	}
+	wantFailedWith(t, o, "validation")
 }
 
 func TestRecursiveCallRejectedAtLoad(t *testing.T) {
@@ -500,23 +502,6 @@ steps:
 	}
 }
 
-func TestMissingSecretIsAValidationError(t *testing.T) {
-	e := newTestEnv(t)
-	p := e.write("secret.yaml", `
-tqw: v1
-name: secret
-secrets: [TOKEN]
-steps:
-  - id: echo
-    action: http
-    with: {url: "http://127.0.0.1:1/", headers: {Authorization: "${ secrets.TOKEN }"}}
-`)
-	o := e.run(p, map[string]any{}, "r1")
-	if o.Status != runtime.Failed || !strings.Contains(o.Error, "validation: secret TOKEN is not set") {
-		t.Fatalf("outcome %s %q", o.Status, o.Error)
-	}
-}
-
 func TestLLMIsNotPaidTwice(t *testing.T) {
 	fake := llmfake.New()
 	defer fake.Close()
@@ -540,9 +525,7 @@ steps:
   - id: done
     succeed: "${ vars.label }/${ vars.tokens }"
 `)
-	ch := e.submit(p, map[string]any{"msg": "it crashes"}, "r1")
-	e.start()
-	e.waitEvent("ask", OutcomeRetry)
+	ch := e.submitUntil(p, map[string]any{"msg": "it crashes"}, "r1", "ask", OutcomeRetry)
 	e.clock.Advance(time.Second)
 	wantSucceeded(t, e.await(ch), `"bug/7"`)
 	if n := fake.Calls(); n != 1 {
@@ -681,9 +664,7 @@ func FuzzDecodeJSON(f *testing.F) {
 }
 
 func TestRetryJitterStaysInRange(t *testing.T) {
-	srv := &flaky{fails: 100}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	_, url := serveFlaky(t, 100)
 	e := newTestEnv(t)
 	p := e.write("jitter.yaml", `
 tqw: v1
@@ -697,9 +678,7 @@ steps:
 	seen := map[time.Duration]bool{}
 	for i := range 4 {
 		id := fmt.Sprintf("r%d", i)
-		e.submit(p, map[string]any{"url": ts.URL}, id)
-		e.start()
-		e.waitEvent("call", OutcomeRetry)
+		e.submitUntil(p, map[string]any{"url": url}, id, "call", OutcomeRetry)
 		st, err := e.rt.Status(e.ctx, id)
 		if err != nil {
 			t.Fatal(err)
@@ -772,9 +751,7 @@ steps:
   - id: done
     succeed: "${ string(now()) }"
 `)
-	ch := e.submit(p, map[string]any{}, "r1")
-	e.start()
-	e.waitEvent("nap", OutcomeWaiting)
+	ch := e.submitUntil(p, map[string]any{}, "r1", "nap", OutcomeWaiting)
 	st, _ := e.rt.Status(e.ctx, "r1")
 	if !st.Until.Equal(t0.Add(2 * time.Hour)) {
 		t.Fatalf("sleep until %v; want +2h", st.Until.Sub(t0))
@@ -783,20 +760,4 @@ steps:
 	if o := e.await(ch); o.Status != runtime.Succeeded {
 		t.Fatalf("%s %s", o.Status, o.Error)
 	}
-}
-
-func TestZeroValuesSurvive(t *testing.T) {
-	e := newTestEnv(t)
-	p := e.write("zero.yaml", `
-tqw: v1
-name: zero
-steps:
-  - id: a
-    action: shell
-    with: {command: "printf ''"}
-    set: {code: "${ output.exit_code }"}
-  - id: b
-    succeed: "${ [input, vars.code, steps.a.output.stdout, steps.a.output.stdout_truncated] }"
-`)
-	wantSucceeded(t, e.run(p, int64(0), "r1"), `[0,0,"",false]`)
 }

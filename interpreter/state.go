@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"reflect"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/tqw-dsl/tqw/actions"
 	"github.com/tqw-dsl/tqw/dsl/duration"
 )
 
@@ -94,92 +94,31 @@ func decodeState(b []byte) (*state, error) {
 // JSON-compatible values outputs and vars hold: maps, lists, strings,
 // bools, int64, float64 and nil. Times become RFC 3339 text, durations the
 // DSL's notation.
-func plain(v any) (any, error) { return plainDepth(v, 0) }
+func plain(v any) (any, error) { return actions.NormalizeWith(v, plainOther) }
 
-func plainDepth(v any, depth int) (any, error) {
-	if depth > 10000 {
-		return nil, fmt.Errorf("value nested too deeply")
-	}
+// plainOther converts, for actions.NormalizeWith, what actions.Normalize
+// rejects: times, durations, bytes, unsigned integers past int64, other
+// slices, arrays and string-keyed maps, named strings, and the rest (structs
+// and the like) as encoding/json sees them.
+func plainOther(v any) (any, error) {
 	switch x := v.(type) {
-	case nil, bool, string, int64:
-		return x, nil
-	case float64:
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return nil, fmt.Errorf("number %g is not valid JSON", x)
-		}
-		return x, nil
-	case int:
-		return int64(x), nil
-	case int8:
-		return int64(x), nil
-	case int16:
-		return int64(x), nil
-	case int32:
-		return int64(x), nil
-	case uint8:
-		return int64(x), nil
-	case uint16:
-		return int64(x), nil
-	case uint32:
-		return int64(x), nil
-	case uint:
-		if uint64(x) > math.MaxInt64 {
-			return float64(x), nil
-		}
-		return int64(x), nil
-	case uint64:
-		if x > math.MaxInt64 {
-			return float64(x), nil
-		}
-		return int64(x), nil
-	case float32:
-		return plainDepth(float64(x), depth)
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i, nil
-		}
-		f, err := x.Float64()
-		if err != nil {
-			return nil, fmt.Errorf("number %q: %w", x.String(), err)
-		}
-		return f, nil
 	case time.Time:
 		return x.Format(time.RFC3339Nano), nil
 	case time.Duration:
 		return duration.Format(x), nil
 	case []byte:
 		return string(x), nil
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			p, err := plainDepth(e, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = p
-		}
-		return out, nil
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			p, err := plainDepth(e, depth+1)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", k, err)
-			}
-			out[k] = p
-		}
-		return out, nil
+	case uint: // only past math.MaxInt64: Normalize takes the rest
+		return float64(x), nil
+	case uint64:
+		return float64(x), nil
 	}
 	rv := reflect.ValueOf(v)
 	switch rv.Kind() {
 	case reflect.Slice, reflect.Array:
 		out := make([]any, rv.Len())
 		for i := range out {
-			p, err := plainDepth(rv.Index(i).Interface(), depth+1)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = p
+			out[i] = rv.Index(i).Interface()
 		}
 		return out, nil
 	case reflect.Map:
@@ -189,17 +128,12 @@ func plainDepth(v any, depth int) (any, error) {
 		out := make(map[string]any, rv.Len())
 		iter := rv.MapRange()
 		for iter.Next() {
-			p, err := plainDepth(iter.Value().Interface(), depth+1)
-			if err != nil {
-				return nil, err
-			}
-			out[iter.Key().String()] = p
+			out[iter.Key().String()] = iter.Value().Interface()
 		}
 		return out, nil
 	case reflect.String:
 		return rv.String(), nil
 	}
-	// Structs and the like: through JSON, as encoding/json sees them.
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("a value of type %T cannot be stored: %w", v, err)

@@ -27,23 +27,15 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
 	"github.com/tqw-dsl/tqw/runtime/queue"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "crash_resume:", err)
-		os.Exit(1)
-	}
-}
+func main() { exampleenv.Main("crash_resume", run) }
 
 // options are the command's flags.
 type options struct {
@@ -170,34 +162,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if o.stages < 1 || o.units < 1 {
 		return errors.New("--stages and --units must be at least 1")
 	}
-	out = &lockedWriter{w: out}
-	store, err := storeurl.Open(ctx, o.store)
+	out = exampleenv.SyncWriter(out)
+	// A short backoff: a stage interrupted by Ctrl-C is retried soon after
+	// the next start.
+	env, err := exampleenv.Open(ctx, exampleenv.Config{StoreURL: o.store, LogLevel: slog.LevelError,
+		Queue: queue.Options{QueueConfigs: map[string]queue.QueueConfig{
+			runtime.DefaultQueueName: {BackoffBase: 200 * time.Millisecond, BackoffMax: 5 * time.Second},
+		}}})
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	// A short backoff: a stage interrupted by Ctrl-C is retried soon after
-	// the next start.
-	q, err := queue.Open(ctx, store, queue.Options{Logger: log, QueueConfigs: map[string]queue.QueueConfig{
-		runtime.DefaultQueueName: {BackoffBase: 200 * time.Millisecond, BackoffMax: 5 * time.Second},
-	}})
-	if err != nil {
-		return fmt.Errorf("open the queue on %s: %w", o.store, err)
-	}
-	defer q.Close()
+	defer env.Close()
 
-	done := make(chan *runtime.RunOutcome, 1)
-	hook := runtime.TerminalHookFunc(func(_ context.Context, ro *runtime.RunOutcome, _ *runtime.TerminalEffects) error {
-		if ro.RunID == o.runID {
-			select {
-			case done <- ro:
-			default:
-			}
-		}
-		return nil
-	})
-	runner := &stages{opts: o, out: out, q: q}
-	rt, err := runtime.New(q, store, runner, runtime.WithTerminalHook(hook), runtime.WithLogger(log),
+	runner := &stages{opts: o, out: out, q: env.Queue}
+	rt, err := env.NewRuntime(runner, o.runID,
 		runtime.WithMaxAttempts(50), runtime.WithResultRetention(7*24*time.Hour),
 		// Ctrl-C interrupts the running stage instead of letting it finish.
 		runtime.WithShutdownTimeout(50*time.Millisecond))
@@ -206,11 +184,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	// A finished run releases its id; report it instead of starting over.
-	if st, err := rt.Status(ctx, o.runID); err == nil && st.State.Terminal() {
+	st, err := exampleenv.Status(ctx, rt, o.runID)
+	if err != nil {
+		return err
+	}
+	if st.State.Terminal() {
 		fmt.Fprintf(out, "run %s already %s: totals %s%s (use --run-id to start another)\n", o.runID, st.State, st.Result, st.Error)
 		return nil
-	} else if err != nil && !errors.Is(err, runtime.ErrRunNotFound) {
-		return err
 	}
 	worker := rt.Spawn(ctx)
 	defer worker.Shutdown(context.WithoutCancel(ctx))
@@ -221,30 +201,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if sub.NewlySubmitted {
 		fmt.Fprintf(out, "submitted run %s\n", o.runID)
 	} else {
-		st, _ := rt.Status(ctx, o.runID)
+		st, _ = rt.Status(ctx, o.runID)
 		fmt.Fprintf(out, "resuming run %s at stage %d\n", o.runID, st.Step)
 	}
-	select {
-	case ro := <-done:
-		fmt.Fprintf(out, "run %s %s: totals %s%s\n", ro.RunID, ro.Status, ro.Result, ro.Error)
-		if ro.Status != runtime.Succeeded {
-			return fmt.Errorf("run %s ended %s: %s", ro.RunID, ro.Status, ro.Error)
-		}
-		return nil
-	case <-ctx.Done():
+	ro, err := env.Await(ctx)
+	if err != nil {
 		fmt.Fprintf(out, "interrupted; run %s resumes at the next invocation\n", o.runID)
 		return nil
 	}
-}
-
-// lockedWriter serializes writes from the worker and the main goroutine.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	fmt.Fprintf(out, "run %s %s: totals %s%s\n", ro.RunID, ro.Status, ro.Result, ro.Error)
+	return exampleenv.Succeeded(ro)
 }

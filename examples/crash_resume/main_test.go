@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tqw-dsl/tqw/examples/internal/exampletest"
 )
 
 // childArgs names the environment variable that makes the test binary run
@@ -21,17 +22,7 @@ import (
 const childArgs = "CRASH_RESUME_CHILD_ARGS"
 
 func TestMain(m *testing.M) {
-	if enc := os.Getenv(childArgs); enc != "" {
-		var args []string
-		if err := json.Unmarshal([]byte(enc), &args); err != nil {
-			os.Exit(3)
-		}
-		if err := run(context.Background(), args, os.Stdout); err != nil {
-			os.Stderr.WriteString(err.Error() + "\n")
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	exampletest.RunIfChild(childArgs, run)
 	os.Exit(m.Run())
 }
 
@@ -56,7 +47,7 @@ func killAndResume(t *testing.T, stages, units, stopStage, stopUnit int) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	first := child(t, ctx, append(args, "--stop-after", fmt.Sprintf("%d.%d", stopStage, stopUnit)))
+	first := child(ctx, append(args, "--stop-after", fmt.Sprintf("%d.%d", stopStage, stopUnit)))
 	stdout, err := first.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +75,7 @@ func killAndResume(t *testing.T, stages, units, stopStage, stopUnit int) {
 	}
 	first.Wait()
 
-	second := child(t, ctx, args)
+	second := child(ctx, args)
 	var out bytes.Buffer
 	second.Stdout = &out
 	if err := second.Run(); err != nil {
@@ -140,7 +131,7 @@ func killAndResume(t *testing.T, stages, units, stopStage, stopUnit int) {
 	}
 
 	// A third invocation reports the finished run and does no work.
-	third := child(t, ctx, args)
+	third := child(ctx, args)
 	out.Reset()
 	third.Stdout = &out
 	if err := third.Run(); err != nil {
@@ -154,20 +145,7 @@ func killAndResume(t *testing.T, stages, units, stopStage, stopUnit int) {
 	}
 }
 
-func child(t *testing.T, ctx context.Context, args []string) *exec.Cmd {
-	t.Helper()
-	enc, err := json.Marshal(args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), raceNoExitSleep(), childArgs+"="+string(enc))
-	cmd.Stderr = os.Stderr
-	return cmd
-}
-
-// raceNoExitSleep drops the race detector's one-second sleep at exit from
-// the children, keeping any other GORACE option.
-func raceNoExitSleep() string {
-	return "GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")
+// child runs the example with args in a new process.
+func child(ctx context.Context, args []string) *exec.Cmd {
+	return exampletest.Command(ctx, childArgs, args)
 }

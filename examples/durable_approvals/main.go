@@ -24,25 +24,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
 	"github.com/tqw-dsl/tqw/runtime/queue"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "durable_approvals:", err)
-		os.Exit(1)
-	}
-}
+func main() { exampleenv.Main("durable_approvals", run) }
 
 // claim is the run's payload: what the agent has established so far.
 type claim struct {
@@ -153,44 +143,28 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fs.Usage()
 		return fmt.Errorf("unexpected arguments %q: want nothing, approve, or reject REASON", rest)
 	}
-	out = &lockedWriter{w: out}
+	out = exampleenv.SyncWriter(out)
 
-	store, err := storeurl.Open(ctx, *storeURL)
-	if err != nil {
-		return err
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	clock := skewedClock{Clock: queue.SystemClock(), skew: *skew}
-	q, err := queue.Open(ctx, store, queue.Options{Logger: log, Clock: clock})
+	env, err := exampleenv.Open(ctx, exampleenv.Config{StoreURL: *storeURL, LogLevel: slog.LevelError,
+		Queue: queue.Options{Clock: clock}})
 	if err != nil {
-		return fmt.Errorf("open the queue on %s: %w", *storeURL, err)
+		return err
 	}
-	defer q.Close()
-	done := make(chan *runtime.RunOutcome, 1)
-	hook := runtime.TerminalHookFunc(func(_ context.Context, o *runtime.RunOutcome, _ *runtime.TerminalEffects) error {
-		if o.RunID == *runID {
-			select {
-			case done <- o:
-			default:
-			}
-		}
-		return nil
-	})
-	rt, err := runtime.New(q, store, agent{out: out, timeout: *timeout},
-		runtime.WithTerminalHook(hook), runtime.WithLogger(log), runtime.WithResultRetention(30*24*time.Hour))
+	defer env.Close()
+	rt, err := env.NewRuntime(agent{out: out, timeout: *timeout}, *runID, runtime.WithResultRetention(30*24*time.Hour))
 	if err != nil {
 		return err
 	}
 
-	st, err := rt.Status(ctx, *runID)
-	switch {
-	case err == nil && st.State.Terminal():
+	// The zero status (RunID "") when the run has not started.
+	st, err := exampleenv.Status(ctx, rt, *runID)
+	if err != nil {
+		return err
+	}
+	if st.State.Terminal() {
 		fmt.Fprintf(out, "run %s already %s: %s%s (use --run-id to start another)\n", *runID, st.State, st.Result, st.Error)
 		return nil
-	case errors.Is(err, runtime.ErrRunNotFound):
-		st = runtime.RunStatus{}
-	case err != nil:
-		return err
 	}
 	if dec != nil {
 		b, err := json.Marshal(dec)
@@ -204,7 +178,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "decision %s for run %s: %s\n", b, *runID, res)
 		if st.RunID == "" {
 			fmt.Fprintln(out, "the run has not started; the decision is held until it waits")
-			return q.DB().Sync(ctx)
+			return env.Queue.DB().Sync(ctx)
 		}
 	}
 
@@ -227,7 +201,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	defer tick.Stop()
 	for {
 		select {
-		case o := <-done:
+		case o := <-env.Outcomes():
 			fmt.Fprintf(out, "run %s %s: %s%s\n", o.RunID, o.Status, o.Result, o.Error)
 			return nil
 		case <-ctx.Done():
@@ -242,7 +216,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		if st.State == runtime.StateWaiting && st.Until.After(clock.Now()) {
-			if err := q.DB().Sync(ctx); err != nil {
+			if err := env.Queue.DB().Sync(ctx); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "run %s is waiting for a decision until %s; run again with: approve | reject REASON\n",
@@ -250,16 +224,4 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return nil
 		}
 	}
-}
-
-// lockedWriter serializes writes from the worker and the main goroutine.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -26,28 +26,18 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/jobs"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
 	"github.com/tqw-dsl/tqw/runtime/queue"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "fanout_jobs:", err)
-		os.Exit(1)
-	}
-}
+func main() { exampleenv.Main("fanout_jobs", run) }
 
 // FetchPage is the typed job: fetch one URL for one run.
 type FetchPage struct {
@@ -193,7 +183,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	out = &lockedWriter{w: out}
+	out = exampleenv.SyncWriter(out)
 	urls := fs.Args()
 	if len(urls) == 0 {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -203,37 +193,25 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		urls = []string{srv.URL + "/a", srv.URL + "/b", srv.URL + "/c"}
 	}
 
-	store, err := storeurl.Open(ctx, *storeURL)
+	fast := queue.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}
+	env, err := exampleenv.Open(ctx, exampleenv.Config{StoreURL: *storeURL, LogLevel: slog.LevelError,
+		Queue: queue.Options{QueueConfigs: map[string]queue.QueueConfig{
+			runtime.DefaultQueueName: fast, jobs.DefaultQueueName: fast,
+		}}})
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	fast := queue.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}
-	q, err := queue.Open(ctx, store, queue.Options{Logger: log, QueueConfigs: map[string]queue.QueueConfig{
-		runtime.DefaultQueueName: fast, jobs.DefaultQueueName: fast,
-	}})
-	if err != nil {
-		return fmt.Errorf("open the queue on %s: %w", *storeURL, err)
-	}
-	defer q.Close()
+	defer env.Close()
 
-	jr, err := jobs.New(q, store, jobs.WithLogger(log))
+	jr, err := jobs.New(env.Queue, env.Store, jobs.WithLogger(env.Log))
 	if err != nil {
 		return err
 	}
 	if err := jobs.Register[FetchPage](jr); err != nil {
 		return err
 	}
-	done := make(chan *runtime.RunOutcome, 1)
-	hook := runtime.TerminalHookFunc(func(_ context.Context, o *runtime.RunOutcome, _ *runtime.TerminalEffects) error {
-		select {
-		case done <- o:
-		default:
-		}
-		return nil
-	})
 	runner := &crawl{out: out, jobs: jr, flakyPublish: *flaky}
-	rt, err := runtime.New(q, store, runner, runtime.WithTerminalHook(hook), runtime.WithLogger(log))
+	rt, err := env.NewRuntime(runner, "")
 	if err != nil {
 		return err
 	}
@@ -247,27 +225,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("submit: %w", err)
 	}
 	fmt.Fprintf(out, "submitted run %s for %d URLs\n", sub.RunID, len(urls))
-	select {
-	case o := <-done:
-		fmt.Fprintf(out, "run %s %s: %s%s\n", o.RunID, o.Status, o.Result, o.Error)
-		fmt.Fprintf(out, "jobs submitted: %d\n", runner.submitted.Load())
-		if o.Status != runtime.Succeeded {
-			return fmt.Errorf("run %s ended %s: %s", o.RunID, o.Status, o.Error)
-		}
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	o, err := env.Await(ctx)
+	if err != nil {
+		return err
 	}
-}
-
-// lockedWriter serializes writes from the goroutines that print.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	fmt.Fprintf(out, "run %s %s: %s%s\n", o.RunID, o.Status, o.Result, o.Error)
+	fmt.Fprintf(out, "jobs submitted: %d\n", runner.submitted.Load())
+	return exampleenv.Succeeded(o)
 }

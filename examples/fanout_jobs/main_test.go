@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/tqw-dsl/tqw/examples/internal/exampletest"
 )
 
 func TestFanOutIsNotRepeatedByARetry(t *testing.T) {
@@ -27,30 +24,18 @@ func TestFanOutIsNotRepeatedByARetry(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var out bytes.Buffer
-	store := "file://" + filepath.ToSlash(t.TempDir())
-	err := run(ctx, []string{"--store", store, "--run-id", "crawl-1",
-		srv.URL + "/a", srv.URL + "/bb", srv.URL + "/missing"}, &out)
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
-	}
-	got := out.String()
-	for _, want := range []string{
+	got := exampletest.MustRun(t, run, "--store", exampletest.FileStore(t), "--run-id", "crawl-1",
+		srv.URL+"/a", srv.URL+"/bb", srv.URL+"/missing")
+	exampletest.Contains(t, got,
 		"step 0 (attempt 1): submitted 3 fetch jobs\n",
-		srv.URL + "/a: 200, 10 bytes, sha256 ",
-		srv.URL + "/bb: 200, 11 bytes, sha256 ",
-		srv.URL + "/missing: failed: GET " + srv.URL + "/missing: 404 Not Found\n",
+		srv.URL+"/a: 200, 10 bytes, sha256 ",
+		srv.URL+"/bb: 200, 11 bytes, sha256 ",
+		srv.URL+"/missing: failed: GET "+srv.URL+"/missing: 404 Not Found\n",
 		"step 0 (attempt 1): publish failed; the step will be retried\n",
 		"step 0 (attempt 2): aggregate served from memo; nothing submitted\n",
 		"run crawl-1 succeeded: 2 pages, 21 bytes, 1 failed\n",
 		"jobs submitted: 3\n",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("output lacks %q:\n%s", want, got)
-		}
-	}
+	)
 	mu.Lock()
 	defer mu.Unlock()
 	for _, p := range []string{"/a", "/bb", "/missing"} {

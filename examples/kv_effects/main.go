@@ -19,25 +19,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
 	"github.com/tqw-dsl/tqw/runtime/queue"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "kv_effects:", err)
-		os.Exit(1)
-	}
-}
+func main() { exampleenv.Main("kv_effects", run) }
 
 // fulfil packs an order (step 0) and ships it (step 1), keeping the order's
 // state in the caller KV under "orders/<id>/" and the stock in "stock/".
@@ -105,29 +95,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	out = &lockedWriter{w: out}
-	store, err := storeurl.Open(ctx, *storeURL)
+	out = exampleenv.SyncWriter(out)
+	// A short backoff, so the retry of the failed attempt comes quickly.
+	env, err := exampleenv.Open(ctx, exampleenv.Config{StoreURL: *storeURL, LogLevel: slog.LevelError,
+		Queue: queue.Options{QueueConfigs: map[string]queue.QueueConfig{
+			runtime.DefaultQueueName: {BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second},
+		}}})
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	// A short backoff, so the retry of the failed attempt comes quickly.
-	q, err := queue.Open(ctx, store, queue.Options{Logger: log, QueueConfigs: map[string]queue.QueueConfig{
-		runtime.DefaultQueueName: {BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second},
-	}})
-	if err != nil {
-		return fmt.Errorf("open the queue on %s: %w", *storeURL, err)
-	}
-	defer q.Close()
-	done := make(chan *runtime.RunOutcome, 1)
-	hook := runtime.TerminalHookFunc(func(_ context.Context, o *runtime.RunOutcome, _ *runtime.TerminalEffects) error {
-		select {
-		case done <- o:
-		default:
-		}
-		return nil
-	})
-	rt, err := runtime.New(q, store, fulfil{out: out}, runtime.WithTerminalHook(hook), runtime.WithLogger(log))
+	defer env.Close()
+	q := env.Queue
+	rt, err := env.NewRuntime(fulfil{out: out}, "")
 	if err != nil {
 		return err
 	}
@@ -150,14 +129,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	worker := rt.Spawn(ctx)
 	defer worker.Shutdown(context.WithoutCancel(ctx))
 
-	select {
-	case o := <-done:
-		fmt.Fprintf(out, "run %s %s: %s%s\n", o.RunID, o.Status, o.Result, o.Error)
-		if o.Status != runtime.Succeeded {
-			return fmt.Errorf("run %s ended %s: %s", o.RunID, o.Status, o.Error)
-		}
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	o, err := env.Await(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "run %s %s: %s%s\n", o.RunID, o.Status, o.Result, o.Error)
+	if err := exampleenv.Succeeded(o); err != nil {
+		return err
 	}
 
 	status, err := q.KVGet(ctx, order+"status")
@@ -180,16 +158,4 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	return nil
-}
-
-// lockedWriter serializes writes from the worker and the main goroutine.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

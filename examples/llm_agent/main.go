@@ -29,27 +29,18 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tqw-dsl/tqw/actions"
 	"github.com/tqw-dsl/tqw/actions/llm"
+	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
 	"github.com/tqw-dsl/tqw/runtime/queue"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "llm_agent:", err)
-		os.Exit(1)
-	}
-}
+func main() { exampleenv.Main("llm_agent", run) }
 
 // systemPrompt tells the model the loop's protocol.
 const systemPrompt = `You are an agent working on a task in short turns. In each turn, reason about one step of the task in a few sentences. When you have the complete answer, reply with a single message that starts with "FINAL:" followed by the answer.`
@@ -158,40 +149,27 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		*runID = "agent-" + hex.EncodeToString(sum[:6])
 	}
 	key := cmp.Or(*apiKey, os.Getenv("OPENAI_API_KEY"))
-	out = &lockedWriter{w: out}
-	store, err := storeurl.Open(ctx, *storeURL)
+	out = exampleenv.SyncWriter(out)
+	env, err := exampleenv.Open(ctx, exampleenv.Config{StoreURL: *storeURL, LogLevel: slog.LevelError,
+		Queue: queue.Options{QueueConfigs: map[string]queue.QueueConfig{
+			runtime.DefaultQueueName: {BackoffBase: 500 * time.Millisecond, BackoffMax: 30 * time.Second},
+		}}})
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	q, err := queue.Open(ctx, store, queue.Options{Logger: log, QueueConfigs: map[string]queue.QueueConfig{
-		runtime.DefaultQueueName: {BackoffBase: 500 * time.Millisecond, BackoffMax: 30 * time.Second},
-	}})
-	if err != nil {
-		return fmt.Errorf("open the queue on %s: %w", *storeURL, err)
-	}
-	defer q.Close()
-	done := make(chan *runtime.RunOutcome, 1)
-	hook := runtime.TerminalHookFunc(func(_ context.Context, o *runtime.RunOutcome, _ *runtime.TerminalEffects) error {
-		if o.RunID == *runID {
-			select {
-			case done <- o:
-			default:
-			}
-		}
-		return nil
-	})
-	runner := agent{out: out, llm: llm.New(llm.Options{}), model: *model, baseURL: *baseURL, apiKey: key, maxTurns: *maxTurns, log: log}
-	rt, err := runtime.New(q, store, runner, runtime.WithTerminalHook(hook), runtime.WithLogger(log),
-		runtime.WithResultRetention(7*24*time.Hour))
+	defer env.Close()
+	runner := agent{out: out, llm: llm.New(llm.Options{}), model: *model, baseURL: *baseURL, apiKey: key, maxTurns: *maxTurns, log: env.Log}
+	rt, err := env.NewRuntime(runner, *runID, runtime.WithResultRetention(7*24*time.Hour))
 	if err != nil {
 		return err
 	}
-	if st, err := rt.Status(ctx, *runID); err == nil && st.State.Terminal() {
+	st, err := exampleenv.Status(ctx, rt, *runID)
+	if err != nil {
+		return err
+	}
+	if st.State.Terminal() {
 		fmt.Fprintf(out, "run %s already %s: %s%s (use --run-id to start another)\n", *runID, st.State, st.Result, st.Error)
 		return nil
-	} else if err != nil && !errors.Is(err, runtime.ErrRunNotFound) {
-		return err
 	}
 	sub, err := rt.Submit(ctx, runtime.RunSpec{RunID: *runID, Input: []byte(*task)})
 	if err != nil {
@@ -200,32 +178,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if sub.NewlySubmitted {
 		fmt.Fprintf(out, "submitted run %s\n", *runID)
 	} else {
-		st, _ := rt.Status(ctx, *runID)
+		st, _ = rt.Status(ctx, *runID)
 		fmt.Fprintf(out, "resuming run %s at turn %d\n", *runID, st.Step)
 	}
 	worker := rt.Spawn(ctx)
 	defer worker.Shutdown(context.WithoutCancel(ctx))
-	select {
-	case o := <-done:
-		fmt.Fprintf(out, "run %s %s: %s%s\n", o.RunID, o.Status, o.Result, o.Error)
-		if o.Status != runtime.Succeeded {
-			return fmt.Errorf("run %s ended %s: %s", o.RunID, o.Status, o.Error)
-		}
-		return nil
-	case <-ctx.Done():
+	o, err := env.Await(ctx)
+	if err != nil {
 		fmt.Fprintf(out, "interrupted; run %s resumes at the next invocation\n", *runID)
 		return nil
 	}
-}
-
-// lockedWriter serializes writes from the worker and the main goroutine.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	fmt.Fprintf(out, "run %s %s: %s%s\n", o.RunID, o.Status, o.Result, o.Error)
+	return exampleenv.Succeeded(o)
 }

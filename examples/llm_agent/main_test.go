@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"maps"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tqw-dsl/tqw/actions/llm/llmfake"
+	"github.com/tqw-dsl/tqw/examples/internal/exampletest"
 )
 
 // childArgs names the environment variable that makes the test binary run
@@ -22,26 +22,14 @@ import (
 const childArgs = "LLM_AGENT_CHILD_ARGS"
 
 func TestMain(m *testing.M) {
-	if enc := os.Getenv(childArgs); enc != "" {
-		var args []string
-		if err := json.Unmarshal([]byte(enc), &args); err != nil {
-			os.Exit(3)
-		}
-		if err := run(context.Background(), args, os.Stdout); err != nil {
-			os.Stderr.WriteString(err.Error() + "\n")
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	exampletest.RunIfChild(childArgs, run)
 	os.Exit(m.Run())
 }
 
+// child runs the example with args in a new process, with no OpenAI
+// settings from this environment.
 func child(ctx context.Context, args []string) *exec.Cmd {
-	enc, _ := json.Marshal(args)
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), raceNoExitSleep(), childArgs+"="+string(enc), "OPENAI_API_KEY=", "OPENAI_BASE_URL=", "OPENAI_MODEL=")
-	cmd.Stderr = os.Stderr
-	return cmd
+	return exampletest.Command(ctx, childArgs, args, "OPENAI_API_KEY=", "OPENAI_BASE_URL=", "OPENAI_MODEL=")
 }
 
 // turnOf is the turn a request belongs to: the number of assistant replies
@@ -168,10 +156,4 @@ func TestFailedCallIsRetried(t *testing.T) {
 	if n := fake.Calls(); n != 3 {
 		t.Errorf("fake got %d calls, want 3 (a failed one, then one per turn)", n)
 	}
-}
-
-// raceNoExitSleep drops the race detector's one-second sleep at exit from
-// the children, keeping any other GORACE option.
-func raceNoExitSleep() string {
-	return "GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")
 }

@@ -18,25 +18,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 
+	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
-	"github.com/tqw-dsl/tqw/runtime/queue"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "multi_step:", err)
-		os.Exit(1)
-	}
-}
+func main() { exampleenv.Main("multi_step", run) }
 
 // prices in cents; the order may name only these.
 var prices = map[string]int{"chair": 4000, "table": 12500, "lamp": 2999}
@@ -131,27 +120,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	out = &lockedWriter{w: out}
-	store, err := storeurl.Open(ctx, *storeURL)
+	out = exampleenv.SyncWriter(out)
+	env, err := exampleenv.Open(ctx, exampleenv.Config{StoreURL: *storeURL, LogLevel: slog.LevelWarn})
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	q, err := queue.Open(ctx, store, queue.Options{Logger: log})
-	if err != nil {
-		return fmt.Errorf("open the queue on %s: %w", *storeURL, err)
-	}
-	defer q.Close()
+	defer env.Close()
 
-	done := make(chan *runtime.RunOutcome, 1)
-	hook := runtime.TerminalHookFunc(func(_ context.Context, o *runtime.RunOutcome, _ *runtime.TerminalEffects) error {
-		select {
-		case done <- o:
-		default:
-		}
-		return nil
-	})
-	rt, err := runtime.New(q, store, runner{out: out}, runtime.WithTerminalHook(hook), runtime.WithLogger(log))
+	rt, err := env.NewRuntime(runner{out: out}, "")
 	if err != nil {
 		return err
 	}
@@ -163,26 +139,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("submit: %w", err)
 	}
 	fmt.Fprintf(out, "submitted run %s\n", sub.RunID)
-	select {
-	case o := <-done:
-		fmt.Fprintf(out, "run %s %s after step %d: %s%s\n", o.RunID, o.Status, o.Step, o.Result, o.Error)
-		if o.Status != runtime.Succeeded {
-			return fmt.Errorf("run %s ended %s: %s", o.RunID, o.Status, o.Error)
-		}
-		return nil
-	case <-ctx.Done():
+	o, err := env.Await(ctx)
+	if err != nil {
 		return errors.New("interrupted before the run ended")
 	}
-}
-
-// lockedWriter serializes writes from the worker and the main goroutine.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	fmt.Fprintf(out, "run %s %s after step %d: %s%s\n", o.RunID, o.Status, o.Step, o.Result, o.Error)
+	return exampleenv.Succeeded(o)
 }

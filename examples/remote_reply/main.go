@@ -37,26 +37,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
 	"github.com/tqw-dsl/tqw/runtime/queue"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "remote_reply:", err)
-		os.Exit(1)
-	}
-}
+func main() { exampleenv.Main("remote_reply", run) }
 
 // pendingPrefix starts the caller-KV keys of pending markers.
 const pendingPrefix = "remote/pending/"
@@ -224,37 +215,24 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	out = &lockedWriter{w: out}
-	store, err := storeurl.Open(ctx, *storeURL)
+	out = exampleenv.SyncWriter(out)
+	env, err := exampleenv.Open(ctx, exampleenv.Config{StoreURL: *storeURL, LogLevel: slog.LevelError})
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	q, err := queue.Open(ctx, store, queue.Options{Logger: log})
-	if err != nil {
-		return fmt.Errorf("open the queue on %s: %w", *storeURL, err)
-	}
-	defer q.Close()
+	defer env.Close()
+	store := env.Store
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	requests := make(chan request, 8)
-	done := make(chan *runtime.RunOutcome, 1)
-	hook := runtime.TerminalHookFunc(func(_ context.Context, o *runtime.RunOutcome, _ *runtime.TerminalEffects) error {
-		select {
-		case done <- o:
-		default:
-		}
-		return nil
-	})
-	rt, err := runtime.New(q, store, dispatcher{out: out, remote: requests, store: store, timeout: *timeout},
-		runtime.WithTerminalHook(hook), runtime.WithLogger(log))
+	rt, err := env.NewRuntime(dispatcher{out: out, remote: requests, store: store, timeout: *timeout}, "")
 	if err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { remoteWorker(ctx, out, requests, store, *work) })
-	wg.Go(func() { watcher{out: out, q: q, rt: rt, store: store}.loop(ctx, *interval) })
+	wg.Go(func() { watcher{out: out, q: env.Queue, rt: rt, store: store}.loop(ctx, *interval) })
 	defer wg.Wait()
 	defer cancel()
 
@@ -265,26 +243,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "submitted run %s\n", sub.RunID)
 	worker := rt.Spawn(ctx)
 	defer worker.Shutdown(context.WithoutCancel(ctx))
-	select {
-	case o := <-done:
-		fmt.Fprintf(out, "run %s %s: %q%s\n", o.RunID, o.Status, o.Result, o.Error)
-		if o.Status != runtime.Succeeded {
-			return fmt.Errorf("run %s ended %s: %s", o.RunID, o.Status, o.Error)
-		}
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	o, err := env.Await(ctx)
+	if err != nil {
+		return err
 	}
-}
-
-// lockedWriter serializes writes from the goroutines that print.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	fmt.Fprintf(out, "run %s %s: %q%s\n", o.RunID, o.Status, o.Result, o.Error)
+	return exampleenv.Succeeded(o)
 }

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/tqw-dsl/tqw/examples/internal/exampletest"
 	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
 	"github.com/tqw-dsl/tqw/runtime/queue"
 )
@@ -33,42 +31,28 @@ func pendingMarkers(t *testing.T, url string) []queue.KVEntry {
 }
 
 func TestReplyWakesTheRun(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	url := "file://" + filepath.ToSlash(t.TempDir())
-	var out bytes.Buffer
-	err := run(ctx, []string{"--store", url, "--run-id", "r1", "--text", "hola", "--remote-work", "50ms", "--watch-interval", "20ms"}, &out)
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
-	}
-	got := out.String()
-	for _, want := range []string{
+	url := exampletest.FileStore(t)
+	got := exampletest.MustRun(t, run, "--store", url, "--run-id", "r1", "--text", "hola", "--remote-work", "50ms", "--watch-interval", "20ms")
+	exampletest.Contains(t, got,
 		`[step 0] sending "hola"; reply expected at replies/r1/0`,
 		"[remote] wrote the reply to replies/r1/0\n",
 		"[watcher] replies/r1/0 arrived; woke remote:r1:0\n",
 		`[step 1] reply at replies/r1/0: "HOLA"`,
 		`run r1 succeeded: "HOLA"`,
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("output lacks %q:\n%s", want, got)
-		}
-	}
+	)
 	if m := pendingMarkers(t, url); len(m) != 0 {
 		t.Errorf("markers left after the reply: %v", m)
 	}
 }
 
 func TestNoReplyTimesOut(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	url := "file://" + filepath.ToSlash(t.TempDir())
-	var out bytes.Buffer
-	err := run(ctx, []string{"--store", url, "--run-id", "r2", "--timeout", "100ms", "--remote-work", "1h", "--watch-interval", "20ms"}, &out)
+	url := exampletest.FileStore(t)
+	out, err := exampletest.Run(run, "--store", url, "--run-id", "r2", "--timeout", "100ms", "--remote-work", "1h", "--watch-interval", "20ms")
 	if err == nil || !strings.Contains(err.Error(), "ended failed: no reply within 100ms") {
-		t.Fatalf("run = %v, want a failed run\n%s", err, out.String())
+		t.Fatalf("run = %v, want a failed run\n%s", err, out)
 	}
-	if strings.Contains(out.String(), "[watcher]") || strings.Contains(out.String(), "[remote] wrote") {
-		t.Errorf("a reply was seen:\n%s", out.String())
+	if strings.Contains(out, "[watcher]") || strings.Contains(out, "[remote] wrote") {
+		t.Errorf("a reply was seen:\n%s", out)
 	}
 	if m := pendingMarkers(t, url); len(m) != 0 {
 		t.Errorf("the timed-out wait left its marker: %v", m)
