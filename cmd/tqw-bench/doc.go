@@ -1,0 +1,11 @@
+// Command tqw-bench measures tqw's layers against any store URL and prints one
+// JSON object per measurement on stdout, e.g.
+//
+//	tqw-bench objstore --store file:///tmp/b --concurrency 1,16 --duration 5s
+//
+// Every subcommand takes --store (repeatable), --concurrency (repeatable or
+// comma-separated), and --duration or --ops. Subcommands register themselves
+// from their own files with register: objstore, kv, queue, runtime,
+// interpreter, dsl and peers (tqw against DBOS on SQLite, from bench/dbos).
+// Figures, with the commands that produced them, live in docs/BENCHMARKS.md.
+package main
