@@ -27,11 +27,21 @@
 // Env.UUID.
 //
 // Costs: no object-store requests and no I/O besides Load reading the file.
-// A load runs on the caller's goroutine and starts none; loading a
-// 1,000-step (222 KB) workflow costs about 40 ms of CPU plus garbage
-// collection and allocates about 22 MB (docs/BENCHMARKS.md, section dsl),
-// two thirds of it in go.yaml.in/yaml/v3, the JSON Schema validator and
-// expr-lang.
+// A file under 128 KiB loads on the caller's goroutine. A larger one uses
+// every core (GOMAXPROCS): while the YAML is parsed, a goroutine compiles
+// the expressions a scan of the raw text finds; then schema validation
+// runs on one goroutine while the caller's compiles what is left (on up
+// to GOMAXPROCS goroutines) and runs the rule checks. The result,
+// diagnostics included, is exactly that of a sequential load (the rule
+// checks' findings are dropped when the schema fails). The load waits for
+// the work it hands out, not for the goroutines: on a busy machine a
+// goroutine not yet scheduled when the load returns finds nothing left
+// and ends, and the speculative compiler at most finishes the expression
+// it was compiling. A 1,000-step (222 KB) workflow costs about 60 ms of
+// CPU, garbage collection included, and allocates about 23 MB; with a
+// second core free it loads in about 35 ms instead of 45
+// (docs/BENCHMARKS.md, section dsl). Two thirds of the work is in
+// go.yaml.in/yaml/v3, the JSON Schema validator and expr-lang.
 //
 // What it does not do: it does not run workflows (package interpreter
 // does), does not resolve call.workflow paths (the interpreter resolves

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -120,69 +121,187 @@ func compileSchemaValue(name string, v any) (*jsonschema.Schema, error) {
 }
 
 // validateSchema validates the tree against the workflow schema and
-// reports every leaf error at the position of the value it concerns.
+// reports every leaf error at the position of the value it concerns. inst
+// is root.toAny().
 func validateSchema(sink *diagSink, root *node, inst any) {
 	cs, err := loadSchemas()
 	if err != nil {
 		sink.errorf(Pos{1, 1}, CodeSchemaInvalid, "", "%v", err)
 		return
 	}
-	var leaves []*jsonschema.ValidationError
-	addLeaves := func(err error, prefix []string) {
-		var ve *jsonschema.ValidationError
-		if !errors.As(err, &ve) {
-			sink.errorf(root.pos, CodeSchemaInvalid, "", "schema validation: %v", err)
+	var r schemaResult
+	r.validateFast(cs, inst)
+	r.validateWiths(cs, root)
+	r.report(sink, root, cs)
+}
+
+// schemaResult collects what validating a file against the schema finds,
+// in the order the sequential validation finds it: the fast schema's,
+// then each with's in step order. The two halves may be filled on
+// different goroutines (one each) and merged before report.
+type schemaResult struct {
+	fast, withs schemaPart
+}
+
+// schemaPart is one half of a schemaResult: the leaf errors, and the
+// errors that were not validation errors (none in practice).
+type schemaPart struct {
+	leaves []*jsonschema.ValidationError
+	others []error
+}
+
+func (p *schemaPart) add(err error, prefix []string) {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		p.others = append(p.others, err)
+		return
+	}
+	var ls []*jsonschema.ValidationError
+	collectLeaves(ve, &ls)
+	for _, l := range ls {
+		if len(prefix) > 0 {
+			cp := *l
+			cp.InstanceLocation = append(slices.Clone(prefix), l.InstanceLocation...)
+			l = &cp
+		}
+		p.leaves = append(p.leaves, l)
+	}
+}
+
+// validateFast validates inst against the schema without the action
+// discriminator (see compiledSchemas).
+func (r *schemaResult) validateFast(cs *compiledSchemas, inst any) {
+	if err := cs.fast.Validate(inst); err != nil {
+		r.fast.add(err, nil)
+	}
+}
+
+// validateWiths applies the action discriminator by hand: each with of a
+// built-in action against that action's definition. It reads the tree,
+// not root.toAny(), converting only the withs it validates.
+func (r *schemaResult) validateWiths(cs *compiledSchemas, root *node) {
+	var w withsWork
+	w.init(root)
+	w.run(cs)
+	if p := w.wait(); p != nil {
+		panic(p)
+	}
+	w.merge(r)
+}
+
+// withsWork shares the with checks of a file's steps among goroutines:
+// each run takes the next steps in batches and records each step's
+// findings in the step's slot, so merge yields the sequential order
+// whichever goroutine checked which step.
+type withsWork struct {
+	steps    []*node
+	slots    []schemaPart
+	next     atomic.Int64
+	finished atomic.Int64  // steps checked
+	done     chan struct{} // closed when every step is checked
+	failOnce sync.Once
+	failure  any
+	failed   chan struct{} // closed when a run panicked
+}
+
+func (w *withsWork) init(root *node) {
+	w.done, w.failed = make(chan struct{}), make(chan struct{})
+	if root != nil && root.kind == kMap {
+		if steps := root.get("steps"); steps != nil && steps.kind == kList {
+			w.steps = steps.items
+			w.slots = make([]schemaPart, len(steps.items))
+		}
+	}
+	if len(w.steps) == 0 {
+		close(w.done)
+	}
+}
+
+// withsBatch is how many steps a run takes at a time.
+const withsBatch = 16
+
+// run checks batches of steps until none is left. A panic (a loader bug)
+// is kept for wait, so that it reaches the loading goroutine.
+func (w *withsWork) run(cs *compiledSchemas) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.failOnce.Do(func() { w.failure = r; close(w.failed) })
+		}
+	}()
+	for {
+		end := int(w.next.Add(withsBatch))
+		start := end - withsBatch
+		if start >= len(w.steps) {
 			return
 		}
-		var ls []*jsonschema.ValidationError
-		collectLeaves(ve, &ls)
-		for _, l := range ls {
-			if len(prefix) > 0 {
-				cp := *l
-				cp.InstanceLocation = append(slices.Clone(prefix), l.InstanceLocation...)
-				l = &cp
+		end = min(end, len(w.steps))
+		for i := start; i < end; i++ {
+			step := w.steps[i]
+			if step.kind != kMap {
+				continue
 			}
-			leaves = append(leaves, l)
+			loc := []string{"steps", strconv.Itoa(i)}
+			checkWith(cs, &w.slots[i], step, loc)
+			if fe := step.get("foreach"); fe != nil && fe.kind == kMap {
+				checkWith(cs, &w.slots[i], fe, append(loc, "foreach"))
+			}
+		}
+		if w.finished.Add(int64(end-start)) == int64(len(w.steps)) {
+			close(w.done)
 		}
 	}
-	if err := cs.fast.Validate(inst); err != nil {
-		addLeaves(err, nil)
+}
+
+// wait returns once every step is checked, or with the panic of a run.
+func (w *withsWork) wait() any {
+	select {
+	case <-w.done:
+		return nil
+	case <-w.failed:
+		return w.failure
 	}
-	// The action discriminator, applied by hand (see compiledSchemas).
-	top, _ := inst.(map[string]any)
-	steps, _ := top["steps"].([]any)
-	for i, st := range steps {
-		step, ok := st.(map[string]any)
-		if !ok {
-			continue
-		}
-		checkWith := func(owner map[string]any, loc []string) {
-			action, _ := owner["action"].(string)
-			sch := cs.withDefs[action]
-			if sch == nil {
-				return
-			}
-			with, present := owner["with"]
-			if !present {
-				leaves = append(leaves, &jsonschema.ValidationError{
-					SchemaURL: schemas.WorkflowID + "#/$defs/step", InstanceLocation: loc,
-					ErrorKind: &kind.Required{Missing: []string{"with"}}})
-				return
-			}
-			if _, ok := with.(map[string]any); !ok {
-				return // the fast schema reports the type
-			}
-			if err := sch.Validate(with); err != nil {
-				addLeaves(err, append(slices.Clone(loc), "with"))
-			}
-		}
-		loc := []string{"steps", strconv.Itoa(i)}
-		checkWith(step, loc)
-		if fe, ok := step["foreach"].(map[string]any); ok {
-			checkWith(fe, append(loc, "foreach"))
-		}
+}
+
+// merge appends every step's findings, in step order, to r.withs.
+func (w *withsWork) merge(r *schemaResult) {
+	for i := range w.slots {
+		r.withs.leaves = append(r.withs.leaves, w.slots[i].leaves...)
+		r.withs.others = append(r.withs.others, w.slots[i].others...)
 	}
-	reportLeaves(sink, root, cs.doc, leaves)
+}
+
+// checkWith validates the with of owner (a step or a foreach), at loc,
+// against its built-in action's definition.
+func checkWith(cs *compiledSchemas, p *schemaPart, owner *node, loc []string) {
+	action := owner.get("action")
+	if action == nil || action.kind != kString {
+		return
+	}
+	sch := cs.withDefs[action.str()]
+	if sch == nil {
+		return
+	}
+	with := owner.get("with")
+	if with == nil {
+		p.leaves = append(p.leaves, &jsonschema.ValidationError{
+			SchemaURL: schemas.WorkflowID + "#/$defs/step", InstanceLocation: loc,
+			ErrorKind: &kind.Required{Missing: []string{"with"}}})
+		return
+	}
+	if with.kind != kMap {
+		return // the fast schema reports the type
+	}
+	if err := sch.Validate(with.toAny()); err != nil {
+		p.add(err, append(slices.Clone(loc), "with"))
+	}
+}
+
+// report turns what r found into diagnostics, in the sequential order.
+func (r *schemaResult) report(sink *diagSink, root *node, cs *compiledSchemas) {
+	for _, err := range append(r.fast.others, r.withs.others...) {
+		sink.errorf(root.pos, CodeSchemaInvalid, "", "schema validation: %v", err)
+	}
+	reportLeaves(sink, root, cs.doc, append(r.fast.leaves, r.withs.leaves...))
 }
 
 // validateFull validates against the published schema as is; tests use it
