@@ -375,6 +375,12 @@ func (b *builder) step(i int, ss *stepSpec) *Step {
 			st.Foreach.Concurrency = int(asInt(f.Concurrency))
 		}
 		b.checkAction(f.Action, f.With, st)
+		if waits(st.Foreach.Action) {
+			// Items run inside one durable step; a wait parks the whole
+			// run between steps, so it cannot be one item of many.
+			b.sink.errorf(f.Action.pos, CodeForeachWait, "to wait once per item, call a child workflow per item, or wait in a step of its own",
+				"foreach cannot run %s: each item's action must finish inside the step", st.Foreach.Action)
+		}
 		st.Foreach.Items = b.template(f.Items, scBase, i)
 		st.Foreach.With = b.template(f.With, scBase|scItem|scSecrets, i)
 	case KindCall:

@@ -74,8 +74,8 @@ func Workflow(n int) []byte {
     foreach:
       items: "${ steps.%s.output.text | split(',') }"
       concurrency: 2
-      action: sleep
-      with: {duration: "${ string(index + %d) }s"}
+      action: shell
+      with: {command: ["echo", "${ string(index + %d) }"]}
 `, id, fmt.Sprintf("s%d", i-1), i)
 		}
 	}
