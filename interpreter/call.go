@@ -62,8 +62,11 @@ func (x *exec) call(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, err
 		if err != nil {
 			return runtime.StepOutcome{}, runtime.Permanent(err)
 		}
+		// The child index lands with the child's submission, so a parent
+		// ending at any point after it finds the child to cancel.
 		if _, err := x.it.rt.Submit(ctx, runtime.RunSpec{RunID: childID, Input: payload,
-			Headers: map[string]string{HeaderParent: key, HeaderWorkflow: cd.wf.Name}}); err != nil {
+			Headers:  map[string]string{HeaderParent: key, HeaderWorkflow: cd.wf.Name},
+			KVWrites: map[string][]byte{childIndexKey(x.rs.RunID, childID): {}}}); err != nil {
 			return runtime.StepOutcome{}, runtime.Transient(fmt.Errorf("start child run %s: %w", childID, err))
 		}
 	} else if err != nil {
@@ -122,9 +125,12 @@ func (x *exec) callEnded(ctx context.Context, env *dsl.Env) (runtime.StepOutcome
 }
 
 // Observes reports the terminations the interpreter acts on: child runs
-// (their parent waits) and runs a Watch waits for.
+// (their parent waits), runs that did not succeed (they may leave a child
+// running), runs a Watch waits for, and every run when Options.Retention is
+// set (the notification writes its retention marker). A succeeded run
+// with none of these costs no notification.
 func (it *Interpreter) Observes(o *runtime.RunOutcome) bool {
-	if o.Headers[HeaderParent] != "" {
+	if o.Headers[HeaderParent] != "" || o.Status != runtime.Succeeded || it.retention > 0 {
 		return true
 	}
 	it.watchMu.Lock()
@@ -132,18 +138,49 @@ func (it *Interpreter) Observes(o *runtime.RunOutcome) bool {
 	return len(it.watchers[o.RunID]) > 0
 }
 
-// OnTermination signals a child's parent and wakes watchers.
-func (it *Interpreter) OnTermination(ctx context.Context, o *runtime.RunOutcome, _ *runtime.TerminalEffects) error {
+// OnTermination reacts to a run's end: it cancels the run's children that
+// are still running, signals a child's parent, drops the run's stale wait
+// entries and stages its retention marker (both commit with the
+// notification's acknowledgement), then wakes watchers. Every part is
+// idempotent, as a notification is delivered at least once.
+func (it *Interpreter) OnTermination(ctx context.Context, o *runtime.RunOutcome, eff *runtime.TerminalEffects) error {
+	err := it.onTermination(ctx, o, eff)
+	if err != nil {
+		it.log.Warn("handling a run's end failed; the runtime retries it", "run", o.RunID, "err", err)
+	}
+	return err
+}
+
+func (it *Interpreter) onTermination(ctx context.Context, o *runtime.RunOutcome, eff *runtime.TerminalEffects) error {
+	if it.rt == nil {
+		return ErrNotBound
+	}
+	if err := it.cancelChildren(ctx, o.RunID); err != nil {
+		return err
+	}
 	if key := o.Headers[HeaderParent]; key != "" {
-		if it.rt == nil {
-			return ErrNotBound
-		}
 		b, err := encodeMsgpack(&childResult{Status: o.Status.String(), Result: o.Result, Omitted: o.ResultOmitted, Error: o.Error})
 		if err != nil {
 			return runtime.Permanent(err)
 		}
 		if _, err := it.rt.Signal(ctx, key, b); err != nil {
 			return fmt.Errorf("interpreter: report end of child run %s: %w", o.RunID, err)
+		}
+	}
+	if eff != nil {
+		waits, err := it.staleWaits(ctx, o.RunID)
+		if err != nil {
+			return err
+		}
+		for _, k := range waits {
+			if err := eff.Delete(k); err != nil {
+				return runtime.Permanent(err)
+			}
+		}
+		if it.retention > 0 {
+			if err := eff.Put(expireKey(o.FinishedAt, o.RunID), []byte{}); err != nil {
+				return runtime.Permanent(err)
+			}
 		}
 	}
 	it.watchMu.Lock()
@@ -192,7 +229,10 @@ func validateInput(wf *dsl.Workflow, input any) error {
 // Submit validates input against w's input schema, pins w (and every
 // workflow it calls) in the store and submits a run. An invalid input
 // (errors.Is(err, dsl.ErrInputInvalid)) writes nothing. Submitting the same
-// run id with the same definition and input again is a no-op.
+// run id with the same definition and input again while the run is active
+// is a no-op; the id of a finished run is refused with ErrRunIDReused until
+// retention removed its result and records, so two runs never share a
+// history.
 func (it *Interpreter) Submit(ctx context.Context, w *Workflow, input any, runID string) (runtime.SubmitOutcome, error) {
 	if it.rt == nil {
 		return runtime.SubmitOutcome{}, ErrNotBound
@@ -204,8 +244,14 @@ func (it *Interpreter) Submit(ctx context.Context, w *Workflow, input any, runID
 	if err := validateInput(w.Main, p); err != nil {
 		return runtime.SubmitOutcome{}, err
 	}
+	if err := checkParking(w); err != nil {
+		return runtime.SubmitOutcome{}, err
+	}
 	if runID != "" {
 		if err := runtime.ValidateRunID(runID); err != nil {
+			return runtime.SubmitOutcome{}, err
+		}
+		if err := it.checkReuse(ctx, runID); err != nil {
 			return runtime.SubmitOutcome{}, err
 		}
 	}

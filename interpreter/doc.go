@@ -28,6 +28,31 @@
 //   - Secrets are read from the environment when an action runs and never
 //     stored: their values are replaced by *** in outputs, errors, history,
 //     results and the logs this package writes.
+//   - A run that ends ends its children: the terminal hook cancels every
+//     child run the run started that is still active (cascading down the
+//     call tree), however the run ended (cancelled, failed, reconciled).
+//     Children are found through tqw/child/<parent>/<child>, written in the
+//     child's submission commit, so a child submitted by a step whose
+//     outcome was then discarded is found too.
+//   - One run id, one history: Submit refuses (ErrRunIDReused) the id of a
+//     finished run while its result or its history is retained, and a run
+//     submitted under such an id by another path fails at its first step
+//     before writing anything. Once retention removed both, the id is free.
+//   - With Options.Retention, the records of a run that terminated more
+//     than Retention ago (step outputs, history, wait and child index
+//     entries, large-output objects) are deleted by Sweep / SweepLoop. The
+//     terminal hook writes a retention marker tqw/expire/<time>/<run> in
+//     the commit that acknowledges the run's termination notification, so
+//     deletion is driven by durable state; a sweep reads markers oldest
+//     first, deletes objects, then the KV records with the marker last, so
+//     a crash mid-sweep is finished by the next pass. The hook also drops
+//     at once the wait entry of a run that ended while waiting.
+//   - Definitions (tqw/defs/<sha256>) are never deleted: they are small,
+//     content-addressed and shared by every run of the same file, so their
+//     number grows with workflow versions, not runs; and a definition is
+//     pinned before its run exists (PrepareRun writes it from another
+//     process before the writer applies the submission), so no
+//     reference count read by the writer can prove it unused.
 //
 // # Costs in object-store requests
 //
@@ -36,8 +61,21 @@
 // InlineOutputLimit (one PUT, and one GET for each later step reading it).
 // Submit costs one create-only PUT per definition (a definition already
 // stored fails the precondition and is reused) and the runtime's submit
-// commit; a call step's child submission costs another submit commit. A definition not yet cached costs one GET. Memo reads and writes
-// cost one GET and one PUT each (llm and foreach only).
+// commit; a call step's child submission costs another submit commit
+// (the child index rides in it). A definition not yet cached costs one GET.
+// Memo reads and writes cost one GET and one PUT each (llm and foreach
+// only).
+//
+// A termination costs the runtime's notification job (riding the
+// terminating commit) and its acknowledgement (one durable commit, which
+// carries the retention marker and stale wait deletes) for every run that
+// is a child, did not succeed, or ends while Retention is set; a succeeded
+// top-level run without Retention costs nothing extra. Cancelling children
+// costs one Cancel (two durable commits) per child still active. A sweep
+// pass costs nothing when nothing expired; per expired run, one LIST per
+// 1,000 large-output objects, one DELETE per object and one durable commit
+// per 256 KV records; its scans are memory reads on the writer. Reuse
+// checks (Submit, first step) are memory reads.
 //
 // # What it does not do
 //
@@ -47,6 +85,15 @@
 // child's id is derived from the parent run and step number, and a
 // redelivered step submits only when no run of that id exists, so a crash
 // in between never starts the child twice (while its result is retained).
-// History, outputs and definitions are not deleted by any retention sweep.
-// foreach cannot run sleep or wait_signal.
+// Without Options.Retention nothing is deleted; SweepLoop must run in the
+// process that owns the queue (it is not started by Bind). A notification
+// the queue dead-letters (its hook failed every attempt) writes no marker,
+// so that run's records are kept. A child cancelled because its parent
+// ended leaves its end signal buffered under tqw.call:<child> in the
+// runtime. A run id reused in the moment between the expiry of the run's
+// records and of a child's retained result (a child cancelled at the
+// run's end finishes a little after it) makes that call step find the old
+// child and wait, until its timeout, for an end already reported.
+// foreach cannot run sleep or wait_signal: Load refuses such a workflow
+// (foreach.wait-action), and a run pinned to one before this check fails.
 package interpreter

@@ -38,6 +38,10 @@ type tenv struct {
 	env    map[string]string
 	llmURL string
 	lease  time.Duration
+	// retention is the interpreter's and the runtime's result retention
+	// (0: the defaults); wrapStore wraps the interpreter's store.
+	retention, resultRetention time.Duration
+	wrapStore                  func(objstore.Store) objstore.Store
 }
 
 type envOption func(*tenv)
@@ -47,6 +51,17 @@ func withLease(d time.Duration) envOption { return func(e *tenv) { e.lease = d }
 
 func withEnv(k, v string) envOption { return func(e *tenv) { e.env[k] = v } }
 func withLLM(url string) envOption  { return func(e *tenv) { e.llmURL = url } }
+
+// withRetention sets the interpreter's retention and the runtime's result
+// retention.
+func withRetention(records, results time.Duration) envOption {
+	return func(e *tenv) { e.retention, e.resultRetention = records, results }
+}
+
+// withInterpreterStore wraps the store the interpreter (not the queue) uses.
+func withInterpreterStore(wrap func(objstore.Store) objstore.Store) envOption {
+	return func(e *tenv) { e.wrapStore = wrap }
+}
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -70,7 +85,11 @@ func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 	}
 	e.q = q
 	acts := builtin.New(builtin.Options{EnableShell: true, LLM: llm.Options{BaseURL: e.llmURL, Getenv: e.getenv}})
-	it, err := New(e.store, Options{Actions: acts, Getenv: e.getenv, Rand: rand.New(rand.NewPCG(1, 2)), Logger: quiet(),
+	istore := e.store
+	if e.wrapStore != nil {
+		istore = e.wrapStore(e.store)
+	}
+	it, err := New(istore, Options{Actions: acts, Getenv: e.getenv, Rand: rand.New(rand.NewPCG(1, 2)), Logger: quiet(), Retention: e.retention,
 		Events: func(ev Event) {
 			select {
 			case e.events <- ev:
@@ -81,7 +100,11 @@ func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(q, e.store, it, runtime.WithTerminalHook(it), runtime.WithLogger(quiet()), runtime.WithShutdownTimeout(0))
+	ropts := []runtime.Option{runtime.WithTerminalHook(it), runtime.WithLogger(quiet()), runtime.WithShutdownTimeout(0)}
+	if e.resultRetention > 0 {
+		ropts = append(ropts, runtime.WithResultRetention(e.resultRetention))
+	}
+	rt, err := runtime.New(q, e.store, it, ropts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,8 @@ const (
 	kvOut         = "tqw/out/"     // KV: <run>/<step id> latest output
 	kvHist        = "tqw/hist/"    // KV: <run>/<n, 10 digits> history record
 	kvWait        = "tqw/wait/"    // KV: <signal key> -> waiting step
+	kvChild       = "tqw/child/"   // KV: <parent run>/<child run>, written with the child's submission
+	kvExpire      = "tqw/expire/"  // KV: <finished ms, 16 hex>/<run> retention marker
 )
 
 // HeaderParent is the run header naming the signal key a child run's
@@ -71,6 +73,13 @@ type Options struct {
 	// LeaseMargin is added to a step's timeout when extending its lease
 	// before a long action; 0 means 30s.
 	LeaseMargin time.Duration
+	// Retention is how long the records of a terminated run (outputs,
+	// history, large-output objects) are kept; Sweep removes them after.
+	// 0 keeps them forever. Match it to the runtime's WithResultRetention,
+	// so a run's status and its history expire together.
+	Retention time.Duration
+	// SweepInterval is SweepLoop's period; 0 means DefaultSweepInterval.
+	SweepInterval time.Duration
 }
 
 // Interpreter executes parsed workflows as a runtime.StepRunner. Create it
@@ -85,6 +94,9 @@ type Interpreter struct {
 	events  func(Event)
 	dslOpts dsl.Options
 	margin  time.Duration
+
+	retention  time.Duration
+	sweepEvery time.Duration
 
 	randMu sync.Mutex
 	rand   *rand.Rand
@@ -112,7 +124,14 @@ func New(store objstore.Store, opts Options) (*Interpreter, error) {
 	}
 	it := &Interpreter{store: store, acts: opts.Actions, getenv: opts.Getenv, clock: opts.Clock,
 		log: opts.Logger, events: opts.Events, dslOpts: opts.DSL, margin: opts.LeaseMargin, rand: opts.Rand,
+		retention: opts.Retention, sweepEvery: opts.SweepInterval,
 		defs: map[string]*definition{}, watchers: map[string][]chan *runtime.RunOutcome{}}
+	if it.retention < 0 || it.sweepEvery < 0 {
+		return nil, errors.New("interpreter: Options.Retention and SweepInterval must not be negative")
+	}
+	if it.sweepEvery == 0 {
+		it.sweepEvery = DefaultSweepInterval
+	}
 	if it.getenv == nil {
 		it.getenv = os.Getenv
 	}

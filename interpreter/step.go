@@ -89,6 +89,18 @@ func (it *Interpreter) RunStep(ctx context.Context, rs *runtime.Step) (runtime.S
 		}
 		return runtime.StepOutcome{}, runtime.Transient(err)
 	}
+	if rs.Number == 0 && !st.Init {
+		// A run submitted under the id of a finished run whose records are
+		// still stored (through a path that skipped Submit's check) ends
+		// here, before it writes anything that would mix with them.
+		found, err := hasRecords(ctx, it.q, rs.RunID)
+		if err != nil {
+			return runtime.StepOutcome{}, runtime.Transient(err)
+		}
+		if found {
+			return runtime.Fail(fmt.Sprintf("%v: the history of an earlier run %s is still stored; submit under a fresh run id", ErrRunIDReused, rs.RunID)), nil
+		}
+	}
 	x := &exec{it: it, rs: rs, st: st, d: d, wf: d.wf, start: it.now()}
 	x.red = newRedactor(x.secretValues())
 	out, err := x.run(ctx)

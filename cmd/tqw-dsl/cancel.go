@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tqw-dsl/tqw/runtime"
 )
 
 func init() { commands = append(commands, newCancelCmd) }
@@ -16,7 +19,13 @@ func newCancelCmd() *cobra.Command {
 		Short: "Cancel an active run",
 		Long: `cancel ends an active run as cancelled: a pending, scheduled or waiting step
 is removed at once. An unknown or finished run is an error (exit 1) and
-writes nothing. It opens the store as its writer.`,
+writes nothing.
+
+When a worker (or run) holds the store, the cancellation is sent to it
+through the store's inbox and cancel waits for its answer (up to 30s;
+without one it exits 1 and the command stays in the inbox until a writer
+applies it). Otherwise cancel opens the store as its writer for the moment
+it takes.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			runID := args[0]
@@ -33,16 +42,29 @@ writes nothing. It opens the store as its writer.`,
 			if st.State.Terminal() {
 				return failf(exitFailed, "run %s already ended: %s", runID, st.State)
 			}
-			e, err := openEngine(ctx, store, engineOptions{})
+			sess, err := openSession(ctx, store, engineOptions{name: "cancel", brief: true})
 			if err != nil {
 				return err
 			}
-			defer e.Close()
-			ok, err := e.rt.Cancel(ctx, runID)
+			defer sess.Close()
+			var ok bool
+			if sess.e != nil {
+				ok, err = sess.e.rt.Cancel(ctx, runID)
+			} else {
+				sctx, stopWatch := sess.watchWriter(ctx)
+				ok, err = sess.c.Cancel(sctx, runID)
+				stopWatch()
+				if err != nil && !errors.Is(err, runtime.ErrRunNotFound) {
+					return sess.remoteError(sctx, "cancel run "+runID, err)
+				}
+			}
+			if errors.Is(err, runtime.ErrRunNotFound) {
+				ok, err = false, nil // it ended and was forgotten meanwhile
+			}
 			if err != nil {
 				return failf(exitFailed, "cancel run %s: %v", runID, err)
 			}
-			if err := e.Close(); err != nil {
+			if err := sess.Close(); err != nil {
 				return err
 			}
 			if !ok {

@@ -34,7 +34,11 @@ func newHistoryCmd() *cobra.Command {
 		Long: `history prints every attempt of every step of RUN: when it started and
 ended, its outcome (ok, waiting, retry, caught, failed, succeeded), its
 error and its output. Secret values never reach the store, so they appear
-as ***. An unknown run is exit code 1.`,
+as ***. An unknown run is exit code 1.
+
+It never opens the store as its writer, so it works while a worker (or run)
+holds the store and does not disturb it; it shows what that writer has made
+durable.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			runID := args[0]

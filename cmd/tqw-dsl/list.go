@@ -55,7 +55,11 @@ func newListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List active runs and runs finished in the last 24h (read-only)",
-		Args:  cobra.NoArgs,
+		Long: `list shows the active runs and those finished in the last 24h, by run id.
+It never opens the store as its writer, so it works while a worker
+(or run) holds the store and does not disturb it; it shows what that writer
+has made durable.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			states, err := parseStates(status)
 			if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/objstore"
 )
 
 func init() { commands = append(commands, newRunCmd) }
@@ -38,14 +40,20 @@ func newRunCmd() *cobra.Command {
 		Long: `run validates FILE, pins it in the store by content hash, submits a run and
 works the store until that run ends, then prints its result. It also works
 every other unfinished run in the store, so running it again after a crash
-finishes what was interrupted.
+finishes what was interrupted, and applies the commands other processes
+send meanwhile (signal, cancel, submit), as a worker does.
+
+When a worker (or another run) already holds the store, run sends the run to
+it through the store's inbox and follows it read-only until it ends, with the
+same output and exit codes; if that writer stops first, run works the store
+itself.
 
 On a terminal each step is shown as it starts and ends; --json prints one
 JSON event per line instead, the last one with the run's status and result.
 
 Exit codes: 0 succeeded, 1 failed, 3 cancelled, 2 a usage, validation or
 input error (nothing is written then), 130 interrupted (the run continues
-with 'tqw-dsl worker' or 'tqw-dsl run' again).`,
+with 'tqw-dsl worker' or 'tqw-dsl run' again, or in the live writer).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRun(cmd, args[0], &f)
@@ -96,37 +104,88 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 	if !f.detach {
 		progress = newProgress(runID, out, errOut, f.json)
 	}
-	e, err := openEngine(context.WithoutCancel(ctx), f.store, engineOptions{noShell: f.noShell, events: progress})
-	if err != nil {
-		return err
+	submitted := false
+	for {
+		s, err := openSession(context.WithoutCancel(ctx), f.store, engineOptions{noShell: f.noShell, events: progress, name: "run", brief: f.detach, inboxPoll: runInboxPoll})
+		if err != nil {
+			return err
+		}
+		if s.e != nil {
+			return runLocal(ctx, s.e, w, input, runID, f, out, errOut, !submitted)
+		}
+		err = runRemote(ctx, s, w, input, runID, f, progress, out, errOut, !submitted)
+		_ = s.Close()
+		if !errors.Is(err, errWriterGone) {
+			return err
+		}
+		// The run was submitted (or its submission waits in the inbox);
+		// its writer stopped before the run ended: work the store here
+		// (without submitting it again).
+		submitted = true
 	}
+}
+
+// runInboxPoll is the longest pause between two reads of the inbox while
+// run works the store: run is interactive and short-lived, so commands
+// sent to it should not wait the worker's 5 s.
+const runInboxPoll = time.Second
+
+// runLocal works the store as its writer until runID ends: it submits the
+// run (when submit is set), runs the worker and applies other processes'
+// commands from the inbox meanwhile.
+func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any, runID string, f *runFlags, out, errOut io.Writer, submit bool) error {
 	defer e.Close()
 	done, unwatch := e.it.Watch(runID)
 	defer unwatch()
-	sub, err := e.it.Submit(ctx, w, input, runID)
-	if err != nil {
-		return submitError(runID, err)
-	}
-	if f.detach {
-		if f.json {
-			return json.NewEncoder(out).Encode(map[string]any{"event": "submitted", "run": runID, "new": sub.NewlySubmitted})
+	if submit {
+		sub, err := e.it.Submit(ctx, w, input, runID)
+		if err != nil {
+			return submitError(runID, err)
 		}
-		fmt.Fprintln(out, runID)
-		return nil
+		if f.detach {
+			if err := e.Close(); err != nil {
+				return err
+			}
+			return printSubmitted(out, runID, sub.NewlySubmitted, f.json)
+		}
+		if !sub.NewlySubmitted && !f.json {
+			fmt.Fprintf(errOut, "run %s is already active; following it\n", runID)
+		}
+	} else {
+		// Taken over from a writer that stopped: apply what it left in
+		// the inbox (this run's submission, if it did not answer it),
+		// then look: the run may have ended before it stopped, and no
+		// other process can end it now.
+		if !f.json {
+			fmt.Fprintf(errOut, "the store's writer stopped before run %s ended; working it here\n", runID)
+		}
+		if _, err := e.rt.DrainInbox(ctx, runtime.InboxOptions{Writer: e.lease.Info().String()}); err != nil {
+			return failf(exitFailed, "applying the commands waiting in the inbox of %s: %v", e.url, err)
+		}
+		st, err := e.rt.Status(ctx, runID)
+		if errors.Is(err, runtime.ErrRunNotFound) {
+			return failf(exitFailed, "run %s is not in %s: it ended and its result was not retained", runID, e.url)
+		}
+		if err != nil {
+			return failf(exitFailed, "status of run %s: %v", runID, err)
+		}
+		if st.State.Terminal() {
+			if err := e.Close(); err != nil {
+				return err
+			}
+			return report(out, errOut, outcomeOf(st), f.json)
+		}
 	}
-	if !sub.NewlySubmitted && !f.json {
-		fmt.Fprintf(errOut, "run %s is already active; following it\n", runID)
-	}
-	worker := e.rt.Spawn(context.WithoutCancel(ctx))
+	sv := e.serve(ctx)
 	var outcome *runtime.RunOutcome
 	select {
 	case outcome = <-done:
 	case <-ctx.Done():
-	case <-worker.Done():
+	case <-sv.Stopped():
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	werr := worker.Shutdown(shutdownCtx)
+	werr := sv.Shutdown(shutdownCtx)
 	if cerr := e.Close(); cerr != nil {
 		return cerr
 	}
@@ -137,6 +196,161 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 		return failf(exitInterrupted, "interrupted; run %s continues with 'tqw-dsl worker' or 'tqw-dsl run' again", runID)
 	}
 	return report(out, errOut, outcome, f.json)
+}
+
+// printSubmitted prints the id of a run submitted with --detach.
+func printSubmitted(out io.Writer, runID string, isNew, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(out).Encode(map[string]any{"event": "submitted", "run": runID, "new": isNew})
+	}
+	fmt.Fprintln(out, runID)
+	return nil
+}
+
+// errWriterGone reports that the live writer a run was sent to stopped
+// before the run ended.
+var errWriterGone = errors.New("the store's writer stopped")
+
+// runRemote sends the run to the store's live writer (when submit is set)
+// and follows it through a read-only view until it ends. It returns
+// errWriterGone when the writer stops first.
+func runRemote(ctx context.Context, s *session, w *interpreter.Workflow, input any, runID string, f *runFlags,
+	progress func(interpreter.Event), out, errOut io.Writer, submit bool) error {
+	v, err := openView(context.WithoutCancel(ctx), s.url)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	if submit {
+		sctx, stopWatch := s.watchWriter(ctx)
+		sub, err := submitRemote(sctx, s, v, w, input, runID)
+		gone := errors.Is(context.Cause(sctx), errWriterGone)
+		stopWatch()
+		if err != nil && gone && !f.detach && errors.Is(err, runtime.ErrNoAnswer) {
+			// The submission waits in the inbox of a writer that
+			// stopped: the caller works the store and applies it.
+			return errWriterGone
+		}
+		if err != nil {
+			return submitError(runID, err)
+		}
+		if f.detach {
+			return printSubmitted(out, runID, sub.NewlySubmitted, f.json)
+		}
+		if !f.json {
+			if !sub.NewlySubmitted {
+				fmt.Fprintf(errOut, "run %s is already active; following it as %s works it\n", runID, s.holder)
+			} else {
+				fmt.Fprintf(errOut, "run %s sent to %s; following it\n", runID, s.holder)
+			}
+		}
+	}
+	st, err := follow(ctx, s.store, v, runID, progress, followOptions{})
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		return failf(exitInterrupted, "interrupted; run %s continues in %s", runID, s.holder)
+	}
+	return report(out, errOut, outcomeOf(*st), f.json)
+}
+
+// followOptions tune follow; the zero value is the CLI's.
+type followOptions struct {
+	// pollMin and pollMax bound the wait between two reads (defaults
+	// 20 ms and 1 s; it doubles while nothing changes).
+	pollMin, pollMax time.Duration
+	// writerCheck is how often, while nothing changes, follow checks that
+	// a live writer still holds the store (default 3 s).
+	writerCheck time.Duration
+}
+
+// follow reads runID's status and history through v until the run ends,
+// passing each new history record to progress as a start and an end
+// event. It returns the final status; nil when ctx ended first.
+//
+// Cost: a Reader Refresh per poll (one GET of the kv manifest plus one
+// per WAL object written since), and one LiveWriter check (a GET of the
+// lease object) per writerCheck.
+func follow(ctx context.Context, store objstore.Store, v *view, runID string, progress func(interpreter.Event), o followOptions) (*runtime.RunStatus, error) {
+	if o.pollMin == 0 {
+		o.pollMin = 20 * time.Millisecond
+	}
+	if o.pollMax == 0 {
+		o.pollMax = time.Second
+	}
+	if o.writerCheck == 0 {
+		o.writerCheck = 3 * time.Second
+	}
+	delay, printed := o.pollMin, 0
+	lastCheck, lastState := time.Now(), ""
+	for {
+		if err := v.r.Refresh(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil, nil
+			}
+			return nil, failf(exitFailed, "following run %s: %v", runID, err)
+		}
+		changed := false
+		if progress != nil {
+			recs, err := interpreter.History(ctx, v.r, nil, runID)
+			if err != nil {
+				return nil, failf(exitFailed, "following run %s: %v", runID, err)
+			}
+			for _, h := range recs[min(printed, len(recs)):] {
+				progress(interpreter.Event{Time: h.StartTime(), RunID: runID, Step: h.Step, Kind: "start", Attempt: h.Attempt})
+				progress(interpreter.Event{Time: h.EndTime(), RunID: runID, Step: h.Step, Kind: "end", Attempt: h.Attempt,
+					Status: h.Outcome, Elapsed: h.EndTime().Sub(h.StartTime()), Error: h.Error, Next: h.Next})
+			}
+			changed = len(recs) > printed
+			printed = max(printed, len(recs))
+		}
+		st, err := v.insp.Status(ctx, runID)
+		if errors.Is(err, runtime.ErrRunNotFound) {
+			return nil, failf(exitFailed, "run %s is not in %s any more: it ended and its result was not retained", runID, v.url)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil
+			}
+			return nil, failf(exitFailed, "following run %s: %v", runID, err)
+		}
+		if st.State.Terminal() {
+			return &st, nil
+		}
+		if s := fmt.Sprintf("%s/%d/%d", st.State, st.Step, st.Attempt); s != lastState {
+			lastState, changed = s, true
+		}
+		if changed {
+			delay, lastCheck = o.pollMin, time.Now()
+		} else if time.Since(lastCheck) >= o.writerCheck {
+			lastCheck = time.Now()
+			if _, live, err := runtime.LiveWriter(ctx, store, runtime.WriterLeaseOptions{}); err == nil && !live {
+				return nil, errWriterGone
+			}
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil
+		case <-t.C:
+		}
+		delay = min(2*delay, o.pollMax)
+	}
+}
+
+// outcomeOf is the outcome of a run whose status is terminal.
+func outcomeOf(st runtime.RunStatus) *runtime.RunOutcome {
+	o := &runtime.RunOutcome{RunID: st.RunID, Status: runtime.Failed, Result: st.Result, ResultOmitted: st.ResultOmitted,
+		Error: st.Error, Step: st.Step, Headers: st.Headers, SubmittedAt: st.SubmittedAt, FinishedAt: st.FinishedAt}
+	switch st.State {
+	case runtime.StateSucceeded:
+		o.Status = runtime.Succeeded
+	case runtime.StateCancelled:
+		o.Status = runtime.Cancelled
+	}
+	return o
 }
 
 // report prints a run's end and returns its exit status.

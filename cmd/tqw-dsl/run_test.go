@@ -332,10 +332,10 @@ func TestWorkerDrainsOnSIGTERM(t *testing.T) {
 			t.Fatalf("the worker did not finish the run: %s", out)
 		}
 	}
-	// A second writer is refused instead of fencing the worker.
-	code, _, errOut2 := c.run("submit", abs(t, "../../workflows/hello.yaml"))
-	if code != exitFailed || !strings.Contains(errOut2, "being worked by another tqw-dsl process") {
-		t.Fatalf("submit while a worker runs: exit %d, %s", code, errOut2)
+	// A second worker is refused instead of fencing this one.
+	code, _, errOut2 := c.run("worker")
+	if code != exitFailed || !strings.Contains(errOut2, "a second worker would fence it") {
+		t.Fatalf("worker while a worker runs: exit %d, %s", code, errOut2)
 	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)

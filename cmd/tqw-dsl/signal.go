@@ -20,7 +20,13 @@ func newSignalCmd() *cobra.Command {
 default "<run id>:<step id>"), or buffers it for the next step that waits on
 KEY. When a step waits and its with.schema is set, the payload is checked
 first: a malformed or non-matching payload is rejected with exit code 2 and
-nothing is written. It opens the store as its writer.`,
+nothing is written.
+
+When a worker (or run) holds the store, the signal is sent to it through the
+store's inbox, which applies it exactly once, and signal waits for its
+answer (up to 30s; without one it exits 1 and the signal stays in the inbox
+until a writer applies it). Otherwise signal opens the store as its writer
+for the moment it takes.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key, arg := args[0], ""
@@ -47,16 +53,26 @@ nothing is written. It opens the store as its writer.`,
 			if verr != nil {
 				return verr
 			}
-			e, err := openEngine(ctx, store, engineOptions{})
+			sess, err := openSession(ctx, store, engineOptions{name: "signal", brief: true})
 			if err != nil {
 				return err
 			}
-			defer e.Close()
-			res, err := e.rt.Signal(ctx, key, raw)
+			defer sess.Close()
+			var res runtime.SignalOutcome
+			if sess.e != nil {
+				res, err = sess.e.rt.Signal(ctx, key, raw)
+			} else {
+				sctx, stopWatch := sess.watchWriter(ctx)
+				res, err = sess.c.Signal(sctx, key, raw)
+				stopWatch()
+				if err != nil {
+					return sess.remoteError(sctx, fmt.Sprintf("signal %q", key), err)
+				}
+			}
 			if err != nil {
 				return failf(exitFailed, "signal %q: %v", key, err)
 			}
-			if err := e.Close(); err != nil {
+			if err := sess.Close(); err != nil {
 				return err
 			}
 			switch res {

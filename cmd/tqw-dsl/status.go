@@ -78,7 +78,11 @@ func newStatusCmd() *cobra.Command {
 		Long: `status reads the store without writing to it and shows the run's state:
 pending, running, waiting (for a signal), scheduled (a retry or sleep),
 cancelling, succeeded, failed or cancelled, with the result or error of a
-finished run (kept 24h). An unknown run is exit code 1.`,
+finished run (kept 24h). An unknown run is exit code 1.
+
+It never opens the store as its writer, so it works while a worker (or run)
+holds the store and does not disturb it; it shows what that writer has made
+durable.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := context.WithoutCancel(cmd.Context())

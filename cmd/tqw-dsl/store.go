@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/tqw-dsl/tqw/actions/builtin"
@@ -68,28 +69,65 @@ func logger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
-// engineOptions configure openEngine.
+// engineOptions configure openEngine and openSession.
 type engineOptions struct {
 	noShell     bool
 	concurrency int
 	events      func(interpreter.Event)
 	log         *slog.Logger
+	// name is the command ("worker", "run", "submit", ...), for the
+	// client and lease descriptions.
+	name string
+	// brief marks a command that holds the store only for a moment
+	// (submit, signal, cancel, run --detach): another process waits for
+	// it to finish instead of sending it commands it will not serve.
+	brief bool
+	// inboxPoll is the longest pause between two reads of the inbox
+	// (default runtime's, 5 s).
+	inboxPoll time.Duration
 }
 
-// engine is a store opened as its writer: queue, runtime and interpreter.
-// It is the single-process form of the commands: on a file:// store an OS
-// lock refuses a second writer instead of letting it fence the first. A
-// runtime.Client writing command objects to the store's inbox would
-// replace it for commands (submit, signal, cancel) sent to a store another
-// process works; it does not exist yet.
+// leaseOwner names a writer lease holder: tqw-dsl-<command>-<ULID>, with
+// the command "brief" for one that holds the store only for a moment.
+func (o engineOptions) leaseOwner() string {
+	name := o.name
+	if o.brief {
+		name = briefOwner
+	}
+	return "tqw-dsl-" + name + "-" + ulid.Make().String()
+}
+
+// briefOwner is the command part of the lease owner of a brief command.
+const briefOwner = "brief"
+
+// isBrief reports whether a lease owner is a brief tqw-dsl command, or
+// not known yet (a lock file its holder has not written yet).
+func isBrief(owner string) bool {
+	return owner == "" || strings.HasPrefix(owner, "tqw-dsl-"+briefOwner+"-")
+}
+
+// briefWait bounds how long a process waits for a brief command to give
+// the store's writer lease back.
+const briefWait = 30 * time.Second
+
+// engine is a store opened as its writer: writer lease, queue, runtime and
+// interpreter. The lease (a flock on file:// stores, a renewed lease
+// object elsewhere) makes a second process that wants to write find this
+// one live and send its commands to this one's inbox instead of fencing
+// it; see serve.
 type engine struct {
+	url   string
 	store objstore.Store
+	lease *runtime.WriterLease
 	q     *queue.Queue
 	rt    *runtime.Runtime
 	it    *interpreter.Interpreter
-	// release drops the writer lock, once, after the queue closed.
-	release     func()
-	releaseOnce sync.Once
+	log   *slog.Logger
+	// inboxPoll is InboxOptions.MaxInterval of serve (0: the default).
+	inboxPoll time.Duration
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 func openStore(ctx context.Context, url string) (objstore.Store, error) {
@@ -100,8 +138,139 @@ func openStore(ctx context.Context, url string) (objstore.Store, error) {
 	return s, nil
 }
 
-// openEngine opens the store at url as its writer.
+// busyError reports a store a live writer holds: the caller sends its
+// command to that writer (openSession) or gives up (worker).
+type busyError struct {
+	url    string
+	holder *runtime.WriterActiveError
+}
+
+func (e *busyError) Error() string {
+	return fmt.Sprintf("%s is worked by %s", e.url, e.holder.Holder)
+}
+
+func (e *busyError) Unwrap() error { return e.holder }
+
+// openEngine opens the store at url as its writer. When a live writer
+// holds it, the error is a *busyError (it matches runtime.ErrWriterActive).
 func openEngine(ctx context.Context, url string, o engineOptions) (*engine, error) {
+	store, err := openStore(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	return openEngineOn(ctx, url, store, o)
+}
+
+func openEngineOn(ctx context.Context, url string, store objstore.Store, o engineOptions) (*engine, error) {
+	if o.log == nil {
+		o.log = logger(os.Stderr)
+	}
+	lease, err := acquireLease(ctx, store, o)
+	var active *runtime.WriterActiveError
+	if errors.As(err, &active) {
+		return nil, &busyError{url: url, holder: active}
+	}
+	if err != nil {
+		return nil, failf(exitFailed, "taking the writer lease of %s: %v", url, err)
+	}
+	e := &engine{url: url, store: store, lease: lease, log: o.log, inboxPoll: o.inboxPoll}
+	fail := func(err error) (*engine, error) {
+		if e.q != nil {
+			_ = e.q.Close()
+		}
+		e.releaseLease()
+		return nil, err
+	}
+	e.q, err = queue.Open(ctx, store, queue.Options{Logger: o.log, DefaultConfig: queue.QueueConfig{MaxAttempts: stepAttempts}})
+	if err != nil {
+		e.q = nil
+		return fail(failf(exitFailed, "opening the store %s: %v", url, err))
+	}
+	e.it, err = interpreter.New(store, interpreter.Options{
+		Actions: builtin.New(builtin.Options{EnableShell: !o.noShell}),
+		Logger:  o.log, Events: o.events,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	opts := []runtime.Option{runtime.WithTerminalHook(e.it), runtime.WithLogger(o.log), runtime.WithMemoRetention(memoRetention)}
+	if o.concurrency > 0 {
+		opts = append(opts, runtime.WithConcurrency(o.concurrency))
+	}
+	e.rt, err = runtime.New(e.q, store, e.it, opts...)
+	if err != nil {
+		return fail(err)
+	}
+	e.it.Bind(e.rt)
+	return e, nil
+}
+
+// acquireLease takes the store's writer lease. A brief command holding it
+// is waited for (up to briefWait): it serves no inbox, so sending it a
+// command would go unanswered.
+func acquireLease(ctx context.Context, store objstore.Store, o engineOptions) (*runtime.WriterLease, error) {
+	opts := runtime.WriterLeaseOptions{Owner: o.leaseOwner(), Logger: o.log}
+	deadline := time.Now().Add(briefWait)
+	delay := 20 * time.Millisecond
+	for {
+		lease, err := runtime.AcquireWriterLease(ctx, store, opts)
+		var active *runtime.WriterActiveError
+		if !errors.As(err, &active) || !isBrief(active.Holder.Owner) || time.Now().After(deadline) {
+			return lease, err
+		}
+		if delay == 20*time.Millisecond {
+			o.log.Info("waiting for a brief tqw-dsl command to give the store back", "holder", active.Holder.String())
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		delay = min(2*delay, 500*time.Millisecond)
+	}
+}
+
+// releaseLease gives the writer lease up, bounded in time: a lease object
+// that cannot be released expires by itself.
+func (e *engine) releaseLease() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.lease.Release(ctx); err != nil {
+		e.log.Warn("releasing the writer lease failed; it expires by itself", "err", err)
+	}
+}
+
+// Close makes every commit durable, then releases the writer lease, so
+// the next writer finds everything durable. It is idempotent.
+func (e *engine) Close() error {
+	e.closeOnce.Do(func() {
+		err := e.q.Close()
+		e.releaseLease()
+		if err != nil {
+			e.closeErr = failf(exitFailed, "closing the store: %v", err)
+		}
+	})
+	return e.closeErr
+}
+
+// session is a store opened for a command that changes it (submit,
+// signal, cancel, run): as its writer when no live writer holds it, else
+// as a client of the live writer, whose inbox applies the command.
+// Exactly one of e and c is set.
+type session struct {
+	url   string
+	store objstore.Store
+	e     *engine
+	c     *runtime.Client
+	// holder is the live writer c sends to.
+	holder runtime.WriterInfo
+}
+
+// openSession opens the store at url as its writer or, when a live writer
+// holds it, as a client of that writer.
+func openSession(ctx context.Context, url string, o engineOptions) (*session, error) {
 	store, err := openStore(ctx, url)
 	if err != nil {
 		return nil, err
@@ -109,58 +278,97 @@ func openEngine(ctx context.Context, url string, o engineOptions) (*engine, erro
 	if o.log == nil {
 		o.log = logger(os.Stderr)
 	}
-	release, err := lockStore(url)
-	if errors.Is(err, errStoreBusy) {
-		return nil, failf(exitFailed, "%s is being worked by another tqw-dsl process (worker or run); "+
-			"stop it first: sending commands to a store another process works is not supported yet", url)
+	e, err := openEngineOn(ctx, url, store, o)
+	if err == nil {
+		return &session{url: url, store: store, e: e}, nil
 	}
-	if err != nil {
-		return nil, failf(exitFailed, "opening the store %s: %v", url, err)
-	}
-	q, err := queue.Open(ctx, store, queue.Options{Logger: o.log, DefaultConfig: queue.QueueConfig{MaxAttempts: stepAttempts}})
-	if err != nil {
-		release()
-		return nil, failf(exitFailed, "opening the store %s: %v", url, err)
-	}
-	it, err := interpreter.New(store, interpreter.Options{
-		Actions: builtin.New(builtin.Options{EnableShell: !o.noShell}),
-		Logger:  o.log, Events: o.events,
-	})
-	if err != nil {
-		_ = q.Close()
-		release()
+	var busy *busyError
+	if !errors.As(err, &busy) {
 		return nil, err
 	}
-	opts := []runtime.Option{runtime.WithTerminalHook(it), runtime.WithLogger(o.log), runtime.WithMemoRetention(memoRetention)}
-	if o.concurrency > 0 {
-		opts = append(opts, runtime.WithConcurrency(o.concurrency))
-	}
-	rt, err := runtime.New(q, store, it, opts...)
+	c, err := runtime.NewClient(store, runtime.ClientOptions{Name: "tqw-dsl " + o.name, Logger: o.log,
+		Queue: queue.Options{Logger: o.log}, Lease: runtime.WriterLeaseOptions{Logger: o.log}})
 	if err != nil {
-		_ = q.Close()
-		release()
-		return nil, err
+		return nil, failf(exitFailed, "sending commands to %s: %v", url, err)
 	}
-	it.Bind(rt)
-	return &engine{store: store, q: q, rt: rt, it: it, release: release}, nil
+	return &session{url: url, store: store, c: c, holder: busy.holder.Holder}, nil
 }
 
-// errStoreBusy reports a store whose writer lock another process holds.
-var errStoreBusy = errors.New("store busy")
-
-// Close makes every commit durable and releases the store. It is idempotent.
-func (e *engine) Close() error {
-	err := e.q.Close()
-	e.releaseOnce.Do(e.release)
-	if err != nil {
-		return failf(exitFailed, "closing the store: %v", err)
+// Close closes the writer or the client. It is idempotent.
+func (s *session) Close() error {
+	if s.e != nil {
+		return s.e.Close()
+	}
+	if err := s.c.Close(); err != nil {
+		return failf(exitFailed, "closing the client of %s: %v", s.url, err)
 	}
 	return nil
+}
+
+// writerCheckEvery is how often a command waiting for the live writer's
+// answer checks that the writer is still live; answerGrace is how long it
+// still waits for the answer once the writer is gone: several times the
+// client's longest pause between two reads of it (1 s), so a busy machine
+// still reads an answer written just before the writer stopped.
+const (
+	writerCheckEvery = time.Second
+	answerGrace      = 5 * time.Second
+)
+
+// watchWriter returns a context that is cancelled, with the cause
+// errWriterGone, when no live writer holds the store any more, so a
+// command sent to a writer that stopped fails at once instead of after
+// the answer timeout. Cost: one LiveWriter check per writerCheckEvery.
+func (s *session) watchWriter(ctx context.Context) (context.Context, func()) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(writerCheckEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, live, err := runtime.LiveWriter(wctx, s.store, runtime.WriterLeaseOptions{}); err == nil && !live {
+				// The writer may have answered just before it stopped:
+				// let the client poll for the answer once more.
+				grace := time.NewTimer(answerGrace)
+				select {
+				case <-wctx.Done():
+				case <-grace.C:
+					cancel(errWriterGone)
+				}
+				grace.Stop()
+				return
+			}
+		}
+	}()
+	return wctx, func() {
+		cancel(nil)
+		<-done
+	}
+}
+
+// remoteError turns an error of a command sent to the live writer into
+// the command's failure: a missing answer says what to do. sctx is the
+// context from watchWriter the command was sent under.
+func (s *session) remoteError(sctx context.Context, what string, err error) error {
+	if errors.Is(err, runtime.ErrNoAnswer) && errors.Is(context.Cause(sctx), errWriterGone) {
+		return failf(exitFailed, "%s: %s stopped before it answered; the command waits in the store's inbox and is applied when a writer starts ('tqw-dsl worker')", what, s.holder)
+	}
+	if errors.Is(err, runtime.ErrNoAnswer) {
+		return failf(exitFailed, "%s: %v", what, err)
+	}
+	return failf(exitFailed, "%s (sent to %s): %v", what, s.holder, err)
 }
 
 // view is a store opened read-only: it writes nothing and does not
 // disturb a process working the store.
 type view struct {
+	url   string
 	store objstore.Store
 	r     *queue.Reader
 	insp  *runtime.Inspector
@@ -183,7 +391,7 @@ func openView(ctx context.Context, url string) (*view, error) {
 		_ = r.Close()
 		return nil, err
 	}
-	return &view{store: store, r: r, insp: runtime.NewInspector(r), it: it}, nil
+	return &view{url: url, store: store, r: r, insp: runtime.NewInspector(r), it: it}, nil
 }
 
 func (v *view) Close() error { return v.r.Close() }
@@ -258,7 +466,8 @@ func submitError(runID string, err error) error {
 	switch {
 	case errors.Is(err, runtime.ErrInputMismatch):
 		return failf(exitUsage, "run id %q is in use by an active run with a different workflow or input; pick another --run-id", runID)
-	case errors.Is(err, runtime.ErrInvalidRunID), errors.Is(err, dsl.ErrInputInvalid):
+	case errors.Is(err, runtime.ErrInvalidRunID), errors.Is(err, dsl.ErrInputInvalid), errors.Is(err, interpreter.ErrRunIDReused),
+		errors.Is(err, dsl.ErrInvalid):
 		return failf(exitUsage, "%v", err)
 	}
 	return failf(exitFailed, "submitting the run: %v", err)

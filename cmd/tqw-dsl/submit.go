@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
@@ -22,9 +24,14 @@ func newSubmitCmd() *cobra.Command {
 		Short: "Submit a run without working it; a worker runs it",
 		Long: `submit validates FILE and the input, pins the file in the store and submits a
 run, then prints its id. 'tqw-dsl worker' (or 'tqw-dsl run') runs it.
-It opens the store as its writer, so stop a worker on the same store first.
+
+When a worker (or run) holds the store, the run is sent to it through the
+store's inbox and submit waits for its answer (up to 30s); otherwise submit
+opens the store as its writer for the moment it takes.
+
 Exit codes: 0 submitted, 2 a usage, validation or input error (nothing is
-written then), 1 the store failed.`,
+written then), 1 the store failed or the live writer did not answer (the
+command stays in the inbox and is applied when a writer drains it).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in, _, err := readJSONArg("--input", input, map[string]any{})
@@ -44,16 +51,31 @@ written then), 1 the store failed.`,
 				}
 			}
 			ctx := context.WithoutCancel(cmd.Context())
-			e, err := openEngine(ctx, store, engineOptions{noShell: noShell})
+			s, err := openSession(ctx, store, engineOptions{noShell: noShell, name: "submit", brief: true})
 			if err != nil {
 				return err
 			}
-			defer e.Close()
-			sub, err := e.it.Submit(ctx, w, in, runID)
+			defer s.Close()
+			var sub runtime.SubmitOutcome
+			if s.e != nil {
+				sub, err = s.e.it.Submit(ctx, w, in, runID)
+			} else {
+				var v *view
+				if v, err = openView(ctx, store); err != nil {
+					return err
+				}
+				sctx, stopWatch := s.watchWriter(ctx)
+				sub, err = submitRemote(sctx, s, v, w, in, runID)
+				stopWatch()
+				_ = v.Close()
+				if errors.Is(err, runtime.ErrNoAnswer) {
+					return s.remoteError(sctx, "submitting the run", err)
+				}
+			}
 			if err != nil {
 				return submitError(runID, err)
 			}
-			if err := e.Close(); err != nil {
+			if err := s.Close(); err != nil {
 				return err
 			}
 			if asJSON {
@@ -69,4 +91,19 @@ written then), 1 the store failed.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {\"run\": ID, \"new\": BOOL}")
 	cmd.Flags().BoolVar(&noShell, "no-shell", false, "refuse workflows that use the shell action")
 	return cmd
+}
+
+// submitRemote pins w in the store and sends the run to the live writer;
+// v refuses the id of a finished run still retained first. Its errors go
+// through submitError, as the writer's own.
+func submitRemote(ctx context.Context, s *session, v *view, w *interpreter.Workflow, input any, runID string) (runtime.SubmitOutcome, error) {
+	spec, err := interpreter.PrepareRun(ctx, s.store, v.r, w, input, runID)
+	if err != nil {
+		return runtime.SubmitOutcome{}, err
+	}
+	sub, err := s.c.Submit(ctx, spec)
+	if err != nil && !errors.Is(err, runtime.ErrInputMismatch) && !errors.Is(err, runtime.ErrInvalidRunID) {
+		return sub, fmt.Errorf("sent to %s: %w", s.holder, err)
+	}
+	return sub, err
 }

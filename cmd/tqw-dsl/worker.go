@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/queue"
-
 	"github.com/spf13/cobra"
+
+	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/queue"
 )
 
 func init() { commands = append(commands, newWorkerCmd) }
@@ -21,25 +24,41 @@ func newWorkerCmd() *cobra.Command {
 		noShell     bool
 		concurrency int
 		idleExit    bool
+		inboxPoll   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
-		Short: "Work every run in the store until SIGINT or SIGTERM",
-		Long: `worker opens the store as its only writer and runs the steps of every run in
-it: new ones, ones interrupted by a crash, retries and waits that come due.
-On SIGINT or SIGTERM it stops taking steps, lets running ones finish (up to
-30s, then cancels them; they run again later) and makes everything durable.`,
+		Short: "Work every run in the store, and apply other processes' commands, until SIGINT or SIGTERM",
+		Long: `worker takes the store's writer lease (a lock on file:// stores, a renewed
+lease object elsewhere) and runs the steps of every run in it: new ones, ones
+interrupted by a crash, retries and waits that come due. While it runs, the
+commands of other processes (submit, signal, cancel, run) reach it through
+the store's inbox and it applies each exactly once; status, list and history
+read the store without disturbing it. A second worker on the same store is
+refused (exit 1) instead of fencing this one.
+
+On SIGINT or SIGTERM it stops taking steps and commands, lets running steps
+finish (up to 30s, then cancels them; they run again later), makes everything
+durable, releases the lease and exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if concurrency < 1 {
 				return failf(exitUsage, "--concurrency %d: want at least 1", concurrency)
 			}
+			if inboxPoll < 200*time.Millisecond {
+				return failf(exitUsage, "--inbox-poll %v: want at least 200ms", inboxPoll)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			e, err := openEngine(context.WithoutCancel(ctx), store, engineOptions{noShell: noShell, concurrency: concurrency})
+			e, err := openEngine(context.WithoutCancel(ctx), store, engineOptions{noShell: noShell, concurrency: concurrency, name: "worker", inboxPoll: inboxPoll})
+			var busy *busyError
+			if errors.As(err, &busy) {
+				return failf(exitFailed, "%v; a second worker would fence it: send it commands (submit, signal, cancel, run) or stop it first", busy)
+			}
 			if err != nil {
 				return err
 			}
+			defer e.Close()
 			fmt.Fprintf(cmd.ErrOrStderr(), "tqw-dsl worker: working %s (stop with Ctrl-C)\n", store)
 			if idleExit {
 				var cancel context.CancelFunc
@@ -47,7 +66,14 @@ On SIGINT or SIGTERM it stops taking steps, lets running ones finish (up to
 				defer cancel()
 				go exitWhenIdle(ctx, e, cancel)
 			}
-			werr := e.rt.Run(ctx)
+			sv := e.serve(ctx)
+			select {
+			case <-ctx.Done():
+			case <-sv.Stopped():
+			}
+			shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			werr := sv.Shutdown(shutdownCtx)
 			if cerr := e.Close(); cerr != nil {
 				return cerr
 			}
@@ -61,8 +87,98 @@ On SIGINT or SIGTERM it stops taking steps, lets running ones finish (up to
 	addStoreFlag(cmd, &store)
 	cmd.Flags().BoolVar(&noShell, "no-shell", false, "do not run the shell action (steps using it fail)")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 8, "steps run at once")
-	cmd.Flags().BoolVar(&idleExit, "idle-exit", false, "stop once no step is runnable or running and none is due within a second (runs that wait or sleep longer stay in the store)")
+	cmd.Flags().DurationVar(&inboxPoll, "inbox-poll", 5*time.Second, "longest pause between two reads of the inbox when no command came: how long another process's command may wait (an idle worker LISTs the inbox once per pause, 17,280 LISTs a day at 5s)")
+	cmd.Flags().BoolVar(&idleExit, "idle-exit", false, "stop once no step is runnable or running, none is due within a second and no command waits in the inbox (runs that wait or sleep longer stay in the store)")
 	return cmd
+}
+
+// serving is the writer's work in this process: the runtime's worker and
+// the inbox server, which applies the commands of other processes.
+type serving struct {
+	e         *engine
+	inboxOpts runtime.InboxOptions
+	worker    *runtime.Worker
+	stopInbox context.CancelFunc
+	inboxDone chan struct{}
+	// stopped is closed when the worker returned, the inbox server failed
+	// or the writer lease was lost; err says why, for the last two.
+	stopped  chan struct{}
+	stopOnce sync.Once
+	err      error
+	// quit ends the lease watcher, once.
+	quit     chan struct{}
+	quitOnce sync.Once
+}
+
+// serve starts the worker and the inbox server. Stop them with Shutdown.
+func (e *engine) serve(ctx context.Context) *serving {
+	base := context.WithoutCancel(ctx)
+	ictx, stopInbox := context.WithCancel(base)
+	s := &serving{e: e, inboxOpts: runtime.InboxOptions{Writer: e.lease.Info().String(), MaxInterval: e.inboxPoll},
+		worker: e.rt.Spawn(base), stopInbox: stopInbox, inboxDone: make(chan struct{}),
+		stopped: make(chan struct{}), quit: make(chan struct{})}
+	go func() {
+		defer close(s.inboxDone)
+		err := e.rt.ServeInbox(ictx, s.inboxOpts)
+		if err != nil {
+			s.stop(fmt.Errorf("applying other processes' commands: %w", err))
+		}
+	}()
+	go func() {
+		select {
+		case <-s.worker.Done():
+			s.stop(nil)
+		case <-e.lease.Lost():
+			// Another process took the store over; the kv fences this
+			// one at its next commit, so stop before trying.
+			s.stop(e.lease.Err())
+		case <-s.quit:
+		}
+	}()
+	return s
+}
+
+func (s *serving) stop(err error) {
+	s.stopOnce.Do(func() {
+		s.err = err
+		close(s.stopped)
+	})
+}
+
+// Stopped is closed when the work stopped by itself: the worker returned
+// (the store failed), the inbox server failed or the lease was lost.
+func (s *serving) Stopped() <-chan struct{} { return s.stopped }
+
+// Shutdown stops taking commands and steps, lets running steps finish
+// (see runtime.WithShutdownTimeout), answers the commands waiting in the
+// inbox and returns why the work stopped, nil for a clean stop. Call it
+// once the caller is done waiting; it is safe to call again.
+func (s *serving) Shutdown(ctx context.Context) error {
+	s.stopInbox()
+	werr := s.worker.Shutdown(ctx)
+	select {
+	case <-s.inboxDone:
+	case <-ctx.Done():
+		if werr == nil {
+			werr = fmt.Errorf("stopping the inbox server: %w", ctx.Err())
+		}
+	}
+	s.stop(nil)
+	if s.err == nil && werr == nil {
+		// Stopping the server may have interrupted a command between
+		// its effects and its answer (a signal that ended the very run
+		// run was waiting for): one last pass answers it, without
+		// applying it twice, and applies the commands that came in
+		// meanwhile, so no client is left waiting.
+		if _, err := s.e.rt.DrainInbox(ctx, s.inboxOpts); err != nil {
+			s.e.log.Warn("answering the commands left in the inbox failed; the next writer answers them", "err", err)
+		}
+	}
+	s.quitOnce.Do(func() { close(s.quit) })
+	if s.err != nil {
+		return s.err
+	}
+	return werr
 }
 
 // idleHorizon is how soon a scheduled step must be due for --idle-exit to
@@ -93,8 +209,12 @@ func exitWhenIdle(ctx context.Context, e *engine, stop context.CancelFunc) {
 	}
 }
 
-// idle reports whether no step can run now or within idleHorizon.
+// idle reports whether no step can run now or within idleHorizon and no
+// command waits in the inbox.
 func (e *engine) idle(ctx context.Context) bool {
+	if cmds, err := e.store.List(ctx, runtime.DefaultInboxPrefix+"/", "", 1); err != nil || len(cmds) > 0 {
+		return false
+	}
 	soon := e.q.Clock().Now().Add(idleHorizon)
 	for _, name := range []string{e.rt.QueueName(), e.rt.NotifyQueueName()} {
 		st, err := e.q.Stats(ctx, name)

@@ -1,0 +1,104 @@
+package interpreter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/objstore"
+)
+
+// PrepareRun is Submit for a process that is not the store's writer: it
+// validates input against w's input schema, pins w and every workflow it
+// calls in store, and returns the RunSpec Submit would submit, for a
+// runtime.Client to send to the writer's inbox. The definitions are plain
+// create-only objects under tqw/defs/, not kv state, so writing them from
+// any process is safe and disturbs no writer. The spec is byte for byte
+// the one Submit builds, so submitting the same run id and input through
+// either path is the same submission.
+//
+// With r (a queue.Reader on the store, refreshed by the caller) a runID
+// that names a finished run still retained is refused with
+// ErrRunIDReused, as Submit refuses it. r may lag the writer: a run that
+// finishes between this check and the writer applying the submission is
+// not caught here and fails at its first step instead. A nil r skips the
+// check.
+//
+// An invalid input (errors.Is(err, dsl.ErrInputInvalid)), workflow or run
+// id writes nothing. Cost: one create-only PUT per definition in the call
+// tree; the reuse check reads r's memory only.
+func PrepareRun(ctx context.Context, store objstore.Store, r runtime.StateReader, w *Workflow, input any, runID string) (runtime.RunSpec, error) {
+	p, err := plain(input)
+	if err != nil {
+		return runtime.RunSpec{}, fmt.Errorf("%w: %v", dsl.ErrInputInvalid, err)
+	}
+	if err := validateInput(w.Main, p); err != nil {
+		return runtime.RunSpec{}, err
+	}
+	if err := checkParking(w); err != nil {
+		return runtime.RunSpec{}, err
+	}
+	if runID != "" {
+		if err := runtime.ValidateRunID(runID); err != nil {
+			return runtime.RunSpec{}, err
+		}
+		if r != nil {
+			if err := checkReuseFrom(ctx, r, runID); err != nil {
+				return runtime.RunSpec{}, err
+			}
+		}
+	}
+	st := &state{V: stateVersion, Def: w.pin.Hash, Input: p}
+	if len(w.pin.Calls) > 0 {
+		st.Pin = w.pin
+	}
+	payload, err := st.encode()
+	if err != nil {
+		return runtime.RunSpec{}, err
+	}
+	if err := pinDefinitions(ctx, store, w); err != nil {
+		return runtime.RunSpec{}, err
+	}
+	return runtime.RunSpec{RunID: runID, Input: payload, Headers: map[string]string{HeaderWorkflow: w.Main.Name}}, nil
+}
+
+// pinDefinitions writes every definition of w create-only; one already
+// there (same hash, hence same bytes) is kept.
+func pinDefinitions(ctx context.Context, store objstore.Store, w *Workflow) error {
+	for hash, wf := range w.all {
+		_, err := store.Put(ctx, defKey(hash), wf.Source, objstore.CreateOnly())
+		if err != nil && !errors.Is(err, objstore.ErrPrecondition) {
+			return fmt.Errorf("interpreter: store definition of %s: %w", wf.File, err)
+		}
+	}
+	return nil
+}
+
+// checkReuseFrom refuses, with ErrRunIDReused, a run id that names a
+// finished run whose result or interpreter records are still retained,
+// reading r: a new run under it would mix its history and outputs with
+// the old one's. An active run or an unknown id passes.
+func checkReuseFrom(ctx context.Context, r runtime.StateReader, runID string) error {
+	st, err := runtime.NewInspector(r).Status(ctx, runID)
+	switch {
+	case err == nil && !st.State.Terminal():
+		return nil
+	case err == nil:
+		return fmt.Errorf("%w: run %s %s at %s and is retained; choose a fresh run id, or reuse this one once retention removed it",
+			ErrRunIDReused, runID, st.State, st.FinishedAt.UTC().Format(time.RFC3339))
+	case !errors.Is(err, runtime.ErrRunNotFound):
+		return fmt.Errorf("interpreter: check run id %s: %w", runID, err)
+	}
+	found, err := hasRecords(ctx, r, runID)
+	if err != nil {
+		return err
+	}
+	if found {
+		return fmt.Errorf("%w: the history of an earlier run %s is still stored; choose a fresh run id, or reuse this one once retention removed it",
+			ErrRunIDReused, runID)
+	}
+	return nil
+}

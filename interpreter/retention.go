@@ -1,0 +1,283 @@
+package interpreter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/objstore"
+	"github.com/tqw-dsl/tqw/runtime/queue"
+)
+
+// ErrRunIDReused reports a submission under the id of a finished run whose
+// result or records are still retained.
+var ErrRunIDReused = errors.New("interpreter: run id belongs to a finished run that is still retained")
+
+// DefaultSweepInterval is how often SweepLoop sweeps when
+// Options.SweepInterval is 0.
+const DefaultSweepInterval = time.Minute
+
+// purgeBatch bounds the KV deletes of one purge commit.
+const purgeBatch = 256
+
+func expireKey(finished time.Time, runID string) string {
+	return fmt.Sprintf("%s%016x/%s", kvExpire, uint64(max(finished.UnixMilli(), 0)), runID)
+}
+
+func parseExpireKey(key string) (time.Time, string, error) {
+	rest, ok := strings.CutPrefix(key, kvExpire)
+	if !ok || len(rest) < 18 || rest[16] != '/' {
+		return time.Time{}, "", fmt.Errorf("%w: retention marker %q", ErrCorruptState, key)
+	}
+	ms, err := strconv.ParseUint(rest[:16], 16, 63)
+	if err != nil {
+		return time.Time{}, "", fmt.Errorf("%w: retention marker %q: %w", ErrCorruptState, key, err)
+	}
+	return time.UnixMilli(int64(ms)), rest[17:], nil
+}
+
+func childPrefix(parent string) string          { return kvChild + parent + "/" }
+func childIndexKey(parent, child string) string { return childPrefix(parent) + child }
+func outPrefix(runID string) string             { return kvOut + runID + "/" }
+func outputsObjectPrefix(runID string) string   { return outputsPrefix + runID + "/" }
+
+// scanKeys calls fn for every KV entry under prefix, in key order.
+func scanKeys(ctx context.Context, r Reader, prefix string, fn func(queue.KVEntry) error) error {
+	after := ""
+	for {
+		page, err := r.KVScan(ctx, prefix, after, 256)
+		if err != nil {
+			return fmt.Errorf("interpreter: scan %s: %w", prefix, err)
+		}
+		for _, e := range page {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		if len(page) < 256 {
+			return nil
+		}
+		after = page[len(page)-1].Key
+	}
+}
+
+// hasRecords reports whether the interpreter holds history for runID.
+func hasRecords(ctx context.Context, r Reader, runID string) (bool, error) {
+	page, err := r.KVScan(ctx, histPrefix(runID), "", 1)
+	if err != nil {
+		return false, fmt.Errorf("interpreter: read history of run %s: %w", runID, err)
+	}
+	return len(page) > 0, nil
+}
+
+// checkReuse rejects runID when it names a finished run whose result or
+// interpreter records are retained: a new run under it would mix its
+// history and outputs with the old one's. An active run passes (the
+// runtime's Submit is idempotent on it). Cost: memory reads on the writer.
+func (it *Interpreter) checkReuse(ctx context.Context, runID string) error {
+	st, err := it.rt.Status(ctx, runID)
+	switch {
+	case err == nil && !st.State.Terminal():
+		return nil
+	case err == nil:
+		return fmt.Errorf("%w: run %s %s at %s and is retained; choose a fresh run id, or reuse this one once retention removed it",
+			ErrRunIDReused, runID, st.State, st.FinishedAt.UTC().Format(time.RFC3339))
+	case !errors.Is(err, runtime.ErrRunNotFound):
+		return fmt.Errorf("interpreter: check run id %s: %w", runID, err)
+	}
+	found, err := hasRecords(ctx, it.q, runID)
+	if err != nil {
+		return err
+	}
+	if found {
+		return fmt.Errorf("%w: the history of an earlier run %s is still stored; choose a fresh run id, or reuse this one once retention removed it",
+			ErrRunIDReused, runID)
+	}
+	return nil
+}
+
+// cancelChildren cancels every child run parent started that has not
+// terminated. Cancelling a terminated or unknown run is a no-op, so a
+// redelivered notification repeats nothing. Cost: one Cancel (two durable
+// commits) per child still active; none for a run that called nothing.
+func (it *Interpreter) cancelChildren(ctx context.Context, parent string) error {
+	return scanKeys(ctx, it.q, childPrefix(parent), func(e queue.KVEntry) error {
+		child := e.Key[len(childPrefix(parent)):]
+		ok, err := it.rt.Cancel(ctx, child)
+		if err != nil {
+			return fmt.Errorf("interpreter: cancel child run %s of %s: %w", child, parent, err)
+		}
+		if ok {
+			it.log.Info("cancelled a child run: its parent ended", "run", parent, "child", child)
+		}
+		return nil
+	})
+}
+
+// staleWaits returns the wait entries that still name runID: a run that
+// ended while waiting (cancelled, or failed by the runtime) leaves its
+// entry behind, and Waiting must not report a run that is gone.
+func (it *Interpreter) staleWaits(ctx context.Context, runID string) ([]string, error) {
+	keys := map[string]bool{}
+	err := scanKeys(ctx, it.q, histPrefix(runID), func(e queue.KVEntry) error {
+		var h HistoryRecord
+		if err := decodeMsgpack(e.Value, &h); err == nil && h.WaitKey != "" {
+			keys[h.WaitKey] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for k := range keys {
+		b, err := it.q.KVGet(ctx, waitKey(k))
+		if errors.Is(err, queue.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("interpreter: read waiter of %q: %w", k, err)
+		}
+		var w waitRecord
+		if decodeMsgpack(b, &w) == nil && w.RunID == runID {
+			out = append(out, waitKey(k))
+		}
+	}
+	return out, nil
+}
+
+// SweepResult counts what one retention sweep removed.
+type SweepResult struct {
+	// Runs is the number of runs whose records were removed; Keys the KV
+	// entries (outputs, history, wait and child index entries) and Objects
+	// the large-output objects deleted for them.
+	Runs, Keys, Objects int
+}
+
+// Sweep removes the records of every run that terminated more than
+// Options.Retention ago: its step outputs, history, wait and child index
+// entries and large-output objects, then its retention marker. Markers are
+// written by the terminal hook in the commit that acknowledges the run's
+// termination notification and are read oldest first, so a pass stops at
+// the first unexpired one. A pass interrupted by a crash leaves the marker
+// and is repeated by the next (deleting what is already gone is a no-op).
+//
+// Cost per expired run: one LIST per 1,000 large-output objects plus one
+// DELETE per object, and one durable commit per 256 KV entries (the last
+// one also removes the marker). Scans are memory reads on the writer. A
+// pass with nothing expired costs nothing. Definitions are kept; see the
+// package documentation.
+func (it *Interpreter) Sweep(ctx context.Context) (SweepResult, error) {
+	var res SweepResult
+	if it.rt == nil {
+		return res, ErrNotBound
+	}
+	if it.retention <= 0 {
+		return res, nil
+	}
+	cutoff := it.now().Add(-it.retention)
+	for {
+		page, err := it.q.KVScan(ctx, kvExpire, "", 256)
+		if err != nil {
+			return res, fmt.Errorf("interpreter: sweep: %w", err)
+		}
+		for _, e := range page {
+			t, runID, err := parseExpireKey(e.Key)
+			if err != nil {
+				it.log.Warn("deleting a malformed retention marker", "key", e.Key, "err", err)
+				if err := it.q.KVDelete(ctx, e.Key); err != nil && !errors.Is(err, queue.ErrNotFound) {
+					return res, fmt.Errorf("interpreter: sweep: delete marker %s: %w", e.Key, err)
+				}
+				continue
+			}
+			if t.After(cutoff) {
+				return res, nil
+			}
+			keys, objs, err := it.purge(ctx, runID, e.Key)
+			res.Keys += keys
+			res.Objects += objs
+			if err != nil {
+				return res, fmt.Errorf("interpreter: sweep run %s: %w", runID, err)
+			}
+			res.Runs++
+		}
+		if len(page) < 256 {
+			return res, nil
+		}
+	}
+}
+
+// purge deletes runID's objects, then its KV entries and marker.
+func (it *Interpreter) purge(ctx context.Context, runID, marker string) (keys, objects int, err error) {
+	prefix := outputsObjectPrefix(runID)
+	for {
+		// Deleted objects leave the listing, so each page starts afresh.
+		page, err := it.store.List(ctx, prefix, "", 1000)
+		if err != nil {
+			return keys, objects, fmt.Errorf("list output objects: %w", err)
+		}
+		for _, o := range page {
+			if err := it.store.Delete(ctx, o.Key); err != nil && !errors.Is(err, objstore.ErrNotExist) {
+				return keys, objects, fmt.Errorf("delete output object %s: %w", o.Key, err)
+			}
+			objects++
+		}
+		if len(page) < 1000 {
+			break
+		}
+	}
+	var dels []string
+	collect := func(e queue.KVEntry) error { dels = append(dels, e.Key); return nil }
+	// Outputs and history go before the marker; wait entries are read off
+	// the history, so they are collected first.
+	waits, err := it.staleWaits(ctx, runID)
+	if err != nil {
+		return keys, objects, err
+	}
+	dels = append(dels, waits...)
+	for _, p := range []string{outPrefix(runID), childPrefix(runID), histPrefix(runID)} {
+		if err := scanKeys(ctx, it.q, p, collect); err != nil {
+			return keys, objects, err
+		}
+	}
+	dels = append(dels, marker)
+	for len(dels) > 0 {
+		n := min(len(dels), purgeBatch)
+		if _, err := it.q.KVApply(ctx, queue.KVBatch{Deletes: dels[:n]}); err != nil {
+			return keys, objects, fmt.Errorf("delete records: %w", err)
+		}
+		keys += n
+		dels = dels[n:]
+	}
+	return keys - 1, objects, nil // the marker is not a record
+}
+
+// SweepLoop sweeps now and then every Options.SweepInterval until ctx is
+// done; it returns at once when Options.Retention is 0. Run it in the
+// process that owns the queue (the one running the worker). A failed pass
+// is logged and retried at the next interval.
+func (it *Interpreter) SweepLoop(ctx context.Context) {
+	if it.retention <= 0 || it.rt == nil {
+		return
+	}
+	for {
+		if res, err := it.Sweep(ctx); err != nil {
+			if ctx.Err() == nil {
+				it.log.Error("interpreter retention sweep failed", "err", err)
+			}
+		} else if res != (SweepResult{}) {
+			it.log.Debug("interpreter retention sweep", "runs", res.Runs, "keys", res.Keys, "objects", res.Objects)
+		}
+		t := it.clock.NewTimer(it.sweepEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
