@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	"golang.org/x/sys/unix"
 
 	"github.com/tqw-dsl/tqw/runtime/objstore"
 	"github.com/tqw-dsl/tqw/runtime/queue"
@@ -266,11 +265,12 @@ func (l *WriterLease) acquireFlock(ctx context.Context) error {
 	// LiveWriter probes hold a shared lock for a moment; retry briefly
 	// before concluding a writer holds it.
 	for attempt := 0; ; attempt++ {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
+		var busy bool
+		busy, err = tryFlock(f, true)
+		if err == nil && !busy {
 			break
 		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+		if err != nil {
 			_ = f.Close()
 			return fmt.Errorf("runtime: take the writer lock %s: %w", path, err)
 		}
@@ -501,13 +501,13 @@ func probeFlock(path string) (WriterInfo, bool, error) {
 		return WriterInfo{}, false, fmt.Errorf("runtime: open the writer lock %s: %w", path, err)
 	}
 	defer f.Close()
-	err = unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
-	if err == nil {
-		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		return WriterInfo{}, false, nil
-	}
-	if !errors.Is(err, unix.EWOULDBLOCK) {
+	busy, err := tryFlock(f, false)
+	if err != nil {
 		return WriterInfo{}, false, fmt.Errorf("runtime: probe the writer lock %s: %w", path, err)
+	}
+	if !busy {
+		unflock(f)
+		return WriterInfo{}, false, nil
 	}
 	info, _ := readInfo(f)
 	info.Mechanism = "flock"
