@@ -6,17 +6,31 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tqw-dsl/tqw/runtime/objstore"
+	"github.com/tqw-dsl/tqw/runtime/objstore/file"
 	"github.com/tqw-dsl/tqw/runtime/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/queue"
 )
 
-// BenchmarkTenStepRuns measures 10-step no-op runs on mem, with as many
-// clients (each one run in flight) as worker slots. One op is one step.
+// BenchmarkTenStepRuns measures 10-step no-op runs on mem and on the file
+// store, with as many clients (each one run in flight) as worker slots. One
+// op is one step.
 func BenchmarkTenStepRuns(b *testing.B) {
-	for _, conc := range []int{1, 32} {
-		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
+	for _, sc := range []struct {
+		name string
+		conc int
+	}{{"mem", 1}, {"mem", 32}, {"file", 32}} {
+		conc := sc.conc
+		b.Run(fmt.Sprintf("store=%s/concurrency=%d", sc.name, conc), func(b *testing.B) {
 			ctx := context.Background()
-			store := mem.New()
+			var store objstore.Store = mem.New()
+			if sc.name == "file" {
+				fs, err := file.Open(b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				store = fs
+			}
 			q, err := queue.Open(ctx, store, queue.Options{Logger: quietLogger()})
 			if err != nil {
 				b.Fatal(err)
@@ -43,6 +57,7 @@ func BenchmarkTenStepRuns(b *testing.B) {
 			w := rt.Spawn(ctx)
 			defer w.Shutdown(ctx)
 			runs := max(b.N/10, conc)
+			cpu0 := processCPU()
 			b.ResetTimer()
 			var wg sync.WaitGroup
 			for c := range conc {
@@ -66,6 +81,9 @@ func BenchmarkTenStepRuns(b *testing.B) {
 			wg.Wait()
 			b.StopTimer()
 			b.ReportMetric(float64(runs*10)/b.Elapsed().Seconds(), "steps/s")
+			// Process CPU per step does not depend on how loaded the
+			// machine is, unlike steps/s.
+			b.ReportMetric(float64(processCPU()-cpu0)/1e3/float64(runs*10), "cpu-µs/step")
 		})
 	}
 }

@@ -256,8 +256,11 @@ func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) e
 		if buf != nil {
 			// Consume the buffered signal at registration.
 			opts.Headers[HeaderSignalDelivered] = "1"
+			// Only this signal leaves the buffer: one that a Signal call
+			// buffers between this read and the commit stays for the next
+			// waiter instead of being deleted unseen.
 			sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: deliveredKey(d.runID, next), Value: buf})
-			sef.KVDeletes = append(sef.KVDeletes, sigBufKey(key))
+			sef.KVCompareDeletes = append(sef.KVCompareDeletes, queue.KVWrite{Key: sigBufKey(key), Value: buf})
 		} else {
 			opts.RunAt = rt.clock.Now().Add(out.Trigger.Timeout)
 			opts.Headers[HeaderSignalWait] = key
@@ -271,6 +274,9 @@ func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) e
 	}
 	sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: stepKey(d.runID), Value: ptr})
 	sef.Enqueue = append(sef.Enqueue, queue.NewJob{Queue: rt.cfg.queueName, Payload: out.Payload, Options: opts})
+	if h := rt.beforeAdvanceCommit; h != nil {
+		h(d.runID, out.Trigger.SignalKey)
+	}
 	if err := rt.q.Ack(ctx, d.c, sef); err != nil {
 		return d.settleFailed(ctx, err)
 	}

@@ -37,11 +37,17 @@
 //   - Durable signals: buffered when no waiter is registered (one per key,
 //     latest wins), consumed at registration, delivered to a registered
 //     waiter by waking its scheduled step; a redelivered step observes the
-//     same signal; the timeout yields Step.Signal == nil.
+//     same signal; the timeout yields Step.Signal == nil. Consuming a
+//     buffered signal removes exactly the signal read (a compare-delete in
+//     the registering settlement), so one buffered meanwhile stays for the
+//     next waiter.
 //   - Terminations are notified at least once through a notification job
 //     enqueued in the terminating commit (TerminalHook). Steps the queue
 //     dead-letters on its own (expired lease on the last attempt, crash
-//     recovery) are reconciled to Failed by the worker.
+//     recovery) are reconciled to Failed by the worker, also in one commit
+//     guarded on the run's records, so a crash never repeats it.
+//   - A store that stops accepting commits (kv.ErrFenced, or kv.ErrStopped
+//     after a failed WAL write) ends Run at once with that error.
 //   - Status and ListRuns read durable records only, so a process with a
 //     queue.Reader on the store follows runs (Inspector).
 //
@@ -61,6 +67,8 @@
 //   - Signal: one durable commit to buffer it, plus, when a waiter exists,
 //     one to wake it and up to two small ones to clear the buffer and index.
 //   - Cancel: one durable commit to record the request, one to cancel.
+//   - Reconcile of a run whose step the queue dead-lettered: one durable
+//     commit.
 //   - Status, ListRuns: no request on the writer (memory reads); on a Reader
 //     the cost of its Refresh.
 //   - The retention sweep: per expired run one LIST plus one DELETE per memo

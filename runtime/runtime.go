@@ -43,6 +43,13 @@ type Runtime struct {
 
 	deadMu   sync.Mutex
 	lastDead int64 // dead count of the step queue at the last reconcile; -1 = never
+
+	// Test hooks, set before the worker starts. beforeAdvanceCommit runs
+	// after a transition read its inputs (the signal buffer among them)
+	// and before its settlement commits; beforeReconcileCommit likewise
+	// for the reconcile of one run.
+	beforeAdvanceCommit   func(runID, signalKey string)
+	beforeReconcileCommit func(runID string)
 }
 
 type config struct {

@@ -259,3 +259,48 @@ func TestRegistrationRecheckDeliversRacingSignal(t *testing.T) {
 		t.Fatalf("outcome %+v", o)
 	}
 }
+
+// A signal buffered between a registration's read of the buffer and its
+// settlement is not lost: the settlement consumes only the signal it read.
+func TestSignalBufferedDuringRegistrationIsKept(t *testing.T) {
+	w := newWaiter(false)
+	w.key = func(string) string { return "k:race" }
+	e := newEnv(t, w)
+	var once sync.Once
+	var raceErr error
+	e.rt.beforeAdvanceCommit = func(runID, key string) {
+		if runID != "r1" || key != "k:race" {
+			return
+		}
+		once.Do(func() {
+			var res SignalOutcome
+			res, raceErr = e.rt.Signal(e.ctx, "k:race", []byte("second"))
+			if raceErr == nil && res != Buffered {
+				raceErr = fmt.Errorf("racing signal: %v, want buffered", res)
+			}
+		})
+	}
+	if res, err := e.rt.Signal(e.ctx, "k:race", []byte("first")); err != nil || res != Buffered {
+		t.Fatalf("Signal: %v %v", res, err)
+	}
+	e.start()
+	e.submit(RunSpec{RunID: "r1"})
+	if o := e.outcome(); o.RunID != "r1" || string(o.Result) != "sig:first" {
+		t.Fatalf("outcome %+v", o)
+	}
+	if raceErr != nil {
+		t.Fatal(raceErr)
+	}
+	b, err := e.q.KVGet(e.ctx, sigBufKey("k:race"))
+	if err != nil {
+		t.Fatalf("the signal buffered during the registration is gone: %v", err)
+	}
+	if p, err := decodeSignal(b); err != nil || string(p) != "second" {
+		t.Fatalf("buffer holds %q, %v; want second", p, err)
+	}
+	e.submit(RunSpec{RunID: "r2"})
+	if o := e.outcome(); o.RunID != "r2" || string(o.Result) != "sig:second" {
+		t.Fatalf("outcome %+v", o)
+	}
+	assertNoSignalResidue(t, e)
+}

@@ -106,9 +106,10 @@ func (rt *Runtime) callHook(ctx context.Context, out *RunOutcome, eff *TerminalE
 // open). The worker calls it at startup and whenever the step queue's dead
 // count changes; it returns how many runs it terminated.
 //
-// Unlike a settlement, this is not one commit: the result record and the
-// notification commit first, then the run record is removed, so a crash in
-// between repeats the notification (delivery is at-least-once anyway).
+// Each run ends in one durable commit, like a settlement: the result
+// record, the retention markers and the notification land with the
+// removal of the run record and step pointer, guarded on both still being
+// the ones read, so a crash or a concurrent Reconcile never notifies twice.
 func (rt *Runtime) Reconcile(ctx context.Context) (int, error) {
 	st, err := rt.q.Stats(ctx, rt.cfg.queueName)
 	if err != nil {
@@ -141,7 +142,7 @@ func (rt *Runtime) Reconcile(ctx context.Context) (int, error) {
 }
 
 // reconcileJob terminates the run of a dead step job that is still the
-// run's current step.
+// run's current step, in one commit.
 func (rt *Runtime) reconcileJob(ctx context.Context, job *queue.Job) (bool, error) {
 	runID := job.Headers[HeaderRunID]
 	if runID == "" {
@@ -155,11 +156,15 @@ func (rt *Runtime) reconcileJob(ctx context.Context, job *queue.Job) (bool, erro
 	if err != nil {
 		return false, fmt.Errorf("run %s: %w", runID, err)
 	}
-	ptr, err := loadPointer(ctx, rt.q, runID)
-	if err != nil {
+	ptrBytes, err := kvGet(ctx, rt.q, stepKey(runID))
+	if err != nil || ptrBytes == nil {
 		return false, err
 	}
-	if rec.Nonce != job.Headers[HeaderRunNonce] || ptr == nil || ptr.JobID != job.ID {
+	ptr, err := decodeStepPointer(ptrBytes)
+	if err != nil {
+		return false, fmt.Errorf("run %s: %w", runID, err)
+	}
+	if rec.Nonce != job.Headers[HeaderRunNonce] || ptr.JobID != job.ID {
 		return false, nil
 	}
 	msg := job.LastError
@@ -170,26 +175,16 @@ func (rt *Runtime) reconcileJob(ctx context.Context, job *queue.Job) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	if len(sef.Enqueue) > 0 {
-		nj := sef.Enqueue[0]
-		if _, err := rt.q.EnqueueWithKV(ctx, nj.Queue, nj.Payload, nj.Options, sef.KVPuts); err != nil {
-			return false, fmt.Errorf("runtime: reconcile run %s: %w", runID, err)
-		}
-	} else {
-		for _, p := range sef.KVPuts {
-			if err := rt.q.KVPut(ctx, p.Key, p.Value); err != nil {
-				return false, fmt.Errorf("runtime: reconcile run %s: %w", runID, err)
-			}
-		}
+	if h := rt.beforeReconcileCommit; h != nil {
+		h(runID)
 	}
-	// The run record goes last: it is what makes the run active.
-	if _, err := rt.q.KVCompareAndDelete(ctx, runKey(runID), recBytes); err != nil {
+	// The guard is what the commit removes: a repeat applies nothing.
+	ok, err := rt.q.ApplyEffects(ctx, sef, []queue.KVWrite{{Key: runKey(runID), Value: recBytes}, {Key: stepKey(runID), Value: ptrBytes}})
+	if err != nil {
 		return false, fmt.Errorf("runtime: reconcile run %s: %w", runID, err)
 	}
-	for _, k := range []string{stepKey(runID), cancelKey(runID)} {
-		if err := rt.q.KVDelete(ctx, k); err != nil && !errors.Is(err, queue.ErrNotFound) {
-			return false, fmt.Errorf("runtime: reconcile run %s: %w", runID, err)
-		}
+	if !ok {
+		return false, nil // ended or moved on since the reads above
 	}
 	rt.log.Warn("run failed: its step was dead-lettered by the queue", "run", runID, "step", ptr.Step, "job", job.ID, "err", msg)
 	return true, nil

@@ -21,7 +21,9 @@ import (
 // waits for them to return. A step that returns an error after the shutdown
 // cancelled it is retried later; an outcome it returns is settled as usual.
 // Run returns nil after a graceful stop, or the error that stopped the
-// queue (closed, fenced).
+// queue: closed, fenced (kv.ErrFenced) or stopped after a failed WAL write
+// (kv.ErrStopped); Run sees the last two as soon as they happen, not at the
+// next claim.
 func (rt *Runtime) Run(ctx context.Context) error {
 	hardCtx, hardStop := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer hardStop(ErrShutdown)
@@ -117,9 +119,11 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 // Done is closed when the worker has stopped.
 func (w *Worker) Done() <-chan struct{} { return w.done }
 
-// fatalQueueError reports errors after which claiming cannot succeed.
+// fatalQueueError reports errors after which claiming cannot succeed: the
+// queue closed, or its kv was fenced or stopped after a WAL failure.
 func fatalQueueError(err error) bool {
-	return errors.Is(err, queue.ErrClosed) || errors.Is(err, kv.ErrFenced) || errors.Is(err, kv.ErrClosed)
+	return errors.Is(err, queue.ErrClosed) || errors.Is(err, kv.ErrFenced) || errors.Is(err, kv.ErrClosed) ||
+		errors.Is(err, kv.ErrStopped)
 }
 
 // settleDepth bounds the steps in flight per worker slot, running or
@@ -128,8 +132,9 @@ func fatalQueueError(err error) bool {
 // next step, so commits of many steps group into one WAL PUT.
 const settleDepth = 4
 
-// stepHandler processes one claim; it calls release once it no longer
-// needs its worker slot (its runner returned), and returns when done.
+// stepHandler processes one claim; it calls release (from its own
+// goroutine) once it no longer needs its worker slot (its runner
+// returned), and returns when done.
 type stepHandler func(ctx context.Context, c *queue.Claim, release func())
 
 // claimLoop claims jobs of queueName while ctx lives and runs h on each in
@@ -140,17 +145,34 @@ type stepHandler func(ctx context.Context, c *queue.Claim, release func())
 func (rt *Runtime) claimLoop(ctx, hardCtx context.Context, queueName string, conc int, h stepHandler) error {
 	slots := make(chan struct{}, conc)
 	inflight := make(chan struct{}, settleDepth*conc)
+	// Long-lived handler goroutines, one per in-flight place: a step's call
+	// chain is deep, and a fresh goroutine per step would grow (copy) its
+	// stack every time.
+	work := make(chan *queue.Claim)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	start := func(c *queue.Claim) {
+	defer close(work)
+	for range cap(inflight) {
 		wg.Add(1)
 		go func() {
-			var once sync.Once
-			release := func() { once.Do(func() { <-slots }) }
-			defer func() { release(); <-inflight; wg.Done() }()
-			h(hardCtx, c, release)
+			defer wg.Done()
+			for c := range work {
+				released := false
+				release := func() {
+					if !released {
+						released = true
+						<-slots
+					}
+				}
+				h(hardCtx, c, release)
+				release()
+				<-inflight
+			}
 		}()
 	}
+	// start cannot block for long: a place in inflight was taken for c,
+	// so a handler goroutine is free or about to be.
+	start := func(c *queue.Claim) { work <- c }
 	acquire := func() bool {
 		select {
 		case inflight <- struct{}{}:

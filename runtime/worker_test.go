@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/kv"
+	"github.com/tqw-dsl/tqw/runtime/objstore"
+	"github.com/tqw-dsl/tqw/runtime/objstore/faults"
 	"github.com/tqw-dsl/tqw/runtime/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/queue"
 )
@@ -211,5 +214,26 @@ func TestRunsSurviveReopenAtEveryStage(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("run %s: %s, want %s", k, got[k], v)
 		}
+	}
+}
+
+// Run returns promptly, with kv.ErrStopped, once the store stops after a
+// failed WAL write, instead of retrying claims with warnings.
+func TestRunReturnsWhenStoreStops(t *testing.T) {
+	fs := faults.New(mem.New(), 1)
+	e := newEnvCfg(t, fs, defaultQueueConfig(), echo())
+	done := make(chan error, 1)
+	go func() { done <- e.rt.Run(e.ctx) }()
+	fs.Set(faults.Rule{Ops: faults.OpPut, KeyPrefix: "queue/wal/", Rate: 1, Err: objstore.ErrInvalidKey})
+	if _, err := e.rt.Submit(e.ctx, RunSpec{RunID: "lost"}); !errors.Is(err, kv.ErrStopped) {
+		t.Fatalf("Submit = %v; want kv.ErrStopped", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, kv.ErrStopped) {
+			t.Fatalf("Run = %v; want kv.ErrStopped", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the store stopped")
 	}
 }

@@ -120,6 +120,7 @@ func runtimeRuns(ctx context.Context, cfg *config, store *counting.Store, prefix
 	}
 	lats := make([]Latencies, clients)
 	before := store.Counts()
+	cpuBefore := processCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for client := range clients {
@@ -157,6 +158,7 @@ func runtimeRuns(ctx context.Context, cfg *config, store *counting.Store, prefix
 	}
 	wg.Wait()
 	secs := time.Since(start).Seconds()
+	cpuAfter := processCPU()
 	if firstErr != nil {
 		return Result{}, firstErr
 	}
@@ -173,11 +175,18 @@ func runtimeRuns(ctx context.Context, cfg *config, store *counting.Store, prefix
 		}
 		return float64(v) / float64(steps)
 	}
+	extra := map[string]any{"runs": n, "runs_in_flight": clients, "runs_per_sec": float64(n) / secs, "steps_per_run": runtimeBench.steps,
+		"latency": "per run, submit to final ack", "op_unit": "step (requests per op are per step, the submit included)"}
+	if cpuBefore >= 0 && cpuAfter >= 0 && steps > 0 {
+		// Process CPU (user+system, all goroutines: runtime, queue, kv,
+		// store client and the bench's own clients) per step; unlike wall
+		// throughput it does not depend on what else runs on the machine.
+		extra["cpu_us_per_step"] = float64(cpuAfter-cpuBefore) / 1e3 / float64(steps)
+	}
 	return Result{
 		Bench: "runtime", Concurrency: c, Ops: steps, Seconds: secs, OpsPerSec: float64(steps) / secs,
 		P50Ms: all.Percentile(50), P99Ms: all.Percentile(99),
 		PutsPerOp: per(used.Puts), GetsPerOp: per(used.Gets), ListsPerOp: per(used.Lists),
-		Extra: map[string]any{"runs": n, "runs_in_flight": clients, "runs_per_sec": float64(n) / secs, "steps_per_run": runtimeBench.steps,
-			"latency": "per run, submit to final ack", "op_unit": "step (requests per op are per step, the submit included)"},
+		Extra: extra,
 	}, nil
 }

@@ -86,8 +86,8 @@ func (db *DB) checkpoint(ctx context.Context) error {
 	fail := func(err error) error {
 		db.mu.Lock()
 		db.fullRewrite = true // the dirty set is gone; rewrite everything next time
-		if errors.Is(err, ErrFenced) && db.err == nil {
-			db.err = err
+		if errors.Is(err, ErrFenced) {
+			db.failLocked(err)
 		}
 		db.mu.Unlock()
 		return err

@@ -240,13 +240,24 @@ func (e *recordEncoder) del(key []byte) {
 	e.nops++
 }
 
-// appendTo appends the finished record (len body crc) to dst.
+// appendTo appends the finished record (len body crc) to dst, where body
+// is the op count and the ops.
 func (e *recordEncoder) appendTo(dst []byte) []byte {
-	body := binary.AppendUvarint(nil, uint64(e.nops))
-	body = append(body, e.body...)
-	dst = binary.AppendUvarint(dst, uint64(len(body)))
-	dst = append(dst, body...)
-	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(body, crcTable))
+	var n [binary.MaxVarintLen64]byte
+	count := binary.PutUvarint(n[:], uint64(e.nops))
+	dst = binary.AppendUvarint(dst, uint64(count+len(e.body)))
+	start := len(dst)
+	dst = append(dst, n[:count]...)
+	dst = append(dst, e.body...)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], crcTable))
+}
+
+// reset empties e, keeping its buffer for the next record.
+func (e *recordEncoder) reset() {
+	if cap(e.body) > 1<<20 {
+		e.body = nil // do not pin one huge commit's buffer
+	}
+	e.body, e.nops = e.body[:0], 0
 }
 
 // decodeWALHeader decodes and verifies the header; it returns the rest.

@@ -58,6 +58,9 @@ type DB struct {
 	etag     string
 	fences   []uint64 // fence sequences >= manifest.firstLiveWAL (never deleted)
 
+	rec            recordEncoder // scratch WAL record of the commit being applied (under mu)
+	lastBatchBytes int           // record bytes of the last batch the flusher took
+
 	drops     []largeDrop // large objects to delete once durable and unseen
 	largeNext uint64
 
@@ -66,7 +69,8 @@ type DB struct {
 	memBytes                    int64
 	ckptRunning                 bool
 
-	err      error // sticky: ErrFenced, ErrCorrupt or a fatal WAL failure
+	err      error         // sticky: ErrFenced, ErrStopped or ErrClosed; set with failLocked
+	stopped  chan struct{} // closed when err is first set
 	closing  bool
 	closed   bool
 	stopping bool
@@ -92,10 +96,15 @@ type largeDrop struct {
 	ref largeRef
 }
 
+// walHeaderRoom is the space reserved at the start of a batch's buffer for
+// its WAL header (at most 56 bytes: magic, version, flags, two uvarints,
+// batch id, record count, checksum).
+const walHeaderRoom = 64
+
 // batch is the group of commits that goes into one WAL object.
 type batch struct {
 	id     [batchIDLen]byte
-	buf    []byte // encoded records
+	buf    []byte // walHeaderRoom bytes, then the encoded records
 	n      int
 	sealed bool   // no more commits join
 	seq    uint64 // WAL sequence, set when the flusher takes it
@@ -146,6 +155,7 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 		largeNext: 1,
 	}
 	db.cond = sync.NewCond(&db.mu)
+	db.stopped = make(chan struct{})
 	db.bgCtx, db.bgCancel = context.WithCancel(context.Background())
 	db.ckptCtx, db.ckptCancel = context.WithCancel(db.bgCtx)
 	// The replayed WAL counts toward the next checkpoint.
@@ -242,6 +252,39 @@ func writeFence(ctx context.Context, o *objects, opts Options, r *replayer, epoc
 // Epoch returns this writer's epoch.
 func (db *DB) Epoch() uint64 { return db.epoch }
 
+// failLocked makes err the DB's sticky error unless one is set, and
+// signals Stopped.
+func (db *DB) failLocked(err error) {
+	if db.err != nil {
+		return
+	}
+	db.err = err
+	select {
+	case <-db.stopped:
+	default:
+		close(db.stopped)
+	}
+}
+
+// Stopped is closed once the DB accepts no more commits for good: a WAL
+// write failed (ErrStopped), a newer writer fenced it (ErrFenced) or it
+// closed. Err then says which. Long waits select on it to end promptly
+// instead of waiting for work that can no longer commit.
+func (db *DB) Stopped() <-chan struct{} { return db.stopped }
+
+// Err returns the error that stopped the DB, or nil while it is usable.
+func (db *DB) Err() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.err != nil {
+		return db.err
+	}
+	if db.closed || db.closing {
+		return ErrClosed
+	}
+	return nil
+}
+
 // usableLocked returns the error that makes the DB unusable, if any.
 func (db *DB) usableLocked() error {
 	if db.err != nil {
@@ -286,13 +329,18 @@ func (db *DB) pinLocked(seq uint64) {
 func (db *DB) release(seq uint64) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	db.unpinLocked(seq)
+	db.trimLocked()
+}
+
+// unpinLocked drops one registration of a live snapshot at seq.
+func (db *DB) unpinLocked(seq uint64) {
 	if db.live[seq]--; db.live[seq] <= 0 {
 		delete(db.live, seq)
 		if seq == db.minLive {
 			db.minValid = false
 		}
 	}
-	db.trimLocked()
 }
 
 // minLiveLocked is the oldest sequence a live snapshot can see.
@@ -359,7 +407,7 @@ func (db *DB) Get(ctx context.Context, key []byte) ([]byte, error) {
 	e, ok := db.tree.Get(&entry{key: key})
 	if !ok {
 		db.mu.Unlock()
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
+		return nil, notFound(key)
 	}
 	if e.large == nil {
 		db.mu.Unlock()
@@ -383,16 +431,17 @@ func (db *DB) Scan(ctx context.Context, r Range, fn func(key, value []byte) (mor
 	return s.scan(ctx, r, fn)
 }
 
-// Begin starts a transaction on a snapshot of the latest committed state.
-// End it with Commit, CommitNonDurable or Rollback.
-func (db *DB) Begin() *Tx {
-	s, seq, err := db.acquire()
-	return &Tx{db: db, snap: s, snapSeq: seq, err: err, done: err != nil, pinned: err == nil}
-}
+// Begin starts a transaction on a snapshot of the latest committed state,
+// taken at its first read (a write-only transaction takes none). A read of
+// a key that a commit changed after the snapshot fails with ErrConflict at
+// once, as the commit would. End it with Commit, CommitNonDurable or
+// Rollback.
+func (db *DB) Begin() *Tx { return &Tx{db: db} }
 
 // Update runs fn in a transaction and commits it durably, retrying fn on
-// ErrConflict up to Options.ConflictRetries times. An error from fn rolls
-// back and is returned as is. The transaction's snapshot is taken at its
+// ErrConflict (from the commit or from a read inside fn) up to
+// Options.ConflictRetries times. Any other error from fn rolls back and is
+// returned as is. The transaction's snapshot is taken at its
 // first read, so a write-only fn costs no snapshot.
 func (db *DB) Update(ctx context.Context, fn func(tx *Tx) error) error {
 	return db.update(ctx, fn, true)
@@ -413,9 +462,16 @@ func (db *DB) update(ctx context.Context, fn func(tx *Tx) error, durable bool) e
 		tx := &Tx{db: db} // snapshot taken at the first read
 		if err = fn(tx); err != nil {
 			tx.Rollback()
+			if errors.Is(err, ErrConflict) {
+				continue // a read saw a key changed after the snapshot
+			}
 			return err
 		}
-		err = tx.commit(ctx, durable)
+		if durable {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.CommitNonDurable(ctx)
+		}
 		if !errors.Is(err, ErrConflict) {
 			return err
 		}
@@ -427,14 +483,17 @@ func (db *DB) update(ctx context.Context, fn func(tx *Tx) error, durable bool) e
 func (db *DB) View(ctx context.Context, fn func(tx *Tx) error) error {
 	tx := db.Begin()
 	defer tx.Rollback()
-	if tx.err != nil {
-		return tx.err
+	if err := tx.ensureSnap(); err != nil { // a read-only view never conflicts
+		return err
 	}
 	tx.readOnly = true
 	return fn(tx)
 }
 
-// Sync returns when every commit made before the call is durable.
+// Sync returns when every commit made before the call is durable. An error
+// from waiting wraps ErrCommitUncertain; an error from a DB that already
+// stopped (ErrStopped, ErrFenced, ErrClosed) does not, although commits
+// applied before the stop were not all made durable.
 func (db *DB) Sync(ctx context.Context) error {
 	db.mu.Lock()
 	if err := db.usableLocked(); err != nil {
@@ -453,15 +512,20 @@ func (db *DB) lastBatchLocked() *batch {
 	return db.inflight
 }
 
+// waitBatch waits for b's WAL write. Its commits are applied already, so
+// every error wraps ErrCommitUncertain.
 func waitBatch(ctx context.Context, b *batch) error {
 	if b == nil {
 		return nil
 	}
 	select {
 	case <-b.done:
-		return b.err
+		if b.err != nil {
+			return fmt.Errorf("%w: %w", ErrCommitUncertain, b.err)
+		}
+		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("kv: waiting for the WAL write: %w (the commit is applied and may still become durable)", ctx.Err())
+		return fmt.Errorf("%w: stopped waiting for the WAL write: %w (the commit may still become durable)", ErrCommitUncertain, ctx.Err())
 	}
 }
 
@@ -477,6 +541,16 @@ func (db *DB) commitLocked(tx *Tx, larges map[string]largeRef) (*batch, error) {
 			return nil, fmt.Errorf("%w: %s changed after the transaction's snapshot", ErrConflict, k)
 		}
 	}
+	// The transaction's own snapshot is done with; dropping it here, under
+	// the lock the commit holds anyway, also tells whether any snapshot
+	// older than this commit remains.
+	if tx.pinned {
+		tx.pinned, tx.hasTree, tx.snap.tree = false, false, nil
+		db.unpinLocked(tx.snapSeq)
+	}
+	// Only a transaction whose snapshot predates this commit can conflict
+	// with it: with none live, its keys need no conflict tracking.
+	track := len(db.live) > 0
 	// First pass: resolve counter adds against the latest state, so a bad
 	// counter aborts the commit before anything changes.
 	type final struct {
@@ -484,7 +558,8 @@ func (db *DB) commitLocked(tx *Tx, larges map[string]largeRef) (*batch, error) {
 		e   *entry // nil = delete
 	}
 	finals := make([]final, 0, tx.writes.Len())
-	var rec recordEncoder
+	rec := &db.rec // commits are serialized under mu: one scratch encoder
+	rec.reset()
 	var ferr error
 	tx.writes.Scan(func(w *write) bool {
 		f := final{key: w.key}
@@ -522,7 +597,10 @@ func (db *DB) commitLocked(tx *Tx, larges map[string]largeRef) (*batch, error) {
 	b := db.openBatchLocked()
 	b.buf = rec.appendTo(b.buf)
 	b.n++
-	keys := make([]string, len(finals))
+	var keys []string
+	if track {
+		keys = make([]string, len(finals))
+	}
 	for i, f := range finals {
 		var old *entry
 		if f.e != nil {
@@ -537,12 +615,16 @@ func (db *DB) commitLocked(tx *Tx, larges map[string]largeRef) (*batch, error) {
 				b.drops = append(b.drops, largeDrop{seq: seq, ref: *old.large})
 			}
 		}
-		k := string(f.key)
-		keys[i] = k
-		db.recent.Set(recentWrite{key: k, seq: seq})
+		if track {
+			k := string(f.key)
+			keys[i] = k
+			db.recent.Set(recentWrite{key: k, seq: seq})
+		}
 		db.dirty = append(db.dirty, f.key)
 	}
-	db.recentLog = append(db.recentLog, recentCommit{seq: seq, keys: keys})
+	if track {
+		db.recentLog = append(db.recentLog, recentCommit{seq: seq, keys: keys})
+	}
 	db.commitSeq = seq
 	db.commits.Add(1)
 	db.trimLocked()
@@ -553,7 +635,7 @@ func (db *DB) commitLocked(tx *Tx, larges map[string]largeRef) (*batch, error) {
 // conflictLocked reports the first read key or scanned range of tx written
 // by a commit after tx's snapshot.
 func (db *DB) conflictLocked(tx *Tx) (string, bool) {
-	for k := range tx.reads {
+	for _, k := range tx.reads {
 		if w, ok := db.recent.Get(recentWrite{key: k}); ok && w.seq > tx.snapSeq {
 			return fmt.Sprintf("key %q", k), true
 		}
@@ -580,11 +662,14 @@ func (db *DB) conflictLocked(tx *Tx) (string, bool) {
 // openBatchLocked returns the batch new commits join.
 func (db *DB) openBatchLocked() *batch {
 	if n := len(db.queue); n > 0 {
-		if b := db.queue[n-1]; !b.sealed && len(b.buf) < db.opts.MaxBatchBytes {
+		if b := db.queue[n-1]; !b.sealed && len(b.buf)-walHeaderRoom < db.opts.MaxBatchBytes {
 			return b
 		}
 	}
-	b := &batch{done: make(chan struct{})}
+	// Size the buffer like the last batch, so a busy writer does not
+	// regrow (and copy) it commit by commit.
+	size := min(max(db.lastBatchBytes+db.lastBatchBytes/4, 1<<10), db.opts.MaxBatchBytes)
+	b := &batch{done: make(chan struct{}), buf: make([]byte, walHeaderRoom, walHeaderRoom+size)}
 	db.o.rmu.Lock()
 	binary.LittleEndian.PutUint64(b.id[:8], db.o.rnd.Uint64())
 	binary.LittleEndian.PutUint64(b.id[8:], db.o.rnd.Uint64())
@@ -619,6 +704,7 @@ func (db *DB) flusher() {
 			continue
 		}
 		b.sealed = true
+		db.lastBatchBytes = len(b.buf) - walHeaderRoom
 		b.seq = db.nextWAL
 		db.nextWAL++
 		db.inflight = b
@@ -630,7 +716,10 @@ func (db *DB) flusher() {
 		db.inflight = nil
 		if err != nil {
 			if db.err == nil {
-				db.err = err
+				if !errors.Is(err, ErrFenced) {
+					err = fmt.Errorf("%w; reopen the store to continue: %w", ErrStopped, err)
+				}
+				db.failLocked(err)
 				if errors.Is(err, ErrFenced) {
 					db.opts.Logger.Warn("kv: fenced by a newer writer; this DB stops", "prefix", db.opts.Prefix, "epoch", db.epoch, "err", err)
 				} else {
@@ -659,8 +748,11 @@ func (db *DB) flusher() {
 func (db *DB) writeWAL(b *batch) (int, error) {
 	key := db.o.walKey(b.seq)
 	hdr := encodeWALHeader(false, db.epoch, b.seq, b.id, b.n)
-	data := make([]byte, 0, len(hdr)+len(b.buf))
-	data = append(append(data, hdr...), b.buf...)
+	// The header goes in the room reserved before the records: no copy of
+	// the whole batch.
+	off := walHeaderRoom - len(hdr)
+	copy(b.buf[off:], hdr)
+	data := b.buf[off:]
 	var other walHeader
 	var herr error
 	_, err := db.o.putVerified(db.bgCtx, key, data, objstore.CreateOnly(), func(got []byte) bool {
@@ -720,7 +812,8 @@ func (db *DB) Close() error {
 	db.mu.Lock()
 	db.closed = true
 	if db.err == nil || errors.Is(db.err, context.Canceled) {
-		db.err = ErrClosed
+		db.err = nil
+		db.failLocked(ErrClosed)
 	}
 	db.mu.Unlock()
 	if err != nil && !errors.Is(err, ErrFenced) {
@@ -736,9 +829,7 @@ func (db *DB) Close() error {
 func (db *DB) abandon() {
 	db.mu.Lock()
 	db.closed, db.stopping = true, true
-	if db.err == nil {
-		db.err = ErrClosed
-	}
+	db.failLocked(ErrClosed)
 	db.cond.Broadcast()
 	db.mu.Unlock()
 	db.bgCancel()

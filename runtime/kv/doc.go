@@ -11,18 +11,28 @@
 //     transaction read or a range it scanned was written by a commit after
 //     its snapshot. Committed transactions are serializable in commit order.
 //     Tx.Add is a commutative counter add that records no read and never
-//     conflicts.
+//     conflicts. The snapshot is taken at the first read; point reads look
+//     keys up in the live state and fail with ErrConflict at once when a
+//     commit after the snapshot changed the key (the commit would fail
+//     anyway), so only scans clone the tree. Update retries both.
 //   - A commit is visible to every later Get, Scan and Begin at once. Commit
 //     returns after the WAL object holding it is in the store (durable);
 //     CommitNonDurable returns at once and the commit rides the next WAL
-//     object. WAL order equals commit order, so after any crash the store
+//     object; CommitAsync returns at once with a handle that waits for
+//     exactly that WAL object. WAL order equals commit order, so after any crash the store
 //     reopens at a prefix of the commit history that holds every commit
 //     acknowledged durable.
 //   - A corrupt or undecodable object stops Open with ErrCorrupt naming it;
 //     nothing is ever skipped silently.
 //   - Transient store errors are retried with backoff. A Commit that fails
-//     with an error other than ErrConflict may still become durable (the
-//     usual "unknown outcome" of a lost response); it is never half applied.
+//     with ErrCommitUncertain was applied and may or may not become durable
+//     (the usual "unknown outcome" of a lost response or an abandoned
+//     wait); one that fails otherwise was not applied. Never half applied.
+//   - A WAL write that fails for good (a permanent store error, an
+//     unreadable object in its slot) stops the DB: no later commit is
+//     accepted, since a gap in the WAL would hide every later object from
+//     replay. Every later call returns ErrStopped wrapped with the cause,
+//     and Stopped is closed, so waiters end promptly; reopen to continue.
 //
 // # Layout
 //
@@ -42,7 +52,9 @@
 //   - Commit: no request of its own; all commits that arrive while a WAL PUT
 //     is in flight share the next one (group commit, one PUT in flight). At
 //     low load a durable commit costs one PUT round trip. No timer: an idle
-//     writer flushes a lone commit at once.
+//     writer flushes a lone commit at once. In memory, a commit records its
+//     keys for conflict detection only while an older transaction snapshot
+//     is open.
 //   - Get/Scan/Tx reads: none, except 1 GET per large value read.
 //   - Large value: 1 PUT before its commit and 1 DELETE after the commit
 //     that drops it is durable and no snapshot can read it any more.

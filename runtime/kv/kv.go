@@ -24,11 +24,35 @@ var (
 	ErrCorrupt = errors.New("kv: corrupt object")
 	// ErrClosed reports a call on a closed DB or Reader.
 	ErrClosed = errors.New("kv: closed")
+	// ErrStopped reports a DB that stopped accepting commits because a WAL
+	// write failed for good (retries exhausted, or an unreadable object in
+	// its slot): writing on would leave a gap that hides every later WAL
+	// object from replay. Every later call returns it wrapped, with the
+	// failure that caused it. Reopen the store to continue; commits not yet
+	// durable at the failure may be lost.
+	ErrStopped = errors.New("kv: stopped after a failed WAL write")
+	// ErrCommitUncertain reports a durable commit (Commit, Update,
+	// Durability.Wait, Sync) that was applied in memory, visible to later
+	// reads, but whose WAL write failed or was not awaited: it may or may
+	// not survive a crash. The error also wraps the cause (ErrStopped,
+	// ErrFenced, a context error). A commit that fails without it was never
+	// applied.
+	ErrCommitUncertain = errors.New("kv: commit applied, durability unknown")
 	// ErrTxDone reports use of a committed or rolled-back Tx.
 	ErrTxDone = errors.New("kv: transaction already committed or rolled back")
 	// ErrTooLarge reports a key or value over the limits.
 	ErrTooLarge = errors.New("kv: key or value too large")
 )
+
+// notFoundError is ErrNotFound naming the key. Lookups of absent keys are
+// on hot paths (existence checks), so the message is formatted only when
+// someone prints it.
+type notFoundError struct{ key string }
+
+func (e *notFoundError) Error() string { return fmt.Sprintf("%v: %q", ErrNotFound, e.key) }
+func (e *notFoundError) Unwrap() error { return ErrNotFound }
+
+func notFound(key []byte) error { return &notFoundError{key: string(key)} }
 
 // MaxKeySize is the largest key accepted, in bytes.
 const MaxKeySize = 16 << 10

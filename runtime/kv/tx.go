@@ -30,43 +30,107 @@ type write struct {
 // errReadOnly reports a write in a View transaction.
 var errReadOnly = errors.New("kv: write in a read-only (View) transaction")
 
-// Tx is a transaction: reads see a snapshot taken at Begin plus the
-// transaction's own writes; writes are buffered until Commit, which fails
-// with ErrConflict if a key read or a range scanned changed since the
-// snapshot (optimistic, serializable). A Tx is not safe for concurrent use.
+// Tx is a transaction: reads see a snapshot taken at its first read plus
+// the transaction's own writes; writes are buffered until Commit, which
+// fails with ErrConflict if a key read or a range scanned changed since the
+// snapshot (optimistic, serializable). A read of a key changed since the
+// snapshot fails with ErrConflict at once. A Tx is not safe for concurrent
+// use.
 type Tx struct {
 	db       *DB
 	snap     snapshot
 	snapSeq  uint64
 	writes   *btree.BTreeG[*write]
-	reads    map[string]struct{}
+	reads    []string // keys read (repeats allowed: transactions are small)
 	ranges   []Range
 	done     bool
 	readOnly bool
-	err      error // why the Tx is unusable from the start
-	// pinned reports that snap is taken and registered. Begin pins at
-	// once; Update's transactions pin at their first read, so write-only
-	// ones never copy the tree.
+	// pinned reports that the read point snapSeq is registered as a live
+	// snapshot, which keeps every later write to a key tracked for
+	// conflicts (and large values alive). It is set at the first read, so
+	// write-only transactions register nothing.
 	pinned bool
+	// hasTree reports that snap.tree is a copy-on-write clone at snapSeq.
+	// Only scans take one: point reads look keys up in the live tree and
+	// fail with ErrConflict when a commit after snapSeq changed the key,
+	// which is what the commit would report anyway. Not cloning spares the
+	// next commit the copying of every tree node on its write paths.
+	hasTree bool
 }
 
-// ensureSnap takes the snapshot of a lazily started transaction.
-func (tx *Tx) ensureSnap() error {
+// pin registers the transaction's read point at the latest commit.
+func (tx *Tx) pin() error {
 	if tx.pinned {
 		return nil
 	}
-	s, seq, err := tx.db.acquire()
-	if err != nil {
+	db := tx.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if err := db.usableLocked(); err != nil {
 		return err
 	}
-	tx.snap, tx.snapSeq, tx.pinned = s, seq, true
+	db.pinLocked(db.commitSeq)
+	tx.snapSeq, tx.pinned, tx.snap.o = db.commitSeq, true, db.o
 	return nil
+}
+
+// ensureSnap gives the transaction a tree snapshot, for scans. When point
+// reads came first and commits followed, the read point moves to the
+// latest commit, after checking that none of those commits changed a key
+// read so far: the transaction then reads as if it had started there.
+func (tx *Tx) ensureSnap() error {
+	if tx.hasTree {
+		return nil
+	}
+	db := tx.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if err := db.usableLocked(); err != nil {
+		return err
+	}
+	switch {
+	case !tx.pinned:
+		db.pinLocked(db.commitSeq)
+		tx.pinned = true
+	case tx.snapSeq != db.commitSeq:
+		if k, ok := db.conflictLocked(tx); ok {
+			db.conflicts.Add(1)
+			return fmt.Errorf("%w: %s changed after the transaction's snapshot", ErrConflict, k)
+		}
+		db.pinLocked(db.commitSeq)
+		db.unpinLocked(tx.snapSeq)
+	}
+	tx.snapSeq, tx.hasTree = db.commitSeq, true
+	tx.snap = snapshot{tree: db.snapshotLocked(), o: db.o}
+	return nil
+}
+
+// lookup returns key's entry as of snapSeq (nil when absent), or
+// ErrConflict when a commit after snapSeq wrote key.
+func (tx *Tx) lookup(key []byte) (*entry, error) {
+	if tx.hasTree {
+		return tx.snap.lookup(key), nil
+	}
+	db := tx.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if err := db.usableLocked(); err != nil {
+		return nil, err
+	}
+	if tx.snapSeq < db.commitSeq {
+		if w, ok := db.recent.Get(recentWrite{key: string(key)}); ok && w.seq > tx.snapSeq {
+			db.conflicts.Add(1)
+			return nil, fmt.Errorf("%w: key %q changed after the transaction's snapshot", ErrConflict, key)
+		}
+	}
+	e, _ := db.tree.Get(&entry{key: key})
+	return e, nil
 }
 
 // unpin releases the snapshot, if any.
 func (tx *Tx) unpin() {
 	if tx.pinned {
-		tx.pinned = false
+		tx.pinned, tx.hasTree, tx.snap.tree = false, false, nil
 		tx.db.release(tx.snapSeq)
 	}
 }
@@ -74,9 +138,6 @@ func (tx *Tx) unpin() {
 func writeLess(a, b *write) bool { return bytes.Compare(a.key, b.key) < 0 }
 
 func (tx *Tx) check() error {
-	if tx.err != nil {
-		return tx.err
-	}
 	if tx.done {
 		return ErrTxDone
 	}
@@ -109,10 +170,7 @@ func (tx *Tx) setWrite(w *write) {
 }
 
 func (tx *Tx) recordRead(key []byte) {
-	if tx.reads == nil {
-		tx.reads = map[string]struct{}{}
-	}
-	tx.reads[string(key)] = struct{}{}
+	tx.reads = append(tx.reads, string(key))
 }
 
 func decodeCounter(key, v []byte) (int64, error) {
@@ -141,28 +199,48 @@ func (tx *Tx) applyAdd(ctx context.Context, w *write, e *entry) ([]byte, error) 
 // Get returns key's value as this transaction sees it, or ErrNotFound. A
 // value not written by the transaction itself is recorded as read.
 func (tx *Tx) Get(ctx context.Context, key []byte) ([]byte, error) {
-	if err := tx.check(); err != nil {
-		return nil, err
+	v, found, err := tx.Lookup(ctx, key)
+	if err == nil && !found {
+		return nil, notFound(key)
 	}
-	if err := tx.ensureSnap(); err != nil {
-		return nil, err
+	return v, err
+}
+
+// Lookup is Get reporting an absent key as found == false instead of an
+// ErrNotFound error, for existence checks on hot paths.
+func (tx *Tx) Lookup(ctx context.Context, key []byte) (value []byte, found bool, err error) {
+	if err := tx.check(); err != nil {
+		return nil, false, err
+	}
+	if err := tx.pin(); err != nil {
+		return nil, false, err
 	}
 	if err := checkKey(key); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if w := tx.buffered(key); w != nil {
 		switch w.kind {
 		case writePut:
-			return w.value, nil
+			return w.value, true, nil
 		case writeDelete:
-			return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
+			return nil, false, nil
 		case writeAdd:
 			tx.recordRead(key)
-			return tx.applyAdd(ctx, w, tx.snap.lookup(key))
+			e, err := tx.lookup(key)
+			if err != nil {
+				return nil, false, err
+			}
+			v, err := tx.applyAdd(ctx, w, e)
+			return v, err == nil, err
 		}
 	}
 	tx.recordRead(key)
-	return tx.snap.get(ctx, key)
+	e, err := tx.lookup(key)
+	if err != nil || e == nil {
+		return nil, false, err
+	}
+	v, err := tx.snap.value(ctx, e)
+	return v, err == nil, err
 }
 
 // Counter returns the counter at key (0 if absent), including this
@@ -186,7 +264,11 @@ func (tx *Tx) Put(key, value []byte) error {
 	if len(value) > tx.db.opts.MaxValueSize {
 		return fmt.Errorf("%w: value of %d bytes for key %q exceeds MaxValueSize %d", ErrTooLarge, len(value), key, tx.db.opts.MaxValueSize)
 	}
-	tx.setWrite(&write{key: bytes.Clone(key), kind: writePut, value: append(make([]byte, 0, len(value)), value...)})
+	// One allocation holds both copies.
+	buf := make([]byte, len(key)+len(value))
+	n := copy(buf, key)
+	copy(buf[n:], value)
+	tx.setWrite(&write{key: buf[:n:n], kind: writePut, value: buf[n:]})
 	return nil
 }
 
@@ -335,15 +417,44 @@ func (tx *Tx) Scan(ctx context.Context, r Range, fn func(key, value []byte) (boo
 }
 
 // Commit commits durably: it returns after the WAL object holding the
-// commit is in the store. ErrConflict means nothing was applied; another
-// error after the commit was applied says so, and the commit may still
-// become durable.
-func (tx *Tx) Commit(ctx context.Context) error { return tx.commit(ctx, true) }
+// commit is in the store. An error wrapping ErrCommitUncertain means the
+// commit was applied (later reads see it) but may or may not become
+// durable; any other error (ErrConflict among them) means nothing was
+// applied.
+func (tx *Tx) Commit(ctx context.Context) error {
+	d, err := tx.CommitAsync(ctx)
+	if err != nil {
+		return err
+	}
+	return d.Wait(ctx)
+}
 
 // CommitNonDurable commits and returns at once: the writes are visible to
 // every later reader and become durable with the next WAL object; only a
-// crash before that loses them (and every later commit with them).
-func (tx *Tx) CommitNonDurable(ctx context.Context) error { return tx.commit(ctx, false) }
+// crash before that loses them (and every later commit with them). An
+// error means nothing was applied.
+func (tx *Tx) CommitNonDurable(ctx context.Context) error {
+	_, err := tx.CommitAsync(ctx)
+	return err
+}
+
+// CommitAsync applies the commit like CommitNonDurable and returns a handle
+// to wait for exactly the WAL object that holds it, so a caller can act on
+// the applied commit (publish it in memory) before waiting. Waiting costs
+// nothing extra: the commit rides the WAL write it joined. An error means
+// nothing was applied.
+func (tx *Tx) CommitAsync(ctx context.Context) (Durability, error) {
+	b, err := tx.commit(ctx)
+	return Durability{b: b}, err
+}
+
+// Durability is the pending durability of one applied commit.
+type Durability struct{ b *batch }
+
+// Wait returns when the commit is durable. Every error wraps
+// ErrCommitUncertain (and its cause): the commit is applied and may still
+// become durable, or may be lost with the process.
+func (d Durability) Wait(ctx context.Context) error { return waitBatch(ctx, d.b) }
 
 // Rollback discards the transaction. It is safe to call after Commit.
 func (tx *Tx) Rollback() {
@@ -354,20 +465,22 @@ func (tx *Tx) Rollback() {
 	tx.unpin()
 }
 
-func (tx *Tx) commit(ctx context.Context, durable bool) error {
+// commit applies tx and returns the batch its WAL record joined (nil when
+// tx wrote nothing).
+func (tx *Tx) commit(ctx context.Context) (*batch, error) {
 	if err := tx.check(); err != nil {
-		return err
+		return nil, err
 	}
 	tx.done = true
 	db := tx.db
 	if tx.writes == nil || tx.writes.Len() == 0 {
 		tx.unpin()
-		return nil
+		return nil, nil
 	}
 	larges, err := tx.writeLarges(ctx)
 	if err != nil {
 		tx.unpin()
-		return err
+		return nil, err
 	}
 	db.mu.Lock()
 	b, err := db.commitLocked(tx, larges)
@@ -375,12 +488,9 @@ func (tx *Tx) commit(ctx context.Context, durable bool) error {
 	tx.unpin()
 	if err != nil {
 		db.dropLarges(larges)
-		return err
+		return nil, err
 	}
-	if !durable {
-		return nil
-	}
-	return waitBatch(ctx, b)
+	return b, nil
 }
 
 // writeLarges writes the values over the threshold to their own objects,

@@ -3,7 +3,6 @@ package kv
 import (
 	"bytes"
 	"context"
-	"fmt"
 
 	"github.com/tidwall/btree"
 )
@@ -33,7 +32,7 @@ func (s snapshot) lookup(key []byte) *entry {
 func (s snapshot) get(ctx context.Context, key []byte) ([]byte, error) {
 	e := s.lookup(key)
 	if e == nil {
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
+		return nil, notFound(key)
 	}
 	return s.value(ctx, e)
 }

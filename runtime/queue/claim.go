@@ -86,7 +86,7 @@ func (q *Queue) ClaimBatch(ctx context.Context, queue string, max int) ([]*Claim
 				}
 				continue
 			}
-			var payload []byte
+			payload := r.Inline
 			if r.HasPayload {
 				if payload, _, err = t.get(payloadKey(id)); err != nil {
 					return err
@@ -142,8 +142,9 @@ func (q *Queue) registerLeaseLocked(r *record, expires time.Time) *lease {
 
 // ClaimWait claims the first ready job of queue, waiting until one is ready.
 // It waits on a notification that every commit making work ready sends, so
-// an idle queue costs nothing. It returns ctx's error when ctx ends and
-// ErrClosed when the queue closes.
+// an idle queue costs nothing. It returns ctx's error when ctx ends,
+// ErrClosed when the queue closes, and at once the kv's error (wrapping
+// kv.ErrStopped or kv.ErrFenced) when the store stops accepting commits.
 func (q *Queue) ClaimWait(ctx context.Context, queue string) (*Claim, error) {
 	if err := validName("queue name", queue); err != nil {
 		return nil, err
@@ -163,12 +164,18 @@ func (q *Queue) ClaimWait(ctx context.Context, queue string) (*Claim, error) {
 		if c != nil || err != nil {
 			return c, err
 		}
+		if h := q.idleHook.Load(); h != nil {
+			(*h)(queue)
+		}
 		select {
 		case <-ready:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-q.done:
 			return nil, ErrClosed
+		case <-q.db.Stopped():
+			// Fenced or stopped after a WAL failure: no claim can commit.
+			return nil, wrapKV("claim", q.db.Err())
 		}
 	}
 }

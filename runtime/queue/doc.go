@@ -17,14 +17,20 @@
 // # Guarantees
 //
 //   - Enqueue, EnqueueWithKV, EnqueueBatch, Ack, DeadLetter, a nack that
-//     dead-letters or cancels, Cancel, WakeScheduled, RequeueDead and the
-//     caller-KV writes are durable when they return.
-//   - Settlement effects (follow-up enqueues, caller-KV puts and deletes)
-//     commit in the same kv transaction as the settlement: all or nothing.
-//     They apply on an ack, a dead-letter, an attempt-exhausting nack and a
-//     Cancel that removes the job; a Cancel of a claimed job stores its
-//     effects with the job and the next Nack of that claim removes the job
-//     and applies them (an Ack or DeadLetter discards them).
+//     dead-letters or cancels, Cancel, WakeScheduled, RequeueDead,
+//     ApplyEffects and the caller-KV writes are durable when they return.
+//     A durable call that fails with kv.ErrCommitUncertain was applied (it
+//     is visible) but may not survive a crash; any other error means
+//     nothing changed.
+//   - Settlement effects (follow-up enqueues, caller-KV puts, deletes and
+//     compare-deletes) commit in the same kv transaction as the
+//     settlement: all or nothing (a compare-delete whose value changed is
+//     skipped, the rest applies). They apply on an ack, a dead-letter, an
+//     attempt-exhausting nack and a Cancel that removes the job; a Cancel
+//     of a claimed job stores its effects with the job and the next Nack
+//     of that claim removes the job and applies them (an Ack or DeadLetter
+//     discards them). ApplyEffects commits effects without a settlement,
+//     guarded by expected caller-KV values.
 //   - A settlement by a claim that is not the job's current one fails with
 //     ErrClaimLost and changes nothing. Each claim carries a token stored
 //     on the job record; reaping, re-claiming, requeueing at Open and
@@ -45,8 +51,9 @@
 // # Storage and costs
 //
 // One kv store under Options.Prefix holds everything (see keys.go for the
-// layout): a small msgpack job record per job, the payload under its own
-// key, one index entry for the job's state (ready index ordered by
+// layout): a small MessagePack job record per job (with a hand-written
+// codec: it is rewritten at every state change), the payload inside the
+// record up to 1 KiB and under its own key beyond, one index entry for the job's state (ready index ordered by
 // priority then sequence, scheduled by run time, claimed, done and dead by
 // time), a dedup entry and per-queue state counters updated with kv Add so
 // concurrent commits never conflict on them. The ready sequence is kept in
@@ -60,8 +67,10 @@
 // in-memory state: no request. A payload larger than the kv's
 // LargeValueThreshold (64 KiB by default) goes to its own object: one
 // extra PUT at enqueue, a GET when it is read back, a DELETE when the job
-// goes; smaller payloads travel inside the WAL and checkpoints. The payload
-// is written once; state changes rewrite only the small record. Open costs
+// goes; smaller payloads travel inside the WAL and checkpoints. A payload
+// over 1 KiB is written once and state changes rewrite only the small
+// record; a smaller one rides in the record, which costs fewer kv writes
+// than a key of its own. Open costs
 // the kv's open (manifest, checkpoint chunks, WAL replay) plus in-memory
 // scans of the counters, the ready index and the claimed index, and one
 // durable commit per 512 interrupted claims it requeues.
@@ -75,7 +84,8 @@
 // # What it does not do
 //
 // One process writes a store (kv fencing enforces it: an older writer gets
-// kv.ErrFenced). Other processes read through Reader, which sees the
+// kv.ErrFenced; a writer whose WAL write failed for good gets kv.ErrStopped,
+// and ClaimWait and Work return either at once). Other processes read through Reader, which sees the
 // durable state as of its last Refresh. There is no exactly-once delivery,
 // no jitter on backoff, and no queue-level rate limiting. Lease renewals
 // are in memory only, so they cost nothing but do not survive the process.

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 )
@@ -127,6 +128,14 @@ func validateEffects(e *SettlementEffects) error {
 			return fmt.Errorf("effect KV delete: %w", err)
 		}
 	}
+	for _, w := range e.KVCompareDeletes {
+		if err := validKVKey(w.Key); err != nil {
+			return fmt.Errorf("effect KV compare-delete: %w", err)
+		}
+		if w.Value == nil {
+			return invalidf("effect KV compare-delete of %q: expected value is nil; pass the value the key must hold", w.Key)
+		}
+	}
 	return nil
 }
 
@@ -161,7 +170,10 @@ func (t *txn) enqueue(j *NewJob) (EnqueueResult, error) {
 	cfg := t.q.opts.config(j.Queue)
 	r := &record{
 		ID: id, Queue: j.Queue, Headers: o.Headers, MaxAttempts: cfg.MaxAttempts, Priority: cfg.DefaultPriority,
-		EnqueuedAt: t.now, DedupKey: o.DedupKey, HasPayload: len(j.Payload) > 0,
+		EnqueuedAt: t.now, DedupKey: o.DedupKey, HasPayload: len(j.Payload) > inlinePayloadMax,
+	}
+	if !r.HasPayload && len(j.Payload) > 0 {
+		r.Inline = j.Payload
 	}
 	if o.MaxAttempts > 0 {
 		r.MaxAttempts = o.MaxAttempts
@@ -212,6 +224,20 @@ func (t *txn) applyEffects(e *SettlementEffects) error {
 	for _, k := range e.KVDeletes {
 		if err := t.del(kvKey(k)); err != nil {
 			return err
+		}
+	}
+	for _, w := range e.KVCompareDeletes {
+		// The read joins the transaction's read set: a write to the key
+		// after it makes the commit conflict and re-run, so the compare
+		// holds at commit time.
+		cur, ok, err := t.get(kvKey(w.Key))
+		if err != nil {
+			return err
+		}
+		if ok && bytes.Equal(cur, w.Value) {
+			if err := t.del(kvKey(w.Key)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -38,9 +38,10 @@ func TestRecordRoundTrip(t *testing.T) {
 func TestEffectsRoundTrip(t *testing.T) {
 	p := 4
 	e := &SettlementEffects{
-		Enqueue:   []NewJob{{Queue: "q", Payload: []byte("p"), Options: EnqueueOptions{ID: "i", DedupKey: "d", Priority: &p, RunAt: t0, MaxAttempts: 2, Headers: map[string]string{"h": "v"}}}},
-		KVPuts:    []KVWrite{{"k", []byte("v")}},
-		KVDeletes: []string{"x"},
+		Enqueue:          []NewJob{{Queue: "q", Payload: []byte("p"), Options: EnqueueOptions{ID: "i", DedupKey: "d", Priority: &p, RunAt: t0, MaxAttempts: 2, Headers: map[string]string{"h": "v"}}}},
+		KVPuts:           []KVWrite{{"k", []byte("v")}},
+		KVDeletes:        []string{"x"},
+		KVCompareDeletes: []KVWrite{{"c", []byte("old")}, {"e", []byte{}}},
 	}
 	b, err := encodeEffects(e)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 // contains 0x00, so "<q>\x00" is a prefix no other queue's keys share.
 //
 //	j/<id>                         job record (msgpack, small: no payload)
-//	p/<id>                         payload (absent when empty)
+//	p/<id>                         payload over 1 KiB (smaller ones are in the record)
 //	e/<id>                         effects recorded by Cancel on a claimed job
 //	r/<q>\x00<prio:8><seq:8>       pending (ready) index -> id; claim order
 //	s/<q>\x00<runAt:8><id>         scheduled index
@@ -42,8 +42,12 @@ func effectsKey(id string) []byte { return []byte(pfxEffects + id) }
 func kvKey(key string) []byte     { return []byte(pfxKV + key) }
 
 // queuePrefix is "<pfx><q>\x00".
-func queuePrefix(pfx, q string) []byte {
-	b := make([]byte, 0, len(pfx)+len(q)+1)
+func queuePrefix(pfx, q string) []byte { return queueKey(pfx, q, 0) }
+
+// queueKey is queuePrefix with room for extra more bytes, so building an
+// index key allocates once.
+func queueKey(pfx, q string, extra int) []byte {
+	b := make([]byte, 0, len(pfx)+len(q)+1+extra)
 	b = append(b, pfx...)
 	b = append(b, q...)
 	return append(b, 0)
@@ -58,7 +62,7 @@ func appendTime(b []byte, t int64) []byte { return binary.BigEndian.AppendUint64
 
 // readyKey orders by descending priority, then ascending seq (FIFO).
 func readyKey(q string, prio int, seq uint64) []byte {
-	b := queuePrefix(pfxReady, q)
+	b := queueKey(pfxReady, q, 16)
 	b = binary.BigEndian.AppendUint64(b, ^sortableInt(int64(prio)))
 	return binary.BigEndian.AppendUint64(b, seq)
 }
@@ -73,7 +77,7 @@ func readySeq(q string, key []byte) (uint64, bool) {
 }
 
 func timeIndexKey(pfx, q string, t int64, id string) []byte {
-	b := appendTime(queuePrefix(pfx, q), t)
+	b := appendTime(queueKey(pfx, q, 8+len(id)), t)
 	return append(b, id...)
 }
 
@@ -92,9 +96,9 @@ func scheduledKey(q string, runAt int64, id string) []byte {
 func doneKey(q string, at int64, id string) []byte { return timeIndexKey(pfxDone, q, at, id) }
 func deadKey(q string, at int64, id string) []byte { return timeIndexKey(pfxDead, q, at, id) }
 
-func claimedKey(q, id string) []byte { return append(queuePrefix(pfxClaimed, q), id...) }
+func claimedKey(q, id string) []byte { return append(queueKey(pfxClaimed, q, len(id)), id...) }
 
-func dedupKey(q, key string) []byte { return append(queuePrefix(pfxDedup, q), key...) }
+func dedupKey(q, key string) []byte { return append(queueKey(pfxDedup, q, len(key)), key...) }
 
 // State bytes of the counter keys.
 const (
@@ -121,7 +125,7 @@ func countKey(q string, st State) []byte {
 	default:
 		return nil
 	}
-	return append(queuePrefix(pfxCount, q), c)
+	return append(queueKey(pfxCount, q, 1), c)
 }
 
 // queueOfCountKey returns the queue name of an n/ key.

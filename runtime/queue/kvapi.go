@@ -96,4 +96,11 @@ func matches(cur []byte, exists bool, expected []byte) bool {
 	return exists && bytes.Equal(cur, expected)
 }
 
-func notFoundKV(key string) error { return fmt.Errorf("%w: KV key %q", ErrNotFound, key) }
+// notFoundKV is ErrNotFound naming a caller-KV key, formatted lazily: the
+// runtime probes absent keys on every step.
+func notFoundKV(key string) error { return &notFoundKVError{key} }
+
+type notFoundKVError struct{ key string }
+
+func (e *notFoundKVError) Error() string { return fmt.Sprintf("%v: KV key %q", ErrNotFound, e.key) }
+func (e *notFoundKVError) Unwrap() error { return ErrNotFound }

@@ -56,6 +56,9 @@ type Queue struct {
 	// waitHook, when set by a test, is called when WaitForCompletion has
 	// registered and read the job.
 	waitHook atomic.Pointer[func(string)]
+	// idleHook, when set by a test, is called when ClaimWait found nothing
+	// to claim and is about to wait.
+	idleHook atomic.Pointer[func(queue string)]
 }
 
 // queueState is the in-memory state of one known queue.
@@ -217,10 +220,11 @@ type leaseRef struct {
 // when fn set t.durable. It re-runs fn after a lost optimistic commit. A
 // transaction that wrote nothing is not committed.
 //
-// The commit is applied first (CommitNonDurable, which fails only when
-// nothing was applied), then its in-memory consequences, then a durable
-// one waits for the WAL with Sync. So a failure while waiting for
-// durability never leaves leases or notifications behind the kv state.
+// The commit is applied first (CommitAsync, which fails only when nothing
+// was applied), then its in-memory consequences, then a durable one waits
+// for the WAL object holding it. So a failure while waiting for durability
+// (kv.ErrCommitUncertain) never leaves leases or notifications behind the
+// kv state.
 func (q *Queue) update(ctx context.Context, op string, durable bool, fn func(t *txn) error) error {
 	if err := q.checkOpen(); err != nil {
 		return err
@@ -229,6 +233,9 @@ func (q *Queue) update(ctx context.Context, op string, durable bool, fn func(t *
 		t := &txn{q: q, ctx: ctx, tx: q.db.Begin(), now: nanos(q.clock.Now()), durable: durable}
 		if err := fn(t); err != nil {
 			t.tx.Rollback()
+			if errors.Is(err, kv.ErrConflict) && attempt < conflictRetries && ctx.Err() == nil {
+				continue // a read saw a key changed after the snapshot
+			}
 			return err
 		}
 		if !t.wrote {
@@ -236,7 +243,7 @@ func (q *Queue) update(ctx context.Context, op string, durable bool, fn func(t *
 			q.afterCommit(t)
 			return nil
 		}
-		err := t.tx.CommitNonDurable(ctx)
+		pending, err := t.tx.CommitAsync(ctx)
 		if errors.Is(err, kv.ErrConflict) && attempt < conflictRetries {
 			if ctx.Err() != nil {
 				return wrapKV(op, ctx.Err())
@@ -248,7 +255,7 @@ func (q *Queue) update(ctx context.Context, op string, durable bool, fn func(t *
 		}
 		q.afterCommit(t)
 		if t.durable {
-			if err := q.db.Sync(ctx); err != nil {
+			if err := pending.Wait(ctx); err != nil {
 				return wrapKV(op+" (applied; durability unknown)", err)
 			}
 		}
@@ -320,14 +327,7 @@ func (t *txn) add(q string, st State, delta int64) error {
 
 // get reads key; a missing key is (nil, false, nil).
 func (t *txn) get(k []byte) ([]byte, bool, error) {
-	v, err := t.tx.Get(t.ctx, k)
-	if errors.Is(err, kv.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return v, true, nil
+	return t.tx.Lookup(t.ctx, k)
 }
 
 // record reads job id; a missing job is (nil, nil).

@@ -7,8 +7,15 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// recordVersion is the job record format; decode rejects others.
-const recordVersion = 1
+// recordVersion is the job record format written; decode accepts it and
+// minRecordVersion onward. Version 2 added inline payloads ("pl"), which a
+// version-1 reader would silently drop, hence the bump.
+const (
+	recordVersion    = 2
+	minRecordVersion = 1
+	// effectsVersion is the format of stored cancel effects.
+	effectsVersion = 1
+)
 
 // errCorruptRecord reports a stored record that does not decode.
 var errCorruptRecord = errors.New("queue: corrupt record")
@@ -24,17 +31,21 @@ type record struct {
 	Attempts    int               `msgpack:"a"`
 	MaxAttempts int               `msgpack:"ma"`
 	Priority    int               `msgpack:"pr"`
-	Seq         uint64            `msgpack:"sq"` // position in the ready index
-	HasPayload  bool              `msgpack:"hp,omitempty"`
-	EnqueuedAt  int64             `msgpack:"ea"`
-	ClaimedAt   int64             `msgpack:"ca,omitempty"`
-	CompletedAt int64             `msgpack:"da,omitempty"`
-	FailedAt    int64             `msgpack:"fa,omitempty"`
-	RunAt       int64             `msgpack:"ra,omitempty"`
-	WokenAt     int64             `msgpack:"wa,omitempty"`
-	WakePayload []byte            `msgpack:"wp,omitempty"`
-	LastError   string            `msgpack:"le,omitempty"`
-	DedupKey    string            `msgpack:"dk,omitempty"`
+	Seq         uint64            `msgpack:"sq"`           // position in the ready index
+	HasPayload  bool              `msgpack:"hp,omitempty"` // payload under p/<id>
+	// Inline holds a payload of at most inlinePayloadMax bytes in the
+	// record itself: rewriting a few more bytes per state change is
+	// cheaper than a separate key's put, get and delete.
+	Inline      []byte `msgpack:"pl,omitempty"`
+	EnqueuedAt  int64  `msgpack:"ea"`
+	ClaimedAt   int64  `msgpack:"ca,omitempty"`
+	CompletedAt int64  `msgpack:"da,omitempty"`
+	FailedAt    int64  `msgpack:"fa,omitempty"`
+	RunAt       int64  `msgpack:"ra,omitempty"`
+	WokenAt     int64  `msgpack:"wa,omitempty"`
+	WakePayload []byte `msgpack:"wp,omitempty"`
+	LastError   string `msgpack:"le,omitempty"`
+	DedupKey    string `msgpack:"dk,omitempty"`
 	// Token identifies the current claim; settlements must present it.
 	Token           uint64          `msgpack:"tk,omitempty"`
 	CancelRequested bool            `msgpack:"cr,omitempty"`
@@ -49,22 +60,24 @@ type attemptRecord struct {
 	Error     string `msgpack:"r,omitempty"`
 }
 
+// inlinePayloadMax is the largest payload kept inside the job record.
+const inlinePayloadMax = 1024
+
 func encodeRecord(r *record) ([]byte, error) {
 	r.V = recordVersion
-	b, err := msgpack.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("queue: encode job %q: %w", r.ID, err)
-	}
-	return b, nil
+	return appendRecord(make([]byte, 0, 128+len(r.Inline)+len(r.WakePayload)), r), nil
 }
 
 func decodeRecord(b []byte) (*record, error) {
 	var r record
-	if err := msgpack.Unmarshal(b, &r); err != nil {
+	if err := readRecord(b, &r); err != nil {
 		return nil, fmt.Errorf("%w: job record: %w", errCorruptRecord, err)
 	}
-	if r.V != recordVersion {
-		return nil, fmt.Errorf("%w: job record %q has format version %d; this build reads %d", errCorruptRecord, r.ID, r.V, recordVersion)
+	if r.HasPayload && len(r.Inline) > 0 {
+		return nil, fmt.Errorf("%w: job record %q has both an inline and a separate payload", errCorruptRecord, r.ID)
+	}
+	if r.V < minRecordVersion || r.V > recordVersion {
+		return nil, fmt.Errorf("%w: job record %q has format version %d; this build reads %d to %d", errCorruptRecord, r.ID, r.V, minRecordVersion, recordVersion)
 	}
 	switch r.State {
 	case StatePending, StateScheduled, StateClaimed, StateDone, StateDead:
@@ -120,6 +133,7 @@ type storedEffects struct {
 	Enqueue   []storedNewJob  `msgpack:"en,omitempty"`
 	KVPuts    []storedKVWrite `msgpack:"kp,omitempty"`
 	KVDeletes []string        `msgpack:"kd,omitempty"`
+	KVCmpDels []storedKVWrite `msgpack:"kc,omitempty"`
 }
 
 type storedNewJob struct {
@@ -139,7 +153,7 @@ type storedKVWrite struct {
 }
 
 func encodeEffects(e *SettlementEffects) ([]byte, error) {
-	s := storedEffects{V: recordVersion, KVDeletes: e.KVDeletes}
+	s := storedEffects{V: effectsVersion, KVDeletes: e.KVDeletes}
 	for _, j := range e.Enqueue {
 		s.Enqueue = append(s.Enqueue, storedNewJob{
 			Queue: j.Queue, Payload: j.Payload, ID: j.Options.ID, DedupKey: j.Options.DedupKey,
@@ -149,6 +163,9 @@ func encodeEffects(e *SettlementEffects) ([]byte, error) {
 	}
 	for _, w := range e.KVPuts {
 		s.KVPuts = append(s.KVPuts, storedKVWrite(w))
+	}
+	for _, w := range e.KVCompareDeletes {
+		s.KVCmpDels = append(s.KVCmpDels, storedKVWrite(w))
 	}
 	b, err := msgpack.Marshal(&s)
 	if err != nil {
@@ -162,8 +179,8 @@ func decodeEffects(b []byte) (*SettlementEffects, error) {
 	if err := msgpack.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("%w: cancel effects: %w", errCorruptRecord, err)
 	}
-	if s.V != recordVersion {
-		return nil, fmt.Errorf("%w: cancel effects have format version %d; this build reads %d", errCorruptRecord, s.V, recordVersion)
+	if s.V != effectsVersion {
+		return nil, fmt.Errorf("%w: cancel effects have format version %d; this build reads %d", errCorruptRecord, s.V, effectsVersion)
 	}
 	e := &SettlementEffects{KVDeletes: s.KVDeletes}
 	for _, j := range s.Enqueue {
@@ -174,6 +191,12 @@ func decodeEffects(b []byte) (*SettlementEffects, error) {
 	}
 	for _, w := range s.KVPuts {
 		e.KVPuts = append(e.KVPuts, KVWrite(w))
+	}
+	for _, w := range s.KVCmpDels {
+		if w.Value == nil {
+			return nil, fmt.Errorf("%w: cancel effects: compare-delete of %q without a value", errCorruptRecord, w.Key)
+		}
+		e.KVCompareDeletes = append(e.KVCompareDeletes, KVWrite(w))
 	}
 	return e, nil
 }

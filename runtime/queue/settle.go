@@ -273,3 +273,40 @@ func (q *Queue) RequeueDead(ctx context.Context, id string) error {
 		return t.makePending(r)
 	})
 }
+
+// ApplyEffects applies eff in one durable commit without settling any job,
+// provided every condition in expect holds when it commits: each Key holds
+// Value, or is absent when Value is nil. It reports whether it applied;
+// false means a condition failed and nothing was written. A guard that the
+// effects themselves falsify (delete the key expected present, put the key
+// expected absent) makes the call idempotent: a repeat after a crash or a
+// lost response applies nothing. Cost: one durable commit.
+func (q *Queue) ApplyEffects(ctx context.Context, eff *SettlementEffects, expect []KVWrite) (bool, error) {
+	if eff.empty() {
+		return false, invalidf("ApplyEffects: no effects to apply")
+	}
+	if err := validateEffects(eff); err != nil {
+		return false, fmt.Errorf("ApplyEffects: %w", err)
+	}
+	for _, c := range expect {
+		if err := validKVKey(c.Key); err != nil {
+			return false, fmt.Errorf("ApplyEffects expect: %w", err)
+		}
+	}
+	var ok bool
+	err := q.update(ctx, "apply effects", true, func(t *txn) error {
+		ok = false
+		for _, c := range expect {
+			cur, exists, err := t.get(kvKey(c.Key))
+			if err != nil {
+				return err
+			}
+			if !matches(cur, exists, c.Value) {
+				return nil
+			}
+		}
+		ok = true
+		return t.applyEffects(eff)
+	})
+	return ok && err == nil, err
+}

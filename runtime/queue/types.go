@@ -244,15 +244,22 @@ type KVWrite struct {
 // SettlementEffects are applied in the same commit as the settlement, on: an
 // ack, a dead-letter, an attempt-exhausting nack, and a cancel that removes
 // the job; they are discarded otherwise. Effect enqueues that are duplicates
-// are skipped; KV deletes of absent keys are no-ops. Deletes apply after puts.
+// are skipped; KV deletes of absent keys are no-ops. Deletes apply after
+// puts, compare-deletes last.
 type SettlementEffects struct {
 	Enqueue   []NewJob
 	KVPuts    []KVWrite
 	KVDeletes []string
+	// KVCompareDeletes delete each Key only if it still holds Value when the
+	// settlement commits; a key holding anything else (or absent) is left
+	// alone and the rest of the settlement applies regardless. Use it to
+	// consume a value read before the settlement without dropping one
+	// written since (the read and the commit are not one transaction).
+	KVCompareDeletes []KVWrite
 }
 
 func (e *SettlementEffects) empty() bool {
-	return e == nil || len(e.Enqueue)+len(e.KVPuts)+len(e.KVDeletes) == 0
+	return e == nil || len(e.Enqueue)+len(e.KVPuts)+len(e.KVDeletes)+len(e.KVCompareDeletes) == 0
 }
 
 // NackResult reports where a nacked job went: Dead when the nack used up the

@@ -121,7 +121,7 @@ func (v view) record(ctx context.Context, id string) (*record, error) {
 }
 
 func (v view) job(ctx context.Context, r *record) (Job, error) {
-	var payload []byte
+	payload := r.Inline
 	if r.HasPayload {
 		b, _, err := v.get(ctx, payloadKey(r.ID))
 		if err != nil {

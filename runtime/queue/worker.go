@@ -32,7 +32,9 @@ type WorkerOptions struct {
 // nil after a clean drain, an ErrShutdownTimeout error when handlers were
 // still running at the deadline (their claims stay leased and the reaper or
 // the next Open requeues them), or the error that stopped claiming (for
-// example ErrClosed or kv.ErrFenced).
+// example ErrClosed, kv.ErrFenced, or kv.ErrStopped after a WAL write
+// failed: then Work returns as soon as its handlers did, without waiting
+// for new work).
 func (q *Queue) Work(ctx context.Context, queue string, opts WorkerOptions, h Handler) error {
 	if err := validName("queue name", queue); err != nil {
 		return err
