@@ -21,3 +21,5 @@ func openTemp(t *testing.T) *file.Store {
 func TestContract(t *testing.T) {
 	objstoretest.Run(t, func(t *testing.T) objstore.Store { return openTemp(t) })
 }
+
+func TestFolderChurn(t *testing.T) { objstoretest.RunFolderChurn(t, openTemp(t)) }

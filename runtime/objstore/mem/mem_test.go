@@ -12,6 +12,8 @@ func TestContract(t *testing.T) {
 	objstoretest.Run(t, func(t *testing.T) objstore.Store { return mem.New() })
 }
 
+func TestFolderChurn(t *testing.T) { objstoretest.RunFolderChurn(t, mem.New()) }
+
 func TestNamedShared(t *testing.T) {
 	a, b, c := mem.Named("x"), mem.Named("x"), mem.Named("y")
 	if a != b || a == c {

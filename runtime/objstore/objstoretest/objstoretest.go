@@ -29,7 +29,6 @@ func Run(t *testing.T, open func(t *testing.T) objstore.Store) {
 		{"ListOrder", testListOrder},
 		{"ListPrefixAndPages", testListPages},
 		{"CancelledContext", testCancelled},
-		{"ChurnOneFolder", testChurn},
 		{"RaceCreateOnly", testRaceCreateOnly},
 		{"RaceIfMatchCounter", testRaceCounter},
 	}
@@ -358,7 +357,12 @@ func testCancelled(t *testing.T, s objstore.Store) {
 
 // testChurn puts and deletes keys of one folder from many goroutines; on
 // file stores that empties and recreates the folder under their feet.
-func testChurn(t *testing.T, s objstore.Store) {
+// RunFolderChurn checks a property of backends that keep objects in real
+// folders: racing puts and deletes of keys in one folder never fail, since
+// removing a folder's last object must not break a put into it. It is not in
+// Run because the S3 test server (versitygw's posix backend) has this very
+// race itself ("Existing Object is a directory"); S3 proper has no folders.
+func RunFolderChurn(t *testing.T, s objstore.Store) {
 	var wg sync.WaitGroup
 	errs := make(chan error, raceWriters)
 	for w := range raceWriters {
