@@ -7,5 +7,8 @@
 // comma-separated), and --duration or --ops. Subcommands register themselves
 // from their own files with register: objstore, kv, queue, runtime,
 // interpreter, dsl and peers (tqw against DBOS on SQLite, from bench/dbos).
+// They share the plumbing in measure.go: opening each store, the worker loop
+// with a shared operation counter (measure), building a Result with requests
+// per op, and deleting a run's prefix afterwards.
 // Figures, with the commands that produced them, live in docs/BENCHMARKS.md.
 package main

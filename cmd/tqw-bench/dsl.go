@@ -7,8 +7,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tqw-dsl/tqw/dsl"
@@ -40,54 +38,29 @@ func runDSL(ctx context.Context, cfg *config) error {
 		return fmt.Errorf("generated workflow is invalid: %w\n%s", err, diags)
 	}
 	for _, c := range cfg.concurrency {
-		var ops atomic.Int64
-		lats := make([]Latencies, c)
-		errs := make(chan error, c)
 		// CPU time and allocation per load, next to wall time: other
 		// processes on a shared machine inflate wall time, not these.
 		runtime.GC()
 		var mem0, mem1 runtime.MemStats
 		runtime.ReadMemStats(&mem0)
 		cpu0 := processCPU()
-		start := time.Now()
-		var wg sync.WaitGroup
-		for w := 0; w < c; w++ {
-			wg.Add(1)
-			go func(l *Latencies) {
-				defer wg.Done()
-				for ctx.Err() == nil && !cfg.done(ops.Load(), start) {
-					t0 := time.Now()
-					if _, _, err := dsl.Parse("generated.yaml", src); err != nil {
-						errs <- err
-						return
-					}
-					l.Add(time.Since(t0))
-					ops.Add(1)
-				}
-			}(&lats[w])
-		}
-		wg.Wait()
-		secs := time.Since(start).Seconds()
+		m, err := measure(ctx, cfg, c, nil, nil, timed(func(context.Context, int, int64) error {
+			_, _, err := dsl.Parse("generated.yaml", src)
+			return err
+		}))
 		cpu1 := processCPU()
 		runtime.ReadMemStats(&mem1)
-		select {
-		case err := <-errs:
+		if err != nil {
 			return err
-		default:
 		}
-		var all Latencies
-		for i := range lats {
-			all.Merge(&lats[i])
-		}
+		all := &m.lats
 		// The fastest load approximates the cost on an idle machine when
 		// other processes share the cores.
 		best := all.Percentile(100)
-		for i := range lats {
-			for _, d := range lats[i].d {
-				best = min(best, float64(d)/float64(time.Millisecond))
-			}
+		for _, d := range all.d {
+			best = min(best, float64(d)/float64(time.Millisecond))
 		}
-		n := ops.Load()
+		n := m.ops
 		p50 := all.Percentile(50)
 		extra := map[string]any{"steps": dslSteps, "bytes": len(src), "min_ms": best,
 			"target_p50_ms": 50, "target_met": p50 <= 50, "gomaxprocs": runtime.GOMAXPROCS(0)}
@@ -107,11 +80,9 @@ func runDSL(ctx context.Context, cfg *config) error {
 				extra["cpu_target_met"] = cpuMs <= 50
 			}
 		}
-		if err := cfg.emit(Result{
-			Bench: "dsl", Store: "none", Concurrency: c, Ops: n, Seconds: secs,
-			OpsPerSec: float64(n) / secs, P50Ms: p50, P99Ms: all.Percentile(99),
-			Extra: extra,
-		}); err != nil {
+		r := m.result("dsl", c, n, extra)
+		r.Store = "none"
+		if err := cfg.emit(r); err != nil {
 			return err
 		}
 	}

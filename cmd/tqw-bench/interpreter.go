@@ -17,8 +17,8 @@ import (
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/objstore"
 	"github.com/tqw-dsl/tqw/runtime/objstore/counting"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
 	"github.com/tqw-dsl/tqw/runtime/queue"
 )
 
@@ -67,19 +67,23 @@ func runInterpreter(ctx context.Context, cfg *config) error {
 	if interpLoop < 1 {
 		return fmt.Errorf("--loop %d: want at least 1", interpLoop)
 	}
-	for _, url := range cfg.stores {
+	err := eachStore(ctx, cfg, func(url string, raw objstore.Store) error {
 		for _, c := range cfg.concurrency {
-			if err := benchSteps(ctx, cfg, url, c); err != nil {
+			if err := benchSteps(ctx, cfg, url, raw, c); err != nil {
 				return err
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return benchHello(ctx, cfg)
 }
 
 // benchSteps runs loop workflows (c at a time) on the store and reports
 // the latency of the interpreter's RunStep per step.
-func benchSteps(ctx context.Context, cfg *config, url string, c int) error {
+func benchSteps(ctx context.Context, cfg *config, url string, raw objstore.Store, c int) error {
 	dir, err := os.MkdirTemp("", "tqw-bench-interp-")
 	if err != nil {
 		return err
@@ -90,10 +94,6 @@ func benchSteps(ctx context.Context, cfg *config, url string, c int) error {
 		return err
 	}
 	w, err := interpreter.Load(path, dsl.Options{})
-	if err != nil {
-		return err
-	}
-	raw, err := storeurl.Open(ctx, url)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func benchSteps(ctx context.Context, cfg *config, url string, c int) error {
 	}
 	var mu sync.Mutex
 	var lats Latencies
-	timed := runtime.StepRunnerFunc(func(ctx context.Context, s *runtime.Step) (runtime.StepOutcome, error) {
+	timedRunner := runtime.StepRunnerFunc(func(ctx context.Context, s *runtime.Step) (runtime.StepOutcome, error) {
 		t0 := time.Now()
 		out, err := it.RunStep(ctx, s)
 		d := time.Since(t0)
@@ -119,7 +119,7 @@ func benchSteps(ctx context.Context, cfg *config, url string, c int) error {
 		mu.Unlock()
 		return out, err
 	})
-	rt, err := runtime.New(q, store, timed, runtime.WithTerminalHook(it), runtime.WithLogger(quiet), runtime.WithConcurrency(max(c, 1)))
+	rt, err := runtime.New(q, store, timedRunner, runtime.WithTerminalHook(it), runtime.WithLogger(quiet), runtime.WithConcurrency(max(c, 1)))
 	if err != nil {
 		return err
 	}
@@ -127,62 +127,41 @@ func benchSteps(ctx context.Context, cfg *config, url string, c int) error {
 	worker := rt.Spawn(ctx)
 	defer func() { _ = worker.Shutdown(context.Background()) }()
 
-	store.Reset()
-	start := time.Now()
-	var wg sync.WaitGroup
-	errc := make(chan error, c)
-	var seq int64
-	var seqMu sync.Mutex
 	steps := func() int64 {
 		mu.Lock()
 		defer mu.Unlock()
 		return int64(lats.Len())
 	}
-	for g := 0; g < c; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil && !cfg.done(steps(), start) {
-				seqMu.Lock()
-				seq++
-				id := fmt.Sprintf("loop-%d", seq)
-				seqMu.Unlock()
-				done, stop := it.Watch(id)
-				if _, err := it.Submit(ctx, w, map[string]any{"n": interpLoop}, id); err != nil {
-					stop()
-					errc <- err
-					return
-				}
-				select {
-				case o := <-done:
-					if o.Status != runtime.Succeeded {
-						errc <- fmt.Errorf("run %s: %s: %s", id, o.Status, o.Error)
-						return
-					}
-				case <-ctx.Done():
-					stop()
-					return
-				}
+	// Operations of the harness are whole runs; the measurement is the
+	// steps the hook timed, so it stops by their count.
+	stop := func(_ int64, start time.Time) bool { return cfg.done(steps(), start) }
+	m, err := measure(ctx, cfg, c, store, stop, timed(func(ctx context.Context, _ int, n int64) error {
+		id := fmt.Sprintf("loop-%d", n+1)
+		done, unwatch := it.Watch(id)
+		defer unwatch()
+		if _, err := it.Submit(ctx, w, map[string]any{"n": interpLoop}, id); err != nil {
+			return err
+		}
+		select {
+		case o := <-done:
+			if o.Status != runtime.Succeeded {
+				return fmt.Errorf("run %s: %s: %s", id, o.Status, o.Error)
 			}
-		}()
-	}
-	wg.Wait()
-	secs := time.Since(start).Seconds()
-	close(errc)
-	if err := <-errc; err != nil {
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}))
+	if err != nil {
 		return err
 	}
 	mu.Lock()
+	defer mu.Unlock()
 	n := int64(lats.Len())
 	p50, p99 := lats.Percentile(50), lats.Percentile(99)
-	mu.Unlock()
-	counts := store.Counts()
-	per := func(x int64) float64 { return float64(x) / float64(max(n, 1)) }
-	return cfg.emit(Result{Bench: "interpreter-step", Store: url, Concurrency: c, Ops: n, Seconds: secs,
-		OpsPerSec: float64(n) / secs, P50Ms: p50, P99Ms: p99,
-		PutsPerOp: per(counts.Puts), GetsPerOp: per(counts.Gets), ListsPerOp: per(counts.Lists),
-		Extra: map[string]any{"runstep_p50_us": p50 * 1000, "runstep_p99_us": p99 * 1000,
-			"note": "ops are DSL steps (set/switch); p50/p99 are the interpreter's RunStep alone; ops_per_sec includes the runtime's commits"}})
+	return cfg.emitFor(url, newResult("interpreter-step", c, n, m.secs, &lats, m.counts,
+		map[string]any{"runstep_p50_us": p50 * 1000, "runstep_p99_us": p99 * 1000,
+			"note": "ops are DSL steps (set/switch); p50/p99 are the interpreter's RunStep alone; ops_per_sec includes the runtime's commits"}))
 }
 
 // benchHello times 'tqw-dsl run hello.yaml' as a user runs it: a fresh
@@ -225,7 +204,6 @@ func benchHello(ctx context.Context, cfg *config) error {
 		n++
 	}
 	secs := time.Since(start).Seconds()
-	return cfg.emit(Result{Bench: "interpreter-run-hello", Store: url, Concurrency: 1, Ops: n, Seconds: secs,
-		OpsPerSec: float64(n) / secs, P50Ms: lats.Percentile(50), P99Ms: lats.Percentile(99),
-		Extra: map[string]any{"note": "wall time of one 'tqw-dsl run' process, store growing across runs"}})
+	return cfg.emitFor(url, newResult("interpreter-run-hello", 1, n, secs, &lats, counting.Counts{},
+		map[string]any{"note": "wall time of one 'tqw-dsl run' process, store growing across runs"}))
 }

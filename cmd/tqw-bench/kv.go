@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/kv"
 	"github.com/tqw-dsl/tqw/runtime/objstore"
 	"github.com/tqw-dsl/tqw/runtime/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/objstore/faults"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
 )
 
 // kvBench measures runtime/kv: durable commit throughput and latency with
@@ -44,11 +41,7 @@ func runKV(ctx context.Context, cfg *config) error {
 	if kvBench.valueSize < 0 || kvBench.reopenKeys < 0 || kvBench.putLatency < 0 {
 		return fmt.Errorf("--value-size, --reopen-keys and --put-latency must not be negative")
 	}
-	for _, url := range cfg.stores {
-		inner, err := storeurl.Open(ctx, url)
-		if err != nil {
-			return err
-		}
+	return eachStore(ctx, cfg, func(url string, inner objstore.Store) error {
 		if kvBench.putLatency > 0 {
 			fs := faults.New(inner, 1)
 			fs.Set(faults.Rule{Ops: faults.OpPut, Rate: 1, Latency: kvBench.putLatency})
@@ -62,12 +55,11 @@ func runKV(ctx context.Context, cfg *config) error {
 				if err != nil {
 					return fmt.Errorf("kv commits on %s at concurrency %d: %w", url, c, err)
 				}
-				r.Store = url
-				if err := cfg.emit(r); err != nil {
+				if err := cfg.emitFor(url, r); err != nil {
 					return err
 				}
-				if err := cleanKV(ctx, inner, prefix); err != nil {
-					return err
+				if err := cleanPrefix(ctx, inner, prefix+"/"); err != nil {
+					return fmt.Errorf("clean up %s: %w", prefix, err)
 				}
 			}
 		}
@@ -78,17 +70,16 @@ func runKV(ctx context.Context, cfg *config) error {
 				if err != nil {
 					return fmt.Errorf("kv reopen on %s: %w", url, err)
 				}
-				r.Store = url
-				if err := cfg.emit(r); err != nil {
+				if err := cfg.emitFor(url, r); err != nil {
 					return err
 				}
-				if err := cleanKV(ctx, inner, prefix); err != nil {
-					return err
+				if err := cleanPrefix(ctx, inner, prefix+"/"); err != nil {
+					return fmt.Errorf("clean up %s: %w", prefix, err)
 				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func quietKVOptions(prefix string) kv.Options {
@@ -104,65 +95,25 @@ func measureKVCommits(ctx context.Context, cfg *config, store *counting.Store, p
 	}
 	defer db.Close()
 	val := make([]byte, kvBench.valueSize)
-	before := store.Counts()
 	statsBefore := db.Stats()
-	var next atomic.Int64
-	var firstErr error
-	var errOnce sync.Once
-	lats := make([]Latencies, c)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for w := range c {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				n := next.Add(1) - 1
-				if ctx.Err() != nil || cfg.done(n, start) {
-					return
-				}
-				key := fmt.Appendf(nil, "k/%04d/%012d", w, n)
-				t0 := time.Now()
-				err := db.Update(ctx, func(tx *kv.Tx) error { return tx.Put(key, val) })
-				lats[w].Add(time.Since(t0))
-				if err != nil {
-					errOnce.Do(func() { firstErr = err })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	secs := time.Since(start).Seconds()
-	if firstErr != nil {
-		return Result{}, firstErr
-	}
-	if err := ctx.Err(); err != nil {
+	m, err := measure(ctx, cfg, c, store, nil, timed(func(ctx context.Context, w int, n int64) error {
+		key := fmt.Appendf(nil, "k/%04d/%012d", w, n)
+		return db.Update(ctx, func(tx *kv.Tx) error { return tx.Put(key, val) })
+	}))
+	if err != nil {
 		return Result{}, err
 	}
-	var all Latencies
-	for i := range lats {
-		all.Merge(&lats[i])
-	}
-	ops := int64(all.Len())
-	d := store.Counts().Sub(before)
 	st := db.Stats()
 	walPuts := st.WALPuts - statsBefore.WALPuts
-	per := func(n int64) float64 { return float64(n) / float64(max(ops, 1)) }
-	return Result{
-		Bench: "kv", Concurrency: c, Ops: ops, Seconds: secs,
-		OpsPerSec: float64(ops) / secs, P50Ms: all.Percentile(50), P99Ms: all.Percentile(99),
-		PutsPerOp: per(d.Puts), GetsPerOp: per(d.Gets), ListsPerOp: per(d.Lists),
-		Extra: map[string]any{
-			"op":                  "durable_commit",
-			"value_size":          kvBench.valueSize,
-			"put_latency_ms":      float64(kvBench.putLatency) / float64(time.Millisecond),
-			"wal_puts":            walPuts,
-			"commits_per_wal_put": float64(ops) / float64(max(walPuts, 1)),
-			"checkpoints":         st.Checkpoints - statsBefore.Checkpoints,
-			"flush_p50_ms":        float64(st.FlushLatency.P50()) / float64(time.Millisecond),
-		},
-	}, nil
+	return m.result("kv", c, m.ops, map[string]any{
+		"op":                  "durable_commit",
+		"value_size":          kvBench.valueSize,
+		"put_latency_ms":      float64(kvBench.putLatency) / float64(time.Millisecond),
+		"wal_puts":            walPuts,
+		"commits_per_wal_put": float64(m.ops) / float64(max(walPuts, 1)),
+		"checkpoints":         st.Checkpoints - statsBefore.Checkpoints,
+		"flush_p50_ms":        float64(st.FlushLatency.P50()) / float64(time.Millisecond),
+	}), nil
 }
 
 // measureKVReopen fills a store with n keys (values of --value-size) and
@@ -201,7 +152,7 @@ func measureKVReopen(ctx context.Context, store *counting.Store, prefix string, 
 	if err != nil {
 		return Result{}, err
 	}
-	secs := time.Since(start).Seconds()
+	took := time.Since(start)
 	st := db.Stats()
 	d := store.Counts().Sub(before)
 	if err := db.Close(); err != nil {
@@ -214,42 +165,5 @@ func measureKVReopen(ctx context.Context, store *counting.Store, prefix string, 
 	if !checkpoint {
 		op = "reopen_wal"
 	}
-	ms := secs * 1000
-	return Result{
-		Bench: "kv", Concurrency: 1, Ops: 1, Seconds: secs, OpsPerSec: 1 / secs,
-		P50Ms: ms, P99Ms: ms, PutsPerOp: float64(d.Puts), GetsPerOp: float64(d.Gets), ListsPerOp: float64(d.Lists),
-		Extra: map[string]any{"op": op, "keys": n, "value_size": kvBench.valueSize, "wal_objects_replayed": st.WALObjectsSinceCheckpoint},
-	}, nil
-}
-
-// cleanKV deletes every object under the run's prefix.
-func cleanKV(ctx context.Context, s objstore.Store, prefix string) error {
-	for {
-		objs, err := s.List(ctx, prefix+"/", "", 1000)
-		if err != nil {
-			return fmt.Errorf("clean up %s: %w", prefix, err)
-		}
-		if len(objs) == 0 {
-			return nil
-		}
-		var wg sync.WaitGroup
-		errs := make(chan error, len(objs))
-		sem := make(chan struct{}, 16)
-		for _, o := range objs {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				if err := s.Delete(ctx, o.Key); err != nil {
-					errs <- err
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		if err := <-errs; err != nil {
-			return fmt.Errorf("clean up %s: %w", prefix, err)
-		}
-	}
+	return oneOp("kv", 1, took, d, map[string]any{"op": op, "keys": n, "value_size": kvBench.valueSize, "wal_objects_replayed": st.WALObjectsSinceCheckpoint}), nil
 }

@@ -1,32 +1,20 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"strings"
 	"testing"
 )
 
 func TestObjstoreBenchJSONLines(t *testing.T) {
-	var out, errb bytes.Buffer
 	dir := t.TempDir()
-	code := run([]string{"objstore", "--store", "mem://benchtest,file://" + dir, "--concurrency", "1,4",
-		"--ops", "40", "--keys", "20", "--size", "100", "--list-limit", "5"}, &out, &errb)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
-	}
+	lines := runLines(t, "objstore", "--store", "mem://benchtest,file://"+dir, "--concurrency", "1,4",
+		"--ops", "40", "--keys", "20", "--size", "100", "--list-limit", "5")
 	type key struct {
 		op, store string
 		conc      int
 	}
 	seen := map[key]bool{}
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		var r map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
+	for _, r := range lines {
 		op, _ := r["op"].(string)
 		store, _ := r["store"].(string)
 		conc, _ := r["concurrency"].(float64)

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"os/exec"
 	"testing"
 )
@@ -14,19 +11,10 @@ func TestPeersJSONLines(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("the peers benchmark builds bench/dbos with the go command, which is not on PATH")
 	}
-	var out, errb bytes.Buffer
 	store := "file://" + t.TempDir()
-	code := run([]string{"peers", "--store", store, "--concurrency", "2", "--ops", "8"}, &out, &errb)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
-	}
+	out := runLines(t, "peers", "--store", store, "--concurrency", "2", "--ops", "8")
 	lines := map[string]map[string]any{}
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		var r map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
+	for _, r := range out {
 		if r["bench"] != "peers" || r["concurrency"] != 2.0 {
 			t.Fatalf("unexpected line %v", r)
 		}
@@ -35,13 +23,13 @@ func TestPeersJSONLines(t *testing.T) {
 			key = "ratio " + ratio
 		}
 		if _, dup := lines[key]; dup {
-			t.Fatalf("two %q lines:\n%s", key, out.String())
+			t.Fatalf("two %q lines: %v", key, out)
 		}
 		lines[key] = r
 	}
 	tqw, dbos, ratio := lines["tqw-file"], lines["dbos-sqlite"], lines["ratio tqw-file/dbos-sqlite"]
 	if tqw == nil || dbos == nil || ratio == nil || len(lines) != 3 {
-		t.Fatalf("want a tqw-file, a dbos-sqlite and a ratio line, got:\n%s", out.String())
+		t.Fatalf("want a tqw-file, a dbos-sqlite and a ratio line, got: %v", out)
 	}
 	for _, r := range []map[string]any{tqw, dbos} {
 		if r["ops"].(float64) < 8 || r["steps_per_sec"].(float64) <= 0 || r["steps_per_run"] != 10.0 {

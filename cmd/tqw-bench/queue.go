@@ -16,7 +16,6 @@ import (
 
 	"github.com/tqw-dsl/tqw/runtime/objstore"
 	"github.com/tqw-dsl/tqw/runtime/objstore/counting"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
 	"github.com/tqw-dsl/tqw/runtime/queue"
 )
 
@@ -55,16 +54,13 @@ func runQueue(ctx context.Context, cfg *config) error {
 	if queueBench.payload < 8 || queueBench.batch < 1 || queueBench.backlog < 0 || queueBench.deep < 1 || queueBench.reopenPending < 0 || queueBench.reopenD < 0 {
 		return fmt.Errorf("--payload must be >= 8, --batch and --deep >= 1, --backlog and --reopen-* >= 0")
 	}
-	for _, url := range cfg.stores {
-		inner, err := storeurl.Open(ctx, url)
-		if err != nil {
-			return err
-		}
+	return eachStore(ctx, cfg, func(url string, inner objstore.Store) error {
 		store := counting.New(inner)
 		for _, mode := range strings.Split(queueBench.modes, ",") {
 			for _, c := range cfg.concurrency {
 				prefix := fmt.Sprintf("bench-queue/%s-%d-%d", mode, c, time.Now().UnixNano())
 				var r Result
+				var err error
 				switch strings.TrimSpace(mode) {
 				case "e2e":
 					r, err = queueE2E(ctx, cfg, store, prefix, c)
@@ -78,8 +74,7 @@ func runQueue(ctx context.Context, cfg *config) error {
 				if err != nil {
 					return fmt.Errorf("queue %s on %s at concurrency %d: %w", mode, url, c, err)
 				}
-				r.Store = url
-				if err := cfg.emit(r); err != nil {
+				if err := cfg.emitFor(url, r); err != nil {
 					return err
 				}
 				if err := cleanPrefix(ctx, inner, prefix+"/"); err != nil {
@@ -87,8 +82,8 @@ func runQueue(ctx context.Context, cfg *config) error {
 				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func benchQueueOptions(prefix string, cfg queue.QueueConfig) queue.Options {
@@ -208,18 +203,12 @@ func queueE2E(ctx context.Context, cfg *config, store *counting.Store, prefix st
 	}
 	n := int64(all.Len())
 	d := store.Counts().Sub(before)
-	per := func(x int64) float64 { return float64(x) / float64(max(n, 1)) }
 	st := q.DB().Stats()
-	return Result{
-		Bench: "queue-e2e", Concurrency: c, Ops: n, Seconds: secs, OpsPerSec: float64(n) / secs,
-		P50Ms: all.Percentile(50), P99Ms: all.Percentile(99),
-		PutsPerOp: per(d.Puts), GetsPerOp: per(d.Gets), ListsPerOp: per(d.Lists),
-		Extra: map[string]any{
-			"producers": producers, "workers": workers, "batch": queueBench.batch, "payload": queueBench.payload, "backlog": backlog,
-			"puts_per_state_change": float64(d.Puts) / float64(max(3*n, 1)),
-			"kv_commits":            st.Commits, "kv_wal_puts": st.WALPuts,
-		},
-	}, nil
+	return newResult("queue-e2e", c, n, secs, &all, d, map[string]any{
+		"producers": producers, "workers": workers, "batch": queueBench.batch, "payload": queueBench.payload, "backlog": backlog,
+		"puts_per_state_change": float64(d.Puts) / float64(max(3*n, 1)),
+		"kv_commits":            st.Commits, "kv_wal_puts": st.WALPuts,
+	}), nil
 }
 
 // fill enqueues n jobs in batches of 1000.
@@ -250,57 +239,25 @@ func queueDeep(ctx context.Context, cfg *config, store *counting.Store, prefix s
 	if err := fill(ctx, q, "deep", queueBench.deep); err != nil {
 		return Result{}, fmt.Errorf("fill: %w", err)
 	}
-	before := store.Counts()
-	var claimed atomic.Int64
-	var firstErr error
-	var errOnce sync.Once
-	lats := make([]Latencies, c)
-	var wg sync.WaitGroup
-	start := time.Now()
 	limit := int64(queueBench.deep / 2) // stay deep: never drain below half
-	for w := range c {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				n := claimed.Add(1)
-				if ctx.Err() != nil || n > limit || cfg.done(n-1, start) {
-					return
-				}
-				t0 := time.Now()
-				cl, err := q.Claim(ctx, "deep")
-				lats[w].Add(time.Since(t0))
-				if err == nil && cl == nil {
-					err = errors.New("deep queue ran empty")
-				}
-				if err == nil {
-					err = q.Ack(ctx, cl, nil)
-				}
-				if err != nil {
-					errOnce.Do(func() { firstErr = err })
-					return
-				}
-			}
-		}()
+	stop := func(n int64, start time.Time) bool { return n >= limit || cfg.done(n, start) }
+	m, err := measure(ctx, cfg, c, store, stop, func(ctx context.Context, _ int, _ int64) (time.Duration, error) {
+		t0 := time.Now()
+		cl, err := q.Claim(ctx, "deep")
+		took := time.Since(t0)
+		if err == nil && cl == nil {
+			err = errors.New("deep queue ran empty")
+		}
+		if err == nil {
+			err = q.Ack(ctx, cl, nil)
+		}
+		return took, err
+	})
+	if err != nil {
+		return Result{}, err
 	}
-	wg.Wait()
-	secs := time.Since(start).Seconds()
-	if firstErr != nil {
-		return Result{}, firstErr
-	}
-	var all Latencies
-	for i := range lats {
-		all.Merge(&lats[i])
-	}
-	n := int64(all.Len())
-	d := store.Counts().Sub(before)
-	per := func(x int64) float64 { return float64(x) / float64(max(n, 1)) }
-	return Result{
-		Bench: "queue-claim-deep", Concurrency: c, Ops: n, Seconds: secs, OpsPerSec: float64(n) / secs,
-		P50Ms: all.Percentile(50), P99Ms: all.Percentile(99),
-		PutsPerOp: per(d.Puts), GetsPerOp: per(d.Gets), ListsPerOp: per(d.Lists),
-		Extra: map[string]any{"depth": queueBench.deep, "note": "latency of Claim only; each claim's ack is outside the timer; puts include the acks"},
-	}, nil
+	return m.result("queue-claim-deep", c, m.ops, map[string]any{"depth": queueBench.deep,
+		"note": "latency of Claim only; each claim's ack is outside the timer; puts include the acks"}), nil
 }
 
 // queueReopen builds a store with --reopen-pending pending and
@@ -384,45 +341,8 @@ func queueReopen(ctx context.Context, store *counting.Store, prefix string, c in
 		return Result{}, fmt.Errorf("after reopen: %d pending, %d done; want %d and %d", sp.Pending, sd.Done, queueBench.reopenPending, queueBench.reopenD)
 	}
 	d := store.Counts().Sub(before)
-	ms := float64(took) / float64(time.Millisecond)
-	return Result{
-		Bench: "queue-reopen", Concurrency: c, Ops: 1, Seconds: took.Seconds(), OpsPerSec: 1 / took.Seconds(),
-		P50Ms: ms, P99Ms: ms, PutsPerOp: float64(d.Puts), GetsPerOp: float64(d.Gets), ListsPerOp: float64(d.Lists),
-		Extra: map[string]any{
-			"pending": queueBench.reopenPending, "done": queueBench.reopenD, "build_seconds": build.Seconds(),
-			"bytes_read": d.BytesRead, "heap_mib_after_open": float64(m1.HeapAlloc) / (1 << 20),
-		},
-	}, nil
-}
-
-// cleanPrefix deletes every object under prefix.
-func cleanPrefix(ctx context.Context, s objstore.Store, prefix string) error {
-	for {
-		l, err := s.List(ctx, prefix, "", 1000)
-		if err != nil {
-			return err
-		}
-		if len(l) == 0 {
-			return nil
-		}
-		var wg sync.WaitGroup
-		errs := make(chan error, len(l))
-		sem := make(chan struct{}, 32)
-		for _, o := range l {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				if err := s.Delete(ctx, o.Key); err != nil {
-					errs <- err
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		if err := <-errs; err != nil {
-			return err
-		}
-	}
+	return oneOp("queue-reopen", c, took, d, map[string]any{
+		"pending": queueBench.reopenPending, "done": queueBench.reopenD, "build_seconds": build.Seconds(),
+		"bytes_read": d.BytesRead, "heap_mib_after_open": float64(m1.HeapAlloc) / (1 << 20),
+	}), nil
 }

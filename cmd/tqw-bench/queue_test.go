@@ -1,27 +1,13 @@
 package main
 
-import (
-	"bufio"
-	"bytes"
-	"encoding/json"
-	"testing"
-)
+import "testing"
 
 func TestQueueBenchJSONLines(t *testing.T) {
-	var out, errb bytes.Buffer
 	dir := t.TempDir()
-	code := run([]string{"queue", "--store", "mem://queuebenchtest,file://" + dir, "--concurrency", "2",
-		"--ops", "60", "--deep", "300", "--reopen-pending", "50", "--reopen-done", "120", "--payload", "16"}, &out, &errb)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
-	}
+	lines := runLines(t, "queue", "--store", "mem://queuebenchtest,file://"+dir, "--concurrency", "2",
+		"--ops", "60", "--deep", "300", "--reopen-pending", "50", "--reopen-done", "120", "--payload", "16")
 	seen := map[string]int{}
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		var r map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
+	for _, r := range lines {
 		bench, _ := r["bench"].(string)
 		seen[bench]++
 		if r["seconds"].(float64) <= 0 || r["p99_ms"].(float64) < r["p50_ms"].(float64) {

@@ -8,12 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	wf "github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/objstore"
 	"github.com/tqw-dsl/tqw/runtime/objstore/counting"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
 	"github.com/tqw-dsl/tqw/runtime/queue"
 )
 
@@ -43,28 +42,22 @@ func runRuntime(ctx context.Context, cfg *config) error {
 	if runtimeBench.steps < 1 || runtimeBench.payload < 0 {
 		return fmt.Errorf("--steps must be >= 1 and --payload >= 0")
 	}
-	for _, url := range cfg.stores {
-		inner, err := storeurl.Open(ctx, url)
-		if err != nil {
-			return err
-		}
-		store := counting.New(inner)
+	return eachStore(ctx, cfg, func(url string, inner objstore.Store) error {
 		for _, c := range cfg.concurrency {
 			prefix := fmt.Sprintf("bench-runtime/%d-%d", c, time.Now().UnixNano())
-			r, err := runtimeRuns(ctx, cfg, store, prefix, c)
+			r, err := runtimeRuns(ctx, cfg, counting.New(inner), prefix, c)
 			if err != nil {
 				return fmt.Errorf("runtime on %s at concurrency %d: %w", url, c, err)
 			}
-			r.Store = url
-			if err := cfg.emit(r); err != nil {
+			if err := cfg.emitFor(url, r); err != nil {
 				return err
 			}
 			if err := cleanPrefix(ctx, inner, prefix+"/"); err != nil {
 				return fmt.Errorf("clean up %s under %s: %w", url, prefix, err)
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // noopSteps continues until the last step, then succeeds; it hands the
@@ -107,74 +100,44 @@ func runtimeRuns(ctx context.Context, cfg *config, store *counting.Store, prefix
 	w := rt.Spawn(ctx)
 	defer w.Shutdown(context.WithoutCancel(ctx))
 
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var runs atomic.Int64
-	var firstErr error
-	var errOnce sync.Once
-	fail := func(err error) { errOnce.Do(func() { firstErr = err; stop() }) }
 	payload := make([]byte, runtimeBench.payload)
 	clients := runtimeBench.inFlight
 	if clients <= 0 {
 		clients = c
 	}
-	lats := make([]Latencies, clients)
-	before := store.Counts()
 	cpuBefore := processCPU()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for client := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; runCtx.Err() == nil && !cfg.done(runs.Load(), start); i++ {
-				id := fmt.Sprintf("c%d-%d", client, i)
-				ch := make(chan string, 1)
-				runner.mu.Lock()
-				runner.waiters[id] = ch
-				runner.mu.Unlock()
-				t := time.Now()
-				if _, err := rt.Submit(runCtx, wf.RunSpec{RunID: id, Input: payload}); err != nil {
-					fail(err)
-					return
-				}
-				var jobID string
-				select {
-				case jobID = <-ch:
-				case <-runCtx.Done():
-					return
-				}
-				if _, err := q.WaitForCompletion(runCtx, jobID); err != nil && !errors.Is(err, queue.ErrNotFound) {
-					fail(err)
-					return
-				}
-				lats[client].Add(time.Since(t))
-				runner.mu.Lock()
-				delete(runner.waiters, id)
-				runner.mu.Unlock()
-				runs.Add(1)
-			}
+	m, err := measure(ctx, cfg, clients, store, nil, timed(func(ctx context.Context, client int, n int64) error {
+		id := fmt.Sprintf("c%d-%d", client, n)
+		ch := make(chan string, 1)
+		runner.mu.Lock()
+		runner.waiters[id] = ch
+		runner.mu.Unlock()
+		defer func() {
+			runner.mu.Lock()
+			delete(runner.waiters, id)
+			runner.mu.Unlock()
 		}()
-	}
-	wg.Wait()
-	secs := time.Since(start).Seconds()
-	cpuAfter := processCPU()
-	if firstErr != nil {
-		return Result{}, firstErr
-	}
-	used := store.Counts().Sub(before)
-	var all Latencies
-	for i := range lats {
-		all.Merge(&lats[i])
-	}
-	n := runs.Load()
-	steps := n * int64(runtimeBench.steps)
-	per := func(v int64) float64 {
-		if steps == 0 {
-			return 0
+		if _, err := rt.Submit(ctx, wf.RunSpec{RunID: id, Input: payload}); err != nil {
+			return err
 		}
-		return float64(v) / float64(steps)
+		var jobID string
+		select {
+		case jobID = <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if _, err := q.WaitForCompletion(ctx, jobID); err != nil && !errors.Is(err, queue.ErrNotFound) {
+			return err
+		}
+		return nil
+	}))
+	cpuAfter := processCPU()
+	if err != nil {
+		return Result{}, err
 	}
+	n := m.ops
+	steps := n * int64(runtimeBench.steps)
+	secs := m.secs
 	extra := map[string]any{"runs": n, "runs_in_flight": clients, "runs_per_sec": float64(n) / secs, "steps_per_run": runtimeBench.steps,
 		"latency": "per run, submit to final ack", "op_unit": "step (requests per op are per step, the submit included)"}
 	if cpuBefore >= 0 && cpuAfter >= 0 && steps > 0 {
@@ -183,10 +146,5 @@ func runtimeRuns(ctx context.Context, cfg *config, store *counting.Store, prefix
 		// throughput it does not depend on what else runs on the machine.
 		extra["cpu_us_per_step"] = float64(cpuAfter-cpuBefore) / 1e3 / float64(steps)
 	}
-	return Result{
-		Bench: "runtime", Concurrency: c, Ops: steps, Seconds: secs, OpsPerSec: float64(steps) / secs,
-		P50Ms: all.Percentile(50), P99Ms: all.Percentile(99),
-		PutsPerOp: per(used.Puts), GetsPerOp: per(used.Gets), ListsPerOp: per(used.Lists),
-		Extra: extra,
-	}, nil
+	return m.result("runtime", c, steps, extra), nil
 }
