@@ -237,34 +237,12 @@ func (it *Interpreter) Submit(ctx context.Context, w *Workflow, input any, runID
 	if it.rt == nil {
 		return runtime.SubmitOutcome{}, ErrNotBound
 	}
-	p, err := plain(input)
-	if err != nil {
-		return runtime.SubmitOutcome{}, fmt.Errorf("%w: %v", dsl.ErrInputInvalid, err)
-	}
-	if err := validateInput(w.Main, p); err != nil {
-		return runtime.SubmitOutcome{}, err
-	}
-	if err := checkParking(w); err != nil {
-		return runtime.SubmitOutcome{}, err
-	}
-	if runID != "" {
-		if err := runtime.ValidateRunID(runID); err != nil {
-			return runtime.SubmitOutcome{}, err
-		}
-		if err := it.checkReuse(ctx, runID); err != nil {
-			return runtime.SubmitOutcome{}, err
-		}
-	}
-	st := &state{V: stateVersion, Def: w.pin.Hash, Input: p}
-	if len(w.pin.Calls) > 0 {
-		st.Pin = w.pin
-	}
-	payload, err := st.encode()
+	spec, err := PrepareRun(ctx, it.store, it.q, w, input, runID)
 	if err != nil {
 		return runtime.SubmitOutcome{}, err
 	}
-	if err := it.storeDefinitions(ctx, w); err != nil {
-		return runtime.SubmitOutcome{}, err
+	for _, wf := range w.all {
+		it.cache(wf)
 	}
-	return it.rt.Submit(ctx, runtime.RunSpec{RunID: runID, Input: payload, Headers: map[string]string{HeaderWorkflow: w.Main.Name}})
+	return it.rt.Submit(ctx, spec)
 }

@@ -225,9 +225,6 @@ func loadTree(path string, opts dsl.Options, w *Workflow, stack []string) (*pin,
 	if err != nil {
 		return nil, nil, &LoadError{File: path, Diagnostics: diags, Err: err}
 	}
-	if pd := parkingForeach(wf); len(pd) > 0 {
-		return nil, nil, &LoadError{File: path, Diagnostics: append(diags, pd...), Err: fmt.Errorf("%w: %s", dsl.ErrInvalid, pd[0])}
-	}
 	w.Diagnostics = append(w.Diagnostics, diags...)
 	w.all[wf.Hash] = wf
 	p := &pin{Hash: wf.Hash}
@@ -263,54 +260,4 @@ func (w *Workflow) ValidateInput(input any) error {
 		return fmt.Errorf("%w: %v", dsl.ErrInputInvalid, err)
 	}
 	return validateInput(w.Main, p)
-}
-
-// storeDefinitions writes every definition of w create-only; one already
-// there (same hash, same bytes) is kept.
-func (it *Interpreter) storeDefinitions(ctx context.Context, w *Workflow) error {
-	for hash, wf := range w.all {
-		it.cache(wf)
-		_, err := it.store.Put(ctx, defKey(hash), wf.Source, objstore.CreateOnly())
-		if err != nil && !errors.Is(err, objstore.ErrPrecondition) {
-			return fmt.Errorf("interpreter: store definition of %s: %w", wf.File, err)
-		}
-	}
-	return nil
-}
-
-// codeForeachWait is the diagnostic code of a foreach whose action would
-// park the run (sleep, wait_signal); the dsl loader's rule uses the same.
-const codeForeachWait = "foreach.wait-action"
-
-// parkingForeach reports the foreach steps of wf that run sleep or
-// wait_signal: the interpreter parks whole steps only, so such a step could
-// never run. The dsl loader refuses them too; this check keeps the
-// guarantee for a loader that does not, so a run never fails at that step
-// after earlier steps already ran.
-func parkingForeach(wf *dsl.Workflow) dsl.Diagnostics {
-	var out dsl.Diagnostics
-	for _, s := range wf.Steps {
-		if s.Foreach == nil || s.Foreach.Action != "sleep" && s.Foreach.Action != "wait_signal" {
-			continue
-		}
-		line, col := s.Pos.Line, s.Pos.Col
-		if line == 0 {
-			line, col = 1, 1
-		}
-		out = append(out, dsl.Diagnostic{File: wf.File, Line: line, Col: col, Severity: dsl.SeverityError, Code: codeForeachWait,
-			Message: fmt.Sprintf("step %q: foreach cannot run %s: a run parks as a whole, not per item", s.ID, s.Foreach.Action),
-			Hint:    fmt.Sprintf("move the %s into its own step before or after the foreach", s.Foreach.Action)})
-	}
-	return out
-}
-
-// checkParking re-checks a loaded workflow tree for parking foreach steps,
-// for a Workflow built without Load.
-func checkParking(w *Workflow) error {
-	for _, wf := range w.all {
-		if pd := parkingForeach(wf); len(pd) > 0 {
-			return &LoadError{File: wf.File, Diagnostics: pd, Err: fmt.Errorf("%w: %s", dsl.ErrInvalid, pd[0])}
-		}
-	}
-	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
@@ -16,9 +15,9 @@ import (
 // calls in store, and returns the RunSpec Submit would submit, for a
 // runtime.Client to send to the writer's inbox. The definitions are plain
 // create-only objects under tqw/defs/, not kv state, so writing them from
-// any process is safe and disturbs no writer. The spec is byte for byte
-// the one Submit builds, so submitting the same run id and input through
-// either path is the same submission.
+// any process is safe and disturbs no writer. Submit builds its spec
+// here, so submitting the same run id and input through either path is
+// the same submission.
 //
 // With r (a queue.Reader on the store, refreshed by the caller) a runID
 // that names a finished run still retained is refused with
@@ -38,15 +37,12 @@ func PrepareRun(ctx context.Context, store objstore.Store, r runtime.StateReader
 	if err := validateInput(w.Main, p); err != nil {
 		return runtime.RunSpec{}, err
 	}
-	if err := checkParking(w); err != nil {
-		return runtime.RunSpec{}, err
-	}
 	if runID != "" {
 		if err := runtime.ValidateRunID(runID); err != nil {
 			return runtime.RunSpec{}, err
 		}
 		if r != nil {
-			if err := checkReuseFrom(ctx, r, runID); err != nil {
+			if err := checkReuse(ctx, r, runID); err != nil {
 				return runtime.RunSpec{}, err
 			}
 		}
@@ -73,32 +69,6 @@ func pinDefinitions(ctx context.Context, store objstore.Store, w *Workflow) erro
 		if err != nil && !errors.Is(err, objstore.ErrPrecondition) {
 			return fmt.Errorf("interpreter: store definition of %s: %w", wf.File, err)
 		}
-	}
-	return nil
-}
-
-// checkReuseFrom refuses, with ErrRunIDReused, a run id that names a
-// finished run whose result or interpreter records are still retained,
-// reading r: a new run under it would mix its history and outputs with
-// the old one's. An active run or an unknown id passes.
-func checkReuseFrom(ctx context.Context, r runtime.StateReader, runID string) error {
-	st, err := runtime.NewInspector(r).Status(ctx, runID)
-	switch {
-	case err == nil && !st.State.Terminal():
-		return nil
-	case err == nil:
-		return fmt.Errorf("%w: run %s %s at %s and is retained; choose a fresh run id, or reuse this one once retention removed it",
-			ErrRunIDReused, runID, st.State, st.FinishedAt.UTC().Format(time.RFC3339))
-	case !errors.Is(err, runtime.ErrRunNotFound):
-		return fmt.Errorf("interpreter: check run id %s: %w", runID, err)
-	}
-	found, err := hasRecords(ctx, r, runID)
-	if err != nil {
-		return err
-	}
-	if found {
-		return fmt.Errorf("%w: the history of an earlier run %s is still stored; choose a fresh run id, or reuse this one once retention removed it",
-			ErrRunIDReused, runID)
 	}
 	return nil
 }

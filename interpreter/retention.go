@@ -74,12 +74,14 @@ func hasRecords(ctx context.Context, r Reader, runID string) (bool, error) {
 	return len(page) > 0, nil
 }
 
-// checkReuse rejects runID when it names a finished run whose result or
-// interpreter records are retained: a new run under it would mix its
+// checkReuse refuses, with ErrRunIDReused, a run id that names a finished
+// run whose result or interpreter records are still retained, reading r
+// (the writer's queue or a Reader): a new run under it would mix its
 // history and outputs with the old one's. An active run passes (the
-// runtime's Submit is idempotent on it). Cost: memory reads on the writer.
-func (it *Interpreter) checkReuse(ctx context.Context, runID string) error {
-	st, err := it.rt.Status(ctx, runID)
+// runtime's Submit is idempotent on it), and so does an unknown id. Cost:
+// memory reads of r.
+func checkReuse(ctx context.Context, r runtime.StateReader, runID string) error {
+	st, err := runtime.NewInspector(r).Status(ctx, runID)
 	switch {
 	case err == nil && !st.State.Terminal():
 		return nil
@@ -89,7 +91,7 @@ func (it *Interpreter) checkReuse(ctx context.Context, runID string) error {
 	case !errors.Is(err, runtime.ErrRunNotFound):
 		return fmt.Errorf("interpreter: check run id %s: %w", runID, err)
 	}
-	found, err := hasRecords(ctx, it.q, runID)
+	found, err := hasRecords(ctx, r, runID)
 	if err != nil {
 		return err
 	}

@@ -367,36 +367,17 @@ steps:
 			if !errors.As(err, &le) || !errors.Is(err, dsl.ErrInvalid) {
 				t.Fatalf("Load: %v; want a LoadError matching dsl.ErrInvalid", err)
 			}
-			// The dsl loader or the interpreter refuses it, at the step
-			// in the called file.
+			// The dsl loader refuses it, at the step in the called file.
 			re := regexp.MustCompile(`^` + regexp.QuoteMeta(e.dir) + `/child\.yaml:\d+:\d+: error: .*foreach cannot run ` + action)
 			if !re.MatchString(err.Error()) {
 				t.Fatalf("Load error %q; want file:line:col and %q", err, "foreach cannot run "+action)
+			}
+			if !strings.Contains(le.Diagnostics.String(), "["+dsl.CodeForeachWait+"]") {
+				t.Fatalf("Load diagnostics %q; want code %s", le.Diagnostics.String(), dsl.CodeForeachWait)
 			}
 			if n := len(allObjects(t, e.ctx, e.store)); n != before {
 				t.Fatalf("Load changed the store: %d objects, %d before", n, before)
 			}
 		})
-	}
-}
-
-// TestParkingForeachDiagnostic checks the interpreter's own check, which
-// also guards workflows the dsl loader accepts.
-func TestParkingForeachDiagnostic(t *testing.T) {
-	wf := &dsl.Workflow{File: "w.yaml", Steps: []*dsl.Step{
-		{ID: "a", Kind: dsl.KindForeach, Pos: dsl.Pos{Line: 4, Col: 5}, Foreach: &dsl.Foreach{Action: "http"}},
-		{ID: "b", Kind: dsl.KindForeach, Pos: dsl.Pos{Line: 9, Col: 5}, Foreach: &dsl.Foreach{Action: "sleep"}},
-		{ID: "c", Kind: dsl.KindAction, Pos: dsl.Pos{Line: 14, Col: 5}, Action: "wait_signal"},
-	}}
-	ds := parkingForeach(wf)
-	want := `w.yaml:9:5: error: step "b": foreach cannot run sleep: a run parks as a whole, not per item [foreach.wait-action]`
-	if len(ds) != 1 || !strings.HasPrefix(ds.String(), want) {
-		t.Fatalf("diagnostics %q; want one starting with %q", ds.String(), want)
-	}
-	w := &Workflow{Main: wf, all: map[string]*dsl.Workflow{"h": wf}}
-	err := checkParking(w)
-	var le *LoadError
-	if !errors.As(err, &le) || !errors.Is(err, dsl.ErrInvalid) || !strings.HasPrefix(err.Error(), want) {
-		t.Fatalf("checkParking: %v", err)
 	}
 }

@@ -22,7 +22,7 @@ is removed at once. An unknown or finished run is an error (exit 1) and
 writes nothing.
 
 When a worker (or run) holds the store, the cancellation is sent to it
-through the store's inbox and cancel waits for its answer (up to 30s;
+through the store's inbox and cancel waits for its answer (up to 2m;
 without one it exits 1 and the command stays in the inbox until a writer
 applies it). Otherwise cancel opens the store as its writer for the moment
 it takes.`,

@@ -17,6 +17,11 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
 )
 
+// waitDeadline bounds the tests' waits for a process's output or a run's
+// state: generous, for a 2-core CI host running every package's tests
+// under -race at once; a passing test never waits for it.
+const waitDeadline = time.Minute
+
 // bg is a tqw-dsl process running in the background.
 type bg struct {
 	t    *testing.T
@@ -79,7 +84,7 @@ func (c *cli) start(args ...string) *bg {
 // waitLine waits for a stderr line containing want.
 func (p *bg) waitLine(want string) {
 	p.t.Helper()
-	timeout := time.NewTimer(30 * time.Second)
+	timeout := time.NewTimer(waitDeadline)
 	defer timeout.Stop()
 	for {
 		select {
@@ -91,7 +96,7 @@ func (p *bg) waitLine(want string) {
 				return
 			}
 		case <-timeout.C:
-			p.t.Fatalf("%v did not print %q in 30s:\n%s", p.cmd.Args, want, p.stderr())
+			p.t.Fatalf("%v did not print %q in %v:\n%s", p.cmd.Args, want, waitDeadline, p.stderr())
 		}
 	}
 }
@@ -107,7 +112,7 @@ func (p *bg) wait() (int, string, string) {
 	p.t.Helper()
 	select {
 	case <-p.done:
-	case <-time.After(60 * time.Second):
+	case <-time.After(2 * waitDeadline):
 		p.t.Fatalf("%v did not exit:\n%s", p.cmd.Args, p.stderr())
 	}
 	return p.code, p.out.String(), p.stderr()
@@ -134,7 +139,7 @@ type statusJSON struct {
 // poll is a process run) until the run is in one of states.
 func (c *cli) awaitState(runID string, states ...string) statusJSON {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitDeadline)
 	var last string
 	for time.Now().Before(deadline) {
 		code, out, errOut := c.run("status", runID, "--json")
@@ -151,7 +156,7 @@ func (c *cli) awaitState(runID string, states ...string) statusJSON {
 			}
 		}
 	}
-	c.t.Fatalf("run %s did not reach %v in 30s; last status:\n%s", runID, states, last)
+	c.t.Fatalf("run %s did not reach %v in %v; last status:\n%s", runID, states, waitDeadline, last)
 	return statusJSON{}
 }
 
@@ -378,7 +383,7 @@ func TestRunTakesOverAnUnansweredSubmit(t *testing.T) {
 	// Poll (bounded) for the submission in the inbox.
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(waitDeadline)
 	for sent := false; !sent; {
 		select {
 		case <-tick.C:

@@ -152,3 +152,19 @@ func TestEvalCommand(t *testing.T) {
 		t.Errorf("run-time error: exit %d %s", code, errOut)
 	}
 }
+
+func TestRunInvalidCountsErrors(t *testing.T) {
+	bad := "../../dsl/testdata/invalid/schema_unknown_with_field.yaml"
+	code, _, errOut := runCLI(t, "run", bad, "--store", "mem://invalid-count")
+	if code != exitUsage || !strings.Contains(errOut, "is not a valid workflow (1 error); see 'tqw-dsl validate") {
+		t.Fatalf("run of an invalid workflow: exit %d, %s", code, errOut)
+	}
+}
+
+func TestPlural(t *testing.T) {
+	for n, want := range map[int]string{0: "0 errors", 1: "1 error", 2: "2 errors"} {
+		if got := plural(n, "error"); got != want {
+			t.Errorf("plural(%d) = %q; want %q", n, got, want)
+		}
+	}
+}

@@ -58,7 +58,9 @@ func newCLI(t *testing.T) *cli {
 // run runs tqw-dsl args... with --store and returns exit code, stdout, stderr.
 func (c *cli) run(args ...string) (int, string, string) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Longer than answerTimeout, so a command waiting for a writer's
+	// answer reports why it gave up instead of being killed.
+	ctx, cancel := context.WithTimeout(context.Background(), answerTimeout+time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, tqwBin, append(args, "--store", c.store)...)
 	cmd.Dir = c.dir
@@ -322,7 +324,7 @@ func TestWorkerDrainsOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Follow the run from another process through the read-only view.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitDeadline)
 	for {
 		code, out, _ := c.run("status", "h1", "--json")
 		if code == 0 && strings.Contains(out, `"succeeded"`) {

@@ -24,7 +24,7 @@ nothing is written.
 
 When a worker (or run) holds the store, the signal is sent to it through the
 store's inbox, which applies it exactly once, and signal waits for its
-answer (up to 30s; without one it exits 1 and the signal stays in the inbox
+answer (up to 2m; without one it exits 1 and the signal stays in the inbox
 until a writer applies it). Otherwise signal opens the store as its writer
 for the moment it takes.`,
 		Args: cobra.RangeArgs(1, 2),

@@ -85,6 +85,17 @@ type engineOptions struct {
 	// inboxPoll is the longest pause between two reads of the inbox
 	// (default runtime's, 5 s).
 	inboxPoll time.Duration
+	// retention is how long a finished run's status, result, history and
+	// outputs are kept (default runtime.DefaultResultRetention).
+	retention time.Duration
+}
+
+// sweepInterval is how often a writer with the given retention looks for
+// expired runs: a tenth of the retention, between 100 ms and a minute, so
+// a short retention is honored closely and a long one costs one pass a
+// minute (a pass costs nothing when nothing expired).
+func sweepInterval(retention time.Duration) time.Duration {
+	return min(max(retention/10, 100*time.Millisecond), interpreter.DefaultSweepInterval)
 }
 
 // leaseOwner names a writer lease holder: tqw-dsl-<command>-<ULID>, with
@@ -186,14 +197,22 @@ func openEngineOn(ctx context.Context, url string, store objstore.Store, o engin
 		e.q = nil
 		return fail(failf(exitFailed, "opening the store %s: %v", url, err))
 	}
+	// The interpreter's records (history, outputs) expire with the
+	// runtime's result, so a run's id is free again once both are gone.
+	retention := o.retention
+	if retention <= 0 {
+		retention = runtime.DefaultResultRetention
+	}
 	e.it, err = interpreter.New(store, interpreter.Options{
 		Actions: builtin.New(builtin.Options{EnableShell: !o.noShell}),
 		Logger:  o.log, Events: o.events,
+		Retention: retention, SweepInterval: sweepInterval(retention),
 	})
 	if err != nil {
 		return fail(err)
 	}
-	opts := []runtime.Option{runtime.WithTerminalHook(e.it), runtime.WithLogger(o.log), runtime.WithMemoRetention(memoRetention)}
+	opts := []runtime.Option{runtime.WithTerminalHook(e.it), runtime.WithLogger(o.log), runtime.WithMemoRetention(memoRetention),
+		runtime.WithResultRetention(retention), runtime.WithSweepInterval(sweepInterval(retention))}
 	if o.concurrency > 0 {
 		opts = append(opts, runtime.WithConcurrency(o.concurrency))
 	}
@@ -286,7 +305,7 @@ func openSession(ctx context.Context, url string, o engineOptions) (*session, er
 	if !errors.As(err, &busy) {
 		return nil, err
 	}
-	c, err := runtime.NewClient(store, runtime.ClientOptions{Name: "tqw-dsl " + o.name, Logger: o.log,
+	c, err := runtime.NewClient(store, runtime.ClientOptions{Name: "tqw-dsl " + o.name, Logger: o.log, AnswerTimeout: answerTimeout,
 		Queue: queue.Options{Logger: o.log}, Lease: runtime.WriterLeaseOptions{Logger: o.log}})
 	if err != nil {
 		return nil, failf(exitFailed, "sending commands to %s: %v", url, err)
@@ -314,6 +333,13 @@ const (
 	writerCheckEvery = time.Second
 	answerGrace      = 5 * time.Second
 )
+
+// answerTimeout bounds the wait for the live writer's answer to a
+// command. A writer that stops is noticed within writerCheckEvery +
+// answerGrace (watchWriter), so this bound only matters for a live writer
+// slow to answer: a loaded machine (a 2-core CI host running many test
+// processes) can take well over the runtime's default 30 s.
+const answerTimeout = 2 * time.Minute
 
 // watchWriter returns a context that is cancelled, with the cause
 // errWriterGone, when no live writer holds the store any more, so a
@@ -403,7 +429,7 @@ func (v *view) status(ctx context.Context, url, runID string) (runtime.RunStatus
 	}
 	st, err := v.insp.Status(ctx, runID)
 	if errors.Is(err, runtime.ErrRunNotFound) {
-		return st, failf(exitFailed, "no run %q in %s (finished runs are kept for 24h; check --store)", runID, url)
+		return st, failf(exitFailed, "no run %q in %s (a finished run is kept for the worker's --retention, %v by default; check --store)", runID, url, runtime.DefaultResultRetention)
 	}
 	if err != nil {
 		return st, failf(exitFailed, "status of run %s: %v", runID, err)
@@ -440,7 +466,7 @@ func loadWorkflow(cmd *cobra.Command, path string, noShell bool) (*interpreter.W
 		var le *interpreter.LoadError
 		if errors.As(err, &le) && len(le.Diagnostics) > 0 {
 			fmt.Fprint(cmd.ErrOrStderr(), le.Diagnostics.String())
-			return nil, failf(exitUsage, "%s is not a valid workflow (%d errors); see 'tqw-dsl validate %s'", le.File, len(le.Diagnostics.Errors()), le.File)
+			return nil, failf(exitUsage, "%s is not a valid workflow (%s); see 'tqw-dsl validate %s'", le.File, plural(len(le.Diagnostics.Errors()), "error"), le.File)
 		}
 		return nil, failf(exitUsage, "%v", err)
 	}
@@ -471,4 +497,12 @@ func submitError(runID string, err error) error {
 		return failf(exitUsage, "%v", err)
 	}
 	return failf(exitFailed, "submitting the run: %v", err)
+}
+
+// plural returns "1 error", "2 errors": n and the noun, pluralized with an s.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -26,7 +26,7 @@ func newSubmitCmd() *cobra.Command {
 run, then prints its id. 'tqw-dsl worker' (or 'tqw-dsl run') runs it.
 
 When a worker (or run) holds the store, the run is sent to it through the
-store's inbox and submit waits for its answer (up to 30s); otherwise submit
+store's inbox and submit waits for its answer (up to 2m); otherwise submit
 opens the store as its writer for the moment it takes.
 
 Exit codes: 0 submitted, 2 a usage, validation or input error (nothing is

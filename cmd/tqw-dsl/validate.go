@@ -54,7 +54,7 @@ with a hint line where one helps. Exit code 0 means every file is valid
 				if format == "text" {
 					fmt.Fprint(out, diags.String())
 					if w != nil {
-						fmt.Fprintf(out, "%s: valid (%d steps, %d warnings)\n", path, len(w.Steps), len(diags))
+						fmt.Fprintf(out, "%s: valid (%s, %s)\n", path, plural(len(w.Steps), "step"), plural(len(diags), "warning"))
 					}
 				}
 			}

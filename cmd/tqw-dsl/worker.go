@@ -25,6 +25,7 @@ func newWorkerCmd() *cobra.Command {
 		concurrency int
 		idleExit    bool
 		inboxPoll   time.Duration
+		retention   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -39,7 +40,13 @@ refused (exit 1) instead of fencing this one.
 
 On SIGINT or SIGTERM it stops taking steps and commands, lets running steps
 finish (up to 30s, then cancels them; they run again later), makes everything
-durable, releases the lease and exits 0.`,
+durable, releases the lease and exits 0.
+
+A run that ended is kept for --retention (default 24h): its status and result
+(status, list, run following it), its history and step outputs. After that
+the worker deletes them, and its id can be used again; until then submitting
+that id is refused. run, while it works the store itself, keeps the
+default; the retention of a run is judged by whichever writer runs then.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if concurrency < 1 {
@@ -48,9 +55,12 @@ durable, releases the lease and exits 0.`,
 			if inboxPoll < 200*time.Millisecond {
 				return failf(exitUsage, "--inbox-poll %v: want at least 200ms", inboxPoll)
 			}
+			if retention < time.Second {
+				return failf(exitUsage, "--retention %v: want at least 1s", retention)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			e, err := openEngine(context.WithoutCancel(ctx), store, engineOptions{noShell: noShell, concurrency: concurrency, name: "worker", inboxPoll: inboxPoll})
+			e, err := openEngine(context.WithoutCancel(ctx), store, engineOptions{noShell: noShell, concurrency: concurrency, name: "worker", inboxPoll: inboxPoll, retention: retention})
 			var busy *busyError
 			if errors.As(err, &busy) {
 				return failf(exitFailed, "%v; a second worker would fence it: send it commands (submit, signal, cancel, run) or stop it first", busy)
@@ -88,18 +98,22 @@ durable, releases the lease and exits 0.`,
 	cmd.Flags().BoolVar(&noShell, "no-shell", false, "do not run the shell action (steps using it fail)")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 8, "steps run at once")
 	cmd.Flags().DurationVar(&inboxPoll, "inbox-poll", 5*time.Second, "longest pause between two reads of the inbox when no command came: how long another process's command may wait (an idle worker LISTs the inbox once per pause, 17,280 LISTs a day at 5s)")
+	cmd.Flags().DurationVar(&retention, "retention", runtime.DefaultResultRetention, "how long a finished run's status, result, history and outputs are kept before the worker deletes them")
 	cmd.Flags().BoolVar(&idleExit, "idle-exit", false, "stop once no step is runnable or running, none is due within a second and no command waits in the inbox (runs that wait or sleep longer stay in the store)")
 	return cmd
 }
 
-// serving is the writer's work in this process: the runtime's worker and
-// the inbox server, which applies the commands of other processes.
+// serving is the writer's work in this process: the runtime's worker, the
+// inbox server, which applies the commands of other processes, and the
+// interpreter's retention sweep.
 type serving struct {
 	e         *engine
 	inboxOpts runtime.InboxOptions
 	worker    *runtime.Worker
 	stopInbox context.CancelFunc
 	inboxDone chan struct{}
+	stopSweep context.CancelFunc
+	sweepDone chan struct{}
 	// stopped is closed when the worker returned, the inbox server failed
 	// or the writer lease was lost; err says why, for the last two.
 	stopped  chan struct{}
@@ -110,13 +124,20 @@ type serving struct {
 	quitOnce sync.Once
 }
 
-// serve starts the worker and the inbox server. Stop them with Shutdown.
+// serve starts the worker, the inbox server and the retention sweep.
+// Stop them with Shutdown.
 func (e *engine) serve(ctx context.Context) *serving {
 	base := context.WithoutCancel(ctx)
 	ictx, stopInbox := context.WithCancel(base)
+	sctx, stopSweep := context.WithCancel(base)
 	s := &serving{e: e, inboxOpts: runtime.InboxOptions{Writer: e.lease.Info().String(), MaxInterval: e.inboxPoll},
 		worker: e.rt.Spawn(base), stopInbox: stopInbox, inboxDone: make(chan struct{}),
+		stopSweep: stopSweep, sweepDone: make(chan struct{}),
 		stopped: make(chan struct{}), quit: make(chan struct{})}
+	go func() {
+		defer close(s.sweepDone)
+		e.it.SweepLoop(sctx)
+	}()
 	go func() {
 		defer close(s.inboxDone)
 		err := e.rt.ServeInbox(ictx, s.inboxOpts)
@@ -155,7 +176,12 @@ func (s *serving) Stopped() <-chan struct{} { return s.stopped }
 // once the caller is done waiting; it is safe to call again.
 func (s *serving) Shutdown(ctx context.Context) error {
 	s.stopInbox()
+	s.stopSweep()
 	werr := s.worker.Shutdown(ctx)
+	select {
+	case <-s.sweepDone:
+	case <-ctx.Done():
+	}
 	select {
 	case <-s.inboxDone:
 	case <-ctx.Done():
