@@ -256,15 +256,20 @@ func (l *WriterLease) markLost(err error) {
 	}
 }
 
+// flockBusyWait is how long acquireFlock retries a busy lock file before it
+// reports a live writer: longer than any momentary LiveWriter probe.
+const flockBusyWait = 2 * time.Second
+
 func (l *WriterLease) acquireFlock(ctx context.Context) error {
 	path := filepath.Join(l.opts.LockDir, WriterLockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("runtime: open the writer lock %s: %w", path, err)
 	}
-	// LiveWriter probes hold a shared lock for a moment; retry briefly
-	// before concluding a writer holds it.
-	for attempt := 0; ; attempt++ {
+	// LiveWriter probes hold a shared lock for a moment, longer on a loaded
+	// machine; retry for a while before concluding a writer holds it.
+	giveUp := l.opts.Clock.Now().Add(flockBusyWait)
+	for {
 		var busy bool
 		busy, err = tryFlock(f, true)
 		if err == nil && !busy {
@@ -274,7 +279,7 @@ func (l *WriterLease) acquireFlock(ctx context.Context) error {
 			_ = f.Close()
 			return fmt.Errorf("runtime: take the writer lock %s: %w", path, err)
 		}
-		if attempt == 4 {
+		if !l.opts.Clock.Now().Before(giveUp) {
 			holder, _ := readInfo(f)
 			_ = f.Close()
 			holder.Mechanism = "flock"
