@@ -18,7 +18,9 @@ import (
 //   - A running step's context is cancelled (cause ErrRunCancelled); its
 //     outcome and staged effects are discarded, retries are suppressed, and
 //     the worker settles the run as Cancelled once the runner returns.
-//     Status reports Cancelling meanwhile.
+//     Status reports Cancelling meanwhile. This holds also for a step whose
+//     runner already returned: its settlement checks the job's cancel
+//     request in the committing transaction and yields to it.
 //
 // It returns false when the run is unknown or already terminated.
 func (rt *Runtime) Cancel(ctx context.Context, runID string) (bool, error) {

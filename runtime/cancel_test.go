@@ -196,3 +196,72 @@ func TestShutdownCancelsStepContext(t *testing.T) {
 		t.Fatalf("outcome %+v", o)
 	}
 }
+
+// A Cancel that lands after the runner returned but before the step's
+// settlement commits wins: the settlement checks the job's cancel request
+// in its own transaction, so the outcome is discarded, no next step is
+// enqueued and the run ends Cancelled at this step. Without that check the
+// settlement would enqueue the next step and the run would stay Cancelling.
+func TestCancelBetweenRunnerReturnAndSettlement(t *testing.T) {
+	cases := []struct {
+		name string
+		out  func() (StepOutcome, error)
+	}{
+		{"continue after", func() (StepOutcome, error) { return ContinueAfter([]byte("next"), time.Hour), nil }},
+		{"continue now", func() (StepOutcome, error) { return ContinueNow([]byte("next")), nil }},
+		{"continue on signal", func() (StepOutcome, error) { return ContinueOnSignal([]byte("next"), "race:sig", time.Hour), nil }},
+		{"succeed", func() (StepOutcome, error) { return Succeed([]byte("too late")), nil }},
+		{"fail", func() (StepOutcome, error) { return Fail("too late"), nil }},
+		{"permanent error", func() (StepOutcome, error) { return StepOutcome{}, Permanent(errors.New("too late")) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			r := StepRunnerFunc(func(_ context.Context, s *Step) (StepOutcome, error) {
+				calls.Add(1)
+				_ = s.Effects.Put("app/x", []byte("discarded"))
+				return tc.out()
+			})
+			e := newEnv(t, r)
+			cancelled := make(chan error, 1)
+			e.rt.beforeSettleCommit = func(runID string, step int) {
+				if runID != "race" || step != 0 {
+					return
+				}
+				ok, err := e.rt.Cancel(e.ctx, runID)
+				if err == nil && !ok {
+					err = errors.New("Cancel returned false for a run whose step is running")
+				}
+				cancelled <- err
+			}
+			e.start()
+			e.submit(RunSpec{RunID: "race"})
+			// Step 0's settlement either ends the run or moves it on.
+			st := e.waitRun("race", func(st RunStatus) bool { return st.State.Terminal() || st.Step != 0 })
+			if st.State != StateCancelled || st.Step != 0 {
+				t.Fatalf("run after step 0 settled: %s at step %d, want cancelled at step 0", st.State, st.Step)
+			}
+			if err := <-cancelled; err != nil {
+				t.Fatalf("Cancel from the hook: %v", err)
+			}
+			if o := e.outcome(); o.RunID != "race" || o.Status != Cancelled || o.Step != 0 || o.Error != "cancelled" || o.Result != nil {
+				t.Fatalf("outcome %+v, want cancelled at step 0", o)
+			}
+			if s, err := e.q.Stats(e.ctx, DefaultQueueName); err != nil || s.Pending+s.Scheduled+s.Claimed+s.Dead != 0 {
+				t.Fatalf("step queue after the cancel: %+v %v; want no next step", s, err)
+			}
+			if _, err := e.q.KVGet(e.ctx, "app/x"); !errors.Is(err, queue.ErrNotFound) {
+				t.Fatalf("effects of the discarded outcome applied: %v", err)
+			}
+			for _, k := range []string{cancelKey("race"), stepKey("race"), sigWaitKey("race:sig")} {
+				if _, err := e.q.KVGet(e.ctx, k); !errors.Is(err, queue.ErrNotFound) {
+					t.Fatalf("%s left after the cancel: %v", k, err)
+				}
+			}
+			e.stop()
+			if n := calls.Load(); n != 1 {
+				t.Fatalf("runner called %d times, want 1", n)
+			}
+		})
+	}
+}

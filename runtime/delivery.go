@@ -27,8 +27,15 @@ type delivery struct {
 type settleMode uint8
 
 const (
+	// settleAck acks with the runner's outcome, unless a Cancel marked the
+	// job meanwhile: then the run ends Cancelled instead.
 	settleAck settleMode = iota
+	// settleCancelled acks as the run's cancellation.
+	settleCancelled
+	// settleDeadLetter dead-letters, yielding to a Cancel like settleAck.
 	settleDeadLetter
+	// settleNack nacks; the queue turns the nack of a job whose cancel was
+	// requested into its removal with the Cancel call's effects.
 	settleNack
 )
 
@@ -83,7 +90,7 @@ func (d *delivery) process(ctx, sctx context.Context, release func()) error {
 	if cancelled, err := d.cancelRequested(sctx); err != nil {
 		return err
 	} else if cancelled {
-		return d.terminate(sctx, Cancelled, nil, "cancelled", nil, settleAck)
+		return d.cancelled(sctx)
 	}
 	sig, sigDeletes, err := rt.resolveSignal(sctx, &d.c.Job, d.runID, d.n)
 	if err != nil {
@@ -124,7 +131,7 @@ func (d *delivery) process(ctx, sctx context.Context, release func()) error {
 		select {
 		case <-d.c.Cancelled:
 			release()
-			return d.terminate(sctx, Cancelled, nil, "cancelled", nil, settleAck)
+			return d.cancelled(sctx)
 		default:
 		}
 		if err != nil {
@@ -146,6 +153,24 @@ func (d *delivery) process(ctx, sctx context.Context, release func()) error {
 	}
 	release()
 	return d.apply(sctx, out, eff)
+}
+
+// cancelled ends the run as Cancelled by an external Cancel, discarding
+// whatever the step would have done.
+func (d *delivery) cancelled(ctx context.Context) error {
+	return d.terminate(ctx, Cancelled, nil, "cancelled", nil, settleCancelled)
+}
+
+// yieldToCancel reports whether err says the settlement was refused because
+// a Cancel marked the job after the runner returned (the claim's channel
+// was checked before, the job record is checked in the settling commit).
+// The run then ends Cancelled: Cancel reported it would.
+func (d *delivery) yieldToCancel(ctx context.Context, err error) (bool, error) {
+	if !errors.Is(err, queue.ErrCancelRequested) {
+		return false, err
+	}
+	d.rt.log.Debug("cancel requested while the step settled; its outcome is discarded", "run", d.runID, "step", d.n, "job", d.c.Job.ID)
+	return true, d.cancelled(ctx)
 }
 
 // cancelRequested reports whether Cancel was requested for the run, through
@@ -277,7 +302,15 @@ func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) e
 	if h := rt.beforeAdvanceCommit; h != nil {
 		h(d.runID, out.Trigger.SignalKey)
 	}
-	if err := rt.q.Ack(ctx, d.c, sef); err != nil {
+	if h := rt.beforeSettleCommit; h != nil {
+		h(d.runID, d.n)
+	}
+	// A Cancel that reached the job since the runner returned wins: the
+	// next step must not be enqueued behind its back.
+	if err := rt.q.AckUnlessCancelled(ctx, d.c, sef); err != nil {
+		if yielded, err := d.yieldToCancel(ctx, err); yielded {
+			return err
+		}
 		return d.settleFailed(ctx, err)
 	}
 	if waitKey != "" {
@@ -305,14 +338,25 @@ func (d *delivery) terminate(ctx context.Context, status TerminalStatus, result 
 	}
 	addEffects(sef, eff)
 	sef.KVDeletes = append(sef.KVDeletes, d.sigDeletes...)
+	if h := rt.beforeSettleCommit; h != nil && mode != settleCancelled {
+		h(d.runID, d.n)
+	}
 	switch mode {
 	case settleAck:
-		err = rt.q.Ack(ctx, d.c, sef)
-		if err != nil && eff != nil {
+		err = rt.q.AckUnlessCancelled(ctx, d.c, sef)
+		if yielded, yerr := d.yieldToCancel(ctx, err); yielded {
+			return yerr
+		}
+		if err != nil {
 			return d.settleFailed(ctx, err)
 		}
+	case settleCancelled:
+		err = rt.q.Ack(ctx, d.c, sef)
 	case settleDeadLetter:
-		err = rt.q.DeadLetter(ctx, d.c, errMsg, sef)
+		err = rt.q.DeadLetterUnlessCancelled(ctx, d.c, errMsg, sef)
+		if yielded, yerr := d.yieldToCancel(ctx, err); yielded {
+			return yerr
+		}
 	case settleNack:
 		var res queue.NackResult
 		res, err = rt.q.Nack(ctx, d.c, errMsg, sef)

@@ -32,8 +32,9 @@
 //     (ErrInputMismatch for a different input under an active id).
 //   - Cancellation from any process that owns the queue, for any run in the
 //     store: pending and scheduled steps are removed at once; a running
-//     step's context is cancelled and its outcome discarded. The request is
-//     durable.
+//     step's context is cancelled and its outcome discarded, also when the
+//     runner returned before the request (the settlement checks it in its
+//     own commit). The request is durable.
 //   - Durable signals: buffered when no waiter is registered (one per key,
 //     latest wins), consumed at registration, delivered to a registered
 //     waiter by waking its scheduled step; a redelivered step observes the

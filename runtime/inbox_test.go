@@ -119,13 +119,15 @@ func ibxKeys(t *testing.T, store objstore.Store, prefix string) []string {
 // (kv.ErrFenced, which the kv does not retry), as a dead process makes
 // none. The kv's background garbage collection (LISTs and DELETEs under
 // the queue prefix) is not counted, as its timing is not deterministic,
-// but dies too.
+// but dies too. disarm stops the count, so a request a background task
+// makes after the observed work ended cannot be blamed on that work.
 type dyingStore struct {
 	objstore.Store
-	mu    sync.Mutex
-	left  int // requests left; -1 while not armed
-	dead  bool
-	count int // counted requests since arming
+	mu     sync.Mutex
+	left   int // requests left; -1 while not armed
+	dead   bool
+	count  int    // counted requests since arming
+	killer string // the request that found the process dead first
 }
 
 func newDyingStore(inner objstore.Store) *dyingStore { return &dyingStore{Store: inner, left: -1} }
@@ -136,17 +138,22 @@ func (d *dyingStore) arm(n int) {
 	d.left, d.count = n, 0
 }
 
-func (d *dyingStore) died() bool {
+// disarm stops counting and reports whether the process died, and on
+// which request.
+func (d *dyingStore) disarm() (died bool, killer string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.dead
+	if !d.dead {
+		d.left = -1
+	}
+	return d.dead, d.killer
 }
 
 func (d *dyingStore) gate(op, key string, counted bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.dead && counted && d.left == 0 {
-		d.dead = true
+		d.dead, d.killer = true, op+" "+key
 	}
 	if d.dead {
 		return fmt.Errorf("dying store: %s %s after the process died: %w", op, key, kv.ErrFenced)
@@ -422,12 +429,13 @@ func ibxCrashOnce(t *testing.T, sc crashScenario, n int) bool {
 		// depend on timing.
 		err = first.q.DB().Sync(ctx)
 	}
-	completed := !dying.died()
+	died, killer := dying.disarm()
+	completed := !died
 	if completed && err != nil {
 		t.Fatalf("n=%d: drain without a crash failed: %v", n, err)
 	}
 	if !completed && err == nil {
-		t.Fatalf("n=%d: the store died but the drain reported no error", n)
+		t.Fatalf("n=%d: the store died at %s but the drain reported no error", n, killer)
 	}
 
 	second := ibxOpen(t, base, clock, nil) // fences the dead writer

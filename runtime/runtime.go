@@ -46,9 +46,12 @@ type Runtime struct {
 
 	// Test hooks, set before the worker starts. beforeAdvanceCommit runs
 	// after a transition read its inputs (the signal buffer among them)
-	// and before its settlement commits; beforeReconcileCommit likewise
-	// for the reconcile of one run.
+	// and before its settlement commits; beforeSettleCommit runs before
+	// any settlement of a step's outcome or error commits (not before a
+	// cancellation's); beforeReconcileCommit likewise for the reconcile of
+	// one run.
 	beforeAdvanceCommit   func(runID, signalKey string)
+	beforeSettleCommit    func(runID string, step int)
 	beforeReconcileCommit func(runID string)
 }
 

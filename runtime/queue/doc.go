@@ -29,7 +29,9 @@
 //     attempt-exhausting nack and a Cancel that removes the job; a Cancel
 //     of a claimed job stores its effects with the job and the next Nack
 //     of that claim removes the job and applies them (an Ack or DeadLetter
-//     discards them). ApplyEffects commits effects without a settlement,
+//     discards them; AckUnlessCancelled and DeadLetterUnlessCancelled
+//     instead refuse, in the same transaction, and leave the claim to the
+//     caller). ApplyEffects commits effects without a settlement,
 //     guarded by expected caller-KV values.
 //   - A settlement by a claim that is not the job's current one fails with
 //     ErrClaimLost and changes nothing. Each claim carries a token stored

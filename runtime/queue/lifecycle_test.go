@@ -408,6 +408,82 @@ func TestCancelDuringDeliverySurvivesNack(t *testing.T) {
 	}
 }
 
+// TestSettleUnlessCancelled: AckUnlessCancelled and
+// DeadLetterUnlessCancelled settle like Ack and DeadLetter while no cancel
+// is requested; once Cancel marked the job they write nothing, report
+// ErrCancelRequested and leave the claim to settle as cancelled.
+func TestSettleUnlessCancelled(t *testing.T) {
+	settlers := map[string]func(ctx context.Context, q *Queue, c *Claim, eff *SettlementEffects) error{
+		"ack": func(ctx context.Context, q *Queue, c *Claim, eff *SettlementEffects) error {
+			return q.AckUnlessCancelled(ctx, c, eff)
+		},
+		"dead-letter": func(ctx context.Context, q *Queue, c *Claim, eff *SettlementEffects) error {
+			return q.DeadLetterUnlessCancelled(ctx, c, "permanent", eff)
+		},
+	}
+	for name, settle := range settlers {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			ctx := ctxT(t)
+			next := &SettlementEffects{
+				KVPuts:  []KVWrite{{"outcome", []byte(name)}},
+				Enqueue: []NewJob{{Queue: "q", Payload: []byte("next"), Options: EnqueueOptions{ID: "next"}}},
+			}
+			// No cancel: an ordinary settlement.
+			f.enqueue("q", "plain", EnqueueOptions{})
+			if err := settle(ctx, f.q, f.claim("q"), next); err != nil {
+				t.Fatal(err)
+			}
+			if v, ok := f.kvGet("outcome"); !ok || v != name {
+				t.Fatalf("effects of an uncancelled %s: %q %v", name, v, ok)
+			}
+			want := Stats{Pending: 1}
+			if name == "dead-letter" {
+				want.Dead = 1
+			}
+			f.wantStats("q", want)
+			if c := f.claim("q"); c.Job.ID != "next" {
+				t.Fatalf("claimed %s, want the enqueued effect", c.Job.ID)
+			} else if err := f.q.Ack(ctx, c, &SettlementEffects{KVDeletes: []string{"outcome"}}); err != nil {
+				t.Fatal(err)
+			}
+
+			// Cancel requested while the worker settles: nothing lands.
+			id := f.enqueue("q", "x", EnqueueOptions{})
+			c := f.claim("q")
+			if res, err := f.q.Cancel(ctx, id, &SettlementEffects{KVPuts: []KVWrite{{"terminal", []byte("cancelled")}}}); err != nil || res != CancelRequested {
+				t.Fatal(res, err)
+			}
+			err := settle(ctx, f.q, c, next)
+			if !errors.Is(err, ErrCancelRequested) {
+				t.Fatalf("%s of a cancel-requested job: %v, want ErrCancelRequested", name, err)
+			}
+			if _, ok := f.kvGet("outcome"); ok {
+				t.Fatalf("the refused %s applied its effects", name)
+			}
+			if j := f.job(id); j.State != StateClaimed || !j.CancelRequested {
+				t.Fatalf("job after the refused %s: %+v", name, j)
+			}
+			want.Pending = 0
+			want.Claimed = 1
+			f.wantStats("q", want)
+			// The claim is still the job's: the worker settles it as cancelled.
+			nr, err := f.q.Nack(ctx, c, "cancelled", nil)
+			if err != nil || !nr.Cancelled {
+				t.Fatalf("nack after the refusal: %+v %v", nr, err)
+			}
+			if v, ok := f.kvGet("terminal"); !ok || v != "cancelled" {
+				t.Fatal("the Cancel's effects were not applied")
+			}
+			want.Claimed = 0
+			f.wantStats("q", want)
+			if _, err := f.q.GetJob(ctx, "next"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("the refused settlement enqueued its follow-up: %v", err)
+			}
+		})
+	}
+}
+
 // TestEffectsPaths checks that settlement effects apply exactly on ack,
 // dead-letter, an attempt-exhausting nack and a removing cancel.
 func TestEffectsPaths(t *testing.T) {

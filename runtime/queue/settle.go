@@ -42,29 +42,53 @@ func (q *Queue) settle(ctx context.Context, op string, c *Claim, eff *Settlement
 // cancel request and the effects its Cancel left are discarded: the worker
 // finished first.
 func (q *Queue) Ack(ctx context.Context, c *Claim, eff *SettlementEffects) error {
+	return q.settle(ctx, "ack", c, eff, func(t *txn, r *record) error { return q.ack(t, r, eff) })
+}
+
+// AckUnlessCancelled is Ack for a worker whose job must not complete once
+// Cancel was requested for it: then it writes nothing and returns an error
+// wrapping ErrCancelRequested, and the claim stays held for the caller to
+// settle as cancelled (Nack applies the Cancel call's effects; Ack or
+// DeadLetter the caller's own). The check and the acknowledgement are one
+// transaction, so an acknowledgement under way never overtakes a Cancel
+// that returned CancelRequested.
+func (q *Queue) AckUnlessCancelled(ctx context.Context, c *Claim, eff *SettlementEffects) error {
 	return q.settle(ctx, "ack", c, eff, func(t *txn, r *record) error {
-		t.durable = true
-		r.endAttempt(t.now, "acked", "")
-		if err := t.dropCancelEffects(r); err != nil {
-			return err
+		if r.CancelRequested {
+			return cancelPending("ack", r)
 		}
-		r.State, r.Token, r.CompletedAt, r.CancelRequested = StateDone, 0, t.now, false
-		t.finished = append(t.finished, r.job(nil))
-		if q.opts.config(r.Queue).KeepDoneJobs > 0 {
-			if err := t.putRecord(r); err != nil {
-				return err
-			}
-			if err := t.put(doneKey(r.Queue, r.CompletedAt, r.ID), nil); err != nil {
-				return err
-			}
-			if err := t.add(r.Queue, StateDone, 1); err != nil {
-				return err
-			}
-		} else if err := t.remove(r); err != nil {
-			return err
-		}
-		return t.applyEffects(eff)
+		return q.ack(t, r, eff)
 	})
+}
+
+// cancelPending is the error of a settlement that yields to a cancel request.
+func cancelPending(op string, r *record) error {
+	return fmt.Errorf("%w: %s of job %q not applied: Cancel was requested for it; settle it as cancelled", ErrCancelRequested, op, r.ID)
+}
+
+// ack completes claimed record r (already unindexed) and applies eff.
+func (q *Queue) ack(t *txn, r *record, eff *SettlementEffects) error {
+	t.durable = true
+	r.endAttempt(t.now, "acked", "")
+	if err := t.dropCancelEffects(r); err != nil {
+		return err
+	}
+	r.State, r.Token, r.CompletedAt, r.CancelRequested = StateDone, 0, t.now, false
+	t.finished = append(t.finished, r.job(nil))
+	if q.opts.config(r.Queue).KeepDoneJobs > 0 {
+		if err := t.putRecord(r); err != nil {
+			return err
+		}
+		if err := t.put(doneKey(r.Queue, r.CompletedAt, r.ID), nil); err != nil {
+			return err
+		}
+		if err := t.add(r.Queue, StateDone, 1); err != nil {
+			return err
+		}
+	} else if err := t.remove(r); err != nil {
+		return err
+	}
+	return t.applyEffects(eff)
 }
 
 // Nack fails c's attempt with reason. When Cancel was requested for the job,
@@ -130,13 +154,29 @@ func (t *txn) cancelClaimed(r *record, reason string) error {
 // DeadLetter moves c's job to dead with reason and applies eff, in one
 // durable commit.
 func (q *Queue) DeadLetter(ctx context.Context, c *Claim, reason string, eff *SettlementEffects) error {
+	return q.settle(ctx, "dead-letter", c, eff, func(t *txn, r *record) error { return t.deadLetter(r, reason, eff) })
+}
+
+// DeadLetterUnlessCancelled is DeadLetter yielding to a cancel request as
+// AckUnlessCancelled does: when Cancel was requested for the job it writes
+// nothing, returns an error wrapping ErrCancelRequested and leaves the
+// claim held.
+func (q *Queue) DeadLetterUnlessCancelled(ctx context.Context, c *Claim, reason string, eff *SettlementEffects) error {
 	return q.settle(ctx, "dead-letter", c, eff, func(t *txn, r *record) error {
-		r.endAttempt(t.now, "dead_lettered", reason)
-		if err := t.makeDead(r, reason); err != nil {
-			return err
+		if r.CancelRequested {
+			return cancelPending("dead-letter", r)
 		}
-		return t.applyEffects(eff)
+		return t.deadLetter(r, reason, eff)
 	})
+}
+
+// deadLetter moves claimed record r (already unindexed) to dead and applies eff.
+func (t *txn) deadLetter(r *record, reason string, eff *SettlementEffects) error {
+	r.endAttempt(t.now, "dead_lettered", reason)
+	if err := t.makeDead(r, reason); err != nil {
+		return err
+	}
+	return t.applyEffects(eff)
 }
 
 // Cancel cancels job id. A pending or scheduled job is removed and eff is
@@ -145,10 +185,11 @@ func (q *Queue) DeadLetter(ctx context.Context, c *Claim, reason string, eff *Se
 // closes, a redelivery after a crash or an expired lease sees
 // Job.CancelRequested, and eff is stored with the job; the next Nack of the
 // job removes it and applies that eff, while an Ack or DeadLetter settles it
-// normally and discards eff. If the claim ends without a settlement (lease
-// expired, process crashed), the job is requeued keeping the request, so
-// the next claim sees it at once, or dead-lettered (discarding eff) when
-// that was its last attempt. A second Cancel of a claimed job keeps the
+// normally and discards eff (AckUnlessCancelled and
+// DeadLetterUnlessCancelled refuse to settle it). If the claim ends without
+// a settlement (lease expired, process crashed), the job is requeued
+// keeping the request, so the next claim sees it at once, or dead-lettered
+// (discarding eff) when that was its last attempt. A second Cancel of a claimed job keeps the
 // first request's effects. Done and dead jobs are left alone (CancelFinished).
 func (q *Queue) Cancel(ctx context.Context, id string, eff *SettlementEffects) (CancelResult, error) {
 	if err := validName("job ID", id); err != nil {

@@ -26,7 +26,8 @@ var (
 	// ErrClosed reports a call on a closed Queue or Reader.
 	ErrClosed = errors.New("queue: closed")
 	// ErrCancelRequested is the cause of a Work handler's context when
-	// Cancel was requested for its job.
+	// Cancel was requested for its job, and the error of AckUnlessCancelled
+	// and DeadLetterUnlessCancelled when they yield to such a request.
 	ErrCancelRequested = errors.New("queue: cancel requested")
 	// ErrShutdownTimeout reports that Work stopped waiting for in-flight
 	// handlers at its shutdown deadline.
