@@ -564,10 +564,16 @@ func (q *Queue) startLoops() {
 	sched := q.clock.NewTimer(time.Hour)
 	sched.Stop()
 	go q.schedulerLoop(sched)
-	go q.reaperLoop(q.clock.NewTimer(q.opts.ReapInterval))
+	go q.periodicLoop(q.clock.NewTimer(q.opts.ReapInterval), q.opts.ReapInterval, "reap", func(ctx context.Context) error {
+		_, err := q.Reap(ctx)
+		return err
+	})
 	if q.opts.SweepInterval > 0 {
 		q.wg.Add(1)
-		go q.sweeperLoop(q.clock.NewTimer(q.opts.SweepInterval))
+		go q.periodicLoop(q.clock.NewTimer(q.opts.SweepInterval), q.opts.SweepInterval, "sweep", func(ctx context.Context) error {
+			_, err := q.Sweep(ctx)
+			return err
+		})
 	}
 }
 
@@ -590,7 +596,10 @@ func (q *Queue) pass(name string, at time.Time) {
 	}
 }
 
-func (q *Queue) reaperLoop(timer Timer) {
+// periodicLoop runs pass every interval until the queue closes; the first
+// run is when timer fires. A failed pass is logged and the next one tries
+// again. name labels logs and the test hook.
+func (q *Queue) periodicLoop(timer Timer, interval time.Duration, name string, pass func(context.Context) error) {
 	defer q.wg.Done()
 	ctx, cancel := q.loopContext()
 	defer cancel()
@@ -602,31 +611,11 @@ func (q *Queue) reaperLoop(timer Timer) {
 		case <-timer.C():
 		}
 		at := q.clock.Now()
-		if _, err := q.Reap(ctx); err != nil && ctx.Err() == nil {
-			q.log.Error("reaper pass failed", "err", err)
+		if err := pass(ctx); err != nil && ctx.Err() == nil {
+			q.log.Error(name+" pass failed", "err", err)
 		}
-		timer.Reset(q.opts.ReapInterval)
-		q.pass("reap", at)
-	}
-}
-
-func (q *Queue) sweeperLoop(timer Timer) {
-	defer q.wg.Done()
-	ctx, cancel := q.loopContext()
-	defer cancel()
-	defer timer.Stop()
-	for {
-		select {
-		case <-q.done:
-			return
-		case <-timer.C():
-		}
-		at := q.clock.Now()
-		if _, err := q.Sweep(ctx); err != nil && ctx.Err() == nil {
-			q.log.Error("retention sweep failed", "err", err)
-		}
-		timer.Reset(q.opts.SweepInterval)
-		q.pass("sweep", at)
+		timer.Reset(interval)
+		q.pass(name, at)
 	}
 }
 
