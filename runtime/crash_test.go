@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,10 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/crashtest"
 	"github.com/tqw-dsl/tqw/runtime/objstore/file"
 	"github.com/tqw-dsl/tqw/runtime/queue"
 )
@@ -54,20 +53,6 @@ func flaky(runID string, step int) bool {
 	return h.Sum32()%4 == 0
 }
 
-// appendLine appends line to path durably; a small O_APPEND write is not
-// torn by SIGKILL.
-func appendLine(path, line string) error {
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := f.WriteString(line + "\n"); err != nil {
-		return err
-	}
-	return f.Sync()
-}
-
 type crashRunner struct{ dir string }
 
 func (c crashRunner) RunStep(ctx context.Context, s *Step) (StepOutcome, error) {
@@ -81,7 +66,7 @@ func (c crashRunner) RunStep(ctx context.Context, s *Step) (StepOutcome, error) 
 		}
 	case 5:
 		v, err := Memoized(ctx, s.Memo, "effect", func(context.Context) (string, error) {
-			if err := appendLine(filepath.Join(c.dir, "effects.log"), "effect "+s.RunID); err != nil {
+			if err := crashtest.AppendLine(filepath.Join(c.dir, "effects.log"), "effect "+s.RunID); err != nil {
 				return "", err
 			}
 			return s.RunID, nil
@@ -89,7 +74,7 @@ func (c crashRunner) RunStep(ctx context.Context, s *Step) (StepOutcome, error) 
 		if err != nil {
 			return StepOutcome{}, err
 		}
-		if err := appendLine(filepath.Join(c.dir, "effects.log"), "memo-done "+s.RunID); err != nil {
+		if err := crashtest.AppendLine(filepath.Join(c.dir, "effects.log"), "memo-done "+s.RunID); err != nil {
 			return StepOutcome{}, err
 		}
 		p += ":memo=" + v
@@ -115,7 +100,7 @@ type crashHook struct{ dir string }
 func (crashHook) Observes(*RunOutcome) bool { return true }
 
 func (h crashHook) OnTermination(_ context.Context, o *RunOutcome, _ *TerminalEffects) error {
-	return appendLine(filepath.Join(h.dir, "terminal.log"), fmt.Sprintf("%s %s %s", o.RunID, o.Status, o.Result))
+	return crashtest.AppendLine(filepath.Join(h.dir, "terminal.log"), fmt.Sprintf("%s %s %s", o.RunID, o.Status, o.Result))
 }
 
 func crashQueueOptions() queue.Options {
@@ -211,87 +196,49 @@ func crashChild(dir string, runs int, finish, replay bool) error {
 }
 
 func TestCrashRecovery(t *testing.T) {
-	if os.Getenv(crashDirEnv) != "" {
-		t.Skip("inside the child")
-	}
-	if testing.Short() {
-		t.Skip("crash test skipped in -short mode")
-	}
-	runs, kills := envInt(crashRunsEnv, 200), envInt(crashKillsEnv, 100)
+	crashtest.Parent(t, crashDirEnv)
+	runs, kills := envInt(crashRunsEnv, 200), crashtest.Count(t, crashKillsEnv, 100)
 	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	rng := crashtest.Rand(t, 1)
 	// Every other child records step outputs for replay: switching it on
 	// and off across restarts must not change any result.
-	child := func(finish, replay bool) *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashRunsEnv+"="+strconv.Itoa(runs))
+	child := func(ctx context.Context, finish, replay bool) *exec.Cmd {
+		env := []string{crashDirEnv + "=" + dir, crashRunsEnv + "=" + strconv.Itoa(runs)}
 		if finish {
-			cmd.Env = append(cmd.Env, crashFinishEnv+"=1")
+			env = append(env, crashFinishEnv+"=1")
 		}
 		if replay {
-			cmd.Env = append(cmd.Env, crashReplayEnv+"=1")
+			env = append(env, crashReplayEnv+"=1")
 		}
-		cmd.Stderr = os.Stderr
-		return cmd
+		return crashtest.Command(ctx, "^TestCrashChild$", env...)
 	}
 	startupKills := 0
 	for i := range kills {
-		cmd := child(false, i%2 == 1)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		ready := make(chan struct{})
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				if sc.Text() == "ready" {
-					close(ready)
-					break
-				}
-			}
-			for sc.Scan() { // drain
-			}
-		}()
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
+		c := crashtest.Start(t, child(context.Background(), false, i%2 == 1))
 		// A random moment: one kill in five during startup and recovery,
 		// the others while steps run and settle.
 		var delay time.Duration
 		if rng.IntN(5) == 0 {
 			startupKills++
-			delay = time.Duration(rng.IntN(150)) * time.Millisecond
+			delay = crashtest.Delay(rng, 150*time.Millisecond)
 		} else {
-			select {
-			case <-ready:
-			case err := <-exited:
-				t.Fatalf("child %d exited before it was ready: %v", i, err)
+			if err := c.WaitReady("ready"); err != nil {
+				t.Fatalf("child %d: %v", i, err)
 			}
-			delay = time.Duration(rng.IntN(200)) * time.Millisecond
+			delay = crashtest.Delay(rng, 200*time.Millisecond)
 		}
-		timer := time.NewTimer(delay)
-		select {
-		case <-timer.C:
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-exited
-		case err := <-exited:
+		if killed, err := c.KillAfter(delay); !killed {
 			t.Fatalf("child %d exited on its own: %v", i, err)
 		}
 	}
 	before := 0
 	if _, err := os.Stat(filepath.Join(dir, "terminal.log")); err == nil {
-		before = len(readLines(t, filepath.Join(dir, "terminal.log")))
+		before = len(crashtest.ReadLines(t, filepath.Join(dir, "terminal.log")))
 	}
 	t.Logf("%d kills (%d during startup); %d terminal notifications written before the final restart", kills, startupKills, before)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	final := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	final.Env = child(true, true).Env
-	final.Stderr = os.Stderr
-	if err := final.Run(); err != nil {
+	if err := child(ctx, true, true).Run(); err != nil {
 		t.Fatalf("final child: %v", err)
 	}
 	verifyCrashRuns(t, dir, runs)
@@ -322,7 +269,7 @@ func verifyCrashRuns(t *testing.T, dir string, runs int) {
 	}
 	// Every notification of a run reports the same single terminal state.
 	terms := map[string]map[string]bool{}
-	for _, line := range readLines(t, filepath.Join(dir, "terminal.log")) {
+	for _, line := range crashtest.ReadLines(t, filepath.Join(dir, "terminal.log")) {
 		id, rest, _ := strings.Cut(line, " ")
 		if terms[id] == nil {
 			terms[id] = map[string]bool{}
@@ -339,7 +286,7 @@ func verifyCrashRuns(t *testing.T, dir string, runs int) {
 	// A memoized side effect does not run again once its memo write completed.
 	memoDone := map[string]bool{}
 	effects := map[string]int{}
-	for _, line := range readLines(t, filepath.Join(dir, "effects.log")) {
+	for _, line := range crashtest.ReadLines(t, filepath.Join(dir, "effects.log")) {
 		kind, id, _ := strings.Cut(line, " ")
 		switch kind {
 		case "effect":
@@ -360,22 +307,4 @@ func verifyCrashRuns(t *testing.T, dir string, runs int) {
 		reruns += n - 1
 	}
 	t.Logf("%d runs verified; %d side effects re-ran after a kill before their memo write", runs, reruns)
-}
-
-func readLines(t *testing.T, path string) []string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		out = append(out, sc.Text())
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

@@ -1,21 +1,19 @@
 package bulk
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/crashtest"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/objstore/file"
 	"github.com/tqw-dsl/tqw/runtime/queue"
@@ -55,23 +53,11 @@ func killItems(n int) [][]byte {
 	return out
 }
 
-func appendLine(path, line string) error {
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := f.WriteString(line + "\n"); err != nil {
-		return err
-	}
-	return f.Sync()
-}
-
 func killPipeline(dir string) Pipeline {
 	log := filepath.Join(dir, "phases.log")
 	return Pipeline{Phases: []Phase{
 		{Name: "measure", Run: func(_ context.Context, pc *PhaseContext, in []byte) ([]byte, error) {
-			if err := appendLine(log, "measure "+pc.RunID); err != nil {
+			if err := crashtest.AppendLine(log, "measure "+pc.RunID); err != nil {
 				return nil, err
 			}
 			pc.AddCost("tokens", int64(len(in)))
@@ -85,7 +71,7 @@ func killPipeline(dir string) Pipeline {
 			if strings.HasPrefix(s, "flaky") && pc.Attempt == 1 {
 				return nil, errors.New("transient pricing error")
 			}
-			if err := appendLine(log, "price "+pc.RunID); err != nil {
+			if err := crashtest.AppendLine(log, "price "+pc.RunID); err != nil {
 				return nil, err
 			}
 			pc.AddCost("micro_usd", 7*int64(len(in)))
@@ -147,70 +133,32 @@ func killChild(dir string, n int) error {
 }
 
 func TestBulkResumeAfterSIGKILL(t *testing.T) {
-	if os.Getenv(killDirEnv) != "" {
-		t.Skip("inside the child")
-	}
-	if testing.Short() {
-		t.Skip("kill test skipped in -short mode")
-	}
-	n, kills := envInt(killItemsEnv, 150), envInt(killKillsEnv, 8)
+	crashtest.Parent(t, killDirEnv)
+	n, kills := envInt(killItemsEnv, 150), crashtest.Count(t, killKillsEnv, 8)
 	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
-	child := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), killDirEnv+"="+dir, killItemsEnv+"="+strconv.Itoa(n))
-		cmd.Stderr = os.Stderr
-		return cmd
+	rng := crashtest.Rand(t, 2)
+	child := func(ctx context.Context) *exec.Cmd {
+		return crashtest.Command(ctx, "^TestKillChild$", killDirEnv+"="+dir, killItemsEnv+"="+strconv.Itoa(n))
 	}
 	killed, finishedEarly := 0, false
 	for i := 0; i < kills && !finishedEarly; i++ {
-		cmd := child()
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
+		c := crashtest.Start(t, child(context.Background()))
+		if err := c.WaitReady("ready"); err != nil {
+			t.Fatalf("child %d: %v", i, err)
 		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		ready := make(chan struct{})
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				if sc.Text() == "ready" {
-					close(ready)
-					break
-				}
-			}
-			for sc.Scan() {
-			}
-		}()
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		select {
-		case <-ready:
-		case err := <-exited:
-			t.Fatalf("child %d exited before it was ready: %v", i, err)
-		}
-		timer := time.NewTimer(time.Duration(rng.IntN(250)) * time.Millisecond)
-		select {
-		case <-timer.C:
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-exited
+		switch ok, err := c.KillAfter(crashtest.Delay(rng, 250*time.Millisecond)); {
+		case ok:
 			killed++
-		case err := <-exited:
-			if err != nil {
-				t.Fatalf("child %d failed: %v", i, err)
-			}
+		case err != nil:
+			t.Fatalf("child %d failed: %v", i, err)
+		default:
 			finishedEarly = true // the batch finished before the kill
 		}
 	}
 	// The last child finishes the batch (and re-submits what was missing).
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	final := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestKillChild$", "-test.count=1")
-	final.Env = child().Env
-	final.Stderr = os.Stderr
-	outb, err := final.Output()
+	outb, err := child(ctx).Output()
 	if err != nil {
 		t.Fatalf("final child: %v", err)
 	}
@@ -252,18 +200,9 @@ func TestBulkResumeAfterSIGKILL(t *testing.T) {
 		t.Fatalf("after %d kills: progress %+v, want %d succeeded, %d failed, costs %v", killed, p, want.Succeeded, want.Failed, want.Costs)
 	}
 	// One measure per item and one price per success, plus re-runs.
-	reruns := len(readLines(t, filepath.Join(dir, "phases.log"))) - n - want.Succeeded
+	reruns := len(crashtest.ReadLines(t, filepath.Join(dir, "phases.log"))) - n - want.Succeeded
 	if reruns < 0 {
 		t.Fatalf("phases.log has fewer lines than phases completed (%d short)", -reruns)
 	}
 	t.Logf("%d kills; %d items, exact totals; %d phase executions re-ran after a kill and were counted once", killed, n, reruns)
-}
-
-func readLines(t *testing.T, path string) []string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Split(strings.TrimSpace(string(b)), "\n")
 }

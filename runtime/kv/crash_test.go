@@ -1,20 +1,16 @@
 package kv
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/crashtest"
 	"github.com/tqw-dsl/tqw/runtime/objstore/file"
 )
 
@@ -93,50 +89,40 @@ func TestCrashFileSIGKILL(t *testing.T) {
 	if raceEnabled {
 		def = 50
 	}
-	kills := envInt(crashKillsEnv, def)
+	kills := crashtest.Count(t, crashKillsEnv, def)
 	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+	rng := crashtest.Rand(t, 3)
 	h := newHistory()
 	start := time.Now()
 	totalAcks := 0
 	for k := range kills {
 		tS := time.Now()
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
+		cmd := crashtest.Command(context.Background(), "^$", crashChildEnv+"="+dir)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		c := crashtest.Start(t, cmd)
 		t0 := time.Now()
 		if rng.IntN(10) == 0 {
 			// Kill during startup/Open.
-			time.Sleep(time.Duration(rng.IntN(20_000)) * time.Microsecond)
+			time.Sleep(crashtest.Delay(rng, 20*time.Millisecond))
 		} else {
 			want := rng.IntN(40)
-			sc := bufio.NewScanner(out)
-			for n := 0; n < want && sc.Scan(); n++ {
+			for n := 0; n < want; n++ {
+				line, ok := c.Line()
+				if !ok {
+					break
+				}
 				var w, i int
-				if _, err := fmt.Sscanf(sc.Text(), "ack %d %d", &w, &i); err != nil {
-					t.Fatalf("kill %d: child said %q", k, sc.Text())
+				if _, err := fmt.Sscanf(line, "ack %d %d", &w, &i); err != nil {
+					t.Fatalf("kill %d: child said %q", k, line)
 				}
 				h.ack(w, i)
 				totalAcks++
 			}
 		}
 		t1 := time.Now()
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-
-		err = cmd.Wait()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("kill %d: child ended on its own (%v): %s", k, err, stderr.String())
+		if err := c.Kill(); err != nil {
+			t.Fatalf("kill %d: %v: %s", k, err, stderr.String())
 		}
 		// Acks printed before the kill but not yet read are simply not
 		// counted: the check below only gets weaker, never wrong.

@@ -1,20 +1,18 @@
 package queue
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/crashtest"
 	"github.com/tqw-dsl/tqw/runtime/objstore/file"
 )
 
@@ -25,14 +23,10 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	if dir := os.Getenv(killChildEnv); dir != "" {
+	crashtest.IfChild(killChildEnv, func(dir string) error {
 		seed, _ := strconv.ParseUint(os.Getenv(killSeedEnv), 10, 64)
-		if err := killChild(dir, seed); err != nil {
-			fmt.Fprintln(os.Stderr, "kill child:", err)
-			os.Exit(3)
-		}
-		os.Exit(0)
-	}
+		return killChild(dir, seed)
+	})
 	os.Exit(m.Run())
 }
 
@@ -157,40 +151,23 @@ func killChild(dir string, seed uint64) error {
 // effects, and that the effects of every settlement are all there or all
 // absent.
 func TestKill9(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash test skipped in -short mode")
-	}
-	kills := 200
-	if v := os.Getenv(killCountEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("%s=%q: want a positive whole number", killCountEnv, v)
-		}
-		kills = n
-	}
+	crashtest.Parent(t, killChildEnv)
+	kills := crashtest.Count(t, killCountEnv, 200)
 	dir := t.TempDir()
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, 7))
-	t.Logf("seed %d", seed)
+	rng := crashtest.Rand(t, 7)
 	enqueued, acked, dead := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	start := time.Now()
 	for k := range kills {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), killChildEnv+"="+dir, fmt.Sprintf("%s=%d", killSeedEnv, k))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		// Kill after a random number of lines: 0 kills during Open.
+		c := crashtest.Start(t, crashtest.Command(context.Background(), "^$", killChildEnv+"="+dir, fmt.Sprintf("%s=%d", killSeedEnv, k)))
+		// Kill after a random number of lines: 0 kills during Open. Read
+		// on to the end: lines printed before the kill are facts too.
 		killAt := rng.IntN(25)
-		sc := bufio.NewScanner(out)
-		lines, killed := 0, false
-		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) == 2 {
+		for n := 0; ; n++ {
+			line, ok := c.Line()
+			if !ok {
+				break
+			}
+			if f := strings.Fields(line); len(f) == 2 {
 				switch f[0] {
 				case "E":
 					enqueued[f[1]] = true
@@ -200,21 +177,14 @@ func TestKill9(t *testing.T) {
 					dead[f[1]] = true
 				}
 			}
-			if lines == killAt && !killed {
-				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			if n == killAt {
+				if err := c.Signal(); err != nil {
 					t.Fatal(err)
 				}
-				killed = true
 			}
-			lines++
 		}
-		if !killed {
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-		}
-		err = cmd.Wait()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("kill %d: child ended on its own (%v) before the kill", k, err)
+		if err := c.Reap(); err != nil {
+			t.Fatalf("kill %d: %v", k, err)
 		}
 	}
 	t.Logf("%d kills in %v: %d enqueues, %d acks, %d dead-letters acknowledged", kills, time.Since(start).Round(time.Millisecond), len(enqueued), len(acked), len(dead))

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"strings"
+
+	"github.com/tqw-dsl/tqw/internal/crashtest"
 )
 
 // RunIfChild is for TestMain. When the environment variable envVar is set,
@@ -31,17 +32,9 @@ func RunIfChild(envVar string, run RunFunc) {
 
 // Command returns a command that runs this test binary as the example with
 // args (see RunIfChild), no test, the child's stderr on this process's
-// stderr, and env appended to this process's environment.
+// stderr, and env appended to this process's environment (see
+// crashtest.Command, which also drops the race detector's exit sleep).
 func Command(ctx context.Context, envVar string, args []string, env ...string) *exec.Cmd {
 	enc, _ := json.Marshal(args) // a []string always encodes
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), raceNoExitSleep(), envVar+"="+string(enc)), env...)
-	cmd.Stderr = os.Stderr
-	return cmd
-}
-
-// raceNoExitSleep drops the race detector's one-second sleep at exit from
-// the children, keeping any other GORACE option.
-func raceNoExitSleep() string {
-	return "GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")
+	return crashtest.Command(ctx, "^$", append([]string{envVar + "=" + string(enc)}, env...)...)
 }

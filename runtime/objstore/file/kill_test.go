@@ -1,7 +1,6 @@
 package file_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -9,13 +8,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/crashtest"
 	"github.com/tqw-dsl/tqw/runtime/objstore"
 	"github.com/tqw-dsl/tqw/runtime/objstore/file"
 )
@@ -27,14 +25,10 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	if dir := os.Getenv(killChildEnv); dir != "" {
+	crashtest.IfChild(killChildEnv, func(dir string) error {
 		seed, _ := strconv.ParseUint(os.Getenv(killSeedEnv), 10, 64)
-		if err := killChild(dir, seed); err != nil {
-			fmt.Fprintln(os.Stderr, "kill child:", err)
-			os.Exit(3)
-		}
-		os.Exit(0)
-	}
+		return killChild(dir, seed)
+	})
 	os.Exit(m.Run())
 }
 
@@ -115,44 +109,21 @@ func killChild(dir string, seed uint64) error {
 // after each kill that every visible object is whole, that List shows no
 // temp file, and that reopening removes the dead writer's temp files.
 func TestKill9(t *testing.T) {
-	kills := 200
-	if v := os.Getenv(killCountEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("%s=%q: want a positive whole number", killCountEnv, v)
-		}
-		kills = n
-	}
+	kills := crashtest.Count(t, killCountEnv, 200)
 	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	rng := crashtest.Rand(t, 2)
 	start := time.Now()
 	midWrite := 0
 	for k := range kills {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), killChildEnv+"="+dir, fmt.Sprintf("%s=%d", killSeedEnv, k))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		line, err := bufio.NewReader(out).ReadString('\n')
-		if err != nil || line != "ready\n" {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("kill %d: child did not start: %q %v", k, line, err)
+		c := crashtest.Start(t, crashtest.Command(context.Background(), "^$", killChildEnv+"="+dir, fmt.Sprintf("%s=%d", killSeedEnv, k)))
+		if err := c.WaitReady("ready"); err != nil {
+			_ = c.Kill()
+			t.Fatalf("kill %d: child did not start: %v", k, err)
 		}
 		// Let it write for a random while, then kill it mid-stride.
-		time.Sleep(time.Duration(rng.IntN(25_000)) * time.Microsecond)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		err = cmd.Wait()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("kill %d: child ended on its own (%v) before the kill", k, err)
+		time.Sleep(crashtest.Delay(rng, 25*time.Millisecond))
+		if err := c.Kill(); err != nil {
+			t.Fatalf("kill %d: %v", k, err)
 		}
 		if len(tempFiles(t, dir)) > 0 {
 			midWrite++
