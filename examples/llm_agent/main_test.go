@@ -100,9 +100,9 @@ func TestCrashDoesNotRepeatPaidCalls(t *testing.T) {
 			t.Errorf("second process output lacks %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "turn 0:") {
-		t.Errorf("second process re-ran turn 0:\n%s", got)
-	}
+	// The second process may replay turn 0 or 1 if the kill beat their
+	// commits to durability (steps are at least once); a replayed turn is
+	// served from the memo, which the per-turn call counts below prove.
 
 	// Turns 0 and 1 were answered once and never asked again; turn 2 was
 	// asked twice because its first request was never answered.
