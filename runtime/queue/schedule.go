@@ -27,45 +27,15 @@ func (q *Queue) PromoteDue(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, wrapKV("scheduler: scan scheduled index", err)
 		}
-		for due {
-			n, full := 0, false
-			err := q.update(ctx, "promote scheduled jobs", false, func(t *txn) error {
-				n = 0
-				keys, err := scanKeys(ctx, t.tx, kv.Range{Start: pfx, End: end, Limit: recoverBatch})
-				if err != nil {
-					return err
-				}
-				full = len(keys) == recoverBatch
-				for _, k := range keys {
-					runAt, id, _ := timeIndexParts(pfxScheduled, name, k)
-					r, err := t.record(id)
-					if err != nil {
-						return err
-					}
-					if r == nil || r.State != StateScheduled || r.RunAt != runAt {
-						q.log.Warn("dropping stale scheduled-index entry", "queue", name, "job", id)
-						if err := t.del(k); err != nil {
-							return err
-						}
-						continue
-					}
-					if err := t.unindex(r); err != nil {
-						return err
-					}
-					if err := t.makePending(r); err != nil {
-						return err
-					}
-					n++
-				}
-				return nil
-			})
-			if err != nil {
-				return total, err
-			}
-			total += n
-			if !full {
-				break
-			}
+		if !due {
+			continue
+		}
+		n, err := q.drainTimeIndex(ctx, pfxScheduled, name, now, "promote scheduled jobs",
+			func(r *record, at int64) bool { return r.State == StateScheduled && r.RunAt == at },
+			(*txn).makePending)
+		total += n
+		if err != nil {
+			return total, err
 		}
 	}
 	return total, nil
@@ -124,12 +94,23 @@ func (q *Queue) Sweep(ctx context.Context) (SweepResult, error) {
 
 // sweepIndex deletes the jobs of a done or dead index whose time is <= cut.
 func (q *Queue) sweepIndex(ctx context.Context, pfx string, st State, name string, cut int64) (int, error) {
+	return q.drainTimeIndex(ctx, pfx, name, cut, "retention sweep",
+		func(r *record, _ int64) bool { return r.State == st },
+		(*txn).remove)
+}
+
+// drainTimeIndex applies act, batch by batch, to every job of queue name
+// whose entry in the time index pfx is at or before cut, each batch one
+// non-durable commit. An entry whose job no longer matches it (live false)
+// is stale residue and is dropped.
+func (q *Queue) drainTimeIndex(ctx context.Context, pfx, name string, cut int64, what string,
+	live func(r *record, at int64) bool, act func(t *txn, r *record) error) (int, error) {
 	start := queuePrefix(pfx, name)
 	end := appendTime(bytes.Clone(start), cut+1)
 	total := 0
 	for {
 		n, full := 0, false
-		err := q.update(ctx, "retention sweep", false, func(t *txn) error {
+		err := q.update(ctx, what, false, func(t *txn) error {
 			n = 0
 			keys, err := scanKeys(ctx, t.tx, kv.Range{Start: start, End: end, Limit: recoverBatch})
 			if err != nil {
@@ -137,12 +118,13 @@ func (q *Queue) sweepIndex(ctx context.Context, pfx string, st State, name strin
 			}
 			full = len(keys) == recoverBatch
 			for _, k := range keys {
-				_, id, _ := timeIndexParts(pfx, name, k)
+				at, id, _ := timeIndexParts(pfx, name, k)
 				r, err := t.record(id)
 				if err != nil {
 					return err
 				}
-				if r == nil || r.State != st {
+				if r == nil || !live(r, at) {
+					q.log.Warn("dropping stale index entry", "index", pfx, "queue", name, "job", id)
 					if err := t.del(k); err != nil {
 						return err
 					}
@@ -151,7 +133,7 @@ func (q *Queue) sweepIndex(ctx context.Context, pfx string, st State, name strin
 				if err := t.unindex(r); err != nil {
 					return err
 				}
-				if err := t.remove(r); err != nil {
+				if err := act(t, r); err != nil {
 					return err
 				}
 				n++
