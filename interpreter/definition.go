@@ -10,7 +10,7 @@ import (
 	"slices"
 
 	"github.com/tqw-dsl/tqw/dsl"
-	"github.com/tqw-dsl/tqw/runtime/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
 // definition is a parsed, pinned workflow with what the interpreter

@@ -16,9 +16,9 @@ import (
 	"github.com/tqw-dsl/tqw/actions/llm"
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/objstore/mem"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/tqw-dsl/tqw/dsl"
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Outcomes a history record reports.

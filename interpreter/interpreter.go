@@ -13,8 +13,8 @@ import (
 	"github.com/tqw-dsl/tqw/actions"
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Sentinel errors; match them with errors.Is.

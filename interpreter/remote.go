@@ -7,7 +7,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
 // PrepareRun is Submit for a process that is not the store's writer: it

@@ -13,9 +13,9 @@ import (
 	"github.com/tqw-dsl/tqw/actions/builtin"
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/objstore/mem"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // TestPrepareRunMatchesSubmit checks that a run prepared by PrepareRun and

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // ErrRunIDReused reports a submission under the id of a finished run whose

@@ -11,8 +11,8 @@ import (
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/dsl/duration"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Error types the interpreter raises itself, besides the actions' own.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Cancel terminates an active run as Cancelled and reports whether it did

@@ -12,8 +12,8 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // ClientOptions configure NewClient. The zero value is usable against a

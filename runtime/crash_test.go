@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/tqw-dsl/tqw/internal/crashtest"
-	"github.com/tqw-dsl/tqw/runtime/objstore/file"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // The crash test: a child process (this test binary, re-executed) works

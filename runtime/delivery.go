@@ -7,8 +7,8 @@ import (
 	stdruntime "runtime"
 	"strconv"
 
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // delivery is one claimed step job being processed.

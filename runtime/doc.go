@@ -1,4 +1,4 @@
-// Package runtime runs durable multi-step runs on a runtime/queue: the Go
+// Package runtime runs durable multi-step runs on a runtime/store/queue: the Go
 // counterpart of taquba-workflow.
 //
 // A run is a chain of step jobs. A StepRunner executes one step and returns

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/objstore/faults"
-	"github.com/tqw-dsl/tqw/runtime/objstore/mem"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 )
 
 // Memo and replay objects behind a store that fails a third of their

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // TerminalStatus is how a run ended.

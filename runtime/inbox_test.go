@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/kv"
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/objstore/counting"
-	"github.com/tqw-dsl/tqw/runtime/objstore/mem"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/kv"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 var ibxStart = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/tqw-dsl/tqw/runtime/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
 // DefaultMemoPrefix is the object-key prefix of memo and replay entries.

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/objstore/faults"
-	"github.com/tqw-dsl/tqw/runtime/objstore/mem"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Item 6: memo.

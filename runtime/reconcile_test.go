@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/objstore/mem"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 )
 
 // freezeStore models a crash at a chosen WAL write: once armed, it lets

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // RunState is where a run is.

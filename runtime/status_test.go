@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Item 14: Status and ListRuns from durable state, also from a Reader.

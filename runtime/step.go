@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // StepRunner executes one step of a run. It must be idempotent for the same

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // RunSpec describes a run to submit.

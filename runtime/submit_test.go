@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 func echo() StepRunner {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 func timeFromMs(ms int64) time.Time { return time.UnixMilli(ms) }

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/kv"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/kv"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Run works the runtime's queues until ctx is done: it runs steps (up to

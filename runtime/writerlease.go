@@ -14,8 +14,8 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // The writer lease tells processes that want to open a store as its writer

@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/objstore/counting"
-	"github.com/tqw-dsl/tqw/runtime/objstore/faults"
-	"github.com/tqw-dsl/tqw/runtime/objstore/file"
-	"github.com/tqw-dsl/tqw/runtime/objstore/mem"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 func leaseOpts(owner string, clock queue.Clock) WriterLeaseOptions {

@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/kv"
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/objstore/counting"
-	"github.com/tqw-dsl/tqw/runtime/objstore/faults"
+	"github.com/tqw-dsl/tqw/runtime/store/kv"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
 )
 
-// kvBench measures runtime/kv: durable commit throughput and latency with
+// kvBench measures runtime/store/kv: durable commit throughput and latency with
 // group commit, WAL PUTs per commit, and reopen time of a large store.
 var kvBench = struct {
 	valueSize   int

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/objstore/counting"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
 )
 
 // peersSteps is the workflow both systems run: ten sequential no-op steps.

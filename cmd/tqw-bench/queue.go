@@ -14,12 +14,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/objstore/counting"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
-// queueBench measures runtime/queue: end-to-end throughput and latency of
+// queueBench measures runtime/store/queue: end-to-end throughput and latency of
 // enqueue -> claim -> ack, claim latency on a deep queue, and reopen time
 // of a large store.
 var queueBench = struct {

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/tqw-dsl/tqw/actions/llm/llmfake"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
 )
 
 // hexLLM is "llm/" hex-encoded, as it appears in the object key of an llm

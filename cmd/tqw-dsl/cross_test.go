@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
 )
 
 // waitDeadline bounds the tests' waits for a process's output or a run's

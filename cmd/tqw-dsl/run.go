@@ -18,7 +18,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
 func init() { commands = append(commands, newRunCmd) }

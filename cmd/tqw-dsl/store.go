@@ -19,9 +19,9 @@ import (
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Exit codes of the run-time commands, besides exitOK, exitInvalid and exitUsage.

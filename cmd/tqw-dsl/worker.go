@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 func init() { commands = append(commands, newWorkerCmd) }

@@ -32,7 +32,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 func main() { exampleenv.Main("crash_resume", run) }

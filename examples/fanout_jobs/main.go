@@ -33,8 +33,8 @@ import (
 
 	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/jobs"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/addons/jobs"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 func main() { exampleenv.Main("fanout_jobs", run) }

@@ -37,7 +37,7 @@ import (
 	"github.com/tqw-dsl/tqw/actions/llm"
 	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 func main() { exampleenv.Main("llm_agent", run) }

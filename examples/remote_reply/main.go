@@ -43,8 +43,8 @@ import (
 
 	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 func main() { exampleenv.Main("remote_reply", run) }

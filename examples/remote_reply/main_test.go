@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/tqw-dsl/tqw/examples/internal/exampletest"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // pendingMarkers reopens the store and returns the markers left in it.

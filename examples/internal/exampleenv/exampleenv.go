@@ -11,9 +11,9 @@ import (
 	"sync"
 
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/objstore"
-	"github.com/tqw-dsl/tqw/runtime/objstore/storeurl"
-	"github.com/tqw-dsl/tqw/runtime/queue"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Main runs run with the command's arguments and stdout, under a context

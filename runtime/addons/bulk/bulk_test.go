@@ -1,0 +1,491 @@
+package bulk
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	stdruntime "runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// pipe is a two-phase test pipeline: "measure" costs len(input) tokens,
+// "price" costs 7 micro_usd per token and upper-cases the input. Items
+// named "bad*" fail permanently in "price" while broken is set; "slow*"
+// items block in "price" until release is closed or their context ends;
+// "flaky*" items fail "price" transiently on their first attempt.
+type pipe struct {
+	measured, priced atomic.Int64
+	broken           atomic.Bool
+	release          chan struct{}
+	entered          chan string
+}
+
+func newPipe() *pipe {
+	p := &pipe{release: make(chan struct{}), entered: make(chan string, 100)}
+	p.broken.Store(true)
+	return p
+}
+
+func (p *pipe) pipeline() Pipeline {
+	return Pipeline{Phases: []Phase{
+		{Name: "measure", Run: func(_ context.Context, pc *PhaseContext, in []byte) ([]byte, error) {
+			p.measured.Add(1)
+			pc.AddCost("tokens", int64(len(in)))
+			return in, nil
+		}},
+		{Name: "price", Run: func(ctx context.Context, pc *PhaseContext, in []byte) ([]byte, error) {
+			s := string(in)
+			switch {
+			case strings.HasPrefix(s, "bad") && p.broken.Load():
+				pc.AddCost("micro_usd", 1000) // a failed attempt: not counted
+				return nil, runtime.Permanent(fmt.Errorf("cannot price %q", s))
+			case strings.HasPrefix(s, "flaky") && pc.Attempt == 1:
+				return nil, errors.New("price service unavailable")
+			case strings.HasPrefix(s, "slow"):
+				p.entered <- s
+				select {
+				case <-p.release:
+				case <-ctx.Done():
+					return nil, context.Cause(ctx)
+				}
+			}
+			p.priced.Add(1)
+			pc.AddCost("micro_usd", 7*int64(len(in)))
+			return []byte(fmt.Sprintf("%q", strings.ToUpper(s))), nil
+		}},
+	}}
+}
+
+type env struct {
+	t     *testing.T
+	ctx   context.Context
+	store objstore.Store
+	clock *queue.MockClock
+	q     *queue.Queue
+	r     *Runner
+	w     *runtime.Worker
+	p     *pipe
+	opts  []Option
+}
+
+func newEnv(t *testing.T, opts ...Option) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	e := &env{t: t, ctx: ctx, store: mem.New(), clock: queue.NewMockClock(t0), p: newPipe(), opts: opts}
+	e.open()
+	t.Cleanup(e.close)
+	return e
+}
+
+func (e *env) open() {
+	e.t.Helper()
+	q, err := queue.Open(e.ctx, e.store, queue.Options{Clock: e.clock, Logger: quiet(), SweepInterval: -1,
+		DefaultConfig: queue.QueueConfig{LeaseDuration: 1000 * time.Hour, BackoffBase: time.Second, BackoffMax: time.Second}})
+	if err != nil {
+		e.t.Fatalf("queue.Open: %v", err)
+	}
+	e.q = q
+	opts := append([]Option{WithLogger(quiet()), WithRuntimeOptions(runtime.WithShutdownTimeout(0))}, e.opts...)
+	r, err := New(q, e.store, e.p.pipeline(), opts...)
+	if err != nil {
+		e.t.Fatalf("New: %v", err)
+	}
+	e.r = r
+}
+
+func (e *env) start() { e.w = e.r.Spawn(e.ctx) }
+
+func (e *env) close() {
+	select {
+	case <-e.p.release:
+	default:
+		close(e.p.release)
+	}
+	if e.w != nil {
+		_ = e.w.Shutdown(e.ctx)
+		e.w = nil
+	}
+	if e.q != nil {
+		_ = e.q.Close()
+		e.q = nil
+	}
+}
+
+// wait is Runner.Wait that also advances the clock past retry backoffs.
+func (e *env) wait(batch string) Progress {
+	e.t.Helper()
+	type res struct {
+		p   Progress
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		p, err := e.r.Wait(e.ctx, batch)
+		done <- res{p, err}
+	}()
+	for {
+		select {
+		case r := <-done:
+			if r.err != nil {
+				e.t.Fatalf("Wait(%s): %v", batch, r.err)
+			}
+			return r.p
+		default:
+		}
+		for _, qn := range []string{DefaultQueueName, DefaultQueueName + "-notify"} {
+			if st, err := e.q.Stats(e.ctx, qn); err == nil && st.Scheduled > 0 {
+				e.clock.Advance(time.Second)
+			}
+		}
+		if e.ctx.Err() != nil {
+			p, err := e.r.Progress(context.Background(), batch)
+			st, _ := e.q.Stats(context.Background(), DefaultQueueName)
+			nst, _ := e.q.Stats(context.Background(), DefaultQueueName+"-notify")
+			e.t.Fatalf("Wait(%s) timed out: durable %+v %v; steps %+v notify %+v", batch, p, err, st, nst)
+		}
+		stdruntime.Gosched()
+	}
+}
+
+func items(names ...string) [][]byte {
+	out := make([][]byte, len(names))
+	for i, n := range names {
+		out[i] = []byte(n)
+	}
+	return out
+}
+
+// expectCosts returns the exact costs of the items that completed both
+// phases (ok) and of those that failed in "price" (failed).
+func expectCosts(ok, failed []string) map[string]int64 {
+	c := map[string]int64{}
+	for _, s := range ok {
+		c["tokens"] += int64(len(s))
+		c["micro_usd"] += 7 * int64(len(s))
+	}
+	for _, s := range failed {
+		c["tokens"] += int64(len(s))
+	}
+	return c
+}
+
+func sameCosts(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestProgressTotalsAndResults(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	var names, ok, bad []string
+	for i := range 20 {
+		n := fmt.Sprintf("item-%02d", i)
+		if i%7 == 3 {
+			n = fmt.Sprintf("bad-%02d", i)
+			bad = append(bad, n)
+		} else if i%5 == 1 {
+			n = fmt.Sprintf("flaky-%02d", i)
+			ok = append(ok, n)
+		} else {
+			ok = append(ok, n)
+		}
+		names = append(names, n)
+	}
+	if _, err := e.r.Submit(e.ctx, "b1", items(names...), Threshold{}); err != nil {
+		t.Fatal(err)
+	}
+	p := e.wait("b1")
+	if p.Total != 20 || p.Succeeded != len(ok) || p.Failed != len(bad) || p.Cancelled != 0 || p.Pending != 0 || !p.Done() || p.Stopped {
+		t.Fatalf("progress %+v", p)
+	}
+	if want := expectCosts(ok, bad); !sameCosts(p.Costs, want) {
+		t.Fatalf("costs %v, want %v", p.Costs, want)
+	}
+	if got := e.p.measured.Load(); got != 20 {
+		t.Fatalf("measure ran %d times, want 20 (memoized across the flaky retries)", got)
+	}
+	var buf bytes.Buffer
+	n, err := e.r.WriteResults(e.ctx, "b1", &buf)
+	if err != nil || n != 20 {
+		t.Fatalf("WriteResults: %d %v", n, err)
+	}
+	sc := bufio.NewScanner(&buf)
+	for i := 0; sc.Scan(); i++ {
+		var res Result
+		if err := json.Unmarshal(sc.Bytes(), &res); err != nil {
+			t.Fatal(err)
+		}
+		name := names[i]
+		if res.Index != i || res.RunID != RunID("b1", i) {
+			t.Fatalf("line %d: %+v", i, res)
+		}
+		if strings.HasPrefix(name, "bad") {
+			if res.Status != "failed" || !strings.Contains(res.Error, "cannot price") || res.Costs["tokens"] != int64(len(name)) || res.Costs["micro_usd"] != 0 {
+				t.Fatalf("line %d: %+v", i, res)
+			}
+			continue
+		}
+		var out string
+		if err := json.Unmarshal(res.Output, &out); err != nil || out != strings.ToUpper(name) || res.Status != "succeeded" {
+			t.Fatalf("line %d: %+v (%v)", i, res, err)
+		}
+	}
+	buf.Reset()
+	if n, err := e.r.WriteResults(e.ctx, "b1", &buf, Failed); err != nil || n != len(bad) {
+		t.Fatalf("WriteResults(Failed): %d %v", n, err)
+	}
+}
+
+// A notification that fails after the hook did its work is redelivered;
+// the totals count its item once.
+func TestCostRollupNotDoubleCountedOnRedelivery(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	failed := map[string]bool{}
+	e.r.hookFault = func(runID string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !failed[runID] {
+			failed[runID] = true
+			return errors.New("injected: notification lost after the hook ran")
+		}
+		return nil
+	}
+	e.start()
+	names := []string{"a", "bb", "ccc", "bad-d", "eeeee", "flaky-f"}
+	if _, err := e.r.Submit(e.ctx, "b2", items(names...), Threshold{}); err != nil {
+		t.Fatal(err)
+	}
+	p := e.wait("b2")
+	want := expectCosts([]string{"a", "bb", "ccc", "eeeee", "flaky-f"}, []string{"bad-d"})
+	if p.Succeeded != 5 || p.Failed != 1 || !sameCosts(p.Costs, want) {
+		t.Fatalf("progress %+v, want costs %v", p, want)
+	}
+	// Every notification was delivered twice.
+	for {
+		st, _ := e.q.Stats(e.ctx, e.r.Runtime().NotifyQueueName())
+		mu.Lock()
+		n := len(failed)
+		mu.Unlock()
+		if n == len(names) && st.Pending+st.Scheduled+st.Claimed == 0 {
+			break
+		}
+		if st.Scheduled > 0 {
+			e.clock.Advance(time.Second)
+		}
+		if e.ctx.Err() != nil {
+			t.Fatal("notifications never settled")
+		}
+		stdruntime.Gosched()
+	}
+	// The in-memory aggregate agrees with the durable records.
+	e.r.mu.Lock()
+	mem := e.r.batches["b2"].progress("b2")
+	e.r.mu.Unlock()
+	if mem.Succeeded != 5 || mem.Failed != 1 || !sameCosts(mem.Costs, want) {
+		t.Fatalf("in-memory aggregate %+v", mem)
+	}
+	if p2, _ := e.r.Progress(e.ctx, "b2"); !sameCosts(p2.Costs, want) || p2.Succeeded != 5 {
+		t.Fatalf("durable progress %+v", p2)
+	}
+}
+
+func TestFailureThresholdStopsBatch(t *testing.T) {
+	// One submission at a time, so the queue delivers items in index order.
+	e := newEnv(t, WithConcurrency(3), WithSubmitConcurrency(1))
+	e.start()
+	names := []string{"slow-0", "bad-1", "bad-2"}
+	for i := 3; i < 10; i++ {
+		names = append(names, fmt.Sprintf("slow-%d", i))
+	}
+	if _, err := e.r.Submit(e.ctx, "b3", items(names...), Threshold{MaxFailed: 2}); err != nil {
+		t.Fatal(err)
+	}
+	p := e.wait("b3")
+	if !p.Stopped || !strings.Contains(p.StopReason, "2 items failed") || p.Failed != 2 || p.Cancelled != 8 || p.Succeeded != 0 {
+		t.Fatalf("progress %+v", p)
+	}
+	// slow-0 was running when the batch stopped: cancelled through its
+	// context. slow-3 and slow-4 took the slots the bad items freed and may
+	// have started before the stop; the rest never ran.
+	close(e.p.entered)
+	tokens := int64(len("bad-1") + len("bad-2"))
+	started := map[string]bool{}
+	for s := range e.p.entered {
+		started[s] = true
+		tokens += int64(len(s))
+	}
+	if !started["slow-0"] || len(started) > 3 || len(started) == 3 && !(started["slow-3"] && started["slow-4"]) {
+		t.Fatalf("started %v", started)
+	}
+	st, err := e.r.Runtime().Status(e.ctx, RunID("b3", 0))
+	if err != nil || st.State != runtime.StateCancelled {
+		t.Fatalf("running item: %+v %v", st, err)
+	}
+	if p.Costs["tokens"] != tokens || p.Costs["micro_usd"] != 0 {
+		t.Fatalf("costs of a stopped batch %v, want %d tokens (measure completed for the started items)", p.Costs, tokens)
+	}
+	// A later Submit of the stopped batch runs nothing new.
+	if p2, err := e.r.Submit(e.ctx, "b3", items(names...), Threshold{MaxFailed: 2}); err != nil || p2.Cancelled != 8 || p2.Costs["tokens"] != tokens {
+		t.Fatalf("resubmit: %+v %v", p2, err)
+	}
+}
+
+func TestReplayFailedItems(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	names := []string{"ok-1", "bad-2", "ok-3", "bad-4"}
+	if _, err := e.r.Submit(e.ctx, "b4", items(names...), Threshold{}); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.wait("b4"); p.Failed != 2 {
+		t.Fatalf("progress %+v", p)
+	}
+	measured := e.p.measured.Load()
+	e.p.broken.Store(false)
+	n, err := e.r.Replay(e.ctx, "b4")
+	if err != nil || n != 2 {
+		t.Fatalf("Replay: %d %v", n, err)
+	}
+	p := e.wait("b4")
+	if p.Succeeded != 4 || p.Failed != 0 || !sameCosts(p.Costs, expectCosts(names, nil)) {
+		t.Fatalf("after replay %+v", p)
+	}
+	if e.p.measured.Load() != measured {
+		t.Fatal("replay ran a memoized phase again")
+	}
+	if n, err := e.r.Replay(e.ctx, "b4"); err != nil || n != 0 {
+		t.Fatalf("second Replay: %d %v", n, err)
+	}
+}
+
+func TestSubmitIdempotent(t *testing.T) {
+	e := newEnv(t)
+	names := items("x", "y", "z")
+	if _, err := e.r.Submit(e.ctx, "b5", names, Threshold{}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := e.q.Stats(e.ctx, DefaultQueueName)
+	if _, err := e.r.Submit(e.ctx, "b5", names, Threshold{}); err != nil {
+		t.Fatal(err)
+	}
+	if st2, _ := e.q.Stats(e.ctx, DefaultQueueName); st2 != st || st.Pending != 3 {
+		t.Fatalf("resubmission enqueued: %+v -> %+v", st, st2)
+	}
+	if _, err := e.r.Submit(e.ctx, "b5", items("x", "Y", "z"), Threshold{}); !errors.Is(err, ErrInputMismatch) {
+		t.Fatalf("changed item: %v", err)
+	}
+	if _, err := e.r.Submit(e.ctx, "b5", items("x"), Threshold{}); !errors.Is(err, ErrBatchMismatch) {
+		t.Fatalf("changed count: %v", err)
+	}
+	for _, bad := range []string{"", "a.b", "a/b", strings.Repeat("x", 49)} {
+		if _, err := e.r.Submit(e.ctx, bad, names, Threshold{}); !errors.Is(err, ErrInvalidBatch) {
+			t.Fatalf("batch id %q: %v", bad, err)
+		}
+	}
+	if _, err := e.r.Submit(e.ctx, "b6", names, Threshold{MaxFailedRatio: 2}); !errors.Is(err, ErrInvalidBatch) {
+		t.Fatalf("bad threshold: %v", err)
+	}
+	if _, err := e.r.Progress(e.ctx, "nope"); !errors.Is(err, ErrBatchNotFound) {
+		t.Fatalf("unknown batch: %v", err)
+	}
+}
+
+// The process is dropped without Close mid-batch (a second queue fences
+// it), a new one opens on the same store, and the batch finishes with
+// exact totals.
+func TestResumeAfterAbruptStop(t *testing.T) {
+	e := newEnv(t, WithConcurrency(2))
+	var names []string
+	for i := range 40 {
+		names = append(names, fmt.Sprintf("item-%02d", i))
+	}
+	e.start()
+	if _, err := e.r.Submit(e.ctx, "b7", items(names[:25]...), Threshold{}); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until some items finished, then drop everything.
+	for {
+		p, err := e.r.Progress(e.ctx, "b7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Succeeded >= 5 {
+			break
+		}
+		stdruntime.Gosched()
+	}
+	old := e.w
+	e.w, e.q = nil, nil // no Close: the old queue keeps running until fenced
+	e.open()
+	_ = old.Shutdown(e.ctx) // fenced: it stops with an error or nothing left to do
+	e.start()
+	if _, err := e.r.Submit(e.ctx, "b7", items(names[:25]...), Threshold{}); err != nil {
+		t.Fatalf("resubmit after restart: %v", err)
+	}
+	p := e.wait("b7")
+	if p.Total != 25 || p.Succeeded != 25 || !sameCosts(p.Costs, expectCosts(names[:25], nil)) {
+		t.Fatalf("after resume %+v", p)
+	}
+}
+
+func FuzzDecodeRecords(f *testing.F) {
+	for _, v := range []any{
+		&metaRecord{Total: 3, Threshold: Threshold{MaxFailed: 1, MaxFailedRatio: 0.5, MinFinished: 2}, Stopped: true, StopReason: "r", CreatedMs: 9},
+		&itemRecord{Gen: 2, Status: Failed, Input: []byte("in"), Costs: map[string]int64{"t": 3}, Error: "e", Attempts: 3},
+		&itemRecord{Gen: 1, Status: Succeeded, Output: []byte(`"x"`), OutInMem: true},
+		&phaseMemo{Out: []byte("o"), Costs: map[string]int64{"a": -1}},
+	} {
+		b, err := encode(v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0x81, 0xa1, 'g', 0xc0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if m, err := decodeMeta(b); err == nil {
+			if m.Total < 0 || m.Threshold.validate() != nil {
+				t.Fatalf("accepted meta %+v", m)
+			}
+		} else if !errors.Is(err, ErrCorruptRecord) {
+			t.Fatalf("meta error %v", err)
+		}
+		if r, err := decodeItem(b); err == nil {
+			if r.Gen < 1 || r.Status > Cancelled {
+				t.Fatalf("accepted item %+v", r)
+			}
+		} else if !errors.Is(err, ErrCorruptRecord) {
+			t.Fatalf("item error %v", err)
+		}
+		var pm phaseMemo
+		_ = decode("phase memo", b, &pm)
+	})
+}

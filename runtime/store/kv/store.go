@@ -1,0 +1,428 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tidwall/btree"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+)
+
+// objects names the objects of one store and performs retried requests.
+type objects struct {
+	store objstore.Store
+	pfx   string // "" or "prefix/"
+	log   *slog.Logger
+	rmu   sync.Mutex
+	rnd   *rand.Rand
+	// timeout bounds one store request, so a hung request becomes a
+	// retryable error instead of a stuck writer.
+	timeout time.Duration
+}
+
+func newObjects(store objstore.Store, opts Options) (*objects, error) {
+	pfx := ""
+	if opts.Prefix != "" {
+		pfx = strings.TrimSuffix(opts.Prefix, "/") + "/"
+		if err := objstore.ValidateKey(pfx + "manifest"); err != nil {
+			return nil, fmt.Errorf("kv: Options.Prefix %q: %w", opts.Prefix, err)
+		}
+	}
+	// A private source: opts.Rand may be shared by several handles.
+	rnd := rand.New(rand.NewPCG(opts.Rand.Uint64(), opts.Rand.Uint64()))
+	return &objects{store: store, pfx: pfx, log: opts.Logger, rnd: rnd, timeout: opts.RequestTimeout}, nil
+}
+
+func (o *objects) manifestKey() string         { return o.pfx + "manifest" }
+func (o *objects) walKey(seq uint64) string    { return fmt.Sprintf("%swal/%020d", o.pfx, seq) }
+func (o *objects) chunkKey(name string) string { return o.pfx + "chunk/" + name }
+func (o *objects) largeKey(name string) string { return o.pfx + "large/" + name }
+
+// walSeqOf parses the sequence out of a WAL key, or returns false.
+func (o *objects) walSeqOf(key string) (uint64, bool) {
+	s, ok := strings.CutPrefix(key, o.pfx+"wal/")
+	if !ok || len(s) != 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil
+}
+
+func (o *objects) jitter(d time.Duration) time.Duration {
+	o.rmu.Lock()
+	defer o.rmu.Unlock()
+	return d/2 + time.Duration(o.rnd.Int64N(int64(d/2)+1))
+}
+
+// permanent reports errors a retry cannot fix.
+func permanent(err error) bool {
+	return errors.Is(err, objstore.ErrNotExist) || errors.Is(err, objstore.ErrPrecondition) ||
+		errors.Is(err, objstore.ErrInvalidKey) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrFenced)
+}
+
+// retry runs fn until it succeeds, fails permanently or ctx ends, backing
+// off exponentially between attempts. Each attempt gets Options.RequestTimeout.
+func (o *objects) retry(ctx context.Context, what string, fn func(ctx context.Context) error) error {
+	backoff := 5 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, o.timeout)
+		err := fn(actx)
+		cancel()
+		if err == nil || permanent(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("kv: %s: gave up after %d attempts: %w", what, attempt, errors.Join(ctx.Err(), err))
+		}
+		if attempt == 3 || attempt%20 == 0 {
+			o.log.Warn("kv: store request failing, retrying", "op", what, "attempt", attempt, "err", err)
+		}
+		t := time.NewTimer(o.jitter(backoff))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("kv: %s: gave up after %d attempts: %w", what, attempt, errors.Join(ctx.Err(), err))
+		case <-t.C:
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+func (o *objects) get(ctx context.Context, key string) ([]byte, objstore.ObjectInfo, error) {
+	var data []byte
+	var info objstore.ObjectInfo
+	err := o.retry(ctx, "get "+key, func(ctx context.Context) error {
+		var err error
+		data, info, err = o.store.Get(ctx, key)
+		return err
+	})
+	return data, info, err
+}
+
+func (o *objects) put(ctx context.Context, key string, data []byte, opts objstore.PutOptions) (objstore.ObjectInfo, error) {
+	var info objstore.ObjectInfo
+	err := o.retry(ctx, "put "+key, func(ctx context.Context) error {
+		var err error
+		info, err = o.store.Put(ctx, key, data, opts)
+		return err
+	})
+	return info, err
+}
+
+// putVerified writes a conditional PUT whose outcome may be unknown: after
+// any failure (a timeout or lost response may hide a write that landed,
+// and a precondition failure may be our own earlier attempt) it reads the
+// object back and asks ours whether it holds this write. It returns nil
+// once our write is in the store, an error wrapping ErrPrecondition when
+// another write holds the key, or the error that stopped it (ctx).
+func (o *objects) putVerified(ctx context.Context, key string, data []byte, opts objstore.PutOptions, ours func(got []byte) bool) (objstore.ObjectInfo, error) {
+	backoff := 5 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, o.timeout)
+		info, err := o.store.Put(actx, key, data, opts)
+		cancel()
+		if err == nil {
+			return info, nil
+		}
+		if errors.Is(err, objstore.ErrInvalidKey) {
+			return info, err
+		}
+		got, ginfo, gerr := o.get(ctx, key)
+		switch {
+		case gerr == nil && ours(got):
+			return ginfo, nil // an attempt of ours landed; its response was lost
+		case gerr == nil && errors.Is(err, objstore.ErrPrecondition):
+			return info, err // someone else's write holds the key
+		case gerr != nil && !errors.Is(gerr, objstore.ErrNotExist):
+			return info, fmt.Errorf("kv: read back %s after %v: %w", key, err, gerr)
+		}
+		// Our write did not land (yet): try again after a pause.
+		if attempt == 3 || attempt%20 == 0 {
+			o.log.Warn("kv: store write failing, retrying", "object", key, "attempt", attempt, "err", err)
+		}
+		t := time.NewTimer(o.jitter(backoff))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return info, fmt.Errorf("kv: put %s: gave up after %d attempts: %w", key, attempt, errors.Join(ctx.Err(), err))
+		case <-t.C:
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+func (o *objects) del(ctx context.Context, key string) error {
+	return o.retry(ctx, "delete "+key, func(ctx context.Context) error { return o.store.Delete(ctx, key) })
+}
+
+// list returns every object under prefix sorting after startAfter.
+func (o *objects) list(ctx context.Context, prefix, startAfter string) ([]objstore.ObjectInfo, error) {
+	var out []objstore.ObjectInfo
+	for {
+		var page []objstore.ObjectInfo
+		err := o.retry(ctx, "list "+prefix, func(ctx context.Context) error {
+			var err error
+			page, err = o.store.List(ctx, prefix, startAfter, 1000)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if len(page) < 1000 {
+			return out, nil
+		}
+		startAfter = page[len(page)-1].Key
+	}
+}
+
+func corrupt(key string, err error) error {
+	return fmt.Errorf("%w %q: %v; the store needs repair (restore the object or remove it and everything after it)", ErrCorrupt, key, err)
+}
+
+// readManifest returns the manifest and its ETag, or (nil, "", nil) if the
+// store has none yet.
+func (o *objects) readManifest(ctx context.Context) (*manifest, string, error) {
+	data, info, err := o.get(ctx, o.manifestKey())
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	m, err := decodeManifest(data)
+	if err != nil {
+		return nil, "", corrupt(o.manifestKey(), err)
+	}
+	return m, info.ETag, nil
+}
+
+func newTree() *btree.BTreeG[*entry] {
+	return btree.NewBTreeGOptions(entryLess, btree.Options{NoLocks: true, Degree: 32})
+}
+
+// loadCheckpoint reads the chunks of m in parallel into a new tree.
+func (o *objects) loadCheckpoint(ctx context.Context, m *manifest) (*btree.BTreeG[*entry], error) {
+	tree := newTree()
+	if len(m.chunks) == 0 {
+		return tree, nil
+	}
+	decoded := make([][]entry, len(m.chunks))
+	errs := make([]error, len(m.chunks))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, c := range m.chunks {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			key := o.chunkKey(c.name)
+			data, _, err := o.get(ctx, key)
+			if err != nil {
+				errs[i] = fmt.Errorf("kv: read checkpoint chunk: %w", err)
+				return
+			}
+			es, err := decodeChunk(data)
+			if err == nil && len(es) != c.count {
+				err = fmt.Errorf("%w: %d entries, manifest says %d", errDecode, len(es), c.count)
+			}
+			if err == nil && len(es) > 0 && string(es[0].key) != string(c.first) {
+				err = fmt.Errorf("%w: first key differs from the manifest", errDecode)
+			}
+			if err != nil {
+				errs[i] = corrupt(key, err)
+				return
+			}
+			decoded[i] = es
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for _, es := range decoded {
+		for j := range es {
+			if _, replaced := tree.Load(&es[j]); replaced {
+				return nil, corrupt(o.manifestKey(), fmt.Errorf("%w: chunks overlap at key %q", errDecode, es[j].key))
+			}
+		}
+	}
+	return tree, nil
+}
+
+// replayer applies WAL objects in sequence order to a tree.
+type replayer struct {
+	o        *objects
+	tree     *btree.BTreeG[*entry]
+	next     uint64 // next WAL sequence to apply
+	maxEpoch uint64 // highest epoch seen in the WAL replayed so far
+	objects  int    // WAL objects applied
+	bytes    int64  // WAL bytes applied
+	fences   []uint64
+	touched  func(key []byte) // called for every key written, may be nil
+	vanished bool             // a listed WAL object was gone when fetched
+}
+
+// decodedWAL is a fetched and decoded WAL object.
+type decodedWAL struct {
+	seq  uint64
+	size int
+	h    walHeader
+	recs [][]walOp
+	err  error
+}
+
+func (r *replayer) decode(seq uint64, data []byte) decodedWAL {
+	d := decodedWAL{seq: seq, size: len(data)}
+	key := r.o.walKey(seq)
+	h, recs, err := decodeWAL(data)
+	if err != nil {
+		d.err = corrupt(key, err)
+		return d
+	}
+	if h.seq != seq {
+		d.err = corrupt(key, fmt.Errorf("%w: header says sequence %d", errDecode, h.seq))
+	}
+	d.h, d.recs = h, recs
+	return d
+}
+
+// apply decodes and applies wal/<seq> (already fetched).
+func (r *replayer) apply(seq uint64, data []byte) error {
+	return r.applyDecoded(r.decode(seq, data))
+}
+
+// applyDecoded applies one decoded WAL object; objects must come in
+// sequence order.
+//
+// Invariant (see doc.go, "Fencing"): epochs never decrease along the WAL. A
+// writer only writes sequence s+1 after s succeeded, and a newer writer's
+// fence takes the first sequence the older one has not written, so no
+// object of an older epoch can follow a newer one. A decrease therefore
+// means a damaged store and stops the replay with ErrCorrupt.
+func (r *replayer) applyDecoded(d decodedWAL) error {
+	if d.err != nil {
+		return d.err
+	}
+	if d.h.epoch < r.maxEpoch {
+		return corrupt(r.o.walKey(d.seq), fmt.Errorf("%w: epoch %d after epoch %d (a fenced writer wrote past a fence)", errDecode, d.h.epoch, r.maxEpoch))
+	}
+	r.maxEpoch = d.h.epoch
+	if d.h.fence {
+		r.fences = append(r.fences, d.seq)
+	}
+	n := 0
+	for _, ops := range d.recs {
+		n += len(ops)
+	}
+	slab := make([]entry, n) // one allocation for every entry of the object
+	for _, ops := range d.recs {
+		for _, op := range ops {
+			e := &slab[0]
+			slab = slab[1:]
+			applyOpTo(r.tree, op, e)
+			if r.touched != nil {
+				r.touched(op.key)
+			}
+		}
+	}
+	r.next = d.seq + 1
+	r.objects++
+	r.bytes += int64(d.size)
+	return nil
+}
+
+// applyOpTo applies op to tree, using e (zeroed) as the new entry.
+func applyOpTo(tree *btree.BTreeG[*entry], op walOp, e *entry) {
+	switch op.kind {
+	case opPut:
+		e.key, e.val = op.key, op.value
+		tree.Set(e)
+	case opPutLarge:
+		ref := op.large
+		e.key, e.large = op.key, &ref
+		tree.Set(e)
+	case opDelete:
+		tree.Delete(&entry{key: op.key})
+	}
+}
+
+// replayAll applies every WAL object from r.next up to the first missing
+// sequence. It lists to find the run, then fetches in parallel windows.
+func (r *replayer) replayAll(ctx context.Context) error {
+	for {
+		infos, err := r.o.list(ctx, r.o.pfx+"wal/", r.o.walKey(r.next-1))
+		if err != nil {
+			return err
+		}
+		var run []uint64
+		for _, in := range infos {
+			seq, ok := r.o.walSeqOf(in.Key)
+			if !ok {
+				continue
+			}
+			if seq != r.next+uint64(len(run)) {
+				// A gap with objects after it: a checkpoint deleted WAL
+				// objects under us (fences stay, so the gap can follow a
+				// fence). What was applied is a prefix.
+				r.vanished = true
+				break
+			}
+			run = append(run, seq)
+		}
+		if len(run) == 0 {
+			return nil
+		}
+		const window = 16
+		for i := 0; i < len(run); i += window {
+			part := run[i:min(i+window, len(run))]
+			decoded := make([]decodedWAL, len(part))
+			var wg sync.WaitGroup
+			for j, seq := range part {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					data, _, err := r.o.get(ctx, r.o.walKey(seq))
+					if err != nil {
+						decoded[j] = decodedWAL{seq: seq, err: err}
+						return
+					}
+					decoded[j] = r.decode(seq, data)
+				}()
+			}
+			wg.Wait()
+			for _, d := range decoded {
+				if errors.Is(d.err, objstore.ErrNotExist) {
+					// Deleted by a checkpoint after the listing: what was
+					// applied is a prefix; the caller may start over from
+					// the new manifest.
+					r.vanished = true
+					return nil
+				}
+				if err := r.applyDecoded(d); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// fetchLarge reads a large value.
+func (o *objects) fetchLarge(ctx context.Context, ref *largeRef) ([]byte, error) {
+	data, _, err := o.get(ctx, o.largeKey(ref.name))
+	if err != nil {
+		return nil, fmt.Errorf("kv: read large value %q: %w", ref.name, err)
+	}
+	if int64(len(data)) != ref.size {
+		return nil, corrupt(o.largeKey(ref.name), fmt.Errorf("%w: %d bytes, expected %d", errDecode, len(data), ref.size))
+	}
+	return data, nil
+}

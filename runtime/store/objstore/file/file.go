@@ -1,0 +1,638 @@
+package file
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+)
+
+// DefaultListLimit is the page size List uses when the caller gives none.
+const DefaultListLimit = 1000
+
+// ErrKeyConflict reports a key that cannot be stored because a folder or a
+// file is in the way: on a file system "a" and "a/b" cannot both exist.
+var ErrKeyConflict = errors.New("file: key conflicts with an existing object or folder")
+
+// reserved marks names the store makes for itself. Keys never contain a
+// backslash (objstore.ValidateKey), so no such name is ever an object.
+const reserved = `\`
+
+const (
+	tmpPrefix  = reserved + "tmp."  // \tmp.<pid>.<process id>.<random>
+	lockDir    = reserved + "locks" // striped lock files for If-Match, Put, Delete
+	lockStripe = 64
+	etagXattr  = "user.tqw.etag"
+	// staleTempAge is the age after which any temp file is garbage, even one
+	// whose writer cannot be proven dead.
+	staleTempAge = time.Hour
+)
+
+// Store keeps objects as files under a root folder. It is safe for
+// concurrent use, also by several processes on the same root.
+type Store struct {
+	root    string
+	procID  string // distinguishes this process from an earlier one with the same pid
+	stripes [lockStripe]chan struct{}
+	locks   [lockStripe]*os.File
+	log     *slog.Logger
+}
+
+var _ objstore.Store = (*Store)(nil)
+
+// Open returns the store rooted at dir, creating the folder (0700) if it is
+// missing, and removes temp files left behind by processes that died
+// mid-write. Call Close to release the lock files.
+func Open(dir string) (*Store, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("file: empty folder name: give the folder that holds the store, e.g. .tqw")
+	}
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("file: store folder %q: %w", dir, err)
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("file: create store folder %q: %w", root, err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, lockDir), 0o700); err != nil {
+		return nil, fmt.Errorf("file: create lock folder in %q: %w", root, err)
+	}
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return nil, fmt.Errorf("file: random process id: %w", err)
+	}
+	s := &Store{root: root, procID: hex.EncodeToString(rnd[:]), log: slog.Default().With("store", "file://"+root)}
+	for i := range s.stripes {
+		s.stripes[i] = make(chan struct{}, 1)
+		f, err := os.OpenFile(filepath.Join(root, lockDir, strconv.Itoa(i)), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("file: open lock file in %q: %w", root, err)
+		}
+		s.locks[i] = f
+	}
+	if err := s.sweep(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close releases the lock files. The Store must not be used afterwards.
+func (s *Store) Close() error {
+	var errs []error
+	for i, f := range s.locks {
+		if f != nil {
+			errs = append(errs, f.Close())
+			s.locks[i] = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Root returns the absolute folder the store lives in.
+func (s *Store) Root() string { return s.root }
+
+func (s *Store) path(key string) string { return filepath.Join(s.root, filepath.FromSlash(key)) }
+
+// lock takes the stripe of key, first within the process (a channel, so
+// ctx is honored) and then across processes (flock on the stripe's file).
+func (s *Store) lock(ctx context.Context, key string) (func(), error) {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	i := h.Sum32() % lockStripe
+	select {
+	case s.stripes[i] <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	fd := int(s.locks[i].Fd())
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX)
+		if err == nil {
+			break
+		}
+		if err != unix.EINTR {
+			<-s.stripes[i]
+			return nil, fmt.Errorf("file: lock: %w", err)
+		}
+	}
+	return func() {
+		_ = unix.Flock(fd, unix.LOCK_UN)
+		<-s.stripes[i]
+	}, nil
+}
+
+func etagOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return `"` + hex.EncodeToString(sum[:16]) + `"`
+}
+
+// readETag returns the ETag of the open object file: the cached xattr set
+// by Put, or, when absent (file system without user xattrs, file copied in
+// by hand), a hash of the content.
+func readETag(f *os.File) (string, error) {
+	var buf [64]byte
+	n, err := unix.Fgetxattr(int(f.Fd()), etagXattr, buf[:])
+	if err == nil && n == 34 {
+		return string(buf[:n]), nil
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<62)); err != nil {
+		return "", err
+	}
+	return `"` + hex.EncodeToString(h.Sum(nil)[:16]) + `"`, nil
+}
+
+func ctxErr(ctx context.Context, op, key string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("file: %s %q: %w", op, key, err)
+	}
+	return nil
+}
+
+// open opens the object file of key for reading, mapping a missing file or
+// a folder to ErrNotExist.
+func (s *Store) open(op, key string) (*os.File, os.FileInfo, error) {
+	f, err := os.Open(s.path(key))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
+			return nil, nil, fmt.Errorf("file: %s %q: %w", op, key, objstore.ErrNotExist)
+		}
+		return nil, nil, fmt.Errorf("file: %s %q: %w", op, key, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("file: %s %q: %w", op, key, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("file: %s %q: %w", op, key, objstore.ErrNotExist)
+	}
+	return f, fi, nil
+}
+
+// Get implements objstore.Store. Cost: open, fstat, fgetxattr, read, close.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, objstore.ObjectInfo, error) {
+	if err := objstore.ValidateKey(key); err != nil {
+		return nil, objstore.ObjectInfo{}, err
+	}
+	if err := ctxErr(ctx, "get", key); err != nil {
+		return nil, objstore.ObjectInfo{}, err
+	}
+	f, fi, err := s.open("get", key)
+	if err != nil {
+		return nil, objstore.ObjectInfo{}, err
+	}
+	defer f.Close()
+	data := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, objstore.ObjectInfo{}, fmt.Errorf("file: get %q: read: %w", key, err)
+	}
+	etag, err := readETag(f)
+	if err != nil {
+		return nil, objstore.ObjectInfo{}, fmt.Errorf("file: get %q: etag: %w", key, err)
+	}
+	return data, objstore.ObjectInfo{Key: key, Size: fi.Size(), ETag: etag, ModTime: fi.ModTime()}, nil
+}
+
+// Head implements objstore.Store. Cost: open, fstat, fgetxattr, close.
+func (s *Store) Head(ctx context.Context, key string) (objstore.ObjectInfo, error) {
+	if err := objstore.ValidateKey(key); err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	if err := ctxErr(ctx, "head", key); err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	f, fi, err := s.open("head", key)
+	if err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	defer f.Close()
+	etag, err := readETag(f)
+	if err != nil {
+		return objstore.ObjectInfo{}, fmt.Errorf("file: head %q: etag: %w", key, err)
+	}
+	return objstore.ObjectInfo{Key: key, Size: fi.Size(), ETag: etag, ModTime: fi.ModTime()}, nil
+}
+
+// mkdirs creates the folders of key below the root (0700), fsyncing each
+// parent whose entries changed so a new folder survives a crash.
+func (s *Store) mkdirs(key string) error {
+	segs := strings.Split(key, "/")
+	dir := s.root
+	for _, seg := range segs[:len(segs)-1] {
+		next := filepath.Join(dir, seg)
+		err := os.Mkdir(next, 0o700)
+		switch {
+		case err == nil:
+			if err := syncDir(dir); err != nil {
+				return err
+			}
+		case errors.Is(err, fs.ErrExist):
+			fi, err := os.Lstat(next)
+			if err != nil {
+				return err
+			}
+			if !fi.IsDir() {
+				return fmt.Errorf("%w: object %q is in the way", ErrKeyConflict, strings.TrimPrefix(filepath.ToSlash(strings.TrimPrefix(next, s.root)), "/"))
+			}
+		default:
+			return err
+		}
+		dir = next
+	}
+	return nil
+}
+
+// syncParent fsyncs the folder an entry was changed in. If a concurrent
+// Delete removed that folder meanwhile, it fsyncs the nearest folder that
+// still exists, which records the removal.
+func (s *Store) syncParent(dir string) error {
+	for {
+		err := syncDir(dir)
+		if !errors.Is(err, fs.ErrNotExist) || dir == s.root || !strings.HasPrefix(dir, s.root) {
+			return err
+		}
+		dir = filepath.Dir(dir)
+	}
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// writeTemp writes data to a fresh temp file next to the object, fsyncs it
+// and returns its path and ModTime. The temp name contains a backslash, so
+// it is never taken for an object.
+func (s *Store) writeTemp(key string, data []byte, etag string) (string, time.Time, error) {
+	dir := filepath.Dir(s.path(key))
+	var rnd [8]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return "", time.Time{}, err
+	}
+	name := filepath.Join(dir, fmt.Sprintf("%s%d.%s.%s", tmpPrefix, os.Getpid(), s.procID, hex.EncodeToString(rnd[:])))
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	fail := func(err error) (string, time.Time, error) {
+		f.Close()
+		os.Remove(name)
+		return "", time.Time{}, err
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	// The xattr only caches the content hash; readers recompute it when
+	// the file system does not keep user xattrs.
+	if err := unix.Fsetxattr(int(f.Fd()), etagXattr, []byte(etag), 0); err != nil &&
+		!errors.Is(err, unix.ENOTSUP) && !errors.Is(err, unix.EOPNOTSUPP) {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(name)
+		return "", time.Time{}, err
+	}
+	return name, fi.ModTime(), nil
+}
+
+// Put implements objstore.Store. Cost: create, write, fsetxattr, fsync and
+// close of a temp file; then link(2)+unlink (create-only) or, under the
+// key's lock, rename (after open+fgetxattr of the current object for
+// If-Match); then fsync of the folder. New folders add mkdir+fsync each.
+func (s *Store) Put(ctx context.Context, key string, data []byte, opts objstore.PutOptions) (objstore.ObjectInfo, error) {
+	if err := objstore.ValidateKey(key); err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	if err := opts.Validate(); err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	if err := ctxErr(ctx, "put", key); err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	etag := etagOf(data)
+	// A concurrent Delete may remove an emptied folder between mkdirs and
+	// the temp file's creation; trying again recreates it.
+	var tmp string
+	var mtime time.Time
+	for attempt := 0; ; attempt++ {
+		err := s.mkdirs(key)
+		if err == nil {
+			tmp, mtime, err = s.writeTemp(key, data, etag)
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || attempt == 20 {
+			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: %w", key, err)
+		}
+	}
+	defer os.Remove(tmp) // no-op after rename; removes the temp name after link
+	info := objstore.ObjectInfo{Key: key, Size: int64(len(data)), ETag: etag, ModTime: mtime}
+	dst := s.path(key)
+	if err := s.clearEmptyDir(dst); err != nil {
+		return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: %w", key, err)
+	}
+	if opts.IfNoneMatch {
+		if err := os.Link(tmp, dst); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				if fi, serr := os.Lstat(dst); serr == nil && fi.IsDir() {
+					return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: %w: a folder of that name holds other objects", key, ErrKeyConflict)
+				}
+				return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: object exists: %w", key, objstore.ErrPrecondition)
+			}
+			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: link: %w", key, err)
+		}
+		if err := os.Remove(tmp); err != nil {
+			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: remove temp: %w", key, err)
+		}
+		if err := s.syncParent(filepath.Dir(dst)); err != nil {
+			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: sync folder: %w", key, err)
+		}
+		return info, nil
+	}
+	unlock, err := s.lock(ctx, key)
+	if err != nil {
+		return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: %w", key, err)
+	}
+	defer unlock()
+	if opts.IfMatch != "" {
+		f, _, err := s.open("put", key)
+		if errors.Is(err, objstore.ErrNotExist) {
+			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: if-match on a missing object: %w", key, objstore.ErrPrecondition)
+		}
+		if err != nil {
+			return objstore.ObjectInfo{}, err
+		}
+		cur, err := readETag(f)
+		f.Close()
+		if err != nil {
+			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: etag: %w", key, err)
+		}
+		if cur != opts.IfMatch {
+			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: etag is %s, not %s: %w", key, cur, opts.IfMatch, objstore.ErrPrecondition)
+		}
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		if fi, serr := os.Lstat(dst); serr == nil && fi.IsDir() {
+			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: %w: a folder of that name holds other objects", key, ErrKeyConflict)
+		}
+		return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: rename: %w", key, err)
+	}
+	if err := s.syncParent(filepath.Dir(dst)); err != nil {
+		return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: sync folder: %w", key, err)
+	}
+	return info, nil
+}
+
+// clearEmptyDir removes an empty folder at path, left behind when its last
+// object was deleted by a process that died before cleaning up.
+func (s *Store) clearEmptyDir(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.IsDir() {
+		return nil
+	}
+	if err := unix.Rmdir(path); err != nil && err != unix.ENOTEMPTY && err != unix.EEXIST && err != unix.ENOENT {
+		return err
+	}
+	return nil
+}
+
+// Delete implements objstore.Store. Cost: unlink and fsync of the folder
+// under the key's lock, plus rmdir of each folder the delete emptied.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := objstore.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := ctxErr(ctx, "delete", key); err != nil {
+		return err
+	}
+	unlock, err := s.lock(ctx, key)
+	if err != nil {
+		return fmt.Errorf("file: delete %q: %w", key, err)
+	}
+	defer unlock()
+	p := s.path(key)
+	fi, err := os.Lstat(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
+			return nil
+		}
+		return fmt.Errorf("file: delete %q: %w", key, err)
+	}
+	if fi.IsDir() {
+		return nil // a folder is not an object
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("file: delete %q: %w", key, err)
+	}
+	dir := filepath.Dir(p)
+	if err := s.syncParent(dir); err != nil {
+		return fmt.Errorf("file: delete %q: sync folder: %w", key, err)
+	}
+	// Remove folders the delete emptied, so the name can hold an object
+	// again; rmdir fails harmlessly on a folder that is not empty.
+	removed := false
+	for dir != s.root && strings.HasPrefix(dir, s.root) {
+		if unix.Rmdir(dir) != nil {
+			break
+		}
+		removed = true
+		dir = filepath.Dir(dir)
+	}
+	if removed {
+		if err := s.syncParent(dir); err != nil {
+			return fmt.Errorf("file: delete %q: sync folder: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// entry is one name in a folder, ordered as its keys sort.
+type entry struct {
+	name  string
+	dir   bool
+	order string // name, or name+"/" for a folder: all its keys start so
+}
+
+// readDir returns the folder's objects and sub-folders in key byte order,
+// skipping reserved names.
+func readDir(dir string) ([]entry, error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]entry, 0, len(des))
+	for _, de := range des {
+		name := de.Name()
+		if strings.Contains(name, reserved) {
+			continue
+		}
+		t := de.Type()
+		switch {
+		case t.IsDir():
+			out = append(out, entry{name: name, dir: true, order: name + "/"})
+		case t.IsRegular():
+			out = append(out, entry{name: name, order: name})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].order < out[j].order })
+	return out, nil
+}
+
+// List implements objstore.Store. Keys sort by bytes, so a folder "a" is
+// visited where "a/" sorts among its siblings ("a-b" < "a.b" < "a/..." <
+// "a0"). Folders that cannot hold a key of the page are not read.
+// Cost: one readdir per folder visited and one open+fstat+fgetxattr per
+// object returned.
+func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
+	if err := objstore.ValidatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	if err := ctxErr(ctx, "list", prefix); err != nil {
+		return nil, err
+	}
+	if limit <= 0 || limit > DefaultListLimit {
+		limit = DefaultListLimit
+	}
+	l := lister{s: s, ctx: ctx, prefix: prefix, after: startAfter, limit: limit}
+	if err := l.walk(s.root, ""); err != nil && !errors.Is(err, errPageFull) {
+		return nil, fmt.Errorf("file: list %q after %q: %w", prefix, startAfter, err)
+	}
+	return l.out, nil
+}
+
+var errPageFull = errors.New("page full")
+
+type lister struct {
+	s             *Store
+	ctx           context.Context
+	prefix, after string
+	limit         int
+	out           []objstore.ObjectInfo
+}
+
+// walk visits folder dir, whose keys all start with base ("" or "x/y/").
+func (l *lister) walk(dir, base string) error {
+	if err := l.ctx.Err(); err != nil {
+		return err
+	}
+	entries, err := readDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed by a concurrent Delete
+		}
+		return err
+	}
+	for _, e := range entries {
+		k := base + e.order
+		if e.dir {
+			// Every key below starts with k. Skip the folder unless it can
+			// hold a key with the prefix that sorts after startAfter.
+			if !strings.HasPrefix(k, l.prefix) && !strings.HasPrefix(l.prefix, k) {
+				continue
+			}
+			if l.after >= k && !strings.HasPrefix(l.after, k) {
+				continue
+			}
+			if err := l.walk(filepath.Join(dir, e.name), k); err != nil {
+				return err
+			}
+			continue
+		}
+		if k <= l.after || !strings.HasPrefix(k, l.prefix) {
+			continue
+		}
+		info, err := l.s.Head(l.ctx, k)
+		if errors.Is(err, objstore.ErrNotExist) {
+			continue // deleted since readdir
+		}
+		if err != nil {
+			return err
+		}
+		l.out = append(l.out, info)
+		if len(l.out) == l.limit {
+			return errPageFull
+		}
+	}
+	return nil
+}
+
+// sweep removes temp files of writers that are gone: a dead pid, this pid
+// but an earlier process, or older than staleTempAge. It runs on Open.
+func (s *Store) sweep() error {
+	now := time.Now()
+	me := strconv.Itoa(os.Getpid())
+	return filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return fmt.Errorf("file: sweep temp files in %q: %w", s.root, err)
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if name == lockDir {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasPrefix(name, tmpPrefix) {
+			return nil
+		}
+		parts := strings.Split(strings.TrimPrefix(name, tmpPrefix), ".")
+		stale := len(parts) != 3
+		if !stale {
+			if parts[0] == me {
+				stale = parts[1] != s.procID
+			} else if pid, err := strconv.Atoi(parts[0]); err != nil || pid <= 0 || unix.Kill(pid, 0) == unix.ESRCH {
+				stale = true
+			}
+		}
+		if !stale {
+			if fi, err := d.Info(); err == nil && now.Sub(fi.ModTime()) > staleTempAge {
+				stale = true
+			}
+		}
+		if stale {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("file: remove stale temp file %q: %w", p, err)
+			}
+			s.log.Debug("removed stale temp file", "path", p)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,215 @@
+package file_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
+)
+
+var bg = context.Background()
+
+func TestLayoutAndPermissions(t *testing.T) {
+	s := openTemp(t)
+	if _, err := s.Put(bg, "a/b/c", []byte("data"), objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A key maps 1:1 to a path below the root.
+	b, err := os.ReadFile(filepath.Join(s.Root(), "a", "b", "c"))
+	if err != nil || string(b) != "data" {
+		t.Fatalf("object file: %q %v", b, err)
+	}
+	for p, want := range map[string]fs.FileMode{"a": 0o700, "a/b": 0o700, "a/b/c": 0o600} {
+		fi, err := os.Stat(filepath.Join(s.Root(), p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s mode %v, want %v", p, fi.Mode().Perm(), want)
+		}
+	}
+	// Deleting the last object removes the folders it emptied.
+	if err := s.Delete(bg, "a/b/c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Root(), "a")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("empty folder left after delete: %v", err)
+	}
+}
+
+func TestKeyConflict(t *testing.T) {
+	s := openTemp(t)
+	if _, err := s.Put(bg, "a/b", []byte("x"), objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range []objstore.PutOptions{{}, objstore.CreateOnly()} {
+		if _, err := s.Put(bg, "a", []byte("y"), opts); !errors.Is(err, file.ErrKeyConflict) {
+			t.Fatalf("Put(a) over folder a/ = %v, want ErrKeyConflict", err)
+		}
+	}
+	if _, err := s.Put(bg, "a/b/c", []byte("y"), objstore.PutOptions{}); !errors.Is(err, file.ErrKeyConflict) {
+		t.Fatalf("Put(a/b/c) under object a/b = %v, want ErrKeyConflict", err)
+	}
+	if _, _, err := s.Get(bg, "a"); !errors.Is(err, objstore.ErrNotExist) {
+		t.Fatalf("Get of a folder = %v, want ErrNotExist", err)
+	}
+	if err := s.Delete(bg, "a"); err != nil {
+		t.Fatalf("Delete of a folder = %v, want nil (no object)", err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Root(), "a", "b")); err != nil {
+		t.Fatal("Delete of a folder name removed its contents")
+	}
+}
+
+func TestETagFromContent(t *testing.T) {
+	s := openTemp(t)
+	a, err := s.Put(bg, "k", []byte("same"), objstore.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A file placed by hand (no cached ETag) gets the content's ETag.
+	if err := os.WriteFile(filepath.Join(s.Root(), "hand"), []byte("same"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.Head(bg, "hand")
+	if err != nil || h.ETag != a.ETag {
+		t.Fatalf("hand-placed file ETag %q %v, want %q", h.ETag, err, a.ETag)
+	}
+	if _, err := s.Put(bg, "hand", []byte("new"), objstore.IfMatch(a.ETag)); err != nil {
+		t.Fatalf("If-Match on a hand-placed file: %v", err)
+	}
+}
+
+func tempFiles(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), `\tmp.`) {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+func TestStaleTempFiles(t *testing.T) {
+	dir := t.TempDir()
+	s, err := file.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(bg, "d/k", []byte("x"), objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// Leftovers: a dead pid, this pid from an earlier process, a live
+	// writer (pid 1 is always alive) and a malformed name.
+	stale := []string{`\tmp.999999999.abc.1`, fmt.Sprintf(`\tmp.%d.000000000000.2`, os.Getpid()), `\tmp.junk`}
+	live := `\tmp.1.abc.3`
+	for _, n := range append(stale, live) {
+		if err := os.WriteFile(filepath.Join(dir, "d", n), []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s2, err := file.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	l, err := s2.List(bg, "", "", 0)
+	if err != nil || len(l) != 1 || l[0].Key != "d/k" {
+		t.Fatalf("List = %v, %v; want only d/k", l, err)
+	}
+	left := tempFiles(t, dir)
+	if len(left) != 1 || filepath.Base(left[0]) != live {
+		t.Fatalf("temp files after Open: %v, want only the live writer's", left)
+	}
+	// An old temp file goes even when its writer looks alive.
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(left[0], old, old); err != nil {
+		t.Fatal(err)
+	}
+	s3, err := file.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3.Close()
+	if left := tempFiles(t, dir); len(left) != 0 {
+		t.Fatalf("old temp file not removed: %v", left)
+	}
+}
+
+// Two Stores on one root stand for two processes: they share nothing in
+// memory, so If-Match and create-only rest on the file locks and link(2).
+func TestTwoStoresOneRoot(t *testing.T) {
+	dir := t.TempDir()
+	var stores []*file.Store
+	for range 2 {
+		s, err := file.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	if _, err := stores[0].Put(bg, "n", []byte("0"), objstore.CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errc := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := stores[w%2]
+			for range 50 {
+				for {
+					b, info, err := s.Get(bg, "n")
+					if err != nil {
+						errc <- err
+						return
+					}
+					n, _ := strconv.Atoi(string(b))
+					_, err = s.Put(bg, "n", []byte(strconv.Itoa(n+1)), objstore.IfMatch(info.ETag))
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, objstore.ErrPrecondition) {
+						errc <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	b, _, err := stores[1].Get(bg, "n")
+	if err != nil || string(b) != "400" {
+		t.Fatalf("counter = %q %v, want 400", b, err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	if _, err := file.Open(""); err == nil {
+		t.Fatal("Open(\"\") succeeded")
+	}
+	f := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(f, nil, 0o600)
+	if _, err := file.Open(f); err == nil {
+		t.Fatal("Open of a regular file succeeded")
+	}
+}

@@ -1,0 +1,16 @@
+package s3_test
+
+import (
+	"testing"
+
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/objstoretest"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/s3"
+)
+
+func testConfig(t *testing.T) s3.Config { return objstoretest.S3Config(t) }
+
+func TestContract(t *testing.T) {
+	testConfig(t) // skip once, not per subtest
+	objstoretest.Run(t, func(t *testing.T) objstore.Store { return objstoretest.OpenS3(t) })
+}

@@ -1,0 +1,654 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/tqw-dsl/tqw/runtime/store/kv"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+)
+
+// conflictRetries bounds how often one operation re-runs after losing an
+// optimistic commit.
+const conflictRetries = 200
+
+// recoverBatch is how many jobs one recovery, promotion or sweep commit moves.
+const recoverBatch = 512
+
+// Queue is the single writer of a queue store. It is safe for concurrent use.
+type Queue struct {
+	db    *kv.DB
+	opts  Options
+	clock Clock
+	log   *slog.Logger
+	view  view
+
+	seq    atomic.Uint64 // last ready-index sequence handed out
+	tokens atomic.Uint64 // last claim token handed out
+	epoch  uint64
+
+	idMu    sync.Mutex
+	entropy io.Reader
+
+	mu          sync.Mutex
+	closed      bool
+	queues      map[string]*queueState
+	leases      map[string]*lease    // by job ID
+	earlyCancel map[uint64]time.Time // cancel requests that beat their claim's lease registration, by when
+	waiters     map[string][]chan Job
+
+	schedKick chan struct{}
+	done      chan struct{}
+	wg        sync.WaitGroup
+
+	// passHook, when set by a test, is called after each background pass
+	// ("reap", "schedule", "sweep") with the clock time the pass started.
+	passHook atomic.Pointer[func(name string, at time.Time)]
+	// waitHook, when set by a test, is called when WaitForCompletion has
+	// registered and read the job.
+	waitHook atomic.Pointer[func(string)]
+	// idleHook, when set by a test, is called when ClaimWait found nothing
+	// to claim and is about to wait.
+	idleHook atomic.Pointer[func(queue string)]
+}
+
+// queueState is the in-memory state of one known queue.
+type queueState struct {
+	claimMu sync.Mutex    // serializes claims so they never conflict with each other
+	ready   chan struct{} // closed and replaced when work becomes claimable
+}
+
+// lease is the in-memory claim registry entry of one claimed job.
+type lease struct {
+	token     uint64
+	expires   time.Time
+	cancelled chan struct{}
+	cancelSet bool
+}
+
+// Open opens the queue store under opts.Prefix as its only writer: it opens
+// the kv (fencing any older writer), requeues the jobs whose claims a crash
+// or an unclean stop interrupted (dead-lettering those that used their last
+// attempt), promotes due scheduled jobs, and starts the scheduler, the
+// reaper and the retention sweeper.
+func Open(ctx context.Context, store objstore.Store, opts Options) (*Queue, error) {
+	opts = opts.withDefaults()
+	db, err := kv.Open(ctx, store, opts.KV)
+	if err != nil {
+		return nil, fmt.Errorf("queue: open store at prefix %q: %w", opts.Prefix, err)
+	}
+	q := &Queue{
+		db: db, opts: opts, clock: opts.Clock, log: opts.Logger.With("component", "queue"),
+		view: view{src: db, opts: opts}, epoch: db.Epoch(), entropy: opts.Entropy,
+		queues: map[string]*queueState{}, leases: map[string]*lease{}, earlyCancel: map[uint64]time.Time{},
+		waiters: map[string][]chan Job{}, schedKick: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	if q.entropy == nil {
+		q.entropy = ulid.DefaultEntropy()
+	}
+	if err := q.recover(ctx); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	q.startLoops()
+	return q, nil
+}
+
+// Close stops the background loops and closes the kv, which makes every
+// commit durable first. Jobs still claimed stay claimed in the store; the
+// next Open requeues them. Close is idempotent.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil
+	}
+	q.closed = true
+	close(q.done)
+	for _, qs := range q.queues {
+		close(qs.ready)
+		qs.ready = make(chan struct{})
+	}
+	q.mu.Unlock()
+	q.wg.Wait()
+	if err := q.db.Close(); err != nil {
+		return fmt.Errorf("queue: close: %w", err)
+	}
+	return nil
+}
+
+// Clock returns the queue's clock.
+func (q *Queue) Clock() Clock { return q.clock }
+
+// DB returns the underlying kv, for statistics.
+func (q *Queue) DB() *kv.DB { return q.db }
+
+func (q *Queue) checkOpen() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// wrapKV maps kv errors onto the queue's sentinels where one exists.
+func wrapKV(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, kv.ErrClosed):
+		return fmt.Errorf("queue: %s: %w (%w)", op, ErrClosed, err)
+	default:
+		return fmt.Errorf("queue: %s: %w", op, err)
+	}
+}
+
+// state returns the in-memory state of queue name, creating it.
+func (q *Queue) state(name string) *queueState {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.stateLocked(name)
+}
+
+func (q *Queue) stateLocked(name string) *queueState {
+	qs := q.queues[name]
+	if qs == nil {
+		qs = &queueState{ready: make(chan struct{})}
+		q.queues[name] = qs
+	}
+	return qs
+}
+
+func (q *Queue) queueNames() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	names := make([]string, 0, len(q.queues))
+	for n := range q.queues {
+		names = append(names, n)
+	}
+	return names
+}
+
+func (q *Queue) nextSeq() uint64 { return q.seq.Add(1) }
+
+func (q *Queue) nextToken() uint64 { return q.epoch<<40 | q.tokens.Add(1) }
+
+func (q *Queue) newID(now time.Time) (string, error) {
+	q.idMu.Lock()
+	defer q.idMu.Unlock()
+	id, err := ulid.New(ulid.Timestamp(now), q.entropy)
+	if err != nil {
+		return "", fmt.Errorf("queue: new job ID: %w", err)
+	}
+	return id.String(), nil
+}
+
+// txn is one attempt of a queue transaction: the kv transaction plus the
+// in-memory consequences to apply once (and only if) it commits.
+type txn struct {
+	q       *Queue
+	ctx     context.Context
+	tx      *kv.Tx
+	now     int64
+	wrote   bool
+	durable bool
+
+	ready    map[string]struct{} // queues that gained claimable work
+	kick     bool                // the scheduled set changed
+	seen     []string            // queues that gained scheduled work
+	finished []Job               // jobs that reached done, dead or were removed
+	drops    []leaseRef          // leases to forget
+	cancels  []leaseRef          // leases whose cancel to signal
+}
+
+type leaseRef struct {
+	id    string
+	token uint64
+}
+
+// update runs fn in a transaction and commits it, durably when durable or
+// when fn set t.durable. It re-runs fn after a lost optimistic commit. A
+// transaction that wrote nothing is not committed.
+//
+// The commit is applied first (CommitAsync, which fails only when nothing
+// was applied), then its in-memory consequences, then a durable one waits
+// for the WAL object holding it. So a failure while waiting for durability
+// (kv.ErrCommitUncertain) never leaves leases or notifications behind the
+// kv state.
+func (q *Queue) update(ctx context.Context, op string, durable bool, fn func(t *txn) error) error {
+	if err := q.checkOpen(); err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		t := &txn{q: q, ctx: ctx, tx: q.db.Begin(), now: nanos(q.clock.Now()), durable: durable}
+		if err := fn(t); err != nil {
+			t.tx.Rollback()
+			if errors.Is(err, kv.ErrConflict) && attempt < conflictRetries && ctx.Err() == nil {
+				continue // a read saw a key changed after the snapshot
+			}
+			return err
+		}
+		if !t.wrote {
+			t.tx.Rollback()
+			q.afterCommit(t)
+			return nil
+		}
+		pending, err := t.tx.CommitAsync(ctx)
+		if errors.Is(err, kv.ErrConflict) && attempt < conflictRetries {
+			if ctx.Err() != nil {
+				return wrapKV(op, ctx.Err())
+			}
+			continue
+		}
+		if err != nil {
+			return wrapKV(op, err)
+		}
+		q.afterCommit(t)
+		if t.durable {
+			if err := pending.Wait(ctx); err != nil {
+				return wrapKV(op+" (applied; durability unknown)", err)
+			}
+		}
+		return nil
+	}
+}
+
+// afterCommit applies a committed transaction's in-memory consequences.
+func (q *Queue) afterCommit(t *txn) {
+	q.mu.Lock()
+	for _, d := range t.drops {
+		if l := q.leases[d.id]; l != nil && l.token == d.token {
+			delete(q.leases, d.id)
+		}
+	}
+	for _, c := range t.cancels {
+		if l := q.leases[c.id]; l != nil && l.token == c.token {
+			l.signalCancel()
+		} else {
+			// The claim's registration has not run yet (or a settlement
+			// already dropped the lease; Reap prunes those entries).
+			q.earlyCancel[c.token] = q.clock.Now()
+		}
+	}
+	for _, name := range t.seen {
+		q.stateLocked(name)
+	}
+	for name := range t.ready {
+		qs := q.stateLocked(name)
+		close(qs.ready)
+		qs.ready = make(chan struct{})
+	}
+	for _, j := range t.finished {
+		for _, ch := range q.waiters[j.ID] {
+			ch <- j // buffered, one value
+		}
+		delete(q.waiters, j.ID)
+	}
+	q.mu.Unlock()
+	if t.kick {
+		select {
+		case q.schedKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l *lease) signalCancel() {
+	if !l.cancelSet {
+		l.cancelSet = true
+		close(l.cancelled)
+	}
+}
+
+func (t *txn) put(k, v []byte) error {
+	t.wrote = true
+	return t.tx.Put(k, v)
+}
+
+func (t *txn) del(k []byte) error {
+	t.wrote = true
+	return t.tx.Delete(k)
+}
+
+func (t *txn) add(q string, st State, delta int64) error {
+	t.wrote = true
+	return t.tx.Add(countKey(q, st), delta)
+}
+
+// get reads key; a missing key is (nil, false, nil).
+func (t *txn) get(k []byte) ([]byte, bool, error) {
+	return t.tx.Lookup(t.ctx, k)
+}
+
+// record reads job id; a missing job is (nil, nil).
+func (t *txn) record(id string) (*record, error) {
+	v, ok, err := t.get(jobKey(id))
+	if err != nil || !ok {
+		return nil, err
+	}
+	return decodeRecord(v)
+}
+
+func (t *txn) putRecord(r *record) error {
+	b, err := encodeRecord(r)
+	if err != nil {
+		return err
+	}
+	return t.put(jobKey(r.ID), b)
+}
+
+func (t *txn) markReady(q string) {
+	if t.ready == nil {
+		t.ready = map[string]struct{}{}
+	}
+	t.ready[q] = struct{}{}
+}
+
+// makePending puts r (in no index) into the ready index with a fresh seq.
+func (t *txn) makePending(r *record) error {
+	r.State, r.Token, r.Seq = StatePending, 0, t.q.nextSeq()
+	if err := t.putRecord(r); err != nil {
+		return err
+	}
+	if err := t.put(readyKey(r.Queue, r.Priority, r.Seq), []byte(r.ID)); err != nil {
+		return err
+	}
+	t.markReady(r.Queue)
+	return t.add(r.Queue, StatePending, 1)
+}
+
+// makeScheduled puts r (in no index) into the scheduled index at r.RunAt.
+func (t *txn) makeScheduled(r *record) error {
+	r.State, r.Token = StateScheduled, 0
+	if err := t.putRecord(r); err != nil {
+		return err
+	}
+	if err := t.put(scheduledKey(r.Queue, r.RunAt, r.ID), nil); err != nil {
+		return err
+	}
+	t.kick = true
+	t.seen = append(t.seen, r.Queue)
+	return t.add(r.Queue, StateScheduled, 1)
+}
+
+// makeDead moves r (in no index) to dead.
+func (t *txn) makeDead(r *record, reason string) error {
+	r.State, r.Token, r.FailedAt, r.LastError = StateDead, 0, t.now, reason
+	if err := t.dropCancelEffects(r); err != nil {
+		return err
+	}
+	if err := t.putRecord(r); err != nil {
+		return err
+	}
+	if err := t.put(deadKey(r.Queue, r.FailedAt, r.ID), nil); err != nil {
+		return err
+	}
+	t.durable = true
+	t.finished = append(t.finished, r.job(nil))
+	return t.add(r.Queue, StateDead, 1)
+}
+
+// remove deletes r (in no index) and everything it owns.
+func (t *txn) remove(r *record) error {
+	if err := t.releaseDedup(r); err != nil {
+		return err
+	}
+	if err := t.del(jobKey(r.ID)); err != nil {
+		return err
+	}
+	if r.HasPayload {
+		if err := t.del(payloadKey(r.ID)); err != nil {
+			return err
+		}
+	}
+	return t.dropCancelEffects(r)
+}
+
+func (t *txn) dropCancelEffects(r *record) error {
+	if !r.CancelRequested {
+		return nil
+	}
+	return t.del(effectsKey(r.ID))
+}
+
+// unindex removes r from the index of its current state and its counter.
+func (t *txn) unindex(r *record) error {
+	var k []byte
+	switch r.State {
+	case StatePending:
+		k = readyKey(r.Queue, r.Priority, r.Seq)
+	case StateScheduled:
+		k = scheduledKey(r.Queue, r.RunAt, r.ID)
+	case StateClaimed:
+		k = claimedKey(r.Queue, r.ID)
+		t.drops = append(t.drops, leaseRef{r.ID, r.Token})
+	case StateDone:
+		k = doneKey(r.Queue, r.CompletedAt, r.ID)
+	case StateDead:
+		k = deadKey(r.Queue, r.FailedAt, r.ID)
+	}
+	if err := t.del(k); err != nil {
+		return err
+	}
+	return t.add(r.Queue, r.State, -1)
+}
+
+// releaseDedup frees r's dedup key if r holds it.
+func (t *txn) releaseDedup(r *record) error {
+	if r.DedupKey == "" {
+		return nil
+	}
+	k := dedupKey(r.Queue, r.DedupKey)
+	v, ok, err := t.get(k)
+	if err != nil || !ok || string(v) != r.ID {
+		return err
+	}
+	return t.del(k)
+}
+
+// acquireDedup takes r's dedup key again when r returns to pending or
+// scheduled and the key is free.
+func (t *txn) acquireDedup(r *record) error {
+	if r.DedupKey == "" {
+		return nil
+	}
+	k := dedupKey(r.Queue, r.DedupKey)
+	_, ok, err := t.get(k)
+	if err != nil || ok {
+		return err
+	}
+	return t.put(k, []byte(r.ID))
+}
+
+// recover seeds the in-memory state from the store and requeues the jobs
+// whose claims did not survive the previous writer.
+func (q *Queue) recover(ctx context.Context) error {
+	// Known queues, from the counter keys every queue has.
+	err := q.db.Scan(ctx, kv.PrefixRange([]byte(pfxCount)), func(k, _ []byte) (bool, error) {
+		if name, ok := queueOfCountKey(k); ok {
+			q.state(name)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return wrapKV("open: scan queues", err)
+	}
+	// The ready sequence continues after the highest one in use.
+	var maxSeq uint64
+	for _, name := range q.queueNames() {
+		err := q.db.Scan(ctx, kv.PrefixRange(queuePrefix(pfxReady, name)), func(k, _ []byte) (bool, error) {
+			if s, ok := readySeq(name, k); ok && s > maxSeq {
+				maxSeq = s
+			}
+			return true, nil
+		})
+		if err != nil {
+			return wrapKV("open: scan ready index", err)
+		}
+	}
+	q.seq.Store(maxSeq)
+	// Claims live in memory only: every claimed job lost its worker.
+	for {
+		var keys [][]byte
+		err := q.db.Scan(ctx, kv.Range{Start: []byte(pfxClaimed), End: prefixEnd([]byte(pfxClaimed)), Limit: recoverBatch},
+			func(k, _ []byte) (bool, error) {
+				keys = append(keys, bytes.Clone(k))
+				return true, nil
+			})
+		if err != nil {
+			return wrapKV("open: scan claimed index", err)
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		err = q.update(ctx, "open: requeue interrupted claims", true, func(t *txn) error {
+			for _, k := range keys {
+				i := bytes.IndexByte(k, 0)
+				ok, err := t.requeueClaimed(string(k[i+1:]), "interrupted", "interrupted: the queue was reopened while the job was claimed")
+				if err != nil {
+					return err
+				}
+				if !ok { // impossible by construction; drop it rather than loop on it
+					t.q.log.Warn("dropping stale claimed-index entry", "key", string(k))
+					if err := t.del(k); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		q.log.Info("requeued interrupted claims", "jobs", len(keys))
+	}
+}
+
+// requeueClaimed ends the claim of job id (interrupted or lease expired) and
+// puts it back to pending, or to dead when it used its last attempt. It
+// reports false, changing nothing, when the job is missing or not claimed.
+func (t *txn) requeueClaimed(id, outcome, reason string) (bool, error) {
+	r, err := t.record(id)
+	if err != nil || r == nil || r.State != StateClaimed {
+		return false, err
+	}
+	if err := t.unindex(r); err != nil {
+		return false, err
+	}
+	r.endAttempt(t.now, outcome, reason)
+	if r.Attempts >= r.MaxAttempts {
+		return true, t.makeDead(r, reason)
+	}
+	r.LastError = reason
+	if err := t.acquireDedup(r); err != nil {
+		return false, err
+	}
+	return true, t.makePending(r)
+}
+
+// startLoops starts the scheduler, the reaper and the sweeper.
+func (q *Queue) startLoops() {
+	// Timers are armed here, before Open returns, so a test's first
+	// MockClock.Advance reaches them.
+	q.wg.Add(2)
+	sched := q.clock.NewTimer(time.Hour)
+	sched.Stop()
+	go q.schedulerLoop(sched)
+	go q.periodicLoop(q.clock.NewTimer(q.opts.ReapInterval), q.opts.ReapInterval, "reap", func(ctx context.Context) error {
+		_, err := q.Reap(ctx)
+		return err
+	})
+	if q.opts.SweepInterval > 0 {
+		q.wg.Add(1)
+		go q.periodicLoop(q.clock.NewTimer(q.opts.SweepInterval), q.opts.SweepInterval, "sweep", func(ctx context.Context) error {
+			_, err := q.Sweep(ctx)
+			return err
+		})
+	}
+}
+
+// loopContext is cancelled when the queue closes.
+func (q *Queue) loopContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-q.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+func (q *Queue) pass(name string, at time.Time) {
+	if h := q.passHook.Load(); h != nil {
+		(*h)(name, at)
+	}
+}
+
+// periodicLoop runs pass every interval until the queue closes; the first
+// run is when timer fires. A failed pass is logged and the next one tries
+// again. name labels logs and the test hook.
+func (q *Queue) periodicLoop(timer Timer, interval time.Duration, name string, pass func(context.Context) error) {
+	defer q.wg.Done()
+	ctx, cancel := q.loopContext()
+	defer cancel()
+	defer timer.Stop()
+	for {
+		select {
+		case <-q.done:
+			return
+		case <-timer.C():
+		}
+		at := q.clock.Now()
+		if err := pass(ctx); err != nil && ctx.Err() == nil {
+			q.log.Error(name+" pass failed", "err", err)
+		}
+		timer.Reset(interval)
+		q.pass(name, at)
+	}
+}
+
+func (q *Queue) schedulerLoop(timer Timer) {
+	defer q.wg.Done()
+	ctx, cancel := q.loopContext()
+	defer cancel()
+	defer timer.Stop()
+	for {
+		at := q.clock.Now()
+		_, err := q.PromoteDue(ctx)
+		var next time.Time
+		var ok bool
+		if err == nil {
+			next, ok, err = q.nextRunAt(ctx)
+		}
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				q.log.Error("scheduler pass failed", "err", err)
+			}
+			timer.Reset(q.opts.ReapInterval) // retry later rather than spin
+		case ok:
+			timer.Reset(next.Sub(q.clock.Now()))
+		default:
+			timer.Stop()
+		}
+		q.pass("schedule", at) // after the timer is armed, so a test may Advance next
+		select {
+		case <-q.done:
+			return
+		case <-timer.C():
+		case <-q.schedKick:
+		}
+	}
+}
