@@ -347,8 +347,11 @@ func (x *exec) finish(outcome, next string, e *dsl.ErrorInfo) error {
 	if x.st.Phase != phaseRun && x.st.Started > 0 {
 		began = time.UnixMilli(x.st.Started)
 	}
-	x.it.emit(Event{Time: end, RunID: x.rs.RunID, Step: x.s.ID, Kind: "end", Attempt: x.hist.Attempt,
-		Status: outcome, Elapsed: end.Sub(began), Error: e, Next: next, Job: x.rs.JobID})
+	ev := Event{Time: end, RunID: x.rs.RunID, Step: x.s.ID, Kind: "end", Attempt: x.hist.Attempt,
+		Status: outcome, Elapsed: end.Sub(began), Error: e, Next: next, Job: x.rs.JobID}
+	// Reported once the history record and the transition are durable,
+	// never before: a step shown complete never runs again.
+	x.rs.OnDurable(func() { x.it.emit(ev) })
 	return nil
 }
 

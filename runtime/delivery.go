@@ -21,6 +21,17 @@ type delivery struct {
 	// sigDeletes are signal records consumed by this step, deleted with
 	// its settlement (kept on a retry, so a redelivery sees the same signal).
 	sigDeletes []string
+	// step is the runner's view of this delivery (nil when replayed).
+	step *Step
+}
+
+// onDurable returns the callback that reports the runner's outcome once
+// its settlement is durable (nil when there is nothing to report).
+func (d *delivery) onDurable() func() {
+	if d.step == nil {
+		return nil
+	}
+	return d.step.runDurable
 }
 
 // settleMode says how a terminating settlement ends the step job.
@@ -212,6 +223,7 @@ func (d *delivery) invoke(ctx context.Context, sig []byte, eff *Effects) (out St
 		Effects: eff, KV: queueKV{rt.q}, Signal: sig,
 		Lease: &Lease{q: rt.q, c: d.c},
 	}
+	d.step = step
 	defer func() {
 		if r := recover(); r != nil {
 			buf := make([]byte, 4096)
@@ -256,7 +268,7 @@ func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) e
 		ID: jobID, DedupKey: dedupKey(d.runID, next), MaxAttempts: rt.cfg.maxAttempts,
 		Headers: stepHeaders(d.rec.Headers, d.runID, d.rec.Nonce, next),
 	}
-	sef := &queue.SettlementEffects{}
+	sef := &queue.SettlementEffects{OnDurable: d.onDurable()}
 	addEffects(sef, eff)
 	sef.KVDeletes = append(sef.KVDeletes, d.sigDeletes...)
 	waitKey := ""
@@ -338,6 +350,9 @@ func (d *delivery) terminate(ctx context.Context, status TerminalStatus, result 
 	}
 	addEffects(sef, eff)
 	sef.KVDeletes = append(sef.KVDeletes, d.sigDeletes...)
+	if mode == settleAck && eff != nil {
+		sef.OnDurable = d.onDurable()
+	}
 	if h := rt.beforeSettleCommit; h != nil && mode != settleCancelled {
 		h(d.runID, d.n)
 	}

@@ -16,18 +16,21 @@
 //     step (dedup key "run:<id>:<n>"), moves the run's current-step pointer
 //     and applies the effects the runner staged, atomically. A run is in
 //     exactly one state; a crash between two commits loses nothing.
-//   - At-least-once steps: a step can run again after a crash or an expired
-//     lease (extend it with Step.Lease). Runners must be idempotent per
-//     (run id, step number); Step.Memo and Step.RunMemo cache expensive side
-//     effects, and WithStepOutputReplay replays a recorded outcome instead
-//     of invoking the runner again. The queue makes a commit visible before
-//     it is durable, and a worker frees its slot as soon as a runner
-//     returned, so step n+1 may start while step n's commit is still on its
-//     way to the store: commits of consecutive steps share WAL PUTs. After a
-//     crash that loses that commit, step n runs again (then n+1): ordinary
-//     at-least-once, made exact by step-output replay, whose record is
-//     durable before the settlement. Terminal hooks, in contrast, run only
-//     once the terminating commit is durable.
+//   - A step is complete only when its settlement is durable, and only
+//     then: step n+1 starts only after step n's settlement is in the store
+//     (the queue does not hand out a job before the commit that enqueued
+//     it is durable), Step.OnDurable callbacks, terminal hooks, Status and
+//     ListRuns report nothing that is not durable. So a step reported
+//     complete never runs again, whatever crashes. While the store cannot
+//     be written no new step starts; settlements wait and retry.
+//     Throughput comes from group commit across runs (a worker frees its
+//     slot as soon as a runner returned, so many runs' settlements share
+//     one WAL PUT), never from running ahead inside a run.
+//   - At-least-once steps: a step not yet complete can run again after a
+//     crash or an expired lease (extend it with Step.Lease). Runners must
+//     be idempotent per (run id, step number); Step.Memo and Step.RunMemo
+//     cache expensive side effects, and WithStepOutputReplay replays a
+//     recorded outcome instead of invoking the runner again.
 //   - Idempotent submission on (run id, input), also across restarts
 //     (ErrInputMismatch for a different input under an active id).
 //   - Cancellation from any process that owns the queue, for any run in the
@@ -59,10 +62,13 @@
 // is a share of one WAL PUT (group commit). Per operation:
 //
 //   - Submit: one durable commit.
-//   - A step transition: its claim (not durable on its own) and its
-//     settlement (one durable commit) ride the same WAL PUT stream; with
-//     the pipelining above, about half a PUT per step for a lone run and
-//     a few hundredths under load (docs/BENCHMARKS.md, "runtime").
+//   - A step transition: its claim (not durable on its own; it lingers
+//     for the settlement) and its settlement (one durable commit) share
+//     one WAL PUT: one PUT per step for a lone run, the physical limit of
+//     per-step durability, and a few hundredths under load, when many
+//     runs' settlements share a PUT (docs/BENCHMARKS.md, "runtime"). A
+//     step that runs longer than kv's linger (10 ms) has its claim
+//     written on its own first: two PUTs, the second on the step's path.
 //   - Memo.Get: one GET; Memo.Put: one PUT. Step-output replay adds one GET
 //     per delivery and one PUT per recorded outcome.
 //   - Signal: one durable commit to buffer it, plus, when a waiter exists,

@@ -101,14 +101,33 @@ var (
 	_ StateReader = (*queue.Reader)(nil)
 )
 
+// durableBarrier is implemented by a StateReader whose reads may include
+// commits not yet durable (the writer's queue): Sync returns once they
+// are.
+type durableBarrier interface {
+	Sync(ctx context.Context) error
+}
+
 // Inspector answers Status and ListRuns from the runtime's records alone,
 // so a process that only opened a queue.Reader on the store can follow runs
-// (call the Reader's Refresh to catch up). It writes nothing. On the
-// writer's queue it sees the latest state; a Reader sees durable state
-// only, so a step whose claim has not been made durable by a later commit
-// shows as pending there.
+// (call the Reader's Refresh to catch up). It writes nothing. It reports
+// durable state only: a Reader reads nothing else, and on the writer's
+// queue every answer waits until the commits it may have read are durable
+// (a read barrier: free when nothing is pending, else the wait for the
+// WAL PUT under way). A step whose claim is not durable yet may show as
+// pending on a Reader.
 type Inspector struct {
 	r StateReader
+}
+
+// durable waits until what in read is durable.
+func (in *Inspector) durable(ctx context.Context) error {
+	if b, ok := in.r.(durableBarrier); ok {
+		if err := b.Sync(ctx); err != nil {
+			return fmt.Errorf("runtime: wait for the state read to be durable: %w", err)
+		}
+	}
+	return nil
 }
 
 // NewInspector returns an Inspector reading r.
@@ -136,6 +155,11 @@ func (in *Inspector) Status(ctx context.Context, runID string) (RunStatus, error
 	for attempt := 0; ; attempt++ {
 		st, err := in.status(ctx, runID)
 		if err != nil || st.JobID != "" || st.State.Terminal() || attempt == 2 {
+			if err == nil || errors.Is(err, ErrRunNotFound) {
+				if berr := in.durable(ctx); berr != nil {
+					return RunStatus{}, berr
+				}
+			}
 			return st, err
 		}
 	}
@@ -285,6 +309,9 @@ func (in *Inspector) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatu
 		if keep(st.State) {
 			out = append(out, st)
 		}
+	}
+	if err := in.durable(ctx); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

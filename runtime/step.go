@@ -60,6 +60,33 @@ type Step struct {
 	Signal []byte
 	// Lease extends this delivery's lease for long steps.
 	Lease *Lease
+
+	durableMu sync.Mutex
+	onDurable []func()
+}
+
+// OnDurable registers fn to run once the settlement that commits the
+// outcome this delivery returns (with its effects) is durable: the place
+// to report the step complete (print it, notify someone). It never runs
+// when that outcome is not committed: the runner returned an error, a
+// Cancel overrode the outcome, the settlement failed or the process died
+// first (a redelivery registers its own). fn runs on the worker's
+// goroutine after the commit and must not block.
+func (s *Step) OnDurable(fn func()) {
+	s.durableMu.Lock()
+	defer s.durableMu.Unlock()
+	s.onDurable = append(s.onDurable, fn)
+}
+
+// runDurable runs the callbacks OnDurable registered.
+func (s *Step) runDurable() {
+	s.durableMu.Lock()
+	fns := s.onDurable
+	s.onDurable = nil
+	s.durableMu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
 }
 
 // KVReader reads committed caller-KV state.

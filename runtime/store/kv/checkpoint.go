@@ -77,6 +77,7 @@ func (db *DB) checkpoint(ctx context.Context) error {
 	target := db.lastBatchLocked()
 	if target != nil {
 		target.sealed = true
+		db.hurryLocked(target)
 	}
 	firstLive := db.nextWAL
 	baseObjs, baseBytes := db.walObjsTotal, db.walBytesTotal

@@ -50,9 +50,10 @@ type DB struct {
 	dirty       [][]byte // keys written since the last checkpoint snapshot (repeats allowed)
 	fullRewrite bool     // a failed checkpoint lost its dirty set
 
-	queue    []*batch // batches not yet written, in order; the last may be open
-	inflight *batch
-	nextWAL  uint64
+	queue       []*batch // batches not yet written, in order; the last may be open
+	inflight    *batch
+	lingerArmed bool // a linger timer will wake the flusher
+	nextWAL     uint64
 
 	manifest *manifest
 	etag     string
@@ -106,8 +107,13 @@ type batch struct {
 	id     [batchIDLen]byte
 	buf    []byte // walHeaderRoom bytes, then the encoded records
 	n      int
-	sealed bool   // no more commits join
-	seq    uint64 // WAL sequence, set when the flusher takes it
+	sealed bool // no more commits join
+	// urgent says someone waits for this batch (a durable commit joined
+	// it, or Sync, Close or a checkpoint asked): the flusher writes it
+	// at once instead of letting it linger for company.
+	urgent bool
+	born   time.Time // when its first commit joined, for the linger
+	seq    uint64    // WAL sequence, set when the flusher takes it
 	drops  []largeDrop
 	done   chan struct{}
 	err    error // set before done is closed
@@ -501,8 +507,56 @@ func (db *DB) Sync(ctx context.Context) error {
 		return err
 	}
 	b := db.lastBatchLocked()
+	db.hurryLocked(b)
 	db.mu.Unlock()
 	return waitBatch(ctx, b)
+}
+
+// hurryLocked makes b (and so every batch before it) flush without
+// lingering.
+func (db *DB) hurryLocked(b *batch) {
+	if b != nil && !b.urgent {
+		b.urgent = true
+		db.cond.Broadcast()
+	}
+}
+
+// armLingerLocked wakes the flusher once the linger of the batch just
+// opened has passed, so a lone non-durable commit still reaches the store.
+func (db *DB) armLingerLocked(d time.Duration) {
+	if db.opts.Linger <= 0 || db.lingerArmed {
+		return
+	}
+	db.lingerArmed = true
+	time.AfterFunc(d, func() {
+		db.mu.Lock()
+		db.lingerArmed = false
+		db.cond.Broadcast()
+		db.mu.Unlock()
+	})
+}
+
+// flushableLocked reports whether the flusher should write the first
+// queued batch now: something waits for it or for a later batch, its
+// linger has passed, or the DB is stopping.
+func (db *DB) flushableLocked() bool {
+	if len(db.queue) == 0 {
+		return false
+	}
+	if db.stopping || db.err != nil || db.opts.Linger <= 0 {
+		return true
+	}
+	for _, b := range db.queue {
+		if b.urgent {
+			return true
+		}
+	}
+	waited := time.Since(db.queue[0].born)
+	if waited >= db.opts.Linger {
+		return true
+	}
+	db.armLingerLocked(db.opts.Linger - waited)
+	return false
 }
 
 func (db *DB) lastBatchLocked() *batch {
@@ -531,7 +585,7 @@ func waitBatch(ctx context.Context, b *batch) error {
 
 // commitLocked applies tx's writes as the next commit and queues them for
 // the WAL. larges maps keys to already written large objects.
-func (db *DB) commitLocked(tx *Tx, larges map[string]largeRef) (*batch, error) {
+func (db *DB) commitLocked(tx *Tx, larges map[string]largeRef, urgent bool) (*batch, error) {
 	if err := db.usableLocked(); err != nil {
 		return nil, err
 	}
@@ -597,6 +651,11 @@ func (db *DB) commitLocked(tx *Tx, larges map[string]largeRef) (*batch, error) {
 	b := db.openBatchLocked()
 	b.buf = rec.appendTo(b.buf)
 	b.n++
+	if urgent {
+		b.urgent = true
+	} else if b.n == 1 && !b.urgent {
+		db.armLingerLocked(db.opts.Linger)
+	}
 	var keys []string
 	if track {
 		keys = make([]string, len(finals))
@@ -669,7 +728,7 @@ func (db *DB) openBatchLocked() *batch {
 	// Size the buffer like the last batch, so a busy writer does not
 	// regrow (and copy) it commit by commit.
 	size := min(max(db.lastBatchBytes+db.lastBatchBytes/4, 1<<10), db.opts.MaxBatchBytes)
-	b := &batch{done: make(chan struct{}), buf: make([]byte, walHeaderRoom, walHeaderRoom+size)}
+	b := &batch{done: make(chan struct{}), buf: make([]byte, walHeaderRoom, walHeaderRoom+size), born: time.Now()}
 	db.o.rmu.Lock()
 	binary.LittleEndian.PutUint64(b.id[:8], db.o.rnd.Uint64())
 	binary.LittleEndian.PutUint64(b.id[8:], db.o.rnd.Uint64())
@@ -690,7 +749,7 @@ func (db *DB) flusher() {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	for {
-		for len(db.queue) == 0 && !db.stopping {
+		for !db.flushableLocked() && !(db.stopping && len(db.queue) == 0) {
 			db.cond.Wait()
 		}
 		if len(db.queue) == 0 {
@@ -783,6 +842,7 @@ func (db *DB) Close() error {
 	}
 	db.closing = true
 	last := db.lastBatchLocked()
+	db.hurryLocked(last)
 	db.mu.Unlock()
 	db.ckptCancel() // a checkpoint in progress is abandoned, not waited for
 	deadline, cancel := context.WithTimeout(context.Background(), db.opts.CloseTimeout)

@@ -24,7 +24,11 @@
 //     acknowledged durable.
 //   - A corrupt or undecodable object stops Open with ErrCorrupt naming it;
 //     nothing is ever skipped silently.
-//   - Transient store errors are retried with backoff. A Commit that fails
+//   - Transient store errors (a stopped server, a network partition, 5xx)
+//     are retried with backoff, as long as the store stays away: commits
+//     wait, in order, and none is lost or applied twice; Health reports
+//     the outage (since when, the last error) until the store answers
+//     again. A Commit that fails
 //     with ErrCommitUncertain was applied and may or may not become durable
 //     (the usual "unknown outcome" of a lost response or an abandoned
 //     wait); one that fails otherwise was not applied. Never half applied.
@@ -51,10 +55,15 @@
 //     the background, 3 LISTs to collect objects of crashed writers.
 //   - Commit: no request of its own; all commits that arrive while a WAL PUT
 //     is in flight share the next one (group commit, one PUT in flight). At
-//     low load a durable commit costs one PUT round trip. No timer: an idle
-//     writer flushes a lone commit at once. In memory, a commit records its
-//     keys for conflict detection only while an older transaction snapshot
-//     is open.
+//     low load a durable commit costs one PUT round trip: an idle writer
+//     flushes a lone durable commit at once. A batch holding only
+//     non-durable commits lingers up to Options.Linger (10 ms) for a durable
+//     commit to share its PUT, so a non-durable commit followed by a durable
+//     one costs one PUT. In memory, a commit records its keys for conflict
+//     detection only while an older transaction snapshot is open.
+//   - Sync: nothing when no commit is pending; else it ends the linger and
+//     waits for the PUT holding the last commit.
+//   - Health: no request; it reports what the last requests met.
 //   - Get/Scan/Tx reads: none, except 1 GET per large value read.
 //   - Large value: 1 PUT before its commit and 1 DELETE after the commit
 //     that drops it is durable and no snapshot can read it any more.

@@ -107,3 +107,23 @@ func (l *lockedHist) get() Histogram {
 	defer l.mu.Unlock()
 	return l.h
 }
+
+// Health says whether the store answers the DB's requests. A store that
+// stops answering (network down, server stopped, 5xx) makes requests fail
+// with errors a retry may fix: the DB keeps retrying them with backoff
+// (commits wait, none is lost or reordered) and Health reports it until
+// a request succeeds again.
+type Health struct {
+	// Failing is true while the latest request to the store failed with a
+	// retryable error.
+	Failing bool
+	// Since is when the current run of failures began.
+	Since time.Time
+	// LastError is the latest failure.
+	LastError error
+	// Failures counts failed attempts since Since.
+	Failures int64
+}
+
+// Health reports whether the store answers; it makes no request.
+func (db *DB) Health() Health { return db.o.health.get() }

@@ -25,6 +25,58 @@ type objects struct {
 	// timeout bounds one store request, so a hung request becomes a
 	// retryable error instead of a stuck writer.
 	timeout time.Duration
+	health  healthTracker
+}
+
+// healthTracker remembers whether the store answers: requests failing
+// with errors a retry may fix, since when, and the last such error. Reads
+// and writes are tracked apart, so a read that answers (the read-back of
+// a failed PUT) does not hide writes that keep failing.
+type healthTracker struct {
+	mu            sync.Mutex
+	reads, writes healthRun
+}
+
+type healthRun struct {
+	since    time.Time
+	last     error
+	failures int64
+}
+
+func (h *healthTracker) run(write bool) *healthRun {
+	if write {
+		return &h.writes
+	}
+	return &h.reads
+}
+
+func (h *healthTracker) failed(write bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.run(write)
+	if r.failures == 0 {
+		r.since = time.Now()
+	}
+	r.failures++
+	r.last = err
+}
+
+func (h *healthTracker) answered(write bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*h.run(write) = healthRun{}
+}
+
+func (h *healthTracker) get() Health {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.writes
+	if r.failures == 0 || (h.reads.failures > 0 && h.reads.since.Before(r.since)) {
+		if h.reads.failures > 0 {
+			r = h.reads
+		}
+	}
+	return Health{Failing: r.failures > 0, Since: r.since, LastError: r.last, Failures: r.failures}
 }
 
 func newObjects(store objstore.Store, opts Options) (*objects, error) {
@@ -70,14 +122,21 @@ func permanent(err error) bool {
 // retry runs fn until it succeeds, fails permanently or ctx ends, backing
 // off exponentially between attempts. Each attempt gets Options.RequestTimeout.
 func (o *objects) retry(ctx context.Context, what string, fn func(ctx context.Context) error) error {
+	return o.retryOp(ctx, what, false, fn)
+}
+
+// retryOp is retry for a read (write false) or a write, as Health counts them.
+func (o *objects) retryOp(ctx context.Context, what string, write bool, fn func(ctx context.Context) error) error {
 	backoff := 5 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, o.timeout)
 		err := fn(actx)
 		cancel()
 		if err == nil || permanent(err) {
+			o.health.answered(write)
 			return err
 		}
+		o.health.failed(write, err)
 		if ctx.Err() != nil {
 			return fmt.Errorf("kv: %s: gave up after %d attempts: %w", what, attempt, errors.Join(ctx.Err(), err))
 		}
@@ -108,7 +167,7 @@ func (o *objects) get(ctx context.Context, key string) ([]byte, objstore.ObjectI
 
 func (o *objects) put(ctx context.Context, key string, data []byte, opts objstore.PutOptions) (objstore.ObjectInfo, error) {
 	var info objstore.ObjectInfo
-	err := o.retry(ctx, "put "+key, func(ctx context.Context) error {
+	err := o.retryOp(ctx, "put "+key, true, func(ctx context.Context) error {
 		var err error
 		info, err = o.store.Put(ctx, key, data, opts)
 		return err
@@ -128,11 +187,17 @@ func (o *objects) putVerified(ctx context.Context, key string, data []byte, opts
 		actx, cancel := context.WithTimeout(ctx, o.timeout)
 		info, err := o.store.Put(actx, key, data, opts)
 		cancel()
+		if err == nil || errors.Is(err, objstore.ErrPrecondition) {
+			o.health.answered(true)
+		}
 		if err == nil {
 			return info, nil
 		}
 		if errors.Is(err, objstore.ErrInvalidKey) {
 			return info, err
+		}
+		if !permanent(err) {
+			o.health.failed(true, err)
 		}
 		got, ginfo, gerr := o.get(ctx, key)
 		switch {
@@ -159,7 +224,7 @@ func (o *objects) putVerified(ctx context.Context, key string, data []byte, opts
 }
 
 func (o *objects) del(ctx context.Context, key string) error {
-	return o.retry(ctx, "delete "+key, func(ctx context.Context) error { return o.store.Delete(ctx, key) })
+	return o.retryOp(ctx, "delete "+key, true, func(ctx context.Context) error { return o.store.Delete(ctx, key) })
 }
 
 // list returns every object under prefix sorting after startAfter.

@@ -434,7 +434,7 @@ func (tx *Tx) Commit(ctx context.Context) error {
 // crash before that loses them (and every later commit with them). An
 // error means nothing was applied.
 func (tx *Tx) CommitNonDurable(ctx context.Context) error {
-	_, err := tx.CommitAsync(ctx)
+	_, err := tx.commit(ctx, false)
 	return err
 }
 
@@ -444,7 +444,7 @@ func (tx *Tx) CommitNonDurable(ctx context.Context) error {
 // nothing extra: the commit rides the WAL write it joined. An error means
 // nothing was applied.
 func (tx *Tx) CommitAsync(ctx context.Context) (Durability, error) {
-	b, err := tx.commit(ctx)
+	b, err := tx.commit(ctx, true)
 	return Durability{b: b}, err
 }
 
@@ -455,6 +455,31 @@ type Durability struct{ b *batch }
 // ErrCommitUncertain (and its cause): the commit is applied and may still
 // become durable, or may be lost with the process.
 func (d Durability) Wait(ctx context.Context) error { return waitBatch(ctx, d.b) }
+
+// Done is closed once the WAL write holding the commit ended, well or
+// not (Err tells); it is closed already for a commit that wrote nothing.
+func (d Durability) Done() <-chan struct{} {
+	if d.b == nil {
+		return closedChan
+	}
+	return d.b.done
+}
+
+// Err returns, once Done is closed, nil when the commit is durable, else
+// the failure (wrapping ErrCommitUncertain).
+func (d Durability) Err() error {
+	if d.b == nil {
+		return nil
+	}
+	select {
+	case <-d.b.done:
+		return waitBatch(context.Background(), d.b)
+	default:
+		return fmt.Errorf("%w: the WAL write is still in progress", ErrCommitUncertain)
+	}
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Rollback discards the transaction. It is safe to call after Commit.
 func (tx *Tx) Rollback() {
@@ -467,7 +492,8 @@ func (tx *Tx) Rollback() {
 
 // commit applies tx and returns the batch its WAL record joined (nil when
 // tx wrote nothing).
-func (tx *Tx) commit(ctx context.Context) (*batch, error) {
+// urgent marks a commit someone will wait for (see batch.urgent).
+func (tx *Tx) commit(ctx context.Context, urgent bool) (*batch, error) {
 	if err := tx.check(); err != nil {
 		return nil, err
 	}
@@ -483,7 +509,7 @@ func (tx *Tx) commit(ctx context.Context) (*batch, error) {
 		return nil, err
 	}
 	db.mu.Lock()
-	b, err := db.commitLocked(tx, larges)
+	b, err := db.commitLocked(tx, larges, urgent)
 	db.mu.Unlock()
 	tx.unpin()
 	if err != nil {

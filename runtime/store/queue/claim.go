@@ -65,9 +65,12 @@ func (q *Queue) ClaimBatch(ctx context.Context, queue string, max int) ([]*Claim
 		pfx := queuePrefix(pfxReady, queue)
 		var keys [][]byte
 		var ids []string
-		err := t.tx.Scan(ctx, kv.Range{Start: pfx, End: prefixEnd(pfx), Limit: max}, func(k, v []byte) (bool, error) {
+		err := t.tx.Scan(ctx, kv.Range{Start: pfx, End: prefixEnd(pfx)}, func(k, v []byte) (bool, error) {
+			if q.isGated(qs, string(v)) {
+				return true, nil // its commit is not durable yet
+			}
 			keys, ids = append(keys, bytes.Clone(k)), append(ids, string(v))
-			return true, nil
+			return len(ids) < max, nil
 		})
 		if err != nil {
 			return err

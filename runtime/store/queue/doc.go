@@ -42,6 +42,14 @@
 //     attempt), and Open requeues every job a previous writer left claimed
 //     (with the same rule, so a job that crashes the process every time
 //     ends dead instead of looping).
+//   - Nothing is published before it is durable: a job that a durable
+//     commit enqueued, scheduled, woke or requeued is not claimed, and a
+//     completion is not reported (WaitForCompletion, SettlementEffects.
+//     OnDurable), until the WAL object holding that commit is in the store,
+//     even though the commit is visible to reads at once. So a job that a
+//     settlement enqueues (a run's next step) never starts ahead of that
+//     settlement, and during a store outage no new work starts. Sync is
+//     the read barrier for callers that report other reads.
 //   - Claims, non-dead nacks, reaper requeues, scheduler promotions and
 //     retention deletions are non-durable commits: they are visible at once
 //     and ride the next durable commit's WAL object. A crash can undo them,

@@ -207,6 +207,10 @@ func (t *txn) enqueue(j *NewJob) (EnqueueResult, error) {
 
 // applyEffects writes validated settlement effects into t.
 func (t *txn) applyEffects(e *SettlementEffects) error {
+	if e != nil && e.OnDurable != nil {
+		t.durable = true
+		t.onDurable = append(t.onDurable, e.OnDurable)
+	}
 	if e.empty() {
 		return nil
 	}

@@ -45,6 +45,12 @@ type Queue struct {
 	leases      map[string]*lease    // by job ID
 	earlyCancel map[uint64]time.Time // cancel requests that beat their claim's lease registration, by when
 	waiters     map[string][]chan Job
+	// gated counts, per job, the durable commits that changed the job's
+	// record and are not durable yet. A gated job is not claimed: work a
+	// commit made ready starts only once that commit is in the store, so
+	// nothing runs on state a crash could undo (no step runs ahead of its
+	// predecessor's settlement).
+	gated map[string]int
 
 	schedKick chan struct{}
 	done      chan struct{}
@@ -65,6 +71,8 @@ type Queue struct {
 type queueState struct {
 	claimMu sync.Mutex    // serializes claims so they never conflict with each other
 	ready   chan struct{} // closed and replaced when work becomes claimable
+	// skippedGated notes a claim that passed over a gated job (under q.mu).
+	skippedGated bool
 }
 
 // lease is the in-memory claim registry entry of one claimed job.
@@ -90,7 +98,7 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*Queue, erro
 		db: db, opts: opts, clock: opts.Clock, log: opts.Logger.With("component", "queue"),
 		view: view{src: db, opts: opts}, epoch: db.Epoch(), entropy: opts.Entropy,
 		queues: map[string]*queueState{}, leases: map[string]*lease{}, earlyCancel: map[uint64]time.Time{},
-		waiters: map[string][]chan Job{}, schedKick: make(chan struct{}, 1), done: make(chan struct{}),
+		waiters: map[string][]chan Job{}, gated: map[string]int{}, schedKick: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	if q.entropy == nil {
 		q.entropy = ulid.DefaultEntropy()
@@ -131,6 +139,15 @@ func (q *Queue) Clock() Clock { return q.clock }
 
 // DB returns the underlying kv, for statistics.
 func (q *Queue) DB() *kv.DB { return q.db }
+
+// Sync returns once every commit made before the call is durable: a read
+// barrier for a caller that reports what it read from this writer's
+// memory (which includes commits still on their way to the store). It
+// costs nothing when no commit is pending; else it waits for (or hurries)
+// the WAL PUT holding them.
+func (q *Queue) Sync(ctx context.Context) error {
+	return wrapKV("sync", q.db.Sync(ctx))
+}
 
 func (q *Queue) checkOpen() error {
 	q.mu.Lock()
@@ -209,6 +226,9 @@ type txn struct {
 	finished []Job               // jobs that reached done, dead or were removed
 	drops    []leaseRef          // leases to forget
 	cancels  []leaseRef          // leases whose cancel to signal
+	touched  []string            // jobs whose record this transaction wrote
+	// onDurable are the settlement effects' callbacks, run once durable.
+	onDurable []func()
 }
 
 type leaseRef struct {
@@ -223,8 +243,15 @@ type leaseRef struct {
 // The commit is applied first (CommitAsync, which fails only when nothing
 // was applied), then its in-memory consequences, then a durable one waits
 // for the WAL object holding it. So a failure while waiting for durability
-// (kv.ErrCommitUncertain) never leaves leases or notifications behind the
-// kv state.
+// (kv.ErrCommitUncertain) never leaves leases behind the kv state.
+//
+// Invariant: what a durable commit makes claimable or finished is
+// published only once it is durable. Its jobs stay gated (not claimable)
+// and their completion waiters unwoken until the WAL object holding it is
+// in the store (afterDurable), also when the caller stops waiting first.
+// Non-durable commits (claims, reaper requeues, promotions, retry
+// nacks) publish at once: they only move a job between states it was
+// durably in or may return to after a crash.
 func (q *Queue) update(ctx context.Context, op string, durable bool, fn func(t *txn) error) error {
 	if err := q.checkOpen(); err != nil {
 		return err
@@ -241,9 +268,16 @@ func (q *Queue) update(ctx context.Context, op string, durable bool, fn func(t *
 		if !t.wrote {
 			t.tx.Rollback()
 			q.afterCommit(t)
+			q.afterDurable(t)
 			return nil
 		}
-		pending, err := t.tx.CommitAsync(ctx)
+		var pending kv.Durability
+		var err error
+		if t.durable {
+			pending, err = t.tx.CommitAsync(ctx)
+		} else {
+			err = t.tx.CommitNonDurable(ctx)
+		}
 		if errors.Is(err, kv.ErrConflict) && attempt < conflictRetries {
 			if ctx.Err() != nil {
 				return wrapKV(op, ctx.Err())
@@ -254,16 +288,29 @@ func (q *Queue) update(ctx context.Context, op string, durable bool, fn func(t *
 			return wrapKV(op, err)
 		}
 		q.afterCommit(t)
-		if t.durable {
-			if err := pending.Wait(ctx); err != nil {
-				return wrapKV(op+" (applied; durability unknown)", err)
-			}
+		if !t.durable {
+			q.afterDurable(t)
+			return nil
 		}
+		if err := pending.Wait(ctx); err != nil {
+			// Publish once it is durable after all; a failed WAL write
+			// stops the kv, and nothing is claimed any more.
+			go func() {
+				<-pending.Done()
+				if pending.Err() == nil {
+					q.afterDurable(t)
+				}
+			}()
+			return wrapKV(op+" (applied; durability unknown)", err)
+		}
+		q.afterDurable(t)
 		return nil
 	}
 }
 
-// afterCommit applies a committed transaction's in-memory consequences.
+// afterCommit applies a committed transaction's in-memory consequences
+// that may precede its durability: leases, cancel signals, the scheduler.
+// A durable transaction's jobs are gated until afterDurable.
 func (q *Queue) afterCommit(t *txn) {
 	q.mu.Lock()
 	for _, d := range t.drops {
@@ -283,16 +330,10 @@ func (q *Queue) afterCommit(t *txn) {
 	for _, name := range t.seen {
 		q.stateLocked(name)
 	}
-	for name := range t.ready {
-		qs := q.stateLocked(name)
-		close(qs.ready)
-		qs.ready = make(chan struct{})
-	}
-	for _, j := range t.finished {
-		for _, ch := range q.waiters[j.ID] {
-			ch <- j // buffered, one value
+	if t.durable && t.wrote {
+		for _, id := range t.touched {
+			q.gated[id]++
 		}
-		delete(q.waiters, j.ID)
 	}
 	q.mu.Unlock()
 	if t.kick {
@@ -301,6 +342,58 @@ func (q *Queue) afterCommit(t *txn) {
 		default:
 		}
 	}
+}
+
+// afterDurable publishes what a transaction made claimable or finished,
+// once it is durable (at once for a non-durable one), after running the
+// callbacks its settlement effects asked for.
+func (q *Queue) afterDurable(t *txn) {
+	for _, fn := range t.onDurable {
+		fn()
+	}
+	q.mu.Lock()
+	if t.durable && t.wrote {
+		for _, id := range t.touched {
+			if q.gated[id]--; q.gated[id] <= 0 {
+				delete(q.gated, id)
+			}
+		}
+	}
+	for name := range t.ready {
+		qs := q.stateLocked(name)
+		close(qs.ready)
+		qs.ready = make(chan struct{})
+	}
+	if t.durable && t.wrote && len(t.touched) > 0 {
+		// A claim skipped a gated job that became ready otherwise (a
+		// promotion of a job this commit scheduled): look again.
+		for _, qs := range q.queues {
+			if qs.skippedGated {
+				qs.skippedGated = false
+				close(qs.ready)
+				qs.ready = make(chan struct{})
+			}
+		}
+	}
+	for _, j := range t.finished {
+		for _, ch := range q.waiters[j.ID] {
+			ch <- j // buffered, one value
+		}
+		delete(q.waiters, j.ID)
+	}
+	q.mu.Unlock()
+}
+
+// isGated reports whether a durable commit that changed job id of queue
+// qs is not durable yet, noting a skip so afterDurable wakes claimers.
+func (q *Queue) isGated(qs *queueState, id string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.gated[id] > 0 {
+		qs.skippedGated = true
+		return true
+	}
+	return false
 }
 
 func (l *lease) signalCancel() {
@@ -344,6 +437,7 @@ func (t *txn) putRecord(r *record) error {
 	if err != nil {
 		return err
 	}
+	t.touched = append(t.touched, r.ID)
 	return t.put(jobKey(r.ID), b)
 }
 

@@ -257,6 +257,12 @@ type SettlementEffects struct {
 	// consume a value read before the settlement without dropping one
 	// written since (the read and the commit are not one transaction).
 	KVCompareDeletes []KVWrite
+	// OnDurable, when set, runs once the commit that applies these
+	// effects is durable, before anything that commit made claimable can
+	// be claimed; it never runs when they are not applied. It is not
+	// stored: effects a Cancel keeps for a later settlement drop it.
+	// It runs on the settling goroutine and must not block.
+	OnDurable func()
 }
 
 func (e *SettlementEffects) empty() bool {

@@ -309,6 +309,11 @@ func (q *Queue) WaitForCompletion(ctx context.Context, id string) (Job, error) {
 	}
 	if err == nil && (r.State == StateDone || r.State == StateDead) {
 		q.dropWaiter(id, ch)
+		// The record read may be a commit still on its way to the store:
+		// report it only once it is durable.
+		if err := q.db.Sync(ctx); err != nil {
+			return Job{}, wrapKV("wait for completion", err)
+		}
 		return r.job(nil), nil
 	}
 	if err != nil {

@@ -99,6 +99,8 @@ type Store struct {
 	mu    sync.Mutex
 	rng   *rand.Rand
 	rules []ruleState
+	fired int64         // faults injected so far
+	wake  chan struct{} // closed and replaced at every injected fault
 }
 
 var _ objstore.Store = (*Store)(nil)
@@ -106,7 +108,33 @@ var _ objstore.Store = (*Store)(nil)
 // New wraps inner with no active rules; seed makes the random choices
 // reproducible.
 func New(inner objstore.Store, seed int64) *Store {
-	return &Store{inner: inner, rng: rand.New(rand.NewPCG(uint64(seed), 0x7471772d6661756c))}
+	return &Store{inner: inner, rng: rand.New(rand.NewPCG(uint64(seed), 0x7471772d6661756c)), wake: make(chan struct{})}
+}
+
+// Injected returns how many calls a rule fired on so far.
+func (s *Store) Injected() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fired
+}
+
+// WaitInjected returns once rules fired on at least n calls in total, or
+// with ctx's error. Tests use it to know an outage was felt (a writer
+// retried against it) without sleeping.
+func (s *Store) WaitInjected(ctx context.Context, n int64) error {
+	for {
+		s.mu.Lock()
+		fired, wake := s.fired, s.wake
+		s.mu.Unlock()
+		if fired >= n {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return fmt.Errorf("faults: %d of %d injected faults: %w", fired, n, ctx.Err())
+		}
+	}
 }
 
 // Set replaces the active rules; Nth counters start again from zero.
@@ -150,6 +178,9 @@ func (s *Store) pick(op Op, key string, size int) (Rule, int, bool) {
 		if r.TornWrite && size > 0 {
 			keep = s.rng.IntN(size) // strict prefix: 0..size-1 bytes
 		}
+		s.fired++
+		close(s.wake)
+		s.wake = make(chan struct{})
 		return r.Rule, keep, true
 	}
 	return Rule{}, 0, false
