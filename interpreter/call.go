@@ -178,7 +178,9 @@ func (it *Interpreter) onTermination(ctx context.Context, o *runtime.RunOutcome,
 			}
 		}
 		if it.retention > 0 {
-			if err := eff.Put(expireKey(o.FinishedAt, o.RunID), []byte{}); err != nil {
+			// The marker carries the run key, so the sweep also removes
+			// the rerun claim of a run whose command never reported it.
+			if err := eff.Put(expireKey(o.FinishedAt, o.RunID), []byte(o.Headers[HeaderRunKey])); err != nil {
 				return runtime.Permanent(err)
 			}
 		}
@@ -233,11 +235,11 @@ func validateInput(wf *dsl.Workflow, input any) error {
 // is a no-op; the id of a finished run is refused with ErrRunIDReused until
 // retention removed its result and records, so two runs never share a
 // history.
-func (it *Interpreter) Submit(ctx context.Context, w *Workflow, input any, runID string) (runtime.SubmitOutcome, error) {
+func (it *Interpreter) Submit(ctx context.Context, w *Workflow, input any, runID string, opts ...SubmitOption) (runtime.SubmitOutcome, error) {
 	if it.rt == nil {
 		return runtime.SubmitOutcome{}, ErrNotBound
 	}
-	spec, err := PrepareRun(ctx, it.store, it.q, w, input, runID)
+	spec, err := PrepareRun(ctx, it.store, it.q, w, input, runID, opts...)
 	if err != nil {
 		return runtime.SubmitOutcome{}, err
 	}

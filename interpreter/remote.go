@@ -29,7 +29,7 @@ import (
 // An invalid input (errors.Is(err, dsl.ErrInputInvalid)), workflow or run
 // id writes nothing. Cost: one create-only PUT per definition in the call
 // tree; the reuse check reads r's memory only.
-func PrepareRun(ctx context.Context, store objstore.Store, r runtime.StateReader, w *Workflow, input any, runID string) (runtime.RunSpec, error) {
+func PrepareRun(ctx context.Context, store objstore.Store, r runtime.StateReader, w *Workflow, input any, runID string, opts ...SubmitOption) (runtime.RunSpec, error) {
 	p, err := plain(input)
 	if err != nil {
 		return runtime.RunSpec{}, fmt.Errorf("%w: %v", dsl.ErrInputInvalid, err)
@@ -58,7 +58,20 @@ func PrepareRun(ctx context.Context, store objstore.Store, r runtime.StateReader
 	if err := pinDefinitions(ctx, store, w); err != nil {
 		return runtime.RunSpec{}, err
 	}
-	return runtime.RunSpec{RunID: runID, Input: payload, Headers: map[string]string{HeaderWorkflow: w.Main.Name}}, nil
+	spec := runtime.RunSpec{RunID: runID, Input: payload, Headers: map[string]string{HeaderWorkflow: w.Main.Name}}
+	for _, o := range opts {
+		o(&spec)
+	}
+	return spec, nil
+}
+
+// SubmitOption adjusts a submission (Submit, PrepareRun).
+type SubmitOption func(*runtime.RunSpec)
+
+// WithRunKey tags the run with the run key (RunKey) of the command that
+// submits it, so the retention sweep removes the command's claim object.
+func WithRunKey(key string) SubmitOption {
+	return func(s *runtime.RunSpec) { s.Headers[HeaderRunKey] = key }
 }
 
 // pinDefinitions writes every definition of w create-only; one already

@@ -199,7 +199,7 @@ func (it *Interpreter) Sweep(ctx context.Context) (SweepResult, error) {
 			if t.After(cutoff) {
 				return res, nil
 			}
-			keys, objs, err := it.purge(ctx, runID, e.Key)
+			keys, objs, err := it.purge(ctx, runID, e.Key, string(e.Value))
 			res.Keys += keys
 			res.Objects += objs
 			if err != nil {
@@ -213,8 +213,14 @@ func (it *Interpreter) Sweep(ctx context.Context) (SweepResult, error) {
 	}
 }
 
-// purge deletes runID's objects, then its KV entries and marker.
-func (it *Interpreter) purge(ctx context.Context, runID, marker string) (keys, objects int, err error) {
+// purge deletes runID's objects (its rerun claim under runKey among
+// them), then its KV entries and marker.
+func (it *Interpreter) purge(ctx context.Context, runID, marker, runKey string) (keys, objects int, err error) {
+	if runKey != "" && validRunKey(runKey) {
+		if err := ReleaseRun(ctx, it.store, runKey, runID); err != nil {
+			return keys, objects, err
+		}
+	}
 	prefix := outputsObjectPrefix(runID)
 	for {
 		// Deleted objects leave the listing, so each page starts afresh.

@@ -30,6 +30,7 @@ type runFlags struct {
 	detach  bool
 	json    bool
 	noShell bool
+	fresh   bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -48,8 +49,19 @@ it through the store's inbox and follows it read-only until it ends, with the
 same output and exit codes; if that writer stops first, run works the store
 itself.
 
-On a terminal each step is shown as it starts and ends; --json prints one
-JSON event per line instead, the last one with the run's status and result.
+Running the same command again after the process running it died (kill -9,
+a crash, a reboot) finishes the interrupted run instead of starting another:
+the same workflow files and the same input, with no live process following
+that run, resume it ("resuming run ID from step S") and print its result,
+also when it ended meanwhile. --new starts a fresh run regardless; --run-id
+names the run explicitly.
+
+On a terminal each step is shown as it starts and ends (a step is shown
+complete only once it is durable in the store), and the run id when it
+starts; --json prints one JSON event per line instead (run_start, the
+steps' start and end, store_unreachable/store_reachable), the last one
+(run_end) with the run's status and result. When the store stops
+answering, run says so and starts no step until it is back.
 
 Exit codes: 0 succeeded, 1 failed, 3 cancelled, 2 a usage, validation or
 input error (nothing is written then), 130 interrupted (the run continues
@@ -65,7 +77,103 @@ with 'tqw-dsl worker' or 'tqw-dsl run' again, or in the live writer).`,
 	cmd.Flags().BoolVar(&f.detach, "detach", false, "submit the run, print its id and exit without working it")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print one JSON event per line")
 	cmd.Flags().BoolVar(&f.noShell, "no-shell", false, "refuse workflows that use the shell action, and do not run it")
+	cmd.Flags().BoolVar(&f.fresh, "new", false, "start a new run even if an earlier run of the same workflow and input was interrupted")
 	return cmd
+}
+
+// startEvent is the first line of run --json.
+type startEvent struct {
+	Event   string `json:"event"` // "run_start"
+	RunID   string `json:"run"`
+	Resumed bool   `json:"resumed,omitempty"`
+	// FromStep is the step a resumed run continues at.
+	FromStep string `json:"from_step,omitempty"`
+}
+
+// runStart says how run came to the run it follows.
+type runStart uint8
+
+const (
+	startNew      runStart = iota // submit it
+	startTakeOver                 // submitted; its writer stopped before it ended
+	startResume                   // an earlier run of the same command was interrupted
+)
+
+// interrupted is a run an earlier run of the same command submitted and
+// did not see end, its process being dead.
+type interrupted struct {
+	runID string
+	st    runtime.RunStatus
+	from  string // the step it continues at
+}
+
+// findInterrupted returns the newest run submitted under key whose
+// following process is dead, or nil. Claims of runs that no longer exist
+// are deleted. Cost: one LIST of the claims, and, when one names a dead
+// process, a read-only view of the store.
+func findInterrupted(ctx context.Context, url string, w *interpreter.Workflow, key string) (*interrupted, error) {
+	store, err := openStore(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	claims, err := interpreter.RunClaims(ctx, store, key)
+	if err != nil {
+		return nil, failf(exitFailed, "looking for an interrupted run in %s: %v", url, err)
+	}
+	var v *view
+	defer func() {
+		if v != nil {
+			_ = v.Close()
+		}
+	}()
+	for _, c := range claims {
+		if !c.OwnerDead() {
+			continue // followed by a live process: a run of its own
+		}
+		if v == nil {
+			if v, err = openView(ctx, url); err != nil {
+				return nil, err
+			}
+		}
+		st, err := v.insp.Status(ctx, c.RunID)
+		if errors.Is(err, runtime.ErrRunNotFound) {
+			// Killed before its submission committed, or swept.
+			_ = interpreter.ReleaseRun(ctx, store, key, c.RunID)
+			continue
+		}
+		if err != nil {
+			return nil, failf(exitFailed, "status of the interrupted run %s: %v", c.RunID, err)
+		}
+		from := w.Main.Steps[0].ID
+		if st.State.Terminal() {
+			from = ""
+		} else if recs, err := interpreter.History(ctx, v.r, nil, c.RunID); err == nil && len(recs) > 0 {
+			last := recs[len(recs)-1]
+			from = last.Step
+			if last.Next != "" {
+				from = last.Next
+			}
+		}
+		return &interrupted{runID: c.RunID, st: st, from: from}, nil
+	}
+	return nil, nil
+}
+
+// announce prints the run id when run starts following it: a JSON event,
+// or a line on a terminal (always for a resumed run).
+func announce(out, errOut io.Writer, runID string, how runStart, from string, asJSON bool) {
+	if asJSON {
+		_ = json.NewEncoder(out).Encode(startEvent{Event: "run_start", RunID: runID, Resumed: how == startResume, FromStep: from})
+		return
+	}
+	switch {
+	case how == startResume && from == "":
+		fmt.Fprintf(errOut, "run %s of this command was interrupted and has ended since\n", runID)
+	case how == startResume:
+		fmt.Fprintf(errOut, "resuming run %s from step %s (an earlier run of this command was interrupted; --new starts another)\n", runID, from)
+	case isTerminal(errOut):
+		fmt.Fprintf(errOut, "run %s\n", runID)
+	}
 }
 
 // endEvent is the last line of run --json.
@@ -100,28 +208,83 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	// A run of this command that an earlier process left unfinished is
+	// resumed, not started again (only for runs run names itself).
+	rc := &rerunClaim{}
+	how := startNew
+	var from string
+	if f.runID == "" && !f.fresh && !f.detach {
+		if rc.key, err = interpreter.RunKey(w, input); err != nil {
+			return failf(exitUsage, "--input: %v", err)
+		}
+		prev, err := findInterrupted(context.WithoutCancel(ctx), f.store, w, rc.key)
+		if err != nil {
+			return err
+		}
+		if prev != nil {
+			runID, how, from = prev.runID, startResume, prev.from
+		}
+	}
 	var progress func(interpreter.Event)
 	if !f.detach {
 		progress = newProgress(runID, out, errOut, f.json)
 	}
-	submitted := false
 	for {
 		s, err := openSession(context.WithoutCancel(ctx), f.store, engineOptions{noShell: f.noShell, events: progress, name: "run", brief: f.detach, inboxPoll: runInboxPoll})
 		if err != nil {
 			return err
 		}
-		if s.e != nil {
-			return runLocal(ctx, s.e, w, input, runID, f, out, errOut, !submitted)
+		if err := rc.claim(ctx, s.store, runID); err != nil {
+			_ = s.Close()
+			return err
 		}
-		err = runRemote(ctx, s, w, input, runID, f, progress, out, errOut, !submitted)
-		_ = s.Close()
+		if s.e != nil {
+			err = runLocal(ctx, s.e, w, input, runID, f, out, errOut, how, from, rc)
+		} else {
+			err = runRemote(ctx, s, w, input, runID, f, progress, out, errOut, how, from, rc)
+			_ = s.Close()
+		}
 		if !errors.Is(err, errWriterGone) {
+			rc.release(ctx, s.store, runID, err)
 			return err
 		}
 		// The run was submitted (or its submission waits in the inbox);
 		// its writer stopped before the run ended: work the store here
 		// (without submitting it again).
-		submitted = true
+		how, from = startTakeOver, ""
+	}
+}
+
+// rerunClaim is run's claim on the run it follows (key empty: none),
+// which lets the same command started again resume it.
+type rerunClaim struct {
+	key     string
+	claimed bool
+}
+
+func (rc *rerunClaim) claim(ctx context.Context, store objstore.Store, runID string) error {
+	if rc.key == "" || rc.claimed {
+		return nil
+	}
+	if err := interpreter.ClaimRun(context.WithoutCancel(ctx), store, rc.key, runID, time.Now()); err != nil {
+		return failf(exitFailed, "%v", err)
+	}
+	rc.claimed = true
+	return nil
+}
+
+// release drops the claim once the run's end was reported (or the run
+// was refused); an interrupted run keeps it for the next attempt.
+func (rc *rerunClaim) release(ctx context.Context, store objstore.Store, runID string, err error) {
+	if !rc.claimed {
+		return
+	}
+	var ee *exitError
+	if errors.As(err, &ee) && ee.code == exitInterrupted {
+		return
+	}
+	if rerr := interpreter.ReleaseRun(context.WithoutCancel(ctx), store, rc.key, runID); rerr != nil {
+		logger(os.Stderr).Warn("deleting the rerun claim failed; the retention sweep removes it", "run", runID, "err", rerr)
 	}
 }
 
@@ -133,12 +296,17 @@ const runInboxPoll = time.Second
 // runLocal works the store as its writer until runID ends: it submits the
 // run (when submit is set), runs the worker and applies other processes'
 // commands from the inbox meanwhile.
-func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any, runID string, f *runFlags, out, errOut io.Writer, submit bool) error {
+func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any, runID string, f *runFlags, out, errOut io.Writer,
+	how runStart, from string, rc *rerunClaim) error {
 	defer e.Close()
 	done, unwatch := e.it.Watch(runID)
 	defer unwatch()
-	if submit {
-		sub, err := e.it.Submit(ctx, w, input, runID)
+	if how == startNew {
+		var opts []interpreter.SubmitOption
+		if rc.key != "" {
+			opts = append(opts, interpreter.WithRunKey(rc.key))
+		}
+		sub, err := e.it.Submit(ctx, w, input, runID, opts...)
 		if err != nil {
 			return submitError(runID, err)
 		}
@@ -148,16 +316,20 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 			}
 			return printSubmitted(out, runID, sub.NewlySubmitted, f.json)
 		}
+		announce(out, errOut, runID, how, from, f.json)
 		if !sub.NewlySubmitted && !f.json {
 			fmt.Fprintf(errOut, "run %s is already active; following it\n", runID)
 		}
 	} else {
-		// Taken over from a writer that stopped: apply what it left in
-		// the inbox (this run's submission, if it did not answer it),
-		// then look: the run may have ended before it stopped, and no
-		// other process can end it now.
-		if !f.json {
+		// Resumed, or taken over from a writer that stopped: apply what
+		// was left in the inbox (this run's submission, if its writer
+		// did not answer it), then look: the run may have ended before
+		// it stopped, and no other process can end it now.
+		if how == startTakeOver && !f.json {
 			fmt.Fprintf(errOut, "the store's writer stopped before run %s ended; working it here\n", runID)
+		}
+		if how == startResume {
+			announce(out, errOut, runID, how, from, f.json)
 		}
 		if _, err := e.rt.DrainInbox(ctx, runtime.InboxOptions{Writer: e.lease.Info().String()}); err != nil {
 			return failf(exitFailed, "applying the commands waiting in the inbox of %s: %v", e.url, err)
@@ -177,12 +349,20 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 		}
 	}
 	sv := e.serve(ctx)
+	hctx, stopHealth := context.WithCancel(ctx)
+	defer stopHealth()
+	healthOut := errOut
+	if f.json {
+		healthOut = out
+	}
+	go watchHealth(hctx, e.url, e.q.DB().Health, healthOut, f.json, &sync.Mutex{})
 	var outcome *runtime.RunOutcome
 	select {
 	case outcome = <-done:
 	case <-ctx.Done():
 	case <-sv.Stopped():
 	}
+	stopHealth()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	werr := sv.Shutdown(shutdownCtx)
@@ -215,15 +395,22 @@ var errWriterGone = errors.New("the store's writer stopped")
 // and follows it through a read-only view until it ends. It returns
 // errWriterGone when the writer stops first.
 func runRemote(ctx context.Context, s *session, w *interpreter.Workflow, input any, runID string, f *runFlags,
-	progress func(interpreter.Event), out, errOut io.Writer, submit bool) error {
+	progress func(interpreter.Event), out, errOut io.Writer, how runStart, from string, rc *rerunClaim) error {
 	v, err := openView(context.WithoutCancel(ctx), s.url)
 	if err != nil {
 		return err
 	}
 	defer v.Close()
-	if submit {
+	if how == startResume {
+		announce(out, errOut, runID, how, from, f.json)
+	}
+	if how == startNew {
 		sctx, stopWatch := s.watchWriter(ctx)
-		sub, err := submitRemote(sctx, s, v, w, input, runID)
+		var opts []interpreter.SubmitOption
+		if rc.key != "" {
+			opts = append(opts, interpreter.WithRunKey(rc.key))
+		}
+		sub, err := submitRemote(sctx, s, v, w, input, runID, opts...)
 		gone := errors.Is(context.Cause(sctx), errWriterGone)
 		stopWatch()
 		if err != nil && gone && !f.detach && errors.Is(err, runtime.ErrNoAnswer) {
@@ -237,6 +424,7 @@ func runRemote(ctx context.Context, s *session, w *interpreter.Workflow, input a
 		if f.detach {
 			return printSubmitted(out, runID, sub.NewlySubmitted, f.json)
 		}
+		announce(out, errOut, runID, how, from, f.json)
 		if !f.json {
 			if !sub.NewlySubmitted {
 				fmt.Fprintf(errOut, "run %s is already active; following it as %s works it\n", runID, s.holder)

@@ -96,8 +96,8 @@ command stays in the inbox and is applied when a writer drains it).`,
 // submitRemote pins w in the store and sends the run to the live writer;
 // v refuses the id of a finished run still retained first. Its errors go
 // through submitError, as the writer's own.
-func submitRemote(ctx context.Context, s *session, v *view, w *interpreter.Workflow, input any, runID string) (runtime.SubmitOutcome, error) {
-	spec, err := interpreter.PrepareRun(ctx, s.store, v.r, w, input, runID)
+func submitRemote(ctx context.Context, s *session, v *view, w *interpreter.Workflow, input any, runID string, opts ...interpreter.SubmitOption) (runtime.SubmitOutcome, error) {
+	spec, err := interpreter.PrepareRun(ctx, s.store, v.r, w, input, runID, opts...)
 	if err != nil {
 		return runtime.SubmitOutcome{}, err
 	}
