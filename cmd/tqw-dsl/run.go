@@ -97,14 +97,19 @@ const (
 	startNew      runStart = iota // submit it
 	startTakeOver                 // submitted; its writer stopped before it ended
 	startResume                   // an earlier run of the same command was interrupted
+	startResubmit                 // likewise, and the store does not hold its run: submit it again
 )
 
 // interrupted is a run an earlier run of the same command submitted and
 // did not see end, its process being dead.
 type interrupted struct {
 	runID string
-	st    runtime.RunStatus
-	from  string // the step it continues at
+	from  string // the step it continues at; "" when it ended
+	// submit is set when the store has no such run (yet): its
+	// submission may wait in the inbox of a writer that died, or never
+	// have been sent. Submitting again under the same id (with the same
+	// input) is a no-op in the first case.
+	submit bool
 }
 
 // findInterrupted returns the newest run submitted under key whose
@@ -137,9 +142,7 @@ func findInterrupted(ctx context.Context, url string, w *interpreter.Workflow, k
 		}
 		st, err := v.insp.Status(ctx, c.RunID)
 		if errors.Is(err, runtime.ErrRunNotFound) {
-			// Killed before its submission committed, or swept.
-			_ = interpreter.ReleaseRun(ctx, store, key, c.RunID)
-			continue
+			return &interrupted{runID: c.RunID, from: w.Main.Steps[0].ID, submit: true}, nil
 		}
 		if err != nil {
 			return nil, failf(exitFailed, "status of the interrupted run %s: %v", c.RunID, err)
@@ -154,7 +157,7 @@ func findInterrupted(ctx context.Context, url string, w *interpreter.Workflow, k
 				from = last.Next
 			}
 		}
-		return &interrupted{runID: c.RunID, st: st, from: from}, nil
+		return &interrupted{runID: c.RunID, from: from}, nil
 	}
 	return nil, nil
 }
@@ -163,10 +166,12 @@ func findInterrupted(ctx context.Context, url string, w *interpreter.Workflow, k
 // or a line on a terminal (always for a resumed run).
 func announce(out, errOut io.Writer, runID string, how runStart, from string, asJSON bool) {
 	if asJSON {
-		_ = json.NewEncoder(out).Encode(startEvent{Event: "run_start", RunID: runID, Resumed: how == startResume, FromStep: from})
+		_ = json.NewEncoder(out).Encode(startEvent{Event: "run_start", RunID: runID, Resumed: how == startResume || how == startResubmit, FromStep: from})
 		return
 	}
 	switch {
+	case how == startResubmit:
+		fmt.Fprintf(errOut, "resuming run %s (an earlier run of this command was interrupted; --new starts another)\n", runID)
 	case how == startResume && from == "":
 		fmt.Fprintf(errOut, "run %s of this command was interrupted and has ended since\n", runID)
 	case how == startResume:
@@ -223,6 +228,9 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 		}
 		if prev != nil {
 			runID, how, from = prev.runID, startResume, prev.from
+			if prev.submit {
+				how = startResubmit
+			}
 		}
 	}
 	var progress func(interpreter.Event)
@@ -301,7 +309,7 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 	defer e.Close()
 	done, unwatch := e.it.Watch(runID)
 	defer unwatch()
-	if how == startNew {
+	if how == startNew || how == startResubmit {
 		var opts []interpreter.SubmitOption
 		if rc.key != "" {
 			opts = append(opts, interpreter.WithRunKey(rc.key))
@@ -317,7 +325,7 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 			return printSubmitted(out, runID, sub.NewlySubmitted, f.json)
 		}
 		announce(out, errOut, runID, how, from, f.json)
-		if !sub.NewlySubmitted && !f.json {
+		if !sub.NewlySubmitted && !f.json && how == startNew {
 			fmt.Fprintf(errOut, "run %s is already active; following it\n", runID)
 		}
 	} else {
@@ -404,7 +412,7 @@ func runRemote(ctx context.Context, s *session, w *interpreter.Workflow, input a
 	if how == startResume {
 		announce(out, errOut, runID, how, from, f.json)
 	}
-	if how == startNew {
+	if how == startNew || how == startResubmit {
 		sctx, stopWatch := s.watchWriter(ctx)
 		var opts []interpreter.SubmitOption
 		if rc.key != "" {

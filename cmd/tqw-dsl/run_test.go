@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/tqw-dsl/tqw/actions/llm/llmfake"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
 )
 
 // tqwBin is the tqw-dsl binary TestMain builds for the end-to-end tests.
@@ -47,6 +49,24 @@ type cli struct {
 	dir   string
 	store string
 	env   []string
+	// open opens the store in the test process (nil: storeurl.Open).
+	open func() (objstore.Store, error)
+}
+
+// openStore opens c's store in the test process.
+func (c *cli) openStore() objstore.Store {
+	c.t.Helper()
+	var s objstore.Store
+	var err error
+	if c.open != nil {
+		s, err = c.open()
+	} else {
+		s, err = storeurl.Open(context.Background(), c.store)
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return s
 }
 
 func newCLI(t *testing.T) *cli {
