@@ -26,7 +26,7 @@ const waitDeadline = time.Minute
 type bg struct {
 	t    *testing.T
 	cmd  *exec.Cmd
-	out  bytes.Buffer
+	out  lockedBuffer
 	mu   sync.Mutex
 	errs []string // stderr lines so far
 	line chan string
@@ -116,6 +116,27 @@ func (p *bg) wait() (int, string, string) {
 		p.t.Fatalf("%v did not exit:\n%s", p.cmd.Args, p.stderr())
 	}
 	return p.code, p.out.String(), p.stderr()
+}
+
+// stdout returns what the process printed on stdout so far.
+func (p *bg) stdout() string { return p.out.String() }
+
+// lockedBuffer is a bytes.Buffer a process writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // running reports whether the process has not exited.
