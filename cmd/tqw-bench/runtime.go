@@ -45,9 +45,27 @@ func runRuntime(ctx context.Context, cfg *config) error {
 	return eachStore(ctx, cfg, func(url string, inner objstore.Store) error {
 		for _, c := range cfg.concurrency {
 			prefix := fmt.Sprintf("bench-runtime/%d-%d", c, time.Now().UnixNano())
+			// The physical limit of a lone run: one create-only PUT per
+			// durable commit. Sampled before and after the runs, on the
+			// same store, so the ratio compares like with like.
+			var puts Latencies
+			if err := probePuts(ctx, inner, prefix+"/probe-a", &puts); err != nil {
+				return fmt.Errorf("create-only PUTs on %s: %w", url, err)
+			}
 			r, err := runtimeRuns(ctx, cfg, counting.New(inner), prefix, c)
 			if err != nil {
 				return fmt.Errorf("runtime on %s at concurrency %d: %w", url, c, err)
+			}
+			if err := probePuts(ctx, inner, prefix+"/probe-b", &puts); err != nil {
+				return fmt.Errorf("create-only PUTs on %s: %w", url, err)
+			}
+			commits := runtimeBench.steps + 1 // the submission, then one settlement per step (the last ends the run)
+			putMs := puts.Percentile(50)
+			r.Extra["create_put_p50_ms"] = putMs
+			r.Extra["commits_per_run"] = commits
+			r.Extra["run_ms_per_commit"] = r.P50Ms / float64(commits)
+			if putMs > 0 {
+				r.Extra["run_ms_per_commit_over_put"] = r.P50Ms / float64(commits) / putMs
 			}
 			if err := cfg.emitFor(url, r); err != nil {
 				return err
@@ -58,6 +76,23 @@ func runRuntime(ctx context.Context, cfg *config) error {
 		}
 		return nil
 	})
+}
+
+// probeSamples is how many sequential create-only PUTs probePuts times.
+const probeSamples = 100
+
+// probePuts times probeSamples sequential create-only PUTs of a
+// WAL-object-sized value under prefix into l, then deletes them.
+func probePuts(ctx context.Context, s objstore.Store, prefix string, l *Latencies) error {
+	data := make([]byte, 512)
+	for i := range probeSamples {
+		t0 := time.Now()
+		if _, err := s.Put(ctx, fmt.Sprintf("%s/%06d", prefix, i), data, objstore.CreateOnly()); err != nil {
+			return err
+		}
+		l.Add(time.Since(t0))
+	}
+	return cleanPrefix(ctx, s, prefix+"/")
 }
 
 // noopSteps continues until the last step, then succeeds; it hands the
