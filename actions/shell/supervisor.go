@@ -149,7 +149,6 @@ func parseReports(data []byte) (o outcome, ended bool, err error) {
 		line = strings.TrimSuffix(line, "\n")
 		kind, detail, _ := strings.Cut(line, " ")
 		switch kind {
-		case supervisor.ReportStarted:
 		case supervisor.ReportStartErr:
 			return outcome{startErr: cmp.Or(detail, "unknown error")}, false, nil
 		case supervisor.ReportFail:

@@ -23,8 +23,8 @@
 // own group with the standard streams, directory and signal dispositions
 // it was given (and on Linux a parent-death signal, SIGKILL, so the
 // command dies if the supervisor does), and reports on the status pipe
-// ([ReportStarted], then [ReportExit] or [ReportSignal]; [ReportStartErr]
-// or [ReportFail] when it cannot). It then SIGKILLs its own group, itself
+// ([ReportExit] or [ReportSignal]; [ReportStartErr] or [ReportFail] when
+// it cannot). It then SIGKILLs its own group, itself
 // included, when any of these happens first:
 //   - the command exits: its exit is reported first, and what it left in
 //     the group dies with it;

@@ -35,7 +35,6 @@ const MaxEnvBytes = 64 << 20
 // Reports the supervisor writes to StatusFD, one per line: the kind, a
 // space, the detail.
 const (
-	ReportStarted  = "started"  // pid of the command
 	ReportStartErr = "starterr" // why the command could not be started
 	ReportExit     = "exit"     // the command's exit code
 	ReportSignal   = "signal"   // the number of the signal that killed the command
@@ -121,7 +120,9 @@ func run() int {
 		report(ReportStartErr, err.Error())
 		return ExitNoCommand
 	}
-	report(ReportStarted, strconv.Itoa(proc.Pid))
+	// The command has its copy; a command that closes its stdin early then
+	// gives the worker's writer EPIPE, as it would without a supervisor.
+	os.Stdin.Close()
 	ended := make(chan *os.ProcessState, 1)
 	go func() {
 		ps, err := proc.Wait() // reaps the command
