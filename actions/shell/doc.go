@@ -25,12 +25,48 @@
 // session (setsid) escapes this; the action stops waiting for its output
 // after the grace period.
 //
+// No orphans: the command's process group dies with the worker, however
+// the worker dies (SIGKILL, OOM kill, crash): within milliseconds, tested at
+// one second. The action does not start the command itself but a
+// supervisor, a re-execution of the worker's own binary (/proc/self/exe on
+// Linux, os.Executable elsewhere) that the init function of
+// internal/supervisor, which this package imports, recognises by the
+// TQW_SHELL_SUPERVISOR variable; so every program that links this package
+// has it with no extra call. The name is reserved in a step's env. The
+// supervisor leads the process group and starts the command in it with the
+// step's argv, environment, directory, standard streams and signal
+// dispositions unchanged and no extra file descriptor. It reads a pipe
+// whose write end only the worker holds; the pipe's end of file, when the
+// worker dies, makes it SIGKILL the group. On Linux it also has a
+// parent-death signal, for when a copy of that write end outlived the
+// worker. It reports the command's exit code or fatal signal back over a
+// second pipe, so the step sees exactly how the command ended, and SIGKILLs
+// what the command left in the group as the command exits. The setsid
+// escape above applies here too: a process that leaves the group does not
+// die with the worker either. The program's packages that Go initialises
+// before internal/supervisor run their init functions in every supervisor,
+// so an embedding program's init functions should have no side effects. If
+// the executable cannot be found (no /proc, say), the action logs a
+// warning on every step and starts the command directly, with a
+// parent-death signal on the direct child only: its descendants then
+// outlive a killed worker.
+//
+// The supervisor reaps the command and the worker reaps the supervisor;
+// when the worker dies, init (or the nearest subreaper) reaps what the
+// group kill leaves.
+//
 // Errors: a non-zero exit is `shell.exit` with Status set to the exit code
 // and the output attached as Error.Output; it is not retryable. A timeout is
 // `timeout` (retryable), cancellation `cancelled`, and a command that cannot
-// be started (no such program, bad dir) is `validation`.
+// be started (no such program, bad dir, not an executable) is
+// `validation`. A supervisor that fails without reporting how the command
+// ended gives a plain error (`custom.unexpected` in a workflow).
 //
-// Costs: no object-store requests. Not done: resource limits (CPU, memory),
-// sandboxing, or pseudo-terminals; the workflow author is trusted with the
-// worker's privileges, which is why the CLI can disable this action.
+// Costs: no object-store requests. The supervisor adds about 4 ms of wall
+// time per step with tqw-dsl as the binary (2 ms with a small one; see
+// docs/BENCHMARKS.md, "shell supervisor") and, while the command runs, one
+// process with about 1.4 MiB of private memory. Not done: resource limits
+// (CPU, memory), sandboxing, or pseudo-terminals; the workflow author is
+// trusted with the worker's privileges, which is why the CLI can disable
+// this action.
 package shell

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tqw-dsl/tqw/actions"
+	"github.com/tqw-dsl/tqw/actions/shell/internal/supervisor"
 )
 
 // Name is the action's name in workflows.
@@ -168,6 +170,22 @@ func (a *Action) Execute(ctx context.Context, call *actions.Call) (any, error) {
 		return nil, e
 	}
 
+	path := cmd.Path // the program, whatever process runs it
+	log := call.Log().With("action", Name)
+	var sup *supervision
+	if exe, err := supervisorPath(); err != nil {
+		log.Warn("shell: running the command without a supervisor: if this worker dies, the command and its process group keep running", "err", err)
+		cmd.SysProcAttr = supervisor.WithParentDeathSignal(cmd.SysProcAttr, syscall.SIGKILL) // covers the direct child, at least
+	} else {
+		if sup, err = superviseCommand(cmd, exe); err != nil {
+			if _, ok := actions.AsError(err); ok {
+				return nil, err
+			}
+			return nil, fmt.Errorf("shell: %w", err)
+		}
+		defer sup.close()
+	}
+
 	stdout := &capBuffer{max: maxOut}
 	stderr := &capBuffer{max: maxOut}
 	outR, outW, err := os.Pipe()
@@ -196,11 +214,43 @@ func (a *Action) Execute(ctx context.Context, call *actions.Call) (any, error) {
 		}
 		cmd.Stdin, inW = inR, w
 	}
-	startErr := cmd.Start()
+	// The parent-death signal fires when the thread that started the child
+	// exits, and Go ends a thread when a goroutine exits while locked to it;
+	// so one goroutine, locked to its thread for as long as the child lives,
+	// both starts the child and waits for it to exit. It waits without
+	// reaping: while the leader is a zombie its pid, and so the process
+	// group id, cannot be reused, so the group signals below can never
+	// reach an unrelated process.
+	started := make(chan error, 1)
+	exited := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		defer close(exited)
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if !errors.Is(err, unix.EINTR) {
+				return
+			}
+		}
+	}()
+	startErr := <-started
 	outW.Close()
 	errW.Close()
 	if f, ok := cmd.Stdin.(*os.File); ok {
 		f.Close() // the child has its own copy
+	}
+	if sup != nil {
+		sup.closeChildEnds()
+		if startErr == nil {
+			sup.sendEnv()
+		}
 	}
 	if startErr != nil {
 		outR.Close()
@@ -208,7 +258,7 @@ func (a *Action) Execute(ctx context.Context, call *actions.Call) (any, error) {
 		if inW != nil {
 			inW.Close()
 		}
-		return nil, actions.ValidationError("command", "cannot start %q: %v", cmd.Path, startErr)
+		return nil, actions.ValidationError("command", "cannot start %q: %v", path, startErr)
 	}
 	if inW != nil {
 		// A command that exits without reading makes the write fail with
@@ -219,29 +269,21 @@ func (a *Action) Execute(ctx context.Context, call *actions.Call) (any, error) {
 		}()
 		defer inW.Close()
 	}
+	if sup != nil && testHookSupervised != nil {
+		testHookSupervised(sup.lifeline)
+	}
 	pgid := cmd.Process.Pid // Setpgid with Pgid 0: the group id is the leader's pid
-	log := call.Log().With("action", Name, "pid", pgid)
-	log.Debug("shell started", "path", cmd.Path)
+	log = log.With("pgid", pgid)
+	log.Debug("shell started", "path", path, "supervised", sup != nil)
 
 	var copies sync.WaitGroup
 	copies.Add(2)
 	go func() { defer copies.Done(); drain(outR, stdout) }()
 	go func() { defer copies.Done(); drain(errR, stderr) }()
-
-	// Wait for the leader to exit without reaping it: while it is a zombie
-	// its pid, and so the process group id, cannot be reused, so the group
-	// signals below can never reach an unrelated process.
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		var info unix.Siginfo
-		for {
-			err := unix.Waitid(unix.P_PID, pgid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-			if !errors.Is(err, unix.EINTR) {
-				return
-			}
-		}
-	}()
+	if sup != nil {
+		copies.Add(1)
+		go func() { defer copies.Done(); sup.readReports() }()
+	}
 
 	var timer <-chan time.Time
 	if timeout > 0 {
@@ -271,12 +313,25 @@ func (a *Action) Execute(ctx context.Context, call *actions.Call) (any, error) {
 		log.Warn("shell: output pipes still open after the command exited; a process left its process group")
 		outR.Close()
 		errR.Close()
+		if sup != nil {
+			sup.status.Close()
+		}
 		<-copied
 	}
 	outR.Close()
 	errR.Close()
 
 	code := exitCode(cmd.ProcessState)
+	if sup != nil {
+		o, err := sup.outcome(cmd.ProcessState)
+		if err != nil {
+			return nil, err
+		}
+		if o.startErr != "" {
+			return nil, actions.ValidationError("command", "cannot start %q: %s", path, o.startErr)
+		}
+		code = o.code
+	}
 	out := map[string]any{
 		"exit_code":        int64(code),
 		"stdout":           stdout.String(),
@@ -353,6 +408,9 @@ func (a *Action) command(args *Args) (*exec.Cmd, error) {
 func (a *Action) environ(extra map[string]string) ([]string, error) {
 	vars := map[string]string{}
 	for _, name := range a.opts.Inherit {
+		if name == supervisor.Env {
+			continue
+		}
 		if v, ok := a.opts.LookupEnv(name); ok {
 			vars[name] = v
 		}
@@ -363,6 +421,9 @@ func (a *Action) environ(extra map[string]string) ([]string, error) {
 	for k, v := range extra {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return nil, actions.ValidationError("env."+k, "not a valid variable name")
+		}
+		if k == supervisor.Env {
+			return nil, actions.ValidationError("env."+k, "reserved for the shell action's supervisor; use another name")
 		}
 		if strings.IndexByte(v, 0) >= 0 {
 			return nil, actions.ValidationError("env."+k, "value contains a NUL byte")
