@@ -74,7 +74,8 @@ func within(p, base string) bool {
 	return p == base || strings.HasPrefix(p, base+"/")
 }
 
-// The namespaces of the runtime's own objects. The writer lease's key is its default: a lease
+// The namespaces of the runtime's own objects, besides the inbox's
+// (inboxNamespaces). The writer lease's key is its default: a lease
 // moved with WriterLeaseOptions.Key is not known here.
 func runtimeNamespaces(queuePrefix, memoPrefix string) []Namespace {
 	return []Namespace{
@@ -82,6 +83,15 @@ func runtimeNamespaces(queuePrefix, memoPrefix string) []Namespace {
 		{Owner: "memo and replay records, WithMemoPrefix", Prefix: memoPrefix},
 		{Owner: "the writer lease object", Key: DefaultWriterLeaseKey},
 		{Owner: "the writer lock file of a file store", Key: WriterLockFile},
+	}
+}
+
+// inboxNamespaces returns the namespaces of an inbox: its commands and
+// its answers.
+func inboxNamespaces(prefix, setting string) []Namespace {
+	return []Namespace{
+		{Owner: "inbox commands, " + setting, Prefix: prefix},
+		{Owner: "inbox answers, " + setting + ` + "-answers"`, Prefix: prefix + "-answers"},
 	}
 }
 
