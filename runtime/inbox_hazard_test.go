@@ -168,9 +168,9 @@ func TestInboxRefusesOverlappingPrefixes(t *testing.T) {
 			t.Errorf("New with WithMemoPrefix(%q) = %v; want ErrNamespaceOverlap", memo, err)
 		}
 	}
-	// The queue does not report its prefix: New checks the one it is told.
-	if _, err := New(w.q, store, w.rt.runner, WithQueuePrefix("q1"), WithMemoPrefix("q1/memo")); !errors.Is(err, ErrNamespaceOverlap) {
-		t.Errorf("New with the memo inside WithQueuePrefix's = %v; want ErrNamespaceOverlap", err)
+	// New checks against the prefix the queue was opened with.
+	if _, err := New(w.q, store, w.rt.runner, WithMemoPrefix(w.q.Prefix()+"/memo")); !errors.Is(err, ErrNamespaceOverlap) {
+		t.Errorf("New with the memo inside the queue's prefix %q = %v; want ErrNamespaceOverlap", w.q.Prefix(), err)
 	}
 	// Namespaces of other components sharing the store.
 	interp := WithStoreNamespaces(Namespace{Owner: "workflow definitions", Prefix: "tqw/defs"})

@@ -79,7 +79,7 @@ func within(p, base string) bool {
 // moved with WriterLeaseOptions.Key is not known here.
 func runtimeNamespaces(queuePrefix, memoPrefix string) []Namespace {
 	return []Namespace{
-		{Owner: "the queue's kv store, queue.Options.Prefix (WithQueuePrefix)", Prefix: queuePrefix},
+		{Owner: "the queue's kv store, queue.Options.Prefix", Prefix: queuePrefix},
 		{Owner: "memo and replay records, WithMemoPrefix", Prefix: memoPrefix},
 		{Owner: "the writer lease object", Key: DefaultWriterLeaseKey},
 		{Owner: "the writer lock file of a file store", Key: WriterLockFile},

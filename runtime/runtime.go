@@ -94,11 +94,6 @@ func WithTerminalHook(h TerminalHook) Option { return func(c *config) { c.hook =
 // (default "workflow-memo").
 func WithMemoPrefix(prefix string) Option { return func(c *config) { c.memoPrefix = prefix } }
 
-// WithQueuePrefix tells the runtime the queue.Options.Prefix its queue
-// was opened with, when it is not the queue's default "queue": the queue
-// does not report it, and New checks the runtime's and the inbox's
-// object prefixes against it (see CheckNamespaces).
-func WithQueuePrefix(prefix string) Option { return func(c *config) { c.queuePrefix = prefix } }
 
 // WithStoreNamespaces declares the objects other components keep in the
 // runtime's store (an interpreter's definitions, a server's uploads), so
@@ -167,7 +162,7 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 		return nil, errors.New("runtime: New needs a queue, an object store and a step runner")
 	}
 	cfg := config{
-		queueName: DefaultQueueName, hook: NoopTerminalHook{}, memoPrefix: DefaultMemoPrefix, queuePrefix: defaultQueuePrefix,
+		queueName: DefaultQueueName, hook: NoopTerminalHook{}, memoPrefix: DefaultMemoPrefix, queuePrefix: q.Prefix(),
 		resultRetention: DefaultResultRetention, sweepInterval: time.Minute, reconcileEvery: time.Second,
 		concurrency: 8, notifyConc: 2, shutdownTimeout: 30 * time.Second,
 	}
