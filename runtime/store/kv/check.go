@@ -140,20 +140,6 @@ func (o *objects) manifestETag(ctx context.Context) (string, error) {
 	return info.ETag, err
 }
 
-// firstObject returns the first object under dir of the store, if any.
-func (o *objects) firstObject(ctx context.Context, dir string) (string, bool, error) {
-	var page []objstore.ObjectInfo
-	err := o.retry(ctx, "list "+o.pfx+dir, func(ctx context.Context) error {
-		var err error
-		page, err = o.store.List(ctx, o.pfx+dir, "", 1)
-		return err
-	})
-	if err != nil || len(page) == 0 {
-		return "", false, err
-	}
-	return page[0].Key, true, nil
-}
-
 // check runs one pass of Check and returns the manifest's ETag with the
 // report.
 func check(ctx context.Context, o *objects) (rep Report, etag string, err error) {

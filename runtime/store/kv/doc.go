@@ -49,6 +49,7 @@
 //	wal/<seq, 20 digits>   one group of commits each, written create-only
 //	chunk/<epoch>-<ckpt>-<n>  sorted key/value runs of a checkpoint
 //	large/<epoch>-<n>      one value over Options.LargeValueThreshold each
+//	discarded/<epoch>/     copies TruncateAt keeps of what it discarded; never read
 //
 // # Costs in object-store requests
 //

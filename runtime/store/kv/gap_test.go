@@ -669,3 +669,28 @@ func TestLiveWriterCheckpointHealsAGap(t *testing.T) {
 		t.Fatalf("after reopen %q, want %q", got, want)
 	}
 }
+
+// TestReaderRefreshFindsAGap: a gap that appears after the Reader opened
+// stops its Refresh, which keeps the state it had.
+func TestReaderRefreshFindsAGap(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	db := mustOpen(t, s, gapOpts()) // fence 1
+	put(t, db, "a", "1")            // 2
+	r, err := OpenReader(ctx, s, gapOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, k := range []string{"b", "c", "d"} {
+		put(t, db, k, "1") // 3..5
+	}
+	defer db.Close()
+	if err := s.Delete(ctx, gapPrefix+"/wal/00000000000000000004"); err != nil {
+		t.Fatal(err)
+	}
+	wantCorrupt(t, "Refresh", r.Refresh(ctx), gapPrefix+"/wal/00000000000000000004", gapPrefix+"/wal/00000000000000000003")
+	if got := dump(t, r.Scan, Range{}); got != "a=1 " {
+		t.Fatalf("reader state after a refused Refresh: %q", got)
+	}
+}

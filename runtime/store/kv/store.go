@@ -617,16 +617,11 @@ func (o *objects) fencedOr(ctx context.Context, epoch uint64, corruptErr error) 
 // folder, only on a store without a manifest.
 func (o *objects) refuseManifestless(ctx context.Context) (created bool, err error) {
 	for _, dir := range []string{"wal/", "chunk/"} {
-		var page []objstore.ObjectInfo
-		err := o.retry(ctx, "list "+o.pfx+dir, func(ctx context.Context) error {
-			var err error
-			page, err = o.store.List(ctx, o.pfx+dir, "", 1)
-			return err
-		})
-		if err != nil {
-			return false, err
-		}
-		if len(page) == 0 {
+		key, found, err := o.firstObject(ctx, dir)
+		if err != nil || !found {
+			if err != nil {
+				return false, err
+			}
 			continue
 		}
 		m, _, err := o.readManifest(ctx)
@@ -634,9 +629,23 @@ func (o *objects) refuseManifestless(ctx context.Context) (created bool, err err
 			return m != nil, err
 		}
 		return false, fmt.Errorf("%w %q: missing, but %q and maybe more objects of the store exist: starting a fresh store over them would lose their data; restore the manifest from a backup or bucket versioning; %s",
-			ErrCorrupt, o.manifestKey(), page[0].Key, repairHint)
+			ErrCorrupt, o.manifestKey(), key, repairHint)
 	}
 	return false, nil
+}
+
+// firstObject returns the first object under dir of the store, if any.
+func (o *objects) firstObject(ctx context.Context, dir string) (string, bool, error) {
+	var page []objstore.ObjectInfo
+	err := o.retry(ctx, "list "+o.pfx+dir, func(ctx context.Context) error {
+		var err error
+		page, err = o.store.List(ctx, o.pfx+dir, "", 1)
+		return err
+	})
+	if err != nil || len(page) == 0 {
+		return "", false, err
+	}
+	return page[0].Key, true, nil
 }
 
 // fetchLarge reads a large value.

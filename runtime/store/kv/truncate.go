@@ -284,8 +284,8 @@ func planTruncate(ctx context.Context, o *objects, m *manifest, at uint64) (*tru
 				err = r.walCorrupt(d.seq, "missing")
 			} else if err != nil && !errors.Is(err, errDecode) {
 				return nil, fmt.Errorf("kv: truncate: read %s: %w", o.walKey(d.seq), err)
-			} else {
-				err = r.applyDecoded(d)
+			} else if err = r.applyDecoded(d); err == nil && d.h.epoch > m.epoch {
+				err = r.walCorrupt(d.seq, fmt.Sprintf("written by epoch %d, newer than the manifest's epoch %d", d.h.epoch, m.epoch))
 			}
 			if err != nil {
 				return nil, fmt.Errorf("%w: the log already breaks at WAL sequence %d, before %d; truncate at %d or earlier: %w", ErrTruncatePoint, d.seq, at, d.seq, err)
