@@ -694,3 +694,39 @@ func TestReaderRefreshFindsAGap(t *testing.T) {
 		t.Fatalf("reader state after a refused Refresh: %q", got)
 	}
 }
+
+// TestIssue11WALGap is the report of issue 11: one WAL object deleted in
+// the middle of a store. Open succeeded with the commits before it,
+// wrote its fence into the hole, and every later Open failed blaming "a
+// fenced writer wrote past a fence". Now every Open refuses, naming the
+// hole, and the hole stays empty.
+func TestIssue11WALGap(t *testing.T) {
+	ctx := context.Background()
+	s := mem.New()
+	db := mustOpen(t, s, quietOpts()) // fence at wal 1
+	for i := 1; i <= 10; i++ {
+		put(t, db, fmt.Sprintf("k%02d", i), "v") // wal 2..11
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	hole, lastGood := "wal/00000000000000000006", "wal/00000000000000000005"
+	if err := s.Delete(ctx, hole); err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 1; attempt <= 2; attempt++ {
+		db, err := Open(ctx, s, quietOpts())
+		if err == nil {
+			state := dump(t, db.Scan, Range{})
+			db.Close()
+			t.Fatalf("Open %d succeeded with %s missing, state %q", attempt, hole, state)
+		}
+		wantCorrupt(t, fmt.Sprintf("Open %d", attempt), err, hole, lastGood)
+		if strings.Contains(err.Error(), "fenced writer") {
+			t.Fatalf("Open %d blames a fenced writer: %v", attempt, err)
+		}
+		if _, err := s.Head(ctx, hole); !errors.Is(err, objstore.ErrNotExist) {
+			t.Fatalf("Open %d wrote into the hole: %v", attempt, err)
+		}
+	}
+}
