@@ -15,3 +15,9 @@ var WorkflowJSON []byte
 
 // WorkflowID is the $id of the workflow schema.
 const WorkflowID = "https://tqw.dev/schemas/workflow.schema.json"
+
+// ValidateReportJSON is the text of validate-report.schema.json, the
+// shape of `tqw-dsl validate --format json`. Treat it as read-only.
+//
+//go:embed validate-report.schema.json
+var ValidateReportJSON []byte
