@@ -10,6 +10,7 @@ require (
 	github.com/reviewdog/reviewdog v0.21.3
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/sashabaranov/go-openai v1.43.0
+	github.com/sourcegraph/jsonrpc2 v0.2.3
 	github.com/spf13/cobra v1.10.2
 	github.com/tidwall/btree v1.8.2
 	github.com/vmihailenco/msgpack/v5 v5.4.1
