@@ -75,7 +75,7 @@ type location struct {
 type diagnostic struct {
 	Range              lspRange `json:"range"`
 	Severity           int      `json:"severity"`
-	Code               string   `json:"code"`
+	Code               code     `json:"code"`
 	Source             string   `json:"source"`
 	Message            string   `json:"message"`
 	RelatedInformation []struct {
@@ -214,4 +214,43 @@ func (c *client) diagnosticsFor(uri string, version int) []diagnostic {
 
 func docPos(uri string, line, char int) map[string]any {
 	return map[string]any{"textDocument": map[string]any{"uri": uri}, "position": map[string]any{"line": line, "character": char}}
+}
+
+// firstDiagnostics waits for the first diagnostics published for uri,
+// for servers that send no version.
+func (c *client) firstDiagnostics(uri string) []diagnostic {
+	c.t.Helper()
+	deadline := time.After(waitTimeout)
+	for {
+		c.mu.Lock()
+		if ps := c.diags[uri]; len(ps) > 0 {
+			c.mu.Unlock()
+			return ps[0].Diagnostics
+		}
+		wait := c.cond
+		c.mu.Unlock()
+		select {
+		case <-wait:
+		case <-deadline:
+			c.t.Fatalf("no diagnostics for %s within %v", uri, waitTimeout)
+		}
+	}
+}
+
+// code is a diagnostic code, which the protocol allows to be a string or
+// a number (yaml-language-server sends numbers).
+type code string
+
+func (c *code) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*c = code(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return err
+	}
+	*c = code(n.String())
+	return nil
 }

@@ -476,7 +476,7 @@ func TestDiagnosticsMatchValidate(t *testing.T) {
 				}
 			}
 			wantRange := lspRange{position{w.Line - 1, w.Col - 1}, position{w.EndLine - 1, w.EndCol - 1}}
-			if g.Range != wantRange || g.Severity != sev || g.Code != w.Code || g.Message != w.Message || hint != w.Hint || g.Source != "tqw" {
+			if g.Range != wantRange || g.Severity != sev || string(g.Code) != w.Code || g.Message != w.Message || hint != w.Hint || g.Source != "tqw" {
 				t.Errorf("%s: server %+v\nvalidate %+v", f.File, g, w)
 			}
 			total++
