@@ -32,6 +32,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported to the client in serverInfo.
 	Version string
+	// AfterFunc schedules f after d and returns a function that cancels
+	// it; nil means time.AfterFunc. Tests use it to drive the debounce.
+	AfterFunc func(d time.Duration, f func()) (stop func() bool)
 }
 
 // ErrExitWithoutShutdown is returned by Serve when the client sent exit
@@ -48,6 +51,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.AfterFunc == nil {
+		opts.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 	}
 	s := &Server{opts: opts, docs: map[string]*document{}, enc: encUTF16, exit: make(chan struct{})}
 	stream := jsonrpc2.NewBufferedStream(stdio{in, out}, jsonrpc2.VSCodeObjectCodec{})
@@ -115,11 +121,23 @@ type document struct {
 	// that is not YAML keeps the previous one.
 	outline *dsl.Outline
 	diags   dsl.Diagnostics // the last ones published
-	timer   *time.Timer
-	gen     int // changes so far; a diagnostics run for an older one is dropped
+	stop    func() bool     // cancels the pending diagnostics run
+	gen     int             // changes so far; a diagnostics run for an older one is dropped
 }
 
-func (s *Server) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
+// handle answers one message. A panic (a server bug) becomes an error
+// answer for that request instead of ending the editor's session.
+func (s *Server) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) (result any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.opts.Logger.Error("internal error", "method", req.Method, "panic", r)
+			result, err = nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: fmt.Sprintf("internal error in %s: %v; please report it with the file", req.Method, r)}
+		}
+	}()
+	return s.dispatch(ctx, req)
+}
+
+func (s *Server) dispatch(ctx context.Context, req *jsonrpc2.Request) (any, error) {
 	switch req.Method {
 	case "initialize":
 		var p initializeParams
@@ -282,11 +300,11 @@ func (s *Server) setText(d *document, text string, version int) {
 	}
 	d.gen++
 	gen := d.gen
-	if d.timer != nil {
-		d.timer.Stop()
+	if d.stop != nil {
+		d.stop()
 	}
 	delay := max(s.opts.Debounce, 0)
-	d.timer = time.AfterFunc(delay, func() { s.publish(d, gen) })
+	d.stop = s.opts.AfterFunc(delay, func() { s.publish(d, gen) })
 }
 
 // publish loads d's text as it was at generation gen and sends its
@@ -323,8 +341,8 @@ func (s *Server) close(ctx context.Context, uri string) {
 	s.mu.Lock()
 	d := s.docs[uri]
 	delete(s.docs, uri)
-	if d != nil && d.timer != nil {
-		d.timer.Stop()
+	if d != nil && d.stop != nil {
+		d.stop()
 	}
 	s.mu.Unlock()
 	if d != nil {
@@ -337,8 +355,8 @@ func (s *Server) stopTimers() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range s.docs {
-		if d.timer != nil {
-			d.timer.Stop()
+		if d.stop != nil {
+			d.stop()
 		}
 	}
 }
