@@ -1,6 +1,7 @@
 package lsp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -107,7 +108,8 @@ func startServer(t *testing.T, encodings ...string) *client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
+	var stderr lockedBuffer // shown when the test fails
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +120,9 @@ func startServer(t *testing.T, encodings ...string) *client {
 		c.conn.Close()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("tqw-dsl lsp stderr:\n%s", stderr.String())
+		}
 	})
 	caps := map[string]any{}
 	if len(encodings) > 0 {
@@ -253,4 +258,23 @@ func (c *code) UnmarshalJSON(b []byte) error {
 	}
 	*c = code(n.String())
 	return nil
+}
+
+// lockedBuffer is a bytes.Buffer safe for the process's writes and the
+// test's read.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

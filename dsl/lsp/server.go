@@ -59,14 +59,14 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	stream := jsonrpc2.NewBufferedStream(stdio{in, out}, jsonrpc2.VSCodeObjectCodec{})
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s.conn = jsonrpc2.NewConn(ctx, stream, jsonrpc2.HandlerWithError(s.handle),
+	conn := jsonrpc2.NewConn(ctx, stream, jsonrpc2.HandlerWithError(s.handle),
 		jsonrpc2.SetLogger(slogPrinter{opts.Logger}))
 	select {
-	case <-s.conn.DisconnectNotify():
+	case <-conn.DisconnectNotify():
 	case <-s.exit:
-		s.conn.Close()
+		conn.Close()
 	case <-ctx.Done():
-		s.conn.Close()
+		conn.Close()
 		return ctx.Err()
 	}
 	s.stopTimers()
@@ -100,10 +100,12 @@ func (p slogPrinter) Printf(format string, v ...any) {
 // sent before it.
 type Server struct {
 	opts Options
-	conn *jsonrpc2.Conn
 	exit chan struct{}
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// conn is the connection, known from the first message: NewConn
+	// starts handling before it returns.
+	conn     *jsonrpc2.Conn
 	docs     map[string]*document
 	enc      encoding
 	shutdown bool
@@ -128,6 +130,9 @@ type document struct {
 // handle answers one message. A panic (a server bug) becomes an error
 // answer for that request instead of ending the editor's session.
 func (s *Server) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) (result any, err error) {
+	s.mu.Lock()
+	s.conn = conn
+	s.mu.Unlock()
 	defer func() {
 		if r := recover(); r != nil {
 			s.opts.Logger.Error("internal error", "method", req.Method, "panic", r)
@@ -329,9 +334,10 @@ func (s *Server) publish(d *document, gen int) {
 	for _, dg := range diags {
 		out = append(out, v.diagnostic(dg))
 	}
+	conn := s.conn
 	s.mu.Unlock()
 	ver := version
-	err := s.conn.Notify(context.Background(), "textDocument/publishDiagnostics", publishDiagnosticsParams{URI: d.uri, Version: &ver, Diagnostics: out})
+	err := conn.Notify(context.Background(), "textDocument/publishDiagnostics", publishDiagnosticsParams{URI: d.uri, Version: &ver, Diagnostics: out})
 	if err != nil && !errors.Is(err, jsonrpc2.ErrClosed) {
 		s.opts.Logger.Warn("publishing diagnostics", "uri", d.uri, "err", err)
 	}
@@ -344,10 +350,11 @@ func (s *Server) close(ctx context.Context, uri string) {
 	if d != nil && d.stop != nil {
 		d.stop()
 	}
+	conn := s.conn
 	s.mu.Unlock()
 	if d != nil {
 		// Clear the editor's list: the file is no longer watched.
-		_ = s.conn.Notify(ctx, "textDocument/publishDiagnostics", publishDiagnosticsParams{URI: uri, Diagnostics: []Diagnostic{}})
+		_ = conn.Notify(ctx, "textDocument/publishDiagnostics", publishDiagnosticsParams{URI: uri, Diagnostics: []Diagnostic{}})
 	}
 }
 
