@@ -55,6 +55,9 @@ type StepDef struct {
 	Action      string // the action, or the foreach's action
 	IDSpan      Span   // the id's value
 	Span        Span   // the whole step, from its first key to its last line
+	// PayloadFields are the properties of a wait_signal step's
+	// with.schema: the fields its output (the signal payload) has.
+	PayloadFields []string
 }
 
 // NameDef is a name declared or assigned in the file.
@@ -192,6 +195,13 @@ func outlineStep(li *lineIndex, st *node, i int, all []*node) StepDef {
 	d.Action = st.get("action").str()
 	if fe := st.get("foreach"); fe != nil {
 		d.Action = fe.get("action").str()
+	}
+	if d.Action == "wait_signal" {
+		if props := st.get("with").get("schema").get("properties"); props != nil {
+			for _, k := range props.keys {
+				d.PayloadFields = append(d.PayloadFields, k.str())
+			}
+		}
 	}
 	// The step runs to the last non-blank, non-comment line before the
 	// next step (or the end of the file).

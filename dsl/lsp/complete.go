@@ -380,13 +380,13 @@ func (v view) completeExpr(text string, p dsl.Pos) []completionItem {
 		field("output", "the step's output")
 	case len(parts) >= 3 && parts[0] == "steps" && parts[2] == "output":
 		if s := v.d.outline.StepByID(parts[1]); s != nil {
-			for _, f := range outputFields(s.Action, parts[3:]) {
+			for _, f := range outputFields(s, parts[3:]) {
 				field(f.Name, f.Doc)
 			}
 		}
 	case base == "output" || strings.HasPrefix(base, "output."):
 		if i := v.d.outline.StepAt(p); i >= 0 {
-			for _, f := range outputFields(v.d.outline.Steps[i].Action, parts[1:]) {
+			for _, f := range outputFields(&v.d.outline.Steps[i], parts[1:]) {
 				field(f.Name, f.Doc)
 			}
 		}
@@ -410,10 +410,17 @@ func (v view) completeExpr(text string, p dsl.Pos) []completionItem {
 	return out
 }
 
-// outputFields returns the fields of an action's output at a path of
-// nested fields.
-func outputFields(action string, path []string) []dsl.OutputField {
-	info := dsl.ActionInfoFor(action)
+// outputFields returns the fields of a step's output at a path of nested
+// fields: a built-in action's, or a wait_signal's payload schema's.
+func outputFields(s *dsl.StepDef, path []string) []dsl.OutputField {
+	if s.Action == "wait_signal" && len(path) == 0 {
+		var out []dsl.OutputField
+		for _, f := range s.PayloadFields {
+			out = append(out, dsl.OutputField{Name: f, Doc: "a field of the signal payload (with.schema)"})
+		}
+		return out
+	}
+	info := dsl.ActionInfoFor(s.Action)
 	if info == nil {
 		return nil
 	}

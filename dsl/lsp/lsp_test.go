@@ -33,7 +33,7 @@ steps:
     next: give_up
   - id: ask
     action: wait_signal
-    with: {timeout: 72h}
+    with: {timeout: 72h, schema: {type: object, properties: {approved: {type: boolean}, by: {type: string}}}}
     on_timeout: give_up
   - id: done
     succeed: "${ steps.fetch.output.body }"
@@ -271,6 +271,9 @@ func TestCompletion(t *testing.T) {
 	has("steps.fetch.", complete(t, c, uri, "when: steps.fetch.", 0, fixture), "output")
 	has("steps.fetch.output.", complete(t, c, uri, "when: steps.fetch.output.", 0, fixture), "status", "headers", "body")
 	has("output.", complete(t, c, uri, "${ output.", 0, fixture), "status", "body")
+	payload := strings.Replace(fixture, "succeed: \"${ steps.fetch.output.body }\"", "succeed: \"${ steps.ask.output. }\"", 1)
+	edit(payload)
+	has("wait_signal payload", complete(t, c, uri, "${ steps.ask.output.", 0, payload), "approved", "by")
 	has("catch on", complete(t, c, uri, "- on: [", 0, fixture), "http.status_4xx", "timeout", "signal.timeout")
 	has("expression start", complete(t, c, uri, "when: ", 0, fixture), "steps", "vars", "input", "now", "uuid", "duration", "len")
 
