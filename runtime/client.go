@@ -12,6 +12,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -44,7 +45,7 @@ type ClientOptions struct {
 	Name string
 	// Lease locates the writer lease, to say in ErrNoAnswer whether a
 	// live writer exists.
-	Lease WriterLeaseOptions
+	Lease lease.Options
 	// Clock times polling and timestamps commands (default the system
 	// clock).
 	Clock queue.Clock
@@ -381,7 +382,7 @@ func (c *Client) noAnswer(ctx context.Context, id string, kind CommandKind, wait
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	var writer string
-	switch info, live, err := LiveWriter(lctx, c.store, c.opts.Lease); {
+	switch info, live, err := lease.Live(lctx, c.store, c.opts.Lease); {
 	case err != nil:
 		writer = fmt.Sprintf("the writer lease could not be read (%v)", err)
 	case live:

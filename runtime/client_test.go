@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -234,7 +235,7 @@ func TestClientNoAnswer(t *testing.T) {
 		}
 
 		// A live lease without a drainer is named as such.
-		lease, err := AcquireWriterLease(ctx, store, WriterLeaseOptions{Owner: "w1", Host: "box", PID: 42})
+		held, err := lease.Acquire(ctx, store, lease.Options{Owner: "w1", Host: "box", PID: 42})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +245,7 @@ func TestClientNoAnswer(t *testing.T) {
 		if !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "writer w1 (pid 42 on box") || !strings.Contains(err.Error(), "did not answer") {
 			t.Fatalf("Cancel with a live but silent writer: %v", err)
 		}
-		if err := lease.Release(ctx); err != nil {
+		if err := held.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 

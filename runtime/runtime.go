@@ -72,6 +72,8 @@ type config struct {
 	maxAttempts     int
 	logger          *slog.Logger
 	entropy         io.Reader
+	gate            LeaseGate
+	gateMargin      time.Duration
 }
 
 // Option configures New.
@@ -171,6 +173,8 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 		return nil, errors.New("runtime: sweep and reconcile intervals must be positive, the shutdown timeout not negative")
 	case cfg.maxAttempts < 0:
 		return nil, fmt.Errorf("runtime: WithMaxAttempts(%d): want 0 (queue default) or more", cfg.maxAttempts)
+	case cfg.gateMargin < 0:
+		return nil, fmt.Errorf("runtime: WithLeaseGate margin %v: want 0 or more", cfg.gateMargin)
 	}
 	if err := objstore.ValidateKey(cfg.memoPrefix); err != nil {
 		return nil, fmt.Errorf("runtime: WithMemoPrefix: %w", err)
