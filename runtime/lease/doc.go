@@ -88,8 +88,8 @@
 // # Cost in object-store requests
 //
 //   - Acquire: one GET and one conditional PUT; while watching a holder
-//     that stopped renewing, one GET per PollEvery (TTL/15, so about 15
-//     per takeover).
+//     that stopped renewing, one GET per PollEvery (TTL/15, so 16 GETs
+//     for a takeover after a full TTL).
 //   - Renewal: one conditional PUT per RenewEvery; after a failure, one
 //     per RenewEvery/5 until one succeeds. A lost response costs one GET
 //     to read the object back.
@@ -99,10 +99,10 @@
 //
 // At the default TTL of 15 s (renewed every 5 s) an idle holder makes 12
 // PUTs a minute, 17,280 a day: about $0.086 a day (≈ $2.60 a month) on S3
-// at $0.005 per 1,000 PUTs. 15 s is the shortest TTL that keeps S3's
-// tail latency (single PUTs of a second or more) from suspending a
-// healthy holder: each renewal leaves 2·TTL/3 = 10 s of validity to ride
-// out a failed or slow attempt, with retries every second. In exchange a
+// at $0.005 per 1,000 PUTs. At 15 s each renewal leaves 2·TTL/3 = 10 s
+// of validity to ride out failed or slow attempts (an S3 PUT occasionally
+// takes a second or more), retried every second, before the step gate
+// (TTL/3) closes, so a healthy holder is not suspended. In exchange a
 // writer that stopped renewing is replaced after 15 s of watching (at once
 // when it is a dead process on the same machine), and one that lost the
 // store stops starting steps at most 15 s after its last good renewal. A

@@ -232,7 +232,8 @@ type Options struct {
 	// lease's state changes, with the renewal error that caused it.
 	OnState func(State, error)
 	// Owner, Host and PID describe this process in Info (defaults: a fresh
-	// ULID, and what System reports).
+	// ULID, and what System reports; a PID other than System's is recorded
+	// without a start time).
 	Owner string
 	Host  string
 	PID   int
@@ -302,8 +303,9 @@ func (o Options) self() Process {
 	if o.Host != "" {
 		p.Host = o.Host
 	}
-	if o.PID != 0 {
-		p.PID = o.PID
+	if o.PID != 0 && o.PID != p.PID {
+		// Another process's pid: its start time is not this one's.
+		p.PID, p.Start = o.PID, 0
 	}
 	return p
 }
