@@ -582,6 +582,7 @@ func TestRenewalFailuresThenLost(t *testing.T) {
 		timers(t, clock, 1)
 		clock.Advance(time.Second)
 	}
+	timers(t, clock, 1) // that attempt failed too, before B exists
 	// Another machine, which can reach the store, watched A for its TTL.
 	clockB := queue.NewMockClock(t0.Add(DefaultTTL + time.Second))
 	res := acquireAsync(base, opts("b", machine("h2", "boot-2", 1, 1), clockB))
