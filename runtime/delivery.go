@@ -58,6 +58,12 @@ func (rt *Runtime) handleStep(ctx context.Context, c *queue.Claim, release func(
 			rt.log.Debug("step claim lost before settlement; another delivery owns it", "job", c.Job.ID, "err", err)
 			return
 		}
+		var gate *gateError
+		if errors.As(err, &gate) {
+			// Not started; the claim expires or the next writer requeues it.
+			rt.log.Warn("step not started: the writer lease is not valid", "job", c.Job.ID, "err", err)
+			return
+		}
 		rt.log.Error("step processing failed; the job is retried", "job", c.Job.ID, "err", err)
 		if _, nerr := rt.q.Nack(context.WithoutCancel(ctx), c, err.Error(), nil); nerr != nil && !errors.Is(nerr, queue.ErrClaimLost) {
 			rt.log.Error("nack failed; the lease will expire", "job", c.Job.ID, "err", nerr)
@@ -132,6 +138,14 @@ func (d *delivery) process(ctx, sctx context.Context, release func()) error {
 		}
 	}
 	if !replayed {
+		// The runner starts only while the writer lease stays valid for
+		// the margin, and only if the claim survived the wait.
+		if err := rt.awaitLease(ctx); err != nil {
+			return err
+		}
+		if _, held := rt.q.LeaseExpiry(d.c); !held {
+			return fmt.Errorf("runtime: step %d of run %s: %w", d.n, d.runID, queue.ErrClaimLost)
+		}
 		eff = newEffects()
 		out, err = d.invoke(ctx, sig, eff)
 		// An external cancel overrides whatever the runner returned. Cancel

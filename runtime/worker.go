@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -49,6 +50,18 @@ func (rt *Runtime) Run(ctx context.Context) error {
 	loop(rt.cfg.queueName, rt.cfg.concurrency, rt.handleStep)
 	if _, noop := rt.cfg.hook.(NoopTerminalHook); !noop {
 		loop(rt.cfg.notifyQueue, rt.cfg.notifyConc, rt.handleNotification)
+	}
+	if g := rt.cfg.gate; g != nil {
+		// A lost lease stops everything at once, also while no claim waits.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-g.Lost():
+				errc <- rt.leaseLost(loopCtx)
+			case <-loopCtx.Done():
+			}
+		}()
 	}
 
 	// Once ctx is done, give running steps the shutdown timeout.
@@ -120,10 +133,11 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 func (w *Worker) Done() <-chan struct{} { return w.done }
 
 // fatalQueueError reports errors after which claiming cannot succeed: the
-// queue closed, or its kv was fenced or stopped after a WAL failure.
+// queue closed, its kv was fenced or stopped after a WAL failure, or the
+// writer lease was lost.
 func fatalQueueError(err error) bool {
 	return errors.Is(err, queue.ErrClosed) || errors.Is(err, kv.ErrFenced) || errors.Is(err, kv.ErrClosed) ||
-		errors.Is(err, kv.ErrStopped)
+		errors.Is(err, kv.ErrStopped) || errors.Is(err, lease.ErrLost)
 }
 
 // settleDepth bounds the steps in flight per worker slot, running or
@@ -195,6 +209,15 @@ func (rt *Runtime) claimLoop(ctx, hardCtx context.Context, queueName string, con
 	for {
 		if !acquire() {
 			return nil
+		}
+		// Claim nothing while the writer lease is not valid.
+		if err := rt.awaitLease(ctx); err != nil {
+			<-slots
+			<-inflight
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("runtime: claim from queue %s: %w", queueName, err)
 		}
 		c, err := rt.q.ClaimWait(ctx, queueName)
 		if err != nil || c == nil {
