@@ -60,11 +60,15 @@ const (
 	CodeInternal       = "internal"
 )
 
-// Diagnostic is one problem found in a workflow file.
+// Diagnostic is one problem found in a workflow file. Line and Col are
+// where it starts; EndLine and EndCol where the YAML token there ends
+// (exclusive). Lines count from 1, columns count Unicode code points from 1.
 type Diagnostic struct {
 	File     string   `json:"file"`
 	Line     int      `json:"line"`
 	Col      int      `json:"col"`
+	EndLine  int      `json:"end_line"`
+	EndCol   int      `json:"end_col"`
 	Severity Severity `json:"severity"`
 	Code     string   `json:"code"`
 	Message  string   `json:"message"`

@@ -22,6 +22,22 @@
 //     tree (FuzzRules); a panic would be a loader bug and is reported as
 //     an internal diagnostic rather than crashing the caller.
 //
+// Every diagnostic has a start and an exclusive end: the YAML token at its
+// position (a key, a scalar with its quotes, a flow collection). Lines
+// count from 1 and columns count Unicode code points from 1, as
+// go.yaml.in/yaml/v3 reports them. ParseOutline reads, from the YAML
+// alone, what editors navigate by: where each step is defined and every
+// place a step id or a secret is named (package dsl/lsp serves it).
+// ActionInfo, ErrorTypeDocs, ExprNames and ExprFunctions document the
+// built-in actions, error types and expression names for editors.
+//
+// The published schema (package schemas) also expresses rules for editors
+// that the rule checks report with more precise messages (step kinds and
+// their keys, the closed sets of actions and error types, when without
+// ${ }, wait_signal's timeout); the loader validates with the same
+// document less those rules (loaderRelaxed), so its diagnostics keep
+// their codes.
+//
 // A Workflow is immutable and safe for concurrent use. Its compiled
 // expressions and templates evaluate against an Env the caller fills; they
 // never read the clock or a random source except through Env.Now and

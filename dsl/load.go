@@ -91,6 +91,7 @@ func ParseWith(filename string, src []byte, opts Options) (*Workflow, Diagnostic
 	sink := &diagSink{file: filename}
 	w := parse(sink, src, opts, lim)
 	sink.diags.sort()
+	setEnds(src, sink.diags)
 	if sink.diags.HasErrors() {
 		return nil, sink.diags, &InvalidError{Diagnostics: sink.diags}
 	}

@@ -17,11 +17,11 @@ import (
 )
 
 func TestLoadRefund(t *testing.T) {
-	w, diags, err := Load("../workflows/refund.yaml")
+	w, diags, err := Load("../workflows/refund.tqw.yaml")
 	if err != nil || len(diags) != 0 {
 		t.Fatalf("%v\n%s", err, diags)
 	}
-	src, _ := os.ReadFile("../workflows/refund.yaml")
+	src, _ := os.ReadFile("../workflows/refund.tqw.yaml")
 	sum := sha256.Sum256(src)
 	if w.Hash != hex.EncodeToString(sum[:]) || !bytes.Equal(w.Source, src) {
 		t.Error("Hash or Source does not match the file")
@@ -90,7 +90,7 @@ func TestLoadRefund(t *testing.T) {
 }
 
 func TestForeachAndCall(t *testing.T) {
-	w, _, err := Load("../workflows/fanout.yaml")
+	w, _, err := Load("../workflows/fanout.tqw.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,11 +106,11 @@ func TestForeachAndCall(t *testing.T) {
 	if err != nil || with.(map[string]any)["url"] != "https://a" || with.(map[string]any)["headers"].(map[string]any)["X-Item"] != 1 {
 		t.Fatalf("with = %v, %v", with, err)
 	}
-	p, _, err := Load("../workflows/parent.yaml")
+	p, _, err := Load("../workflows/parent.tqw.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := p.Steps[0].Call; c == nil || c.Workflow != "./child.yaml" {
+	if c := p.Steps[0].Call; c == nil || c.Workflow != "./child.tqw.yaml" {
 		t.Fatalf("call = %+v", c)
 	}
 }
@@ -246,7 +246,7 @@ func TestAliasBound(t *testing.T) {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestGraph(t *testing.T) {
-	w, _, err := Load("../workflows/refund.yaml")
+	w, _, err := Load("../workflows/refund.tqw.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

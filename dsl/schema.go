@@ -20,8 +20,9 @@ import (
 	"github.com/tqw-dsl/tqw/schemas"
 )
 
-// compiledSchemas holds the embedded schema compiled two ways. full is the
-// published document. fast is the same document without the action
+// compiledSchemas holds the embedded schema compiled two ways. doc is the
+// published document; full is it compiled with the editor-only
+// constraints of loaderRelaxed taken out. fast is the same document without the action
 // discriminator (the allOf of if/then under step and foreach), whose
 // if-checks cost more than the rest of the validation together; the loader
 // validates with fast and then each with against its action's $defs entry
@@ -70,6 +71,12 @@ func compileSchemas() (*compiledSchemas, error) {
 	if err != nil {
 		return nil, err
 	}
+	compiledDoc, err := parse()
+	if err != nil {
+		return nil, err
+	}
+	relaxForLoader(compiledDoc)
+	relaxForLoader(fastDoc)
 	fastDoc["$id"] = fastSchemaID
 	defs, _ := fastDoc["$defs"].(map[string]any)
 	for _, name := range []string{"step", "foreach"} {
@@ -78,7 +85,7 @@ func compileSchemas() (*compiledSchemas, error) {
 		}
 	}
 	c := jsonschema.NewCompiler()
-	if err := c.AddResource(schemas.WorkflowID, doc); err != nil {
+	if err := c.AddResource(schemas.WorkflowID, compiledDoc); err != nil {
 		return nil, fmt.Errorf("dsl: embedded schema: %w", err)
 	}
 	if err := c.AddResource(fastSchemaID, fastDoc); err != nil {
@@ -97,6 +104,35 @@ func compileSchemas() (*compiledSchemas, error) {
 		}
 	}
 	return cs, nil
+}
+
+// loaderRelaxed lists the $defs whose editor-facing constraints the
+// loader leaves to its rule checks, which report the same problems with
+// their own codes, positions and hints (step.conflict,
+// step.key-not-allowed, step.empty, step.unknown-action,
+// foreach.wait-action, error.unknown-type, expr.compile for a when
+// written with ${ }), and which know the actions an embedding program
+// registers. Each replacement keeps the type the schema requires.
+var loaderRelaxed = map[string]any{
+	"stepKinds":         true,
+	"actionName":        map[string]any{"type": "string", "minLength": json.Number("1")},
+	"foreachActionName": map[string]any{"type": "string", "minLength": json.Number("1")},
+	"errorType":         map[string]any{"type": "string", "minLength": json.Number("1")},
+	"expression":        map[string]any{"type": "string", "minLength": json.Number("1")},
+}
+
+// relaxForLoader applies loaderRelaxed to a schema document, and drops
+// with.wait_signal's required timeout (step.wait-no-timeout says it).
+func relaxForLoader(doc map[string]any) {
+	defs, _ := doc["$defs"].(map[string]any)
+	for name, repl := range loaderRelaxed {
+		if _, ok := defs[name]; ok {
+			defs[name] = repl
+		}
+	}
+	if ws, ok := defs["with.wait_signal"].(map[string]any); ok {
+		delete(ws, "required")
+	}
 }
 
 // workflowSchema returns the published schema, compiled, and its document.

@@ -184,7 +184,8 @@ func TestSchemaHasActionDiscriminator(t *testing.T) {
 }
 
 // TestSchemaDocumentsEveryProperty checks that every property carries a
-// title, a description and examples, so editors can show hovers and
+// title, a description (plain and markdown) and examples (none on step
+// references), so editors can show hovers and
 // completions; properties that are a bare $ref inherit them.
 func TestSchemaDocumentsEveryProperty(t *testing.T) {
 	_, doc, err := workflowSchema()
@@ -202,7 +203,15 @@ func TestSchemaDocumentsEveryProperty(t *testing.T) {
 				if ref, ok := ps["$ref"].(string); ok && len(ps) == 1 {
 					target = schemaAt(doc, ref)
 				}
-				for _, k := range []string{"title", "description", "examples"} {
+				for _, k := range []string{"title", "description", "markdownDescription", "examples"} {
+					if k == "examples" && stepReference(name, ps) {
+						// A step id that looks real would be offered
+						// as a completion for every file.
+						if target[k] != nil || ps[k] != nil {
+							t.Errorf("%s.%s is a step reference with examples", path, name)
+						}
+						continue
+					}
 					if target[k] == nil {
 						t.Errorf("%s.%s has no %s", path, name, k)
 					}
@@ -221,6 +230,11 @@ func TestSchemaDocumentsEveryProperty(t *testing.T) {
 	if count < 60 {
 		t.Errorf("walked %d properties; the walk is broken", count)
 	}
+}
+
+// stepReference reports whether a schema property names another step.
+func stepReference(name string, s map[string]any) bool {
+	return name == "on_timeout" || s["$ref"] == "#/$defs/target"
 }
 
 // TestSchemaDurationPattern checks the schema's duration pattern against

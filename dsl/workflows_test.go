@@ -52,7 +52,7 @@ var yamlBlockRE = regexp.MustCompile("(?s)```yaml\n(.*?)```")
 
 // TestDocsExamples checks that every complete workflow in docs/DSL.md
 // (a yaml block starting with the schema line) is valid, and that the
-// first one is exactly workflows/refund.yaml.
+// first one is exactly workflows/refund.tqw.yaml.
 func TestDocsExamples(t *testing.T) {
 	doc, err := os.ReadFile("../docs/DSL.md")
 	if err != nil {
@@ -69,12 +69,12 @@ func TestDocsExamples(t *testing.T) {
 			t.Errorf("docs/DSL.md example %d: %v\n%s", n, err, diags)
 		}
 		if n == 1 {
-			refund, err := os.ReadFile("../workflows/refund.yaml")
+			refund, err := os.ReadFile("../workflows/refund.tqw.yaml")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if block != string(refund) {
-				t.Errorf("the first example in docs/DSL.md differs from workflows/refund.yaml")
+				t.Errorf("the first example in docs/DSL.md differs from workflows/refund.tqw.yaml")
 			}
 		}
 	}

@@ -23,13 +23,15 @@ type ClientOptions struct {
 	// through; Queue.Prefix must be the writer's.
 	Queue queue.Options
 	// InboxPrefix must match the writer's InboxOptions.Prefix (default
-	// "inbox").
+	// "inbox"); it must be disjoint from Queue.Prefix and the writer
+	// lease's key (ErrNamespaceOverlap).
 	InboxPrefix string
 	// PollMin and PollMax bound the wait between two reads of a
 	// command's answer (defaults 100 ms and 1 s; it doubles after every
 	// miss).
 	PollMin, PollMax time.Duration
-	// AnswerTimeout bounds the wait for an answer when ctx has no earlier
+	// AnswerTimeout bounds the wait for a command's outcome, the
+	// resolution of an uncertain answer included, when ctx has no earlier
 	// deadline (default 30 s).
 	AnswerTimeout time.Duration
 	// CommandTTL makes a writer that finds a command later than this
@@ -62,10 +64,33 @@ type ClientOptions struct {
 // Client never opens the store as a writer, so it never fences the worker.
 // It is safe for concurrent use.
 //
+// # Outcomes
+//
+// A command returns its result when the writer applied it; a *RemoteError
+// matching the writer's sentinel (ErrInputMismatch, ErrInvalidRunID, ...,
+// Code "input_mismatch", ...) when the writer rejected it, nothing
+// applied; a *RemoteError with Code "internal" when the writer gave up on
+// store errors before the command had started, nothing applied; and an
+// error wrapping ErrNoAnswer when no answer came before the deadline (the
+// command stays in the inbox and is applied when a writer drains it).
+//
+// A writer that gave up on store errors after the command may have taken
+// effect answers "uncertain", which the Client never returns: the writer
+// keeps the command and applies it again under the same command id, as
+// the continuation of its first attempt (through the command's
+// applied-marker), until an attempt succeeds and replaces the answer with
+// the true outcome, which the Client waits for. The command takes effect
+// at most once in all: Signal never delivers twice, Cancel never cancels
+// a newer run under the same id, Submit starts at most one run (it is
+// idempotent on run id and input anyway). If the true outcome does not
+// come before the deadline, the error wraps both ErrOutcomeUncertain and
+// ErrNoAnswer; the writer goes on resolving the command.
+//
 // Cost per command: one create-only PUT, one GET per poll of the answer
 // (PollMin doubling to PollMax, so about three plus one per PollMax of
-// waiting) and one DELETE of the answer once read; the writer's side is
-// described at InboxOptions. Status and ListRuns cost a Reader Refresh
+// waiting) and one DELETE of the answer once read; an uncertain answer
+// only prolongs the polling. The writer's side is described at
+// InboxOptions. Status and ListRuns cost a Reader Refresh
 // (one GET of the kv manifest plus one GET per WAL object written since
 // the last Refresh) and no request for the reads themselves.
 type Client struct {
@@ -98,6 +123,19 @@ func NewClient(store objstore.Store, opts ClientOptions) (*Client, error) {
 	}
 	if err := objstore.ValidateKey(opts.InboxPrefix); err != nil {
 		return nil, fmt.Errorf("runtime: client inbox prefix: %w", err)
+	}
+	queuePrefix, leaseKey := opts.Queue.Prefix, opts.Lease.Key
+	if queuePrefix == "" {
+		queuePrefix = defaultQueuePrefix
+	}
+	if leaseKey == "" {
+		leaseKey = DefaultWriterLeaseKey
+	}
+	spaces := append(inboxNamespaces(opts.InboxPrefix, "ClientOptions.InboxPrefix"),
+		Namespace{Owner: "the queue's kv store, ClientOptions.Queue.Prefix", Prefix: queuePrefix},
+		Namespace{Owner: "the writer lease object, ClientOptions.Lease.Key", Key: leaseKey})
+	if err := CheckNamespaces(spaces...); err != nil {
+		return nil, err
 	}
 	if opts.PollMin == 0 {
 		opts.PollMin = 100 * time.Millisecond
@@ -282,8 +320,8 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// do sends cmd and waits for its answer; a rejection becomes an error
-// matching the writer's sentinel.
+// do sends cmd and waits for its outcome; a rejection becomes an error
+// matching the writer's sentinel (see Client, Outcomes).
 func (c *Client) do(ctx context.Context, cmd *inboxCommand) (*inboxAnswer, error) {
 	c.readMu.Lock()
 	closed := c.closed
@@ -330,8 +368,9 @@ func (c *Client) send(ctx context.Context, cmd *inboxCommand) (string, error) {
 	}
 }
 
-// await polls for the answer to command id until it arrives or the
-// deadline passes, then deletes it.
+// await polls for the answer to command id until a final one arrives or
+// the deadline passes, then deletes it. An uncertain answer is left for
+// the writer to replace; the polls that follow come every PollMax.
 func (c *Client) await(ctx context.Context, id string, kind CommandKind) (*inboxAnswer, error) {
 	start := c.opts.Clock.Now()
 	wctx := ctx
@@ -351,16 +390,29 @@ func (c *Client) await(ctx context.Context, id string, kind CommandKind) (*inbox
 	}
 	key := c.ansPrefix + id
 	delay := c.opts.PollMin
+	var uncertain *inboxAnswer
 	for {
 		if !sleepClock(wctx, c.opts.Clock, delay) {
-			return nil, c.noAnswer(ctx, id, kind, c.opts.Clock.Now().Sub(start))
+			return nil, c.noAnswer(ctx, id, kind, c.opts.Clock.Now().Sub(start), uncertain)
 		}
 		b, _, err := c.store.Get(wctx, key)
 		switch {
 		case err == nil:
 			ans, err := decodeAnswer(b)
+			if err == nil && ans.ID != id {
+				err = fmt.Errorf("%w: it answers command %q", ErrCorruptRecord, ans.ID)
+			}
 			if err != nil {
+				// Not an answer to this command: leave it.
 				return nil, fmt.Errorf("runtime: client: answer %s: %w", key, err)
+			}
+			if ans.Code == codeUncertain {
+				if uncertain == nil {
+					c.log.Info("the writer could not tell whether the command was applied; waiting while it retries",
+						"command", id, "kind", kind, "writer", ans.Writer, "err", ans.Error)
+				}
+				uncertain, delay = ans, c.opts.PollMax
+				continue
 			}
 			if err := c.store.Delete(ctx, key); err != nil {
 				c.log.Debug("deleting a read answer failed; the writer sweeps it", "key", key, "err", err)
@@ -368,7 +420,7 @@ func (c *Client) await(ctx context.Context, id string, kind CommandKind) (*inbox
 			return ans, nil
 		case errors.Is(err, objstore.ErrNotExist):
 		case wctx.Err() != nil:
-			return nil, c.noAnswer(ctx, id, kind, c.opts.Clock.Now().Sub(start))
+			return nil, c.noAnswer(ctx, id, kind, c.opts.Clock.Now().Sub(start), uncertain)
 		default:
 			c.log.Warn("reading a command's answer failed; retrying", "key", key, "err", err)
 		}
@@ -376,14 +428,18 @@ func (c *Client) await(ctx context.Context, id string, kind CommandKind) (*inbox
 	}
 }
 
-// noAnswer builds the ErrNoAnswer error, saying whether a writer is live.
-func (c *Client) noAnswer(ctx context.Context, id string, kind CommandKind, waited time.Duration) error {
+// noAnswer builds the ErrNoAnswer error, saying whether a writer is live
+// and, after an uncertain answer, that the outcome is unknown.
+func (c *Client) noAnswer(ctx context.Context, id string, kind CommandKind, waited time.Duration, uncertain *inboxAnswer) error {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	info, live, lerr := LiveWriter(lctx, c.store, c.opts.Lease)
 	var writer string
-	switch info, live, err := LiveWriter(lctx, c.store, c.opts.Lease); {
-	case err != nil:
-		writer = fmt.Sprintf("the writer lease could not be read (%v)", err)
+	switch {
+	case lerr != nil:
+		writer = fmt.Sprintf("the writer lease could not be read (%v)", lerr)
+	case live && uncertain != nil:
+		writer = fmt.Sprintf("%s is live and retrying it", info)
 	case live:
 		writer = fmt.Sprintf("%s is live but did not answer: is it draining the inbox (Runtime.ServeInbox, `tqw-dsl worker`)?", info)
 	default:
@@ -392,6 +448,10 @@ func (c *Client) noAnswer(ctx context.Context, id string, kind CommandKind, wait
 	cause := ctx.Err()
 	if cause == nil {
 		cause = context.DeadlineExceeded
+	}
+	if uncertain != nil {
+		return fmt.Errorf("%w: %s command %s: %s; no final answer within %v: %s; the command stays at %s%s and is retried until it resolves, taking effect at most once (%w; %w)",
+			ErrOutcomeUncertain, kind, id, uncertain.Error, waited.Round(time.Millisecond), writer, c.cmdPrefix, id, ErrNoAnswer, cause)
 	}
 	return fmt.Errorf("%w to %s command %s after %v: %s; the command stays at %s%s and is applied when a writer drains the inbox (%w)",
 		ErrNoAnswer, kind, id, waited.Round(time.Millisecond), writer, c.cmdPrefix, id, cause)
@@ -404,7 +464,9 @@ type RemoteError struct {
 	CommandID string
 	Kind      CommandKind
 	// Code is the stable name of the rejection ("input_mismatch", ...;
-	// "internal" for a store error the writer gave up retrying).
+	// "internal" for store errors the writer gave up retrying before the
+	// command had started; see InboxOptions, Outcomes). Never
+	// "uncertain": the Client waits for the writer to resolve those.
 	Code    string
 	Message string
 }

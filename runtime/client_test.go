@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +15,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -338,6 +341,28 @@ func TestNewClientValidation(t *testing.T) {
 	}
 }
 
+// TestNewClientRefusesOverlappingPrefixes checks that a client whose
+// inbox would write commands into the queue's kv store or onto the
+// writer lease is refused before it writes anything.
+func TestNewClientRefusesOverlappingPrefixes(t *testing.T) {
+	for _, opts := range []ClientOptions{
+		{InboxPrefix: "queue"},
+		{InboxPrefix: "queue/inbox"},
+		{InboxPrefix: "db", Queue: queue.Options{Prefix: "db"}},
+		{InboxPrefix: "q", Queue: queue.Options{Prefix: "q-answers"}},
+		{InboxPrefix: "writer-lease"},
+		{InboxPrefix: "lease", Lease: WriterLeaseOptions{Key: "lease-answers/x"}},
+	} {
+		if _, err := NewClient(mem.New(), opts); !errors.Is(err, ErrNamespaceOverlap) {
+			t.Errorf("NewClient(inbox %q, queue %q, lease %q) = %v; want ErrNamespaceOverlap",
+				opts.InboxPrefix, opts.Queue.Prefix, opts.Lease.Key, err)
+		}
+	}
+	if _, err := NewClient(mem.New(), ClientOptions{InboxPrefix: "db-inbox", Queue: queue.Options{Prefix: "db"}}); err != nil {
+		t.Errorf("NewClient with disjoint prefixes: %v", err)
+	}
+}
+
 // ExampleClient sends a signal to a store another process works: the
 // writer drains its inbox, the client waits for the answer.
 func ExampleClient() {
@@ -378,4 +403,249 @@ func ExampleClient() {
 		panic(err)
 	}
 	// Output: buffered
+}
+
+// faultyWriter is a writer whose store requests go through a fault
+// injector: a kv whose requests time out after 100 ms (then retry) and an
+// inbox server that gives up on the first failed attempt, after 50 ms.
+type faultyWriter struct {
+	q      *queue.Queue
+	rt     *Runtime
+	faults *faults.Store
+	logs   *logRecorder
+}
+
+var faultyInbox = InboxOptions{MaxAttempts: 1, ApplyTimeout: 50 * time.Millisecond, Writer: "faulty"}
+
+func openFaultyWriter(t *testing.T, base objstore.Store, runner StepRunner) *faultyWriter {
+	t.Helper()
+	fs := faults.New(base, 7)
+	q, err := queue.Open(context.Background(), fs, queue.Options{Logger: ibxLogger(), SweepInterval: -1,
+		DefaultConfig: queue.QueueConfig{LeaseDuration: time.Hour},
+		KV:            kv.Options{RequestTimeout: 100 * time.Millisecond, CloseTimeout: 5 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runner == nil {
+		runner = StepRunnerFunc(func(context.Context, *Step) (StepOutcome, error) { return Succeed(nil), nil })
+	}
+	logs := &logRecorder{}
+	rt, err := New(q, fs, runner, WithLogger(slog.New(logs)), WithShutdownTimeout(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &faultyWriter{q: q, rt: rt, faults: fs, logs: logs}
+}
+
+// TestClientResolvesUncertain stages commands whose last attempt fails
+// after they may have taken effect (a WAL PUT that hangs past the apply
+// timeout, before or after the command's first commit, or an answer whose
+// PUT response is lost) while a client waits: the writer answers
+// uncertain, not a rejection; the client asks again under the same
+// command id; once the store heals the client gets the true outcome and
+// the command took effect exactly once.
+func TestClientResolvesUncertain(t *testing.T) {
+	walHang := faults.Rule{Ops: faults.OpPut, KeyPrefix: "queue/wal/", Hang: true, Rate: 1}
+	cases := []struct {
+		name string
+		rule faults.Rule
+		// uncertain: the writer must have answered uncertain at least once.
+		uncertain bool
+		// strayAnswer: an answer the client never reads may be left for
+		// the sweep (the writer answered again after a lost response).
+		strayAnswer bool
+		setup       func(t *testing.T, w *faultyWriter)
+		do          func(ctx context.Context, c *Client) (any, error)
+		want        any
+		check       func(t *testing.T, w *faultyWriter)
+	}{
+		{
+			name: "submit, commit of unknown durability", rule: walHang, uncertain: true,
+			do: func(ctx context.Context, c *Client) (any, error) {
+				out, err := c.Submit(ctx, RunSpec{RunID: "r1", Input: []byte("in")})
+				return out.NewlySubmitted, err
+			},
+			want: true,
+			check: func(t *testing.T, w *faultyWriter) {
+				if st, err := w.rt.Status(context.Background(), "r1"); err != nil || st.State.Terminal() && st.State != StateSucceeded {
+					t.Fatalf("run r1 after the resolved submission: %+v, %v", st, err)
+				}
+			},
+		},
+		{
+			name: "signal to a waiter, commit of unknown durability", rule: walHang, uncertain: true,
+			setup: func(t *testing.T, w *faultyWriter) {
+				ibxWaiter(t, &ibxWriter{t: t, q: w.q, rt: w.rt}, "j1")
+			},
+			do: func(ctx context.Context, c *Client) (any, error) {
+				return c.Signal(ctx, crashKey, []byte("yes"))
+			},
+			want: Delivered,
+			check: func(t *testing.T, w *faultyWriter) {
+				ctx := context.Background()
+				j, err := w.q.GetJob(ctx, "j1")
+				if err != nil || j.WokenAt.IsZero() || string(j.WakePayload) != "yes" {
+					t.Fatalf("waiter after the resolved signal: %+v, %v", j, err)
+				}
+				if b, _ := kvGet(ctx, w.q, sigBufKey(crashKey)); b != nil {
+					t.Fatalf("the signal was delivered and buffered: %q", b)
+				}
+			},
+		},
+		{
+			name: "cancel, error after its request was recorded", uncertain: true,
+			// The first WAL PUT (marker and cancel request) lands; the
+			// second (the cancellation) hangs once, past the apply timeout.
+			rule: faults.Rule{Ops: faults.OpPut, KeyPrefix: "queue/wal/", Hang: true, Nth: 2},
+			setup: func(t *testing.T, w *faultyWriter) {
+				if _, err := w.rt.Submit(context.Background(), RunSpec{RunID: "r1", Input: []byte("wait")}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			do: func(ctx context.Context, c *Client) (any, error) {
+				return c.Cancel(ctx, "r1")
+			},
+			want: true,
+			check: func(t *testing.T, w *faultyWriter) {
+				if st, err := w.rt.Status(context.Background(), "r1"); err != nil || st.State != StateCancelled {
+					t.Fatalf("run r1 after the resolved cancel: %+v, %v", st, err)
+				}
+			},
+		},
+		{
+			name: "signal buffered, answer's response lost", strayAnswer: true,
+			rule: faults.Rule{Ops: faults.OpPut, KeyPrefix: "inbox-answers/", Nth: 1, LoseResponse: true},
+			do: func(ctx context.Context, c *Client) (any, error) {
+				return c.Signal(ctx, crashKey, []byte("once"))
+			},
+			want: Buffered,
+			check: func(t *testing.T, w *faultyWriter) {
+				if b, _ := kvGet(context.Background(), w.q, sigBufKey(crashKey)); !bytes.Equal(b, encodeSignal([]byte("once"))) {
+					t.Fatalf("buffer %q after the signal", b)
+				}
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, stop := context.WithCancel(context.Background())
+				base := mem.New()
+				w := openFaultyWriter(t, base, nil)
+				if tc.setup != nil {
+					tc.setup(t, w)
+				}
+				served := make(chan error, 1)
+				go func() { served <- w.rt.ServeInbox(ctx, faultyInbox) }()
+				t.Cleanup(func() {
+					stop()
+					w.faults.Clear()
+					_ = w.q.Close()
+				})
+				c, err := NewClient(base, ClientOptions{Logger: ibxLogger(), AnswerTimeout: time.Minute})
+				if err != nil {
+					t.Fatal(err)
+				}
+				type result struct {
+					v   any
+					err error
+				}
+				done := make(chan result, 1)
+				w.faults.Set(tc.rule)
+				go func() {
+					v, err := tc.do(ctx, c)
+					done <- result{v, err}
+				}()
+				// Let the writer give up and the client ask again, for a
+				// few rounds while the fault lasts, then heal the store.
+				time.Sleep(3 * time.Second)
+				w.faults.Clear()
+				res := <-done
+				if res.err != nil || res.v != tc.want {
+					t.Fatalf("outcome %v, %v; want %v", res.v, res.err, tc.want)
+				}
+				if n := w.logs.count("answered uncertain"); tc.uncertain && n == 0 {
+					t.Fatal("the writer never answered uncertain: the test staged nothing")
+				}
+				if n := w.logs.count("internal"); n != 0 {
+					t.Fatalf("%d log lines mention an internal answer", n)
+				}
+				synctest.Wait()
+				tc.check(t, w)
+				if keys := ibxKeys(t, base, "inbox/"); len(keys) != 0 {
+					t.Fatalf("commands left: %v", keys)
+				}
+				if keys := ibxKeys(t, base, "inbox-answers/"); len(keys) > 1 || len(keys) == 1 && !tc.strayAnswer {
+					t.Fatalf("answers left: %v", keys)
+				}
+				if m, _ := w.q.KVScan(context.Background(), kvInbox, "", 0); len(m) != 0 {
+					t.Fatalf("markers left: %v", m)
+				}
+				stop()
+				if err := <-served; err != nil {
+					t.Fatalf("ServeInbox: %v", err)
+				}
+				if err := w.q.Close(); err != nil {
+					t.Fatal(err)
+				}
+				// What the client was told survived: a new writer sees it.
+				next := ibxOpen(t, base, nil, nil)
+				defer next.q.Close()
+				tc.check(t, &faultyWriter{q: next.q, rt: next.rt})
+			})
+		})
+	}
+}
+
+// TestClientUncertainUnresolved keeps the store failing past the client's
+// deadline: the error says the outcome is unknown and the command waits;
+// once the store heals a writer applies it exactly once.
+func TestClientUncertainUnresolved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, stop := context.WithCancel(context.Background())
+		base := mem.New()
+		w := openFaultyWriter(t, base, nil)
+		w.faults.Set(faults.Rule{Ops: faults.OpPut, KeyPrefix: "queue/wal/", Hang: true, Rate: 1})
+		served := make(chan error, 1)
+		go func() { served <- w.rt.ServeInbox(ctx, faultyInbox) }()
+		t.Cleanup(func() {
+			stop()
+			w.faults.Clear()
+			_ = w.q.Close()
+		})
+		c, err := NewClient(base, ClientOptions{Logger: ibxLogger(), AnswerTimeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Signal(ctx, "k", []byte("once"))
+		if !errors.Is(err, ErrOutcomeUncertain) || !errors.Is(err, ErrNoAnswer) {
+			t.Fatalf("Signal while the store fails: %v; want ErrOutcomeUncertain and ErrNoAnswer", err)
+		}
+		var remote *RemoteError
+		if errors.As(err, &remote) {
+			t.Fatalf("an uncertain outcome was reported as a rejection: %v", err)
+		}
+		for _, want := range []string{"may have been applied", "at most once", "stays at inbox/", "no live writer"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+		w.faults.Clear()
+		// The command waits, answered or not; the writer settles it.
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if b, _ := kvGet(ctx, w.q, sigBufKey("k")); !bytes.Equal(b, encodeSignal([]byte("once"))) {
+			t.Fatalf("buffer %q once the store healed; want the signal, once", b)
+		}
+		if keys := ibxKeys(t, base, "inbox/"); len(keys) != 0 {
+			t.Fatalf("inbox objects left once the store healed: %v", keys)
+		}
+		stop()
+		if err := <-served; err != nil {
+			t.Fatalf("ServeInbox: %v", err)
+		}
+		if err := w.q.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

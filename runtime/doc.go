@@ -55,6 +55,35 @@
 //   - Status and ListRuns read durable records only, so a process with a
 //     queue.Reader on the store follows runs (Inspector).
 //
+// # Inbox
+//
+// Processes that do not own the store control runs through a Client:
+// Submit, Signal, ClearSignal and Cancel become command objects in the
+// store's inbox, which the writer drains (ServeInbox, DrainInbox),
+// applying each exactly once, also across its own crashes, and answering
+// it. An answer is written only once every effect it reports is durable.
+// Each command ends with one outcome: its result; a rejection naming a
+// sentinel error (Client returns a *RemoteError matching it), nothing
+// applied; "internal", the writer gave up on store errors before the
+// command had started, nothing applied; or "uncertain", it gave up after
+// the command may have taken effect. An uncertain command stays in the
+// inbox and is retried at every pass as the continuation of its first
+// attempt (an applied-marker per command id), so it takes effect at most
+// once, and the attempt that succeeds replaces the answer with the true
+// outcome, which the Client waits for (ErrOutcomeUncertain if it does
+// not come in time). A store error that stops the kv is never answered;
+// the next writer applies the command.
+//
+// The writer never deletes or overwrites an object it cannot prove is the
+// inbox's: a command carries "tqw":"inbox-command" and its own name as
+// id, an answer "tqw":"inbox-answer". Any other object under the inbox's
+// prefixes is left in place and reported (a warning naming it, once per
+// object and hour). Every component of a store keeps its objects under
+// its own prefix (docs/STORE-LAYOUT.md lists them); New checks the
+// runtime's (queue, memo, writer lease, WithStoreNamespaces) and
+// ServeInbox, DrainInbox and NewClient the inbox's against them, refusing
+// an overlap with ErrNamespaceOverlap naming both (CheckNamespaces).
+//
 // # Cost in object-store requests
 //
 // All run state lives in the queue's caller-KV namespace under "workflow/"
@@ -78,6 +107,8 @@
 //     commit.
 //   - Status, ListRuns: no request on the writer (memory reads); on a Reader
 //     the cost of its Refresh.
+//   - An inbox command: see InboxOptions (about four requests on the writer
+//     plus the command's commits, three on the Client) and Client.
 //   - The retention sweep: per expired run one LIST plus one DELETE per memo
 //     or replay object; result records and markers are KV deletes.
 //   - NoopTerminalHook: nothing; another hook: one notification job per

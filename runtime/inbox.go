@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -20,21 +21,33 @@ import (
 //
 //	inbox/<id>          a command (JSON), written create-only by a Client;
 //	                    <id> is a ULID, so a LIST returns commands oldest first
-//	inbox-answers/<id>  its answer (JSON), written by the writer, read and
-//	                    deleted by the Client; the writer sweeps abandoned
-//	                    ones after InboxOptions.AnswerTTL
+//	inbox-answers/<id>  its answer (JSON), written create-only by the
+//	                    writer, read and deleted by the Client; the writer
+//	                    sweeps abandoned ones after InboxOptions.AnswerTTL
 //
 // and, in the caller KV, workflow/inbox/<id>: the command's applied-marker
 // while it is in flight.
+//
+// Recognition: the writer touches only what it can prove is the inbox's.
+// A command is an object whose name is a command id and whose JSON
+// carries "tqw":"inbox-command" and, as "id", its own name; an answer
+// likewise carries "tqw":"inbox-answer" and its name. Anything else under
+// the prefixes (a user's object, another component's) is left as it is
+// and reported in a warning, once per object and hour; a command that is
+// the inbox's but cannot be applied (unknown kind or format) is answered
+// invalid_command. The namespaces of the inbox, the runtime and the
+// components declared with WithStoreNamespaces are checked disjoint
+// (CheckNamespaces) when the inbox is built.
 //
 // Invariants (each command is applied exactly once, even if the writer
 // crashes anywhere while draining it):
 //
 //  1. The answer is the commit point: a command is answered only after its
-//     effects are durable, and a command that has an answer is never applied
-//     again (the writer HEADs the answer before anything else). The command
-//     object is deleted only after its answer exists, the marker only after
-//     the command object is gone.
+//     effects are durable (the writer waits for every commit it made or
+//     saw, kv Sync, before the answer's PUT), and a command that has an
+//     answer is never applied again (the writer reads the answer before
+//     anything else). The command object is deleted only after its answer
+//     exists, the marker only after the command object is gone.
 //  2. A command whose first attempt wrote nothing and was not answered may
 //     be applied again: nothing observed the first attempt.
 //  3. Signal is not idempotent, so its marker commits atomically with the
@@ -56,6 +69,14 @@ import (
 //     incarnation it was meant for. With WithResultRetention(0) a run that
 //     was submitted by the first attempt and terminated before the redrain
 //     leaves no trace, and the redrain submits it again.
+//  6. An uncertain answer (the last attempt failed after the command may
+//     have taken effect) keeps the command object and its marker, and the
+//     writer applies the command again at every pass: each attempt is a
+//     continuation of the first through the marker (3, 5), so the command
+//     takes effect at most once. The attempt that succeeds replaces the
+//     uncertain answer (If-Match on its ETag) with the true outcome; the
+//     Client waits for that one and never deletes an uncertain answer, so
+//     it cannot delete an answer it has not read.
 
 // DefaultInboxPrefix is the default object-key prefix of commands.
 const DefaultInboxPrefix = "inbox"
@@ -67,6 +88,32 @@ func inboxMarkerKey(id string) string { return kvInbox + id }
 
 // inboxFormat is the version of command and answer objects.
 const inboxFormat = 1
+
+// The "tqw" field of command and answer objects: what proves an object
+// under the inbox's prefixes is the inbox's own.
+const (
+	commandMagic = "inbox-command"
+	answerMagic  = "inbox-answer"
+)
+
+// Outcome codes of answers that are not a sentinel error's (answerCodes).
+const (
+	// codeInternal: the writer gave up on store errors before the command
+	// had started (no marker of it exists); nothing was applied.
+	codeInternal = "internal"
+	// codeUncertain: the writer gave up on store errors after the command
+	// may have taken effect; it keeps retrying it (invariant 6).
+	codeUncertain = "uncertain"
+)
+
+// foreignReportEvery is how often an object under the inbox's prefixes
+// that is not the inbox's is reported again while it stays.
+const foreignReportEvery = time.Hour
+
+// maxForeignTracked bounds the foreign objects a writer remembers (not to
+// read them again at every pass, and to report each once per
+// foreignReportEvery); beyond it they are read at every pass.
+const maxForeignTracked = 10000
 
 // maxCommandSize bounds a command object the writer reads: a run input and
 // KV writes of at most queue.MaxKVValueSize each, in base64.
@@ -87,7 +134,16 @@ var (
 	// ErrCommandExpired reports a command the writer found after its
 	// expiry (ClientOptions.CommandTTL); it was not applied.
 	ErrCommandExpired = errors.New("runtime: inbox command expired before a writer applied it")
+	// ErrOutcomeUncertain reports a command the writer could not finish
+	// after it may have taken effect, and did not resolve before the
+	// client's deadline. The command stays in the inbox; the writer
+	// applies it at most once in all, when the store lets it.
+	ErrOutcomeUncertain = errors.New("runtime: the writer could not tell whether the command was applied")
 )
+
+// errForeign marks an object under the inbox's prefixes that is not the
+// inbox's (see Recognition above).
+var errForeign = errors.New("not an inbox object")
 
 // CommandKind names what an inbox command asks for.
 type CommandKind string
@@ -102,9 +158,11 @@ const (
 
 // inboxCommand is the JSON of a command object.
 type inboxCommand struct {
-	V    int         `json:"v"`
-	ID   string      `json:"id"`
-	Kind CommandKind `json:"kind"`
+	// Magic is commandMagic; MarshalJSON sets it.
+	Magic string      `json:"tqw"`
+	V     int         `json:"v"`
+	ID    string      `json:"id"`
+	Kind  CommandKind `json:"kind"`
 	// Submit, Cancel.
 	RunID    string            `json:"run_id,omitempty"`
 	Input    []byte            `json:"input,omitempty"`
@@ -119,8 +177,18 @@ type inboxCommand struct {
 	Expires time.Time `json:"expires,omitzero"`
 }
 
+// MarshalJSON stamps the magic, so no command leaves without it.
+func (c inboxCommand) MarshalJSON() ([]byte, error) {
+	type plain inboxCommand
+	p := plain(c)
+	p.Magic = commandMagic
+	return json.Marshal(p)
+}
+
 // inboxAnswer is the JSON of an answer object.
 type inboxAnswer struct {
+	// Magic is answerMagic; MarshalJSON sets it.
+	Magic          string      `json:"tqw"`
 	V              int         `json:"v"`
 	ID             string      `json:"id"`
 	Kind           CommandKind `json:"kind"`
@@ -135,6 +203,14 @@ type inboxAnswer struct {
 	Error     string    `json:"error,omitempty"`
 	Writer    string    `json:"writer,omitempty"`
 	AppliedAt time.Time `json:"applied_at"`
+}
+
+// MarshalJSON stamps the magic, so no answer leaves without it.
+func (a inboxAnswer) MarshalJSON() ([]byte, error) {
+	type plain inboxAnswer
+	p := plain(a)
+	p.Magic = answerMagic
+	return json.Marshal(p)
 }
 
 // inboxMarker is the applied-marker of a command in flight (MessagePack).
@@ -202,29 +278,52 @@ func encodeCommand(c *inboxCommand) ([]byte, error) {
 
 // decodeCommand decodes and checks a command object.
 func decodeCommand(b []byte) (*inboxCommand, error) {
+	c, err := parseCommand(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// parseCommand decodes an object that should be a command. An error
+// wrapping errForeign (and ErrInvalidCommand) means it is not one: not
+// JSON, or without the magic.
+func parseCommand(b []byte) (*inboxCommand, error) {
 	if len(b) > maxCommandSize {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidCommand, len(b), maxCommandSize)
+		return nil, fmt.Errorf("%w: %w: %d bytes, the limit is %d", ErrInvalidCommand, errForeign, len(b), maxCommandSize)
 	}
 	var c inboxCommand
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidCommand, err)
+		return nil, fmt.Errorf("%w: %w: %w", ErrInvalidCommand, errForeign, err)
 	}
+	if c.Magic != commandMagic {
+		return nil, fmt.Errorf("%w: %w: no \"tqw\":%q field", ErrInvalidCommand, errForeign, commandMagic)
+	}
+	return &c, nil
+}
+
+// validate checks a parsed command: an error means the command is the
+// inbox's but cannot be applied.
+func (c *inboxCommand) validate() error {
 	if c.V != inboxFormat {
-		return nil, fmt.Errorf("%w: format version %d, this writer reads %d", ErrInvalidCommand, c.V, inboxFormat)
+		return fmt.Errorf("%w: format version %d, this writer reads %d", ErrInvalidCommand, c.V, inboxFormat)
 	}
 	if err := validCommandID(c.ID); err != nil {
-		return nil, err
+		return err
 	}
 	switch c.Kind {
 	case CommandSubmit, CommandCancel:
 		if c.RunID == "" {
-			return nil, fmt.Errorf("%w: %s command %s without a run id", ErrInvalidCommand, c.Kind, c.ID)
+			return fmt.Errorf("%w: %s command %s without a run id", ErrInvalidCommand, c.Kind, c.ID)
 		}
 	case CommandSignal, CommandClearSignal:
 	default:
-		return nil, fmt.Errorf("%w: unknown kind %q in command %s", ErrInvalidCommand, c.Kind, c.ID)
+		return fmt.Errorf("%w: unknown kind %q in command %s", ErrInvalidCommand, c.Kind, c.ID)
 	}
-	return &c, nil
+	return nil
 }
 
 // decodeAnswer decodes and checks an answer object.
@@ -232,6 +331,9 @@ func decodeAnswer(b []byte) (*inboxAnswer, error) {
 	var a inboxAnswer
 	if err := json.Unmarshal(b, &a); err != nil {
 		return nil, fmt.Errorf("%w: answer: %w", ErrCorruptRecord, err)
+	}
+	if a.Magic != answerMagic {
+		return nil, fmt.Errorf("%w: answer without the \"tqw\":%q field", ErrCorruptRecord, answerMagic)
 	}
 	if a.V != inboxFormat || a.ID == "" {
 		return nil, fmt.Errorf("%w: answer of format %d for command %q", ErrCorruptRecord, a.V, a.ID)
@@ -264,6 +366,24 @@ func validCommandID(id string) error {
 // InboxOptions configure ServeInbox and DrainInbox (writer side) and must
 // agree with the ClientOptions.InboxPrefix of the clients.
 //
+// # Outcomes
+//
+// Every command is answered with exactly one of: its result (applied);
+// a rejection naming a sentinel error ("input_mismatch", "run_not_found",
+// "reserved", "invalid_run_id", "invalid_signal_key", "value_too_large",
+// "invalid_key", "invalid_command", "command_expired"), nothing applied;
+// "internal", the writer gave up after MaxAttempts store errors before
+// the command had started (no marker of it exists), nothing applied; or
+// "uncertain", the writer gave up after the command may have taken effect
+// (a commit whose durability is unknown, kv.ErrCommitUncertain, or an
+// error after the command's first write). An uncertain command stays in
+// the inbox with its marker and is applied again at every pass, each time
+// as the continuation of its first attempt, so it takes effect at most
+// once; the attempt that succeeds replaces the uncertain answer with the
+// true outcome (the Client waits for it). A store error that stops the kv
+// (fenced, stopped, closed) is never answered: the next writer applies
+// the command.
+//
 // # Cost in object-store requests
 //
 // Polling is one LIST of <prefix>/ per interval, whether or not commands
@@ -276,18 +396,24 @@ func validCommandID(id string) error {
 // MinInterval bounds the answer latency under load, MaxInterval when idle
 // (a command sent to an idle writer waits up to MaxInterval).
 //
-// Per command the writer adds one HEAD (is it answered already?), one GET,
-// one PUT (the answer) and one DELETE, plus the command's own commits: a
-// Submit one durable commit, a Signal one to buffer and one to wake a
-// waiter, a Cancel what Runtime.Cancel costs, a ClearSignal one. The
+// Per command the writer adds one GET of the answer (is it answered
+// already?), one GET of the command, one PUT (the answer) and one DELETE,
+// plus the command's own commits: a Submit one durable commit, a Signal
+// one to buffer and one to wake a waiter, a Cancel what Runtime.Cancel
+// costs, a ClearSignal one. A command answered uncertain costs that again
+// at every pass until an attempt succeeds. An object under <prefix>/
+// that is not a command costs one GET of the answer key and one of the
+// object the first time a writer process lists it, then nothing (up to
+// 10,000 of them; a name that is not a command id costs nothing). The
 // answer sweep is one LIST of <prefix>-answers/ per SweepEvery (144 a day
-// at the default 10 min) plus one DELETE per expired answer (clients
-// delete the answers they read, so only abandoned ones are swept) and one
-// HEAD per leftover marker (a crash between a command's deletion and its
-// marker's).
+// at the default 10 min) plus one GET (to prove it is an answer) and one
+// DELETE per expired answer (clients delete the answers they read, so
+// only abandoned ones are swept) and one HEAD per leftover marker (a
+// crash between a command's deletion and its marker's).
 type InboxOptions struct {
 	// Prefix is the object-key prefix of commands (default "inbox");
-	// answers live under Prefix + "-answers/".
+	// answers live under Prefix + "-answers/". Both must be disjoint from
+	// the runtime's other namespaces (Runtime.StoreNamespaces).
 	Prefix string
 	// MinInterval and MaxInterval bound the polling interval (defaults
 	// 200 ms and 5 s).
@@ -302,8 +428,14 @@ type InboxOptions struct {
 	// full page is followed by the next at once.
 	PageSize int
 	// MaxAttempts is how many passes a command that fails with a store
-	// error is retried before it is answered with that error (default 5).
+	// error is retried before it is answered internal or uncertain
+	// (default 5).
 	MaxAttempts int
+	// ApplyTimeout bounds one attempt at one command, its commits
+	// becoming durable included (default 30 s): a store that cannot take
+	// a commit for that long fails the attempt instead of holding up the
+	// inbox.
+	ApplyTimeout time.Duration
 	// Writer identifies this writer in answers (e.g. the writer lease's
 	// owner).
 	Writer string
@@ -336,9 +468,12 @@ func (o InboxOptions) withDefaults(rt *Runtime) (InboxOptions, error) {
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = 5
 	}
-	if o.MinInterval < 0 || o.MaxInterval < o.MinInterval || o.AnswerTTL < 0 || o.SweepEvery < 0 {
-		return o, fmt.Errorf("runtime: inbox intervals min %v max %v, answer TTL %v, sweep every %v: want 0 < min <= max and positive durations",
-			o.MinInterval, o.MaxInterval, o.AnswerTTL, o.SweepEvery)
+	if o.ApplyTimeout == 0 {
+		o.ApplyTimeout = 30 * time.Second
+	}
+	if o.MinInterval < 0 || o.MaxInterval < o.MinInterval || o.AnswerTTL < 0 || o.SweepEvery < 0 || o.ApplyTimeout < 0 {
+		return o, fmt.Errorf("runtime: inbox intervals min %v max %v, answer TTL %v, sweep every %v, apply timeout %v: want 0 < min <= max and positive durations",
+			o.MinInterval, o.MaxInterval, o.AnswerTTL, o.SweepEvery, o.ApplyTimeout)
 	}
 	if o.Clock == nil {
 		o.Clock = rt.clock
@@ -358,6 +493,20 @@ type inbox struct {
 	// lastTry is set while a command has its last attempt before a store
 	// error is answered.
 	lastTry bool
+	// foreign remembers objects found not to be the inbox's, by key;
+	// gen tells those seen in the current listing from the rest.
+	foreign       map[string]foreignObject
+	gen           uint64
+	overflowNoted time.Time
+}
+
+// foreignObject is an object under the inbox's prefixes that is not the
+// inbox's: it is not read again while its ETag stays, and reported again
+// only after foreignReportEvery.
+type foreignObject struct {
+	etag, why string
+	reported  time.Time
+	gen       uint64
 }
 
 func (rt *Runtime) newInbox(opts InboxOptions) (*inbox, error) {
@@ -365,15 +514,21 @@ func (rt *Runtime) newInbox(opts InboxOptions) (*inbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckNamespaces(append(rt.StoreNamespaces(), inboxNamespaces(opts.Prefix, "InboxOptions.Prefix")...)...); err != nil {
+		return nil, err
+	}
 	return &inbox{rt: rt, opts: opts, cmdPrefix: opts.Prefix + "/", ansPrefix: opts.Prefix + "-answers/",
-		failures: map[string]int{}}, nil
+		failures: map[string]int{}, foreign: map[string]foreignObject{}}, nil
 }
 
 // ServeInbox drains the inbox until ctx is done, applying each command
-// exactly once and answering it (see InboxOptions for the polling and its
-// cost). Run it on the writer alongside Run. It returns nil when ctx ends,
-// or the error that makes writing impossible (the queue closed or fenced);
-// other store errors are logged and retried at the next pass.
+// exactly once and answering it (see InboxOptions for the outcomes, the
+// polling and its cost). Run it on the writer alongside Run. It returns
+// nil when ctx ends, or the error that makes writing impossible (the
+// queue closed or fenced); other store errors are logged and retried at
+// the next pass. It refuses an inbox whose prefixes overlap another
+// namespace of the store (ErrNamespaceOverlap) and leaves every object
+// under them that is not the inbox's as it is.
 func (rt *Runtime) ServeInbox(ctx context.Context, opts InboxOptions) error {
 	ib, err := rt.newInbox(opts)
 	if err != nil {
@@ -383,8 +538,9 @@ func (rt *Runtime) ServeInbox(ctx context.Context, opts InboxOptions) error {
 }
 
 // DrainInbox runs one pass over the inbox: every command waiting is
-// applied and answered. It returns how many commands it handled. It does
-// not sweep answers.
+// applied and answered. It returns how many commands it handled (objects
+// that are not commands, and retries of commands answered uncertain that
+// failed again, are not counted). It does not sweep answers.
 func (rt *Runtime) DrainInbox(ctx context.Context, opts InboxOptions) (int, error) {
 	ib, err := rt.newInbox(opts)
 	if err != nil {
@@ -431,6 +587,7 @@ func (ib *inbox) serve(ctx context.Context) error {
 // first such error is returned after the others were handled.
 func (ib *inbox) drain(ctx context.Context) (int, error) {
 	n, after := 0, ""
+	ib.gen++
 	var first error
 	for {
 		page, err := ib.rt.store.List(ctx, ib.cmdPrefix, after, ib.opts.PageSize)
@@ -439,7 +596,8 @@ func (ib *inbox) drain(ctx context.Context) (int, error) {
 		}
 		for _, o := range page {
 			after = o.Key
-			if err := ib.handle(ctx, o.Key); err != nil {
+			counted, err := ib.handle(ctx, o)
+			if err != nil {
 				if fatalQueueError(err) || ctx.Err() != nil {
 					return n, err
 				}
@@ -448,56 +606,194 @@ func (ib *inbox) drain(ctx context.Context) (int, error) {
 					first = err
 				}
 			}
-			n++
+			if counted {
+				n++
+			}
 		}
 		if len(page) < ib.opts.PageSize {
+			ib.forgetForeign(ib.cmdPrefix)
 			return n, first
 		}
 	}
 }
 
-// handle applies and answers the command at key (invariant 1).
-func (ib *inbox) handle(ctx context.Context, key string) error {
+// handle applies and answers the command at o (invariant 1). It reports
+// whether o was a command that needed work, for the polling interval.
+func (ib *inbox) handle(ctx context.Context, o objstore.ObjectInfo) (bool, error) {
 	store := ib.rt.store
-	id := strings.TrimPrefix(key, ib.cmdPrefix)
+	id := strings.TrimPrefix(o.Key, ib.cmdPrefix)
 	if err := validCommandID(id); err != nil {
-		// Not a command a Client wrote (a nested key): nothing can be
-		// answered; remove it so it is not listed forever.
-		ib.rt.log.Warn("removing a foreign object from the inbox", "key", key, "err", err)
-		return store.Delete(ctx, key)
+		ib.reportForeign(o, "its name is not a command id")
+		return false, nil
+	}
+	if o.Size > maxCommandSize {
+		ib.reportForeign(o, fmt.Sprintf("%d bytes, more than any command", o.Size))
+		return false, nil
+	}
+	if ib.knownForeign(o) {
+		return false, nil
 	}
 	ansKey := ib.ansPrefix + id
-	if _, err := store.Head(ctx, ansKey); err == nil {
-		return ib.finish(ctx, key, id)
-	} else if !errors.Is(err, objstore.ErrNotExist) {
-		return fmt.Errorf("runtime: inbox: check the answer %s: %w", ansKey, err)
+	prev, prevInfo, err := ib.readAnswer(ctx, ansKey, id)
+	switch {
+	case errors.Is(err, errForeign):
+		// Neither can be proved the inbox's while a foreign object holds
+		// the answer's name: leave both.
+		ib.reportForeign(o, "its answer's name is taken by an object that is not an answer ("+err.Error()+")")
+		return false, nil
+	case err != nil:
+		return false, err
+	case prev != nil && prev.Code != codeUncertain:
+		return true, ib.finish(ctx, o.Key, id)
 	}
-	b, _, err := store.Get(ctx, key)
+	// Not answered, or answered uncertain: (re)apply (invariant 6).
+	b, _, err := store.Get(ctx, o.Key)
 	if errors.Is(err, objstore.ErrNotExist) {
-		return nil // withdrawn meanwhile
+		return true, nil // withdrawn meanwhile
 	}
 	if err != nil {
-		return fmt.Errorf("runtime: inbox: read %s: %w", key, err)
+		return false, fmt.Errorf("runtime: inbox: read %s: %w", o.Key, err)
+	}
+	cmd, err := parseCommand(b)
+	if err == nil && cmd.ID != id {
+		err = fmt.Errorf("%w: it holds command %q", errForeign, cmd.ID)
+	}
+	if err != nil {
+		ib.reportForeign(o, err.Error())
+		return false, nil
 	}
 	ib.lastTry = ib.failures[id]+1 >= ib.opts.MaxAttempts
-	ans, err := ib.apply(ctx, id, b)
+	actx, cancel := context.WithTimeout(ctx, ib.opts.ApplyTimeout)
+	ans, err := ib.apply(actx, cmd)
+	if err == nil {
+		// The answer reports what is durable only: this attempt's commits
+		// and those of an earlier one it found visible but not durable.
+		if serr := ib.rt.q.DB().Sync(actx); serr != nil {
+			err = fmt.Errorf("runtime: inbox: make the effects of command %s durable: %w", id, serr)
+		}
+	}
+	cancel()
 	if err != nil {
 		ib.failures[id]++
-		if !ib.lastTry || fatalQueueError(err) || ctx.Err() != nil {
-			return err
+		if prev != nil {
+			// Answered uncertain already: retried at every pass until
+			// it resolves, without holding the polling interval down.
+			return false, err
 		}
-		ans = reject(&inboxAnswer{Kind: ans.Kind}, err)
+		if !ib.lastTry || fatalQueueError(err) || ctx.Err() != nil {
+			return true, err
+		}
+		if ans, err = ib.giveUp(ctx, cmd, err); err != nil {
+			return true, err
+		}
 	}
 	delete(ib.failures, id)
-	ans.V, ans.ID, ans.Writer, ans.AppliedAt = inboxFormat, id, ib.opts.Writer, ib.opts.Clock.Now()
+	ans.V, ans.ID, ans.Kind, ans.Writer, ans.AppliedAt = inboxFormat, id, cmd.Kind, ib.opts.Writer, ib.opts.Clock.Now()
 	ab, err := json.Marshal(ans)
 	if err != nil {
-		return fmt.Errorf("runtime: inbox: encode the answer to %s: %w", id, err)
+		return true, fmt.Errorf("runtime: inbox: encode the answer to %s: %w", id, err)
 	}
-	if _, err := store.Put(ctx, ansKey, ab, objstore.PutOptions{}); err != nil {
-		return fmt.Errorf("runtime: inbox: write the answer %s: %w", ansKey, err)
+	// Create-only, or replacing exactly the uncertain answer read: an
+	// object already there is an earlier answer whose PUT response was
+	// lost, or not the inbox's; the next pass reads it.
+	put := objstore.CreateOnly()
+	if prev != nil {
+		put = objstore.IfMatch(prevInfo.ETag)
 	}
-	return ib.finish(ctx, key, id)
+	if _, err := store.Put(ctx, ansKey, ab, put); err != nil {
+		return true, fmt.Errorf("runtime: inbox: write the answer %s: %w", ansKey, err)
+	}
+	if ans.Code == codeUncertain {
+		ib.rt.log.Warn("inbox command may have been applied; answered uncertain, kept and retried at every pass until it resolves",
+			"key", o.Key, "kind", cmd.Kind, "err", ans.Error)
+		return true, nil
+	}
+	return true, ib.finish(ctx, o.Key, id)
+}
+
+// readAnswer returns the answer at key, nil when there is none, or an
+// error wrapping errForeign when the object there is not an answer to id.
+func (ib *inbox) readAnswer(ctx context.Context, key, id string) (*inboxAnswer, objstore.ObjectInfo, error) {
+	b, info, err := ib.rt.store.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil, info, nil
+	}
+	if err != nil {
+		return nil, info, fmt.Errorf("runtime: inbox: check the answer %s: %w", key, err)
+	}
+	a, err := decodeAnswer(b)
+	if err == nil && a.ID != id {
+		err = fmt.Errorf("it answers command %q", a.ID)
+	}
+	if err != nil {
+		return nil, info, fmt.Errorf("%w: %s: %w", errForeign, key, err)
+	}
+	return a, info, nil
+}
+
+// giveUp answers a command whose last attempt failed with a store error:
+// uncertain when the command may have taken effect (a commit of unknown
+// durability, or its marker exists: its writes had begun), internal when
+// it had not started.
+func (ib *inbox) giveUp(ctx context.Context, cmd *inboxCommand, cause error) (*inboxAnswer, error) {
+	began := errors.Is(cause, kv.ErrCommitUncertain)
+	if !began {
+		m, err := ib.marker(ctx, cmd.ID)
+		if err != nil && !errors.Is(err, ErrCorruptRecord) {
+			return nil, err
+		}
+		// An undecodable marker is no sign of this command: it is
+		// reported as the internal error it caused.
+		began = m != nil
+	}
+	if !began {
+		return reject(&inboxAnswer{}, cause), nil
+	}
+	return &inboxAnswer{Code: codeUncertain, Error: fmt.Sprintf("attempt %d of %d failed after the command may have been applied: %v", ib.opts.MaxAttempts, ib.opts.MaxAttempts, cause)}, nil
+}
+
+// knownForeign reports whether o was found not to be the inbox's and has
+// not changed since, reporting it again when it is time.
+func (ib *inbox) knownForeign(o objstore.ObjectInfo) bool {
+	f, ok := ib.foreign[o.Key]
+	if !ok || f.etag != o.ETag {
+		return false
+	}
+	ib.reportForeign(o, f.why)
+	return true
+}
+
+// reportForeign warns about an object under the inbox's prefixes that is
+// not the inbox's, at most once per foreignReportEvery, and remembers it.
+func (ib *inbox) reportForeign(o objstore.ObjectInfo, why string) {
+	now := ib.opts.Clock.Now()
+	f, seen := ib.foreign[o.Key]
+	if seen && f.etag == o.ETag && now.Sub(f.reported) < foreignReportEvery {
+		f.gen = ib.gen
+		ib.foreign[o.Key] = f
+		return
+	}
+	if !seen && len(ib.foreign) >= maxForeignTracked {
+		if now.Sub(ib.overflowNoted) >= foreignReportEvery {
+			ib.overflowNoted = now
+			ib.rt.log.Warn("more objects that are not inbox commands or answers than the writer tracks; they are left in place and read again at every pass",
+				"tracked", len(ib.foreign), "key", o.Key, "why", why)
+		}
+		return
+	}
+	ib.rt.log.Warn("leaving an object in place: not an inbox command or answer, so this writer neither applies nor deletes it",
+		"key", o.Key, "size", o.Size, "why", why)
+	ib.foreign[o.Key] = foreignObject{etag: o.ETag, why: why, reported: now, gen: ib.gen}
+}
+
+// forgetForeign drops the remembered objects under prefix that the
+// listing just completed did not show.
+func (ib *inbox) forgetForeign(prefix string) {
+	for k, f := range ib.foreign {
+		if f.gen != ib.gen && strings.HasPrefix(k, prefix) {
+			delete(ib.foreign, k)
+		}
+	}
 }
 
 // finish removes an answered command, then its marker.
@@ -511,16 +807,13 @@ func (ib *inbox) finish(ctx context.Context, key, id string) error {
 	return nil
 }
 
-// apply decodes and applies one command. A returned error is a store
+// apply checks and applies one command. A returned error is a store
 // error (retry); a rejection is an answer with Code set.
-func (ib *inbox) apply(ctx context.Context, id string, b []byte) (*inboxAnswer, error) {
-	cmd, err := decodeCommand(b)
-	if err == nil && cmd.ID != id {
-		err = fmt.Errorf("%w: object %s holds command %s", ErrInvalidCommand, id, cmd.ID)
-	}
-	if err != nil {
+func (ib *inbox) apply(ctx context.Context, cmd *inboxCommand) (*inboxAnswer, error) {
+	if err := cmd.validate(); err != nil {
 		return reject(&inboxAnswer{}, err), nil
 	}
+	id := cmd.ID
 	ans := &inboxAnswer{Kind: cmd.Kind}
 	m, err := ib.marker(ctx, id)
 	if err != nil {
@@ -548,7 +841,7 @@ func (ib *inbox) apply(ctx context.Context, id string, b []byte) (*inboxAnswer, 
 func reject(ans *inboxAnswer, err error) *inboxAnswer {
 	ans.Code, ans.Error = codeOf(err), err.Error()
 	if ans.Code == "" {
-		ans.Code = "internal"
+		ans.Code = codeInternal
 	}
 	return ans
 }
@@ -705,8 +998,9 @@ func (ib *inbox) signal(ctx context.Context, cmd *inboxCommand, m *inboxMarker, 
 		return nil
 	}
 	out, err := ib.deliver(ctx, cmd, m)
-	if err != nil && !ib.lastTry {
-		// Retry the wake at the next pass.
+	if err != nil && (!ib.lastTry || errors.Is(err, kv.ErrCommitUncertain)) {
+		// Retry the wake at the next pass; a wake that may have been
+		// applied is never reported as buffered.
 		return err
 	}
 	if err != nil {
@@ -807,10 +1101,12 @@ func (ib *inbox) clearSignal(ctx context.Context, cmd *inboxCommand, m *inboxMar
 }
 
 // sweep deletes answers older than AnswerTTL and markers whose command is
-// gone (left by a crash between the two deletions of finish).
+// gone (left by a crash between the two deletions of finish). An object
+// under the answers' prefix that is not an answer is left in place.
 func (ib *inbox) sweep(ctx context.Context) error {
 	store := ib.rt.store
 	cutoff := ib.opts.Clock.Now().Add(-ib.opts.AnswerTTL)
+	ib.gen++
 	after := ""
 	for {
 		page, err := store.List(ctx, ib.ansPrefix, after, 1000)
@@ -819,13 +1115,29 @@ func (ib *inbox) sweep(ctx context.Context) error {
 		}
 		for _, o := range page {
 			after = o.Key
-			if o.ModTime.Before(cutoff) {
-				if err := store.Delete(ctx, o.Key); err != nil {
-					return fmt.Errorf("runtime: inbox sweep: delete %s: %w", o.Key, err)
-				}
+			if !o.ModTime.Before(cutoff) {
+				continue
+			}
+			id := strings.TrimPrefix(o.Key, ib.ansPrefix)
+			if err := validCommandID(id); err != nil {
+				ib.reportForeign(o, "its name is not a command id")
+				continue
+			}
+			if ib.knownForeign(o) {
+				continue
+			}
+			if _, _, err := ib.readAnswer(ctx, o.Key, id); errors.Is(err, errForeign) {
+				ib.reportForeign(o, err.Error())
+				continue
+			} else if err != nil {
+				return fmt.Errorf("runtime: inbox sweep: %w", err)
+			}
+			if err := store.Delete(ctx, o.Key); err != nil {
+				return fmt.Errorf("runtime: inbox sweep: delete %s: %w", o.Key, err)
 			}
 		}
 		if len(page) < 1000 {
+			ib.forgetForeign(ib.ansPrefix)
 			break
 		}
 	}

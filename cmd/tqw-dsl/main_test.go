@@ -110,11 +110,11 @@ func TestSchemaCommand(t *testing.T) {
 }
 
 func TestGraphCommand(t *testing.T) {
-	code, out, _ := runCLI(t, "graph", "../../workflows/refund.yaml")
+	code, out, _ := runCLI(t, "graph", "../../workflows/refund.tqw.yaml")
 	if code != exitOK || !strings.HasPrefix(out, "flowchart TD\n") || !strings.Contains(out, `s_decide -->|"vars.amount > 100"| s_ask`) {
 		t.Fatalf("mermaid: exit %d\n%s", code, out)
 	}
-	code, out, _ = runCLI(t, "graph", "--format", "dot", "../../workflows/retry.yaml")
+	code, out, _ = runCLI(t, "graph", "--format", "dot", "../../workflows/retry.tqw.yaml")
 	if code != exitOK || !strings.HasPrefix(out, `digraph "retry" {`) || !strings.Contains(out, `"call" -> "already_done" [label="catch http.status_4xx if error.status == 409", style=dashed]`) {
 		t.Fatalf("dot: exit %d\n%s", code, out)
 	}

@@ -1,8 +1,14 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -11,66 +17,169 @@ import (
 
 func init() { commands = append(commands, newValidateCmd) }
 
-// fileReport is one file's result in --format json.
-type fileReport struct {
-	File        string          `json:"file"`
-	Valid       bool            `json:"valid"`
-	Hash        string          `json:"hash,omitempty"`
-	Diagnostics dsl.Diagnostics `json:"diagnostics"`
+// validateFormats are the output formats of validate, each written by
+// the function of the same name in validate_report.go.
+var validateFormats = []string{"text", "json", "github", "sarif", "rdjson"}
+
+// checkedFile is one file validate loaded: its name as reported, its
+// bytes (for column conversions) and what the loader said.
+type checkedFile struct {
+	name  string
+	src   []byte
+	w     *dsl.Workflow
+	diags dsl.Diagnostics
 }
 
 func newValidateCmd() *cobra.Command {
-	var format string
+	var format, stdinName string
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "validate FILE...",
+		Use:   "validate FILE|DIR|-...",
 		Short: "Check workflow files and print every diagnostic",
 		Long: `validate loads each file, checks it against the schema and the language's
 rules, and prints every problem as file:line:col: error|warning: message [code],
-with a hint line where one helps. Exit code 0 means every file is valid
-(warnings allowed), 1 that one is not, 2 a usage error.`,
+with a hint line where one helps. A directory stands for every *.yaml and
+*.yml file under it (hidden directories and node_modules skipped); - reads
+one workflow from standard input, named --stdin-filename in diagnostics.
+
+--format json prints a report shaped as schemas/validate-report.schema.json
+(--json is the same); github prints GitHub Actions workflow commands
+(annotations); sarif prints SARIF 2.1.0; rdjson prints reviewdog's
+Diagnostic Format. Columns count Unicode code points from 1, except in
+rdjson, whose columns count UTF-8 bytes as its format requires.
+
+Exit code 0 means every file is valid (warnings allowed), 1 that one is not,
+2 a usage error.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "text" && format != "json" {
-				return failf(exitUsage, "--format %q: want text or json", format)
+			if asJSON {
+				if cmd.Flags().Changed("format") && format != "json" {
+					return failf(exitUsage, "--json and --format %s: choose one", format)
+				}
+				format = "json"
 			}
-			out := cmd.OutOrStdout()
-			var reports []fileReport
+			if !slices.Contains(validateFormats, format) {
+				return failf(exitUsage, "--format %q: want one of %s", format, strings.Join(validateFormats, ", "))
+			}
+			paths, err := expandValidateArgs(args)
+			if err != nil {
+				return err
+			}
+			var files []checkedFile
 			invalid := 0
-			for _, path := range args {
-				w, diags, err := dsl.Load(path)
-				if err != nil && diags == nil {
-					diags = dsl.Diagnostics{{File: path, Line: 1, Col: 1, Severity: dsl.SeverityError, Code: dsl.CodeFileRead, Message: err.Error()}}
-				}
-				r := fileReport{File: path, Valid: w != nil, Diagnostics: diags}
-				if r.Diagnostics == nil {
-					r.Diagnostics = dsl.Diagnostics{}
-				}
-				if w != nil {
-					r.Hash = w.Hash
-				} else {
+			for _, p := range paths {
+				f := checkFile(p, cmd.InOrStdin(), stdinName)
+				if f.w == nil {
 					invalid++
 				}
-				reports = append(reports, r)
-				if format == "text" {
-					fmt.Fprint(out, diags.String())
-					if w != nil {
-						fmt.Fprintf(out, "%s: valid (%s, %s)\n", path, plural(len(w.Steps), "step"), plural(len(diags), "warning"))
-					}
-				}
+				files = append(files, f)
 			}
-			if format == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(map[string]any{"valid": invalid == 0, "files": reports}); err != nil {
-					return err
-				}
+			out := cmd.OutOrStdout()
+			switch format {
+			case "text":
+				err = writeText(out, files)
+			case "json":
+				err = writeJSON(out, files)
+			case "github":
+				err = writeGitHub(out, files)
+			case "sarif":
+				err = writeSARIF(out, files)
+			case "rdjson":
+				err = writeRDJSON(out, files)
+			}
+			if err != nil {
+				return err
 			}
 			if invalid > 0 {
-				return failf(exitInvalid, "%d of %d files invalid", invalid, len(args))
+				return failf(exitInvalid, "%d of %d files invalid", invalid, len(files))
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	cmd.Flags().StringVar(&format, "format", "text", "output format: "+strings.Join(validateFormats, ", "))
+	cmd.Flags().BoolVar(&asJSON, "json", false, "the same as --format json")
+	cmd.Flags().StringVar(&stdinName, "stdin-filename", "<stdin>", "the file name diagnostics give a workflow read from - (standard input)")
 	return cmd
+}
+
+// expandValidateArgs turns the arguments into the list of files to check:
+// files and - as given, directories as the workflow files under them.
+func expandValidateArgs(args []string) ([]string, error) {
+	var out []string
+	stdin := false
+	for _, a := range args {
+		if a == "-" {
+			if stdin {
+				return nil, failf(exitUsage, "- (standard input) given twice")
+			}
+			stdin = true
+			out = append(out, a)
+			continue
+		}
+		st, err := os.Stat(a)
+		if err != nil || !st.IsDir() {
+			out = append(out, a) // a missing file is reported as file.read
+			continue
+		}
+		n := len(out)
+		err = filepath.WalkDir(a, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if p != a && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if ext := filepath.Ext(p); ext == ".yaml" || ext == ".yml" {
+				out = append(out, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, failf(exitUsage, "reading directory %s: %v", a, err)
+		}
+		if len(out) == n {
+			return nil, failf(exitUsage, "directory %s holds no *.yaml or *.yml file", a)
+		}
+	}
+	return out, nil
+}
+
+// checkFile loads one workflow: path "-" reads stdin and names the
+// result stdinName. A file that cannot be read gets a file.read diagnostic.
+func checkFile(path string, stdin io.Reader, stdinName string) checkedFile {
+	name := path
+	var r io.Reader
+	if path == "-" {
+		name, r = stdinName, stdin
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return readFailure(name, err)
+		}
+		defer f.Close()
+		r = f
+	}
+	// One byte past the bound, so the loader reports file.too-large.
+	src, err := io.ReadAll(io.LimitReader(r, int64(dsl.DefaultLimits.MaxFileBytes)+1))
+	if err != nil {
+		return readFailure(name, err)
+	}
+	w, diags, err := dsl.Parse(name, src)
+	if err != nil && !errors.Is(err, dsl.ErrInvalid) {
+		return readFailure(name, err)
+	}
+	if diags == nil {
+		diags = dsl.Diagnostics{}
+	}
+	return checkedFile{name: name, src: src, w: w, diags: diags}
+}
+
+func readFailure(name string, err error) checkedFile {
+	return checkedFile{name: name, diags: dsl.Diagnostics{{
+		File: name, Line: 1, Col: 1, EndLine: 1, EndCol: 1, Severity: dsl.SeverityError, Code: dsl.CodeFileRead,
+		Message: fmt.Sprintf("cannot read the file: %v", err), Hint: "check the path and its permissions",
+	}}}
 }

@@ -135,18 +135,12 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 	if err != nil {
 		return nil, err
 	}
-	tree, err := o.loadCheckpoint(ctx, m)
+	var dirty [][]byte
+	r, err := o.openState(ctx, m, func(k []byte) { dirty = append(dirty, k) })
 	if err != nil {
 		return nil, err
 	}
-	var dirty [][]byte
-	r := &replayer{o: o, tree: tree, next: m.firstLiveWAL, touched: func(k []byte) { dirty = append(dirty, k) }}
-	if err := r.replayAll(ctx); err != nil {
-		return nil, err
-	}
-	if r.maxEpoch > m.epoch {
-		return nil, fmt.Errorf("%w: WAL holds epoch %d, newer than ours (%d)", ErrFenced, r.maxEpoch, m.epoch)
-	}
+	tree := r.tree
 	if err := writeFence(ctx, o, opts, r, m.epoch); err != nil {
 		return nil, err
 	}
@@ -189,6 +183,12 @@ func bumpEpoch(ctx context.Context, o *objects, opts Options) (*manifest, string
 		var nm manifest
 		var popts objstore.PutOptions
 		if m == nil {
+			if created, err := o.refuseManifestless(ctx); err != nil || created {
+				if err != nil {
+					return nil, "", err
+				}
+				continue // another opener created it meanwhile
+			}
 			nm = manifest{epoch: 1, firstLiveWAL: 1}
 			popts = objstore.CreateOnly()
 		} else {

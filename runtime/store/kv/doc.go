@@ -22,8 +22,11 @@
 //     exactly that WAL object. WAL order equals commit order, so after any crash the store
 //     reopens at a prefix of the commit history that holds every commit
 //     acknowledged durable.
-//   - A corrupt or undecodable object stops Open with ErrCorrupt naming it;
-//     nothing is ever skipped silently.
+//   - A missing, corrupt, undecodable or misplaced object stops Open and
+//     OpenReader with ErrCorrupt naming it (and, in the WAL, the last good
+//     object); nothing is ever skipped silently, and a refused Open writes
+//     nothing but its epoch bump. See "Damage" for exactly what is
+//     detected and what cannot be.
 //   - Transient store errors (a stopped server, a network partition, 5xx)
 //     are retried with backoff, as long as the store stays away: commits
 //     wait, in order, and none is lost or applied twice; Health reports
@@ -46,13 +49,18 @@
 //	wal/<seq, 20 digits>   one group of commits each, written create-only
 //	chunk/<epoch>-<ckpt>-<n>  sorted key/value runs of a checkpoint
 //	large/<epoch>-<n>      one value over Options.LargeValueThreshold each
+//	discarded/<epoch>/     copies TruncateAt keeps of what it discarded; never read
 //
 // # Costs in object-store requests
 //
 //   - Open: 1 GET + 1 conditional PUT of the manifest, 1 GET per chunk
 //     (parallel), 1 LIST per 1000 WAL objects and 1 GET per WAL object since
 //     the checkpoint (parallel), 1 create-only PUT for the fence, and, in
-//     the background, 3 LISTs to collect objects of crashed writers.
+//     the background, 3 LISTs to collect objects of crashed writers. A gap
+//     costs 1 more GET (to confirm it) and 1 GET of the manifest.
+//   - Reader Refresh: 2 GETs of the manifest, 1 LIST per 1000 new WAL
+//     objects and 1 GET per new WAL object; a new checkpoint adds 1 GET per
+//     chunk.
 //   - Commit: no request of its own; all commits that arrive while a WAL PUT
 //     is in flight share the next one (group commit, one PUT in flight). At
 //     low load a durable commit costs one PUT round trip: an idle writer
@@ -105,7 +113,81 @@
 // WAL batch, and the manifest switches only after that batch is durable.
 // Obsolete WAL and chunk objects are deleted after the switch, never
 // before. A Reader that loses the race with a deletion sees a missing
-// object, stops at a consistent prefix and catches up on the next Refresh.
+// object, reads the manifest again and starts over from the new
+// checkpoint (after 10 such races in one Refresh it keeps the consistent
+// prefix it has and catches up on the next Refresh).
+//
+// # Damage
+//
+// The log is the checkpoint plus every WAL object from the manifest's
+// first live sequence F on, with no sequence missing. What Open and
+// OpenReader detect, each as ErrCorrupt naming the object:
+//
+//   - A gap: a WAL sequence at or above F missing while a later one
+//     exists, or an object listed and then gone when read. For the writer,
+//     after its epoch bump, nobody deletes such an object (an older
+//     writer's checkpoint fails its If-Match and deletes nothing, leftover
+//     collection only deletes below the F it opened with, fences are never
+//     deleted), so any gap is damage, unless the manifest shows a newer
+//     epoch by then (a newer writer's checkpoint deleted what this opener
+//     was reading): ErrFenced. A Reader can race the writer's checkpoint,
+//     which deletes WAL below its new F after switching the manifest; it
+//     reads the manifest again and starts over from the new checkpoint if
+//     F moved past the gap, and reports ErrCorrupt if it did not. A
+//     listing may miss an object created while it ran, never one that was
+//     there throughout, so a sequence is called missing only after a GET
+//     of it says so. A refused writer never writes a fence into a gap.
+//   - A truncated, overwritten or bit-flipped object: checksums (WAL
+//     header, every record, whole chunk, whole manifest) and strict
+//     decoding.
+//   - A renamed, copied or reordered WAL object: its header names its
+//     sequence.
+//   - Epoch order: an object of an older epoch after a newer one, or WAL of
+//     an epoch newer than the manifest's (a manifest restored from an
+//     older copy).
+//   - A checkpoint chunk the manifest lists missing, or whose entry count
+//     or first key disagrees with it, or chunks whose keys overlap.
+//   - A missing manifest while WAL or chunk objects exist: Open refuses to
+//     start a fresh store over them (1 LIST per folder, only when the
+//     manifest is missing).
+//
+// What cannot be detected: deleting the newest WAL objects, the tail of
+// the log, looks exactly like those commits never having been written,
+// because nothing else in the store records how far the log went. Every
+// durable record of the end is the WAL itself; keeping one elsewhere
+// would cost a second write per commit (or per group commit), doubling
+// the only request a commit makes, so kv does not. Tail loss shows only
+// as commits missing that were acknowledged; bucket versioning (deletes
+// keep the old version) is the defense. Likewise a large value deleted
+// under a live key is found only when read (or by Check), and objects
+// below F are not verified (only fences and leftovers live there).
+//
+// # Checking and repair
+//
+// Check verifies a store read-only and reports every problem object by
+// object; Report.BreakAt is where the log breaks. It makes only GET, LIST
+// and HEAD requests: 1 GET of the manifest, 1 GET per chunk (8 in
+// parallel), 1 LIST per 1000 large values, 1 LIST per 1000 WAL objects
+// from F on and 1 GET per WAL object (16 in parallel), plus 1 GET per gap
+// and 1 HEAD of the manifest when it finds a problem (to tell a racing
+// checkpoint, which makes it check again, at most 3 times). Memory: the
+// whole state, as Open.
+//
+// TruncateAt(at) is the explicit repair when the missing or damaged
+// object cannot be restored: it keeps the checkpoint and the log before
+// at, discards every WAL object from at on (Truncation says which: count,
+// sequences, bytes, epochs, commits), copies them under
+// discarded/<epoch>/, fences the end of the log and the empty slots
+// against older writers, and switches the manifest to a checkpoint of the
+// kept state whose F lies past everything discarded, so no writer ever
+// replays a discarded object. PlanTruncate says the same without
+// changing anything. Cost: what Check reads for the kept log and the
+// discarded slots, then 1 conditional PUT of the manifest (epoch bump),
+// 1 create-only PUT per fence, 1 GET + 1 PUT per discarded object and per
+// large value it references, 1 PUT per chunk of the kept state, 1
+// conditional PUT of the manifest, 1 PUT of the report; no DELETE (the
+// next Open collects what lies below F). docs/OPERATIONS.md is the
+// operator's side.
 //
 // # What it does not do
 //

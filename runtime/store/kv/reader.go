@@ -22,6 +22,7 @@ type Reader struct {
 	mu        sync.RWMutex
 	tree      *btree.BTreeG[*entry] // immutable once published
 	etag      string
+	base      uint64 // first live WAL sequence of the checkpoint tree came from
 	next      uint64 // next WAL sequence to apply
 	maxEpoch  uint64
 	closed    bool
@@ -35,7 +36,7 @@ func OpenReader(ctx context.Context, store objstore.Store, opts Options) (*Reade
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{o: o, opts: opts, tree: newTree(), next: 1}
+	r := &Reader{o: o, opts: opts, tree: newTree(), base: 1, next: 1}
 	if err := r.Refresh(ctx); err != nil {
 		return nil, err
 	}
@@ -44,6 +45,14 @@ func OpenReader(ctx context.Context, store objstore.Store, opts Options) (*Reade
 
 // Refresh catches up with the writer: a new checkpoint is loaded if the WAL
 // the Reader would need was deleted, and new WAL objects are replayed.
+//
+// A checkpoint deletes the WAL objects below its first live sequence after
+// its manifest switch, so a Reader can find an object missing under it. It
+// tells that race from a damaged store by reading the manifest again: if
+// the first live sequence moved past the missing object, it starts over
+// from the new checkpoint; if not, nobody may delete that object and
+// Refresh fails with ErrCorrupt naming it and the last good one. A chunk
+// of the manifest it read missing is judged the same way.
 func (r *Reader) Refresh(ctx context.Context) error {
 	r.refreshMu.Lock()
 	defer r.refreshMu.Unlock()
@@ -52,45 +61,55 @@ func (r *Reader) Refresh(ctx context.Context) error {
 		r.mu.Unlock()
 		return ErrClosed
 	}
-	tree, etag, next, maxEpoch := r.tree.Copy(), r.etag, r.next, r.maxEpoch
+	tree, etag, base, next, maxEpoch := r.tree.Copy(), r.etag, r.base, r.next, r.maxEpoch
 	r.mu.Unlock()
 
-	// A checkpoint may delete the WAL objects we are about to read, and an
-	// empty listing cannot tell "nothing new" from "deleted". So after the
-	// replay the manifest is read again: if a checkpoint moved past what
-	// we replayed, start over from it.
+	// An empty listing cannot tell "nothing new" from "deleted" either, so
+	// after the replay the manifest is read again: if a checkpoint moved
+	// past what we replayed, start over from it.
 	m, newEtag, err := r.o.readManifest(ctx)
 	if err != nil {
 		return err
 	}
+	const attempts = 10 // checkpoints racing one Refresh; then publish the consistent prefix
 	var rp *replayer
 	for attempt := 1; ; attempt++ {
-		t, n, me := tree, next, maxEpoch
+		t, b, n, me := tree, base, next, maxEpoch
 		if m != nil && newEtag != etag && m.firstLiveWAL > next {
 			t, err = r.o.loadCheckpoint(ctx, m)
-			if errors.Is(err, objstore.ErrNotExist) && attempt < 10 {
-				if m, newEtag, err = r.o.readManifest(ctx); err != nil {
-					return err
+			if errors.Is(err, objstore.ErrNotExist) {
+				m2, etag2, rerr := r.o.readManifest(ctx)
+				if rerr != nil {
+					return rerr
 				}
+				if etag2 == newEtag || attempt >= attempts {
+					return err // a chunk of the current manifest is gone: ErrCorrupt
+				}
+				m, newEtag = m2, etag2
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			n, me = m.firstLiveWAL, 0
+			b, n, me = m.firstLiveWAL, m.firstLiveWAL, 0
 		}
 		if t == tree {
 			t = tree.Copy()
 		}
-		rp = &replayer{o: r.o, tree: t, next: n, maxEpoch: me}
-		if err := rp.replayAll(ctx); err != nil {
-			return err
+		rp = &replayer{o: r.o, tree: t, base: b, next: n, maxEpoch: me}
+		rerr := rp.replayAll(ctx)
+		var gap *gapError
+		if rerr != nil && !errors.As(rerr, &gap) {
+			return rerr
 		}
 		m2, etag2, err := r.o.readManifest(ctx)
 		if err != nil {
 			return err
 		}
-		if attempt >= 10 || m2 == nil || (!rp.vanished && (etag2 == newEtag || m2.firstLiveWAL <= rp.next)) {
+		if gap != nil && (m2 == nil || m2.firstLiveWAL <= gap.missing) {
+			return rp.gapCorrupt(gap)
+		}
+		if attempt >= attempts || m2 == nil || (gap == nil && (etag2 == newEtag || m2.firstLiveWAL <= rp.next)) {
 			break
 		}
 		m, newEtag = m2, etag2
@@ -98,7 +117,7 @@ func (r *Reader) Refresh(ctx context.Context) error {
 	tree = rp.tree
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.tree, r.etag, r.next, r.maxEpoch = tree, newEtag, rp.next, rp.maxEpoch
+	r.tree, r.etag, r.base, r.next, r.maxEpoch = tree, newEtag, rp.base, rp.next, rp.maxEpoch
 	return nil
 }
 

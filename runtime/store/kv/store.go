@@ -248,8 +248,11 @@ func (o *objects) list(ctx context.Context, prefix, startAfter string) ([]objsto
 	}
 }
 
+// repairHint ends every ErrCorrupt message: what an operator does next.
+const repairHint = "run 'tqw-dsl store check' to list every problem, and see docs/OPERATIONS.md for the repair"
+
 func corrupt(key string, err error) error {
-	return fmt.Errorf("%w %q: %v; the store needs repair (restore the object or remove it and everything after it)", ErrCorrupt, key, err)
+	return fmt.Errorf("%w %q: %v; %s", ErrCorrupt, key, err, repairHint)
 }
 
 // readManifest returns the manifest and its ETag, or (nil, "", nil) if the
@@ -291,6 +294,12 @@ func (o *objects) loadCheckpoint(ctx context.Context, m *manifest) (*btree.BTree
 			defer func() { <-sem }()
 			key := o.chunkKey(c.name)
 			data, _, err := o.get(ctx, key)
+			if errors.Is(err, objstore.ErrNotExist) {
+				// A Reader may see this when a checkpoint replaced the
+				// manifest it read; it checks the ErrNotExist and retries.
+				errs[i] = fmt.Errorf("%w %q: checkpoint chunk listed by the manifest is missing (%w); %s", ErrCorrupt, key, err, repairHint)
+				return
+			}
 			if err != nil {
 				errs[i] = fmt.Errorf("kv: read checkpoint chunk: %w", err)
 				return
@@ -325,15 +334,54 @@ func (o *objects) loadCheckpoint(ctx context.Context, m *manifest) (*btree.BTree
 
 // replayer applies WAL objects in sequence order to a tree.
 type replayer struct {
-	o        *objects
-	tree     *btree.BTreeG[*entry]
+	o    *objects
+	tree *btree.BTreeG[*entry]
+	// base is the first live WAL sequence of the checkpoint tree came
+	// from: the log below it is in the tree. Error messages use it.
+	base     uint64
 	next     uint64 // next WAL sequence to apply
 	maxEpoch uint64 // highest epoch seen in the WAL replayed so far
 	objects  int    // WAL objects applied
 	bytes    int64  // WAL bytes applied
 	fences   []uint64
 	touched  func(key []byte) // called for every key written, may be nil
-	vanished bool             // a listed WAL object was gone when fetched
+}
+
+// gapError reports a WAL sequence missing from the store while the log
+// goes on past it: a later object exists, or an object listed a moment
+// earlier was gone when fetched. Only the caller can tell a checkpoint
+// that moved past it (a Reader racing the writer) from a damaged store;
+// it turns the gap into ErrCorrupt with replayer.gapCorrupt.
+type gapError struct {
+	missing uint64 // the first missing sequence
+	present uint64 // the first sequence after it that exists; 0 when a listed object vanished
+}
+
+func (g *gapError) Error() string { return fmt.Sprintf("kv: WAL sequence %d missing", g.missing) }
+
+// lastGood names the last object the log is good up to.
+func (r *replayer) lastGood() string {
+	if r.next > r.base {
+		return fmt.Sprintf("%q", r.o.walKey(r.next-1))
+	}
+	return fmt.Sprintf("the checkpoint (%q says the log starts at WAL sequence %d)", r.o.manifestKey(), r.base)
+}
+
+// walCorrupt is the ErrCorrupt of the WAL slot seq: what is wrong there,
+// the last good object, and what to do.
+func (r *replayer) walCorrupt(seq uint64, what string) error {
+	return fmt.Errorf("%w %q: %s; the log is good up to %s, and no commit from %q on can be replayed. "+
+		"Restore the object from a backup or bucket versioning, or cut the log there with 'tqw-dsl store truncate' "+
+		"(it reports the commits it discards); %s",
+		ErrCorrupt, r.o.walKey(seq), what, r.lastGood(), r.o.walKey(seq), repairHint)
+}
+
+// gapCorrupt is the ErrCorrupt of a gap the caller found to be real.
+func (r *replayer) gapCorrupt(g *gapError) error {
+	if g.present != 0 {
+		return r.walCorrupt(g.missing, fmt.Sprintf("missing while %q exists (a gap in the WAL)", r.o.walKey(g.present)))
+	}
+	return r.walCorrupt(g.missing, "listed, then missing when read, and no checkpoint moved past it")
 }
 
 // decodedWAL is a fetched and decoded WAL object.
@@ -342,19 +390,23 @@ type decodedWAL struct {
 	size int
 	h    walHeader
 	recs [][]walOp
-	err  error
+	err  error // the fetch error, or a decoding error (wrapping errDecode)
+	// misplaced: the object decodes but its header names another sequence.
+	misplaced bool
 }
 
-func (r *replayer) decode(seq uint64, data []byte) decodedWAL {
+func decodeWALAt(seq uint64, data []byte) decodedWAL {
 	d := decodedWAL{seq: seq, size: len(data)}
-	key := r.o.walKey(seq)
 	h, recs, err := decodeWAL(data)
 	if err != nil {
-		d.err = corrupt(key, err)
+		d.err = err
 		return d
 	}
 	if h.seq != seq {
-		d.err = corrupt(key, fmt.Errorf("%w: header says sequence %d", errDecode, h.seq))
+		// Renamed, copied or swapped with another slot: applying it here
+		// would reorder commits.
+		d.err = fmt.Errorf("%w: its header says sequence %d (renamed, copied or reordered)", errDecode, h.seq)
+		d.misplaced = true
 	}
 	d.h, d.recs = h, recs
 	return d
@@ -362,7 +414,7 @@ func (r *replayer) decode(seq uint64, data []byte) decodedWAL {
 
 // apply decodes and applies wal/<seq> (already fetched).
 func (r *replayer) apply(seq uint64, data []byte) error {
-	return r.applyDecoded(r.decode(seq, data))
+	return r.applyDecoded(decodeWALAt(seq, data))
 }
 
 // applyDecoded applies one decoded WAL object; objects must come in
@@ -375,12 +427,19 @@ func (r *replayer) apply(seq uint64, data []byte) error {
 // means a damaged store and stops the replay with ErrCorrupt.
 func (r *replayer) applyDecoded(d decodedWAL) error {
 	if d.err != nil {
-		return d.err
+		return r.walCorrupt(d.seq, d.err.Error())
 	}
 	if d.h.epoch < r.maxEpoch {
-		return corrupt(r.o.walKey(d.seq), fmt.Errorf("%w: epoch %d after epoch %d (a fenced writer wrote past a fence)", errDecode, d.h.epoch, r.maxEpoch))
+		return r.walCorrupt(d.seq, fmt.Sprintf("written by epoch %d after an object of epoch %d: objects were reordered or restored from an older copy, or a fenced writer wrote past a fence",
+			d.h.epoch, r.maxEpoch))
 	}
 	r.maxEpoch = d.h.epoch
+	r.applyRecords(d)
+	return nil
+}
+
+// applyRecords applies the commits of d, a good WAL object at r.next.
+func (r *replayer) applyRecords(d decodedWAL) {
 	if d.h.fence {
 		r.fences = append(r.fences, d.seq)
 	}
@@ -402,7 +461,6 @@ func (r *replayer) applyDecoded(d decodedWAL) error {
 	r.next = d.seq + 1
 	r.objects++
 	r.bytes += int64(d.size)
-	return nil
 }
 
 // applyOpTo applies op to tree, using e (zeroed) as the new entry.
@@ -420,8 +478,16 @@ func applyOpTo(tree *btree.BTreeG[*entry], op walOp, e *entry) {
 	}
 }
 
-// replayAll applies every WAL object from r.next up to the first missing
-// sequence. It lists to find the run, then fetches in parallel windows.
+// replayAll applies every WAL object from r.next to the end of the log. It
+// lists to find the run, then fetches in parallel windows. The log ends
+// where the listing does; a missing sequence with a later object after
+// it, or a listed object gone when fetched, stops the replay with a
+// *gapError for the caller to judge (see gapError). What was applied is
+// a prefix of the log.
+//
+// A listing may miss an object written while it ran (a later page, a
+// directory read racing a create), never one that existed throughout; so
+// a sequence is called missing only after a GET of it says so.
 func (r *replayer) replayAll(ctx context.Context) error {
 	for {
 		infos, err := r.o.list(ctx, r.o.pfx+"wal/", r.o.walKey(r.next-1))
@@ -429,48 +495,41 @@ func (r *replayer) replayAll(ctx context.Context) error {
 			return err
 		}
 		var run []uint64
+		var after uint64 // first listed sequence past the run, 0 if none
 		for _, in := range infos {
 			seq, ok := r.o.walSeqOf(in.Key)
 			if !ok {
 				continue
 			}
 			if seq != r.next+uint64(len(run)) {
-				// A gap with objects after it: a checkpoint deleted WAL
-				// objects under us (fences stay, so the gap can follow a
-				// fence). What was applied is a prefix.
-				r.vanished = true
+				after = seq
 				break
 			}
 			run = append(run, seq)
 		}
 		if len(run) == 0 {
-			return nil
-		}
-		const window = 16
-		for i := 0; i < len(run); i += window {
-			part := run[i:min(i+window, len(run))]
-			decoded := make([]decodedWAL, len(part))
-			var wg sync.WaitGroup
-			for j, seq := range part {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					data, _, err := r.o.get(ctx, r.o.walKey(seq))
-					if err != nil {
-						decoded[j] = decodedWAL{seq: seq, err: err}
-						return
-					}
-					decoded[j] = r.decode(seq, data)
-				}()
+			if after == 0 {
+				return nil // the end of the log
 			}
-			wg.Wait()
-			for _, d := range decoded {
+			data, _, err := r.o.get(ctx, r.o.walKey(r.next))
+			if errors.Is(err, objstore.ErrNotExist) {
+				return &gapError{missing: r.next, present: after}
+			}
+			if err != nil {
+				return err
+			}
+			if err := r.apply(r.next, data); err != nil {
+				return err
+			}
+			continue
+		}
+		for i := 0; i < len(run); i += walWindow {
+			for _, d := range r.o.fetchWAL(ctx, run[i:min(i+walWindow, len(run))]) {
 				if errors.Is(d.err, objstore.ErrNotExist) {
-					// Deleted by a checkpoint after the listing: what was
-					// applied is a prefix; the caller may start over from
-					// the new manifest.
-					r.vanished = true
-					return nil
+					return &gapError{missing: d.seq}
+				}
+				if d.err != nil && !errors.Is(d.err, errDecode) {
+					return fmt.Errorf("kv: read %s: %w", r.o.walKey(d.seq), d.err)
 				}
 				if err := r.applyDecoded(d); err != nil {
 					return err
@@ -478,6 +537,115 @@ func (r *replayer) replayAll(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// walWindow is how many WAL objects are fetched at once.
+const walWindow = 16
+
+// fetchWAL fetches and decodes the WAL objects seqs in parallel. A failed
+// fetch is in decodedWAL.err as the store returned it.
+func (o *objects) fetchWAL(ctx context.Context, seqs []uint64) []decodedWAL {
+	decoded := make([]decodedWAL, len(seqs))
+	var wg sync.WaitGroup
+	for j, seq := range seqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data, _, err := o.get(ctx, o.walKey(seq))
+			if err != nil {
+				decoded[j] = decodedWAL{seq: seq, err: err}
+				return
+			}
+			decoded[j] = decodeWALAt(seq, data)
+		}()
+	}
+	wg.Wait()
+	return decoded
+}
+
+// openState loads the checkpoint of m and replays the WAL after it, for
+// the writer whose epoch bump wrote m. From that bump on, nobody deletes
+// an object the replay needs: an older writer's checkpoint fails its
+// If-Match manifest write and deletes nothing, collection of leftovers
+// only touches WAL below the first live sequence it opened with, and
+// fences are never deleted. So a missing chunk or WAL object is
+// corruption, unless a newer writer opened the store meanwhile (its
+// checkpoint may delete what this one is reading): then ErrFenced.
+func (o *objects) openState(ctx context.Context, m *manifest, touched func(key []byte)) (*replayer, error) {
+	tree, err := o.loadCheckpoint(ctx, m)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil, o.fencedOr(ctx, m.epoch, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := &replayer{o: o, tree: tree, base: m.firstLiveWAL, next: m.firstLiveWAL, touched: touched}
+	err = r.replayAll(ctx)
+	if g := (*gapError)(nil); errors.As(err, &g) {
+		return nil, o.fencedOr(ctx, m.epoch, r.gapCorrupt(g))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.maxEpoch > m.epoch {
+		return nil, o.fencedOr(ctx, m.epoch, fmt.Errorf("%w: the WAL holds objects of epoch %d, newer than the manifest's epoch %d: the manifest is older than the log (restored from an older copy?); %s",
+			ErrCorrupt, r.maxEpoch, m.epoch, repairHint))
+	}
+	return r, nil
+}
+
+// fencedOr returns ErrFenced when the manifest moved past epoch (a newer
+// writer opened the store, which explains what the caller saw), else
+// corruptErr.
+func (o *objects) fencedOr(ctx context.Context, epoch uint64, corruptErr error) error {
+	m, _, err := o.readManifest(ctx)
+	if err != nil {
+		return fmt.Errorf("%w (re-reading the manifest to rule out a newer writer failed: %v)", corruptErr, err)
+	}
+	if m != nil && m.epoch > epoch {
+		return fmt.Errorf("%w: a writer of epoch %d opened the store while this one (epoch %d) was opening", ErrFenced, m.epoch, epoch)
+	}
+	return corruptErr
+}
+
+// refuseManifestless is called when the store has no manifest, before
+// Open creates one: it returns ErrCorrupt if WAL or chunk objects exist
+// anyway (the manifest was deleted; a fresh store over them would hide
+// their data, and its collection of leftovers would delete it), or
+// created = true if the manifest appeared meanwhile (another opener; a
+// writer creates the manifest before any other object). Cost: 1 LIST per
+// folder, only on a store without a manifest.
+func (o *objects) refuseManifestless(ctx context.Context) (created bool, err error) {
+	for _, dir := range []string{"wal/", "chunk/"} {
+		key, found, err := o.firstObject(ctx, dir)
+		if err != nil || !found {
+			if err != nil {
+				return false, err
+			}
+			continue
+		}
+		m, _, err := o.readManifest(ctx)
+		if err != nil || m != nil {
+			return m != nil, err
+		}
+		return false, fmt.Errorf("%w %q: missing, but %q and maybe more objects of the store exist: starting a fresh store over them would lose their data; restore the manifest from a backup or bucket versioning; %s",
+			ErrCorrupt, o.manifestKey(), key, repairHint)
+	}
+	return false, nil
+}
+
+// firstObject returns the first object under dir of the store, if any.
+func (o *objects) firstObject(ctx context.Context, dir string) (string, bool, error) {
+	var page []objstore.ObjectInfo
+	err := o.retry(ctx, "list "+o.pfx+dir, func(ctx context.Context) error {
+		var err error
+		page, err = o.store.List(ctx, o.pfx+dir, "", 1)
+		return err
+	})
+	if err != nil || len(page) == 0 {
+		return "", false, err
+	}
+	return page[0].Key, true, nil
 }
 
 // fetchLarge reads a large value.

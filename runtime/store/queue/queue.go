@@ -137,6 +137,10 @@ func (q *Queue) Close() error {
 // Clock returns the queue's clock.
 func (q *Queue) Clock() Clock { return q.clock }
 
+// Prefix returns the object prefix of the queue's kv store
+// (Options.Prefix), so components sharing the store keep out of it.
+func (q *Queue) Prefix() string { return q.opts.Prefix }
+
 // DB returns the underlying kv, for statistics.
 func (q *Queue) DB() *kv.DB { return q.db }
 

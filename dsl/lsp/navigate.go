@@ -1,0 +1,140 @@
+package lsp
+
+import (
+	"fmt"
+	"regexp"
+
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/tqw-dsl/tqw/dsl"
+)
+
+// nameAt finds the step id at p: a reference to one, or a step's id. It
+// returns the id and the span the cursor is on.
+func (v view) nameAt(p dsl.Pos) (string, dsl.Span, bool) {
+	o := v.d.outline
+	for _, r := range o.StepRefs {
+		if inSpan(r.Span, p) {
+			return r.Name, r.Span, true
+		}
+	}
+	for _, s := range o.Steps {
+		if s.ID != "" && inSpan(s.IDSpan, p) {
+			return s.ID, s.IDSpan, true
+		}
+	}
+	return "", dsl.Span{}, false
+}
+
+// inSpan is Span.Contains with the end included, so a cursor just after
+// a name (where editors put it after a double click) still finds it.
+func inSpan(s dsl.Span, p dsl.Pos) bool {
+	return s.Contains(p) || p == s.End
+}
+
+func (v view) location(s dsl.Span) Location {
+	return Location{URI: v.d.uri, Range: v.rangeOf(s)}
+}
+
+// definition answers textDocument/definition: the id of the step a
+// reference names.
+func (v view) definition(p dsl.Pos) []Location {
+	id, _, ok := v.nameAt(p)
+	if !ok {
+		return []Location{}
+	}
+	if s := v.d.outline.StepByID(id); s != nil {
+		return []Location{v.location(s.IDSpan)}
+	}
+	return []Location{}
+}
+
+// references answers textDocument/references: every reference to the
+// step at p, and its id when includeDecl.
+func (v view) references(p dsl.Pos, includeDecl bool) []Location {
+	id, _, ok := v.nameAt(p)
+	out := []Location{}
+	if !ok {
+		return out
+	}
+	if s := v.d.outline.StepByID(id); s != nil && includeDecl {
+		out = append(out, v.location(s.IDSpan))
+	}
+	for _, r := range v.d.outline.StepRefs {
+		if r.Name == id {
+			out = append(out, v.location(r.Span))
+		}
+	}
+	return out
+}
+
+func (v view) prepareRename(p dsl.Pos) any {
+	id, span, ok := v.nameAt(p)
+	if !ok || v.d.outline.StepByID(id) == nil {
+		return nil
+	}
+	return v.rangeOf(span)
+}
+
+var stepIDRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// rename answers textDocument/rename: the step's id and every reference
+// to it, in one workspace edit.
+func (v view) rename(p dsl.Pos, newName string) (*workspaceEdit, error) {
+	id, _, ok := v.nameAt(p)
+	if !ok {
+		return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: "no step id here to rename"}
+	}
+	if !stepIDRE.MatchString(newName) {
+		return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: fmt.Sprintf("%q is not a valid step id: use letters, digits and underscores, starting with a letter or underscore", newName)}
+	}
+	if v.d.outline.StepByID(newName) != nil {
+		return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: fmt.Sprintf("a step %q exists already", newName)}
+	}
+	var edits []textEdit
+	for _, s := range v.d.outline.Steps {
+		if s.ID == id {
+			edits = append(edits, textEdit{Range: v.rangeOf(s.IDSpan), NewText: newName})
+		}
+	}
+	if len(edits) == 0 {
+		return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: fmt.Sprintf("no step has id %q", id)}
+	}
+	for _, r := range v.d.outline.StepRefs {
+		if r.Name == id {
+			edits = append(edits, textEdit{Range: v.rangeOf(r.Span), NewText: newName})
+		}
+	}
+	return &workspaceEdit{Changes: map[string][]textEdit{v.d.uri: edits}}, nil
+}
+
+// symbols answers textDocument/documentSymbol: the outline by step id
+// and kind.
+func (v view) symbols() []documentSymbol {
+	out := []documentSymbol{}
+	for _, s := range v.d.outline.Steps {
+		if s.ID == "" {
+			continue
+		}
+		detail := string(s.Kind)
+		kind := symbolKindOperator
+		switch s.Kind {
+		case dsl.KindAction, dsl.KindForeach:
+			detail += " " + s.Action
+			kind = symbolKindFunction
+			if s.Action == "wait_signal" || s.Action == "sleep" {
+				kind = symbolKindEvent
+			}
+		case dsl.KindCall:
+			kind = symbolKindFunction
+		case dsl.KindSucceed, dsl.KindFail:
+			kind = symbolKindKey
+		}
+		if s.Description != "" {
+			detail += ": " + s.Description
+		}
+		out = append(out, documentSymbol{Name: s.ID, Detail: detail, Kind: kind,
+			Range: v.rangeOf(s.Span), SelectionRange: v.rangeOf(s.IDSpan)})
+	}
+	return out
+}

@@ -1,0 +1,23 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { graphPage, isWorkflowFile } from './match';
+
+test('workflow files by name', () => {
+  assert.equal(isWorkflowFile('/w/refund.tqw.yaml', 'tqw: v1'), true);
+  assert.equal(isWorkflowFile('/w/refund.tqw.yml', ''), true);
+  assert.equal(isWorkflowFile('/w/docker-compose.yaml', 'services:'), false);
+  assert.equal(isWorkflowFile('/w/tqw.yaml.bak', ''), false);
+});
+
+test('workflow files by their first line', () => {
+  assert.equal(isWorkflowFile('/w/hello.yaml', '# yaml-language-server: $schema=../schemas/workflow.schema.json'), true);
+  assert.equal(isWorkflowFile('/w/x.yaml', '# yaml-language-server: $schema=https://www.schemastore.org/tqw-workflow.json'), true);
+  assert.equal(isWorkflowFile('/w/x.yaml', '# yaml-language-server: $schema=https://json.schemastore.org/github-workflow.json'), false);
+});
+
+test('the graph page escapes the graph and loads only the vendored script', () => {
+  const html = graphPage({ mermaidSrc: 'vscode-resource:/m.js', cspSource: 'vscode-resource:', nonce: 'n0', title: 'a<b', graph: 'A-->B["x<y"]' });
+  assert.match(html, /A--&gt;B\[&quot;x&lt;y&quot;\]/);
+  assert.doesNotMatch(html, /https?:\/\//);
+  assert.match(html, /script-src 'nonce-n0'/);
+});
