@@ -67,6 +67,7 @@ func TestInvalidCorpus(t *testing.T) {
 		CodeUnknownStep, CodeUnreachable, CodeStepConflict, CodeStepKey, CodeStepEmpty, CodeUnknownAction,
 		CodeWaitNoTimeout, CodeDuration, CodeExprCompile, CodeExprStep, CodeExprNotRun, CodeSecretScope,
 		CodeSecretUnknown, CodeErrorType, CodeWithSchema, CodeInputSchema,
+		CodeShellUnsafe, CodeShellRawExternal, CodeShellRawMisplaced, CodeShellReservedEnv,
 	} {
 		if !codes[c] {
 			t.Errorf("no corpus file covers %s", c)

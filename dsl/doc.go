@@ -16,7 +16,8 @@
 //     the keys each allows, step references, reachability, expressions
 //     (expr-lang, each distinct source compiled once per load, then
 //     checked against the environment of the place it is written),
-//     secrets, error types, durations, embedded JSON Schemas. These checks
+//     secrets, error types, durations, embedded JSON Schemas, and the
+//     places of a shell script's ${ } pieces (shellscan.go). These checks
 //     never assume what the schema guarantees and do not panic on any
 //     tree (FuzzRules); a panic would be a loader bug and is reported as
 //     an internal diagnostic rather than crashing the caller.
@@ -58,6 +59,12 @@
 // second core free it loads in about 35 ms instead of 45
 // (docs/BENCHMARKS.md, section dsl). Two thirds of the work is in
 // go.yaml.in/yaml/v3, the JSON Schema validator and expr-lang.
+//
+// Shell scripts: the with of a shell step whose command is a string
+// compiles to a template that renders each ${ } as a reference to an
+// environment variable it adds to env (TQW_ARG_n), quoted for the piece's
+// place in the script, so a value is one word and never code; raw(x)
+// inserts text where the file asks for code. See docs/DSL.md.
 //
 // What it does not do: it does not run workflows (package interpreter
 // does), does not resolve call.workflow paths (the interpreter resolves

@@ -151,6 +151,7 @@ var exprEnvTypes = map[string]any{
 	"now":      func() (time.Time, error) { return time.Time{}, nil },
 	"uuid":     func() (string, error) { return "", nil },
 	"duration": parseDurationFn,
+	"raw":      rawFn,
 }
 
 var untypedNames = []string{"input", "output", "item"}
@@ -189,7 +190,7 @@ func (env *Env) exprEnv() exprEnv {
 	return exprEnv{
 		"input": env.Input, "vars": vars, "steps": steps, "output": env.Output,
 		"error": errInfo, "run": env.Run, "item": env.Item, "index": env.Index,
-		"secrets": secrets, "duration": parseDurationFn,
+		"secrets": secrets, "duration": parseDurationFn, "raw": rawFn,
 		"now": func() (time.Time, error) {
 			if now == nil {
 				return time.Time{}, errors.New("now() is not available: Env.Now is not set")

@@ -247,6 +247,7 @@ type builder struct {
 	stepRefs []stepRefUse
 	edges    []Edge
 	hints    int // "did you mean" searches done so far
+	shell    shellChecks
 }
 
 type stepRefUse struct {
@@ -299,6 +300,7 @@ func (b *builder) build() {
 	b.checkTargets()
 	b.checkReachable()
 	b.checkStepRefs()
+	b.checkRawScripts()
 }
 
 func firstLine(err error) string {
@@ -365,7 +367,7 @@ func (b *builder) step(i int, ss *stepSpec) *Step {
 	case KindAction:
 		st.Action = ss.Action.str()
 		b.checkAction(ss.Action, ss.With, st)
-		st.With = b.template(ss.With, scBase|scSecrets, i)
+		st.With = b.withTemplate(st.Action, ss.With, scBase|scSecrets, i)
 	case KindForeach:
 		f := ss.Foreach
 		if f == nil { // foreach: null, a schema error
@@ -383,7 +385,7 @@ func (b *builder) step(i int, ss *stepSpec) *Step {
 				"foreach cannot run %s: each item's action must finish inside the step", st.Foreach.Action)
 		}
 		st.Foreach.Items = b.template(f.Items, scBase, i)
-		st.Foreach.With = b.template(f.With, scBase|scItem|scSecrets, i)
+		st.Foreach.With = b.withTemplate(st.Foreach.Action, f.With, scBase|scItem|scSecrets, i)
 	case KindCall:
 		c := ss.Call
 		if c == nil { // call: null, a schema error
@@ -671,6 +673,9 @@ func (b *builder) compileExpr(src string, pos Pos, sc scope, step int) *Expr {
 	c := b.exprs.compile(src)
 	if c.err != nil {
 		b.sink.errorf(pos, CodeExprCompile, "see https://expr-lang.org/docs/language-definition", "expression %q: %s", src, exprMessage(c.err))
+		return nil
+	}
+	if b.misplacedRaw(src, c, pos) {
 		return nil
 	}
 	ok := true
