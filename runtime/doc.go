@@ -107,13 +107,15 @@
 // is a share of one WAL PUT (group commit). Per operation:
 //
 //   - Submit: one durable commit.
-//   - A step transition: its claim (not durable on its own; it lingers
-//     for the settlement) and its settlement (one durable commit) share
-//     one WAL PUT: one PUT per step for a lone run, the physical limit of
-//     per-step durability, and a few hundredths under load, when many
-//     runs' settlements share a PUT (docs/BENCHMARKS.md, "runtime"). A
-//     step that runs longer than kv's linger (10 ms) has its claim
-//     written on its own first: two PUTs, the second on the step's path.
+//   - A step transition: one durable commit, one WAL PUT for a lone run
+//     (the physical limit of per-step durability) and a few hundredths
+//     under load, when many runs' settlements share a PUT
+//     (docs/BENCHMARKS.md, "runtime"). The settlement of step n claims
+//     step n+1 for the same worker in the same commit when it is due at
+//     once and a worker slot is free, so the claim costs nothing more and
+//     its attempt is counted durably before the step runs; otherwise step
+//     n+1 is claimed by a non-durable commit that lingers (kv's 10 ms) for
+//     the next durable one.
 //   - Memo.Get: one GET; Memo.Put: one PUT. Step-output replay adds one GET
 //     per delivery and one PUT per recorded outcome.
 //   - Signal: one durable commit to buffer it, plus, when a waiter exists,

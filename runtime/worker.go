@@ -148,8 +148,12 @@ const settleDepth = 4
 
 // stepHandler processes one claim; it calls release (from its own
 // goroutine) once it no longer needs its worker slot (its runner
-// returned), and returns when done.
-type stepHandler func(ctx context.Context, c *queue.Claim, release func())
+// returned), and returns when done. reserve takes another slot without
+// waiting (false when none is free or the loop stops); a handler that
+// took one returns the claim it will run next in it (a run's next step,
+// claimed in its predecessor's settlement), or nil, and the slot goes
+// back.
+type stepHandler func(ctx context.Context, c *queue.Claim, release func(), reserve func() bool) (next *queue.Claim)
 
 // claimLoop claims jobs of queueName while ctx lives and runs h on each in
 // its own goroutine: at most conc hold a slot at a time, and at most
@@ -171,15 +175,36 @@ func (rt *Runtime) claimLoop(ctx, hardCtx context.Context, queueName string, con
 		go func() {
 			defer wg.Done()
 			for c := range work {
-				released := false
-				release := func() {
-					if !released {
-						released = true
+				// A run whose next step its settlement claimed goes on
+				// here, in the slot reserved for it, without a trip
+				// through the queue's ready index and the claim loop.
+				for c != nil {
+					released, reserved := false, false
+					release := func() {
+						if !released {
+							released = true
+							<-slots
+						}
+					}
+					reserve := func() bool {
+						if reserved || ctx.Err() != nil {
+							return false
+						}
+						select {
+						case slots <- struct{}{}:
+							reserved = true
+							return true
+						default:
+							return false
+						}
+					}
+					next := h(hardCtx, c, release, reserve)
+					release()
+					if next == nil && reserved {
 						<-slots
 					}
+					c = next
 				}
-				h(hardCtx, c, release)
-				release()
 				<-inflight
 			}
 		}()
