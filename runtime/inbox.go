@@ -1168,3 +1168,41 @@ func (ib *inbox) sweep(ctx context.Context) error {
 		}
 	}
 }
+
+// InboxWaiting reports whether a command waits in the inbox that the
+// inbox server would apply (objects that are not commands are ignored,
+// as the server ignores them). It writes nothing. Cost: one LIST per
+// 1,000 objects under the prefix and one GET per object named like a
+// command.
+func (rt *Runtime) InboxWaiting(ctx context.Context, opts InboxOptions) (bool, error) {
+	o, err := opts.withDefaults(rt)
+	if err != nil {
+		return false, err
+	}
+	after := ""
+	for {
+		page, err := rt.store.List(ctx, o.Prefix+"/", after, 1000)
+		if err != nil {
+			return false, fmt.Errorf("runtime: inbox: list %s/: %w", o.Prefix, err)
+		}
+		for _, obj := range page {
+			if validCommandID(strings.TrimPrefix(obj.Key, o.Prefix+"/")) != nil {
+				continue
+			}
+			b, _, err := rt.store.Get(ctx, obj.Key)
+			if errors.Is(err, objstore.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return false, fmt.Errorf("runtime: inbox: read %s: %w", obj.Key, err)
+			}
+			if _, err := parseCommand(b); err == nil {
+				return true, nil
+			}
+		}
+		if len(page) < 1000 {
+			return false, nil
+		}
+		after = page[len(page)-1].Key
+	}
+}

@@ -224,7 +224,7 @@ func openEngineOn(ctx context.Context, url string, store objstore.Store, o engin
 	// another may take over.
 	opts := []runtime.Option{runtime.WithTerminalHook(e.it), runtime.WithLogger(o.log), runtime.WithMemoRetention(memoRetention),
 		runtime.WithResultRetention(retention), runtime.WithSweepInterval(sweepInterval(retention)),
-		runtime.WithLeaseGate(e.lease, e.lease.Margin())}
+		runtime.WithLeaseGate(e.lease, e.lease.Margin()), runtime.WithStoreNamespaces(interpreter.StoreNamespaces()...)}
 	if o.concurrency > 0 {
 		opts = append(opts, runtime.WithConcurrency(o.concurrency))
 	}

@@ -250,7 +250,7 @@ func exitWhenIdle(ctx context.Context, e *engine, stop context.CancelFunc) {
 // idle reports whether no step can run now or within idleHorizon and no
 // command waits in the inbox.
 func (e *engine) idle(ctx context.Context) bool {
-	if cmds, err := e.store.List(ctx, runtime.DefaultInboxPrefix+"/", "", 1); err != nil || len(cmds) > 0 {
+	if waiting, err := e.rt.InboxWaiting(ctx, runtime.InboxOptions{}); err != nil || waiting {
 		return false
 	}
 	soon := e.q.Clock().Now().Add(idleHorizon)
