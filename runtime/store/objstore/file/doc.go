@@ -4,10 +4,12 @@
 //
 // Guarantees:
 //   - Put is atomic and durable: data goes to a temp file in the object's
-//     folder, is fsynced, then published by rename(2) (or link(2) for a
-//     create-only Put), and the folder is fsynced. A process killed with
-//     SIGKILL at any moment leaves the old object, the new one or none,
-//     never a partial one (TestKill9 checks this across 200 kills).
+//     folder (nameless, O_TMPFILE, for a create-only Put where the file
+//     system allows), is fsynced, then published by rename(2) (or
+//     linkat(2) for a create-only Put), and the folder is fsynced. A
+//     process killed with SIGKILL at any moment leaves the old object, the
+//     new one or none, never a partial one (TestKill9 checks this across
+//     200 kills).
 //   - Create-only uses link(2), which fails if the name exists, so of any
 //     number of racing creators, in this process or others, exactly one wins.
 //   - If-Match, unconditional Put and Delete take a per-key lock (one of 64
@@ -22,17 +24,25 @@
 //   - List walks folders in key byte order (a folder "a" sorts as "a/", so
 //     "a-b" < "a.b" < "a/x" < "a0") and reads only the folders that can hold
 //     keys of the page.
-//   - Temp files carry a backslash in their name, which no key may contain,
-//     so Get and List never see them. Open removes those whose writer is
-//     gone (dead pid, an earlier process with this pid, or older than an hour).
+//   - Named temp files carry a backslash in their name, which no key may
+//     contain, so Get and List never see them. Open removes those whose
+//     writer is gone (dead pid, an earlier process with this pid, or older
+//     than an hour). A nameless temp file vanishes with its writer.
 //
-// Cost in system calls: Put = open+write+fsetxattr+fsync+close of the temp
-// file, then rename (or link+unlink), then fsync of the folder; If-Match
-// adds open+fgetxattr+close of the current file, and each folder created
-// adds mkdir+fsync. Get = open+fstat+read+fgetxattr+close. Head is Get
-// without the read. Delete = unlink+fsync, plus rmdir of emptied folders.
-// List = one readdir per folder visited plus a Head per object returned.
-// Open walks the whole tree once to sweep temp files.
+// Cost in system calls: a create-only Put = openat(O_TMPFILE)+write+
+// fsetxattr+fsync+fstat of the temp file, linkat to the key's name, close,
+// fsync of the folder (where O_TMPFILE is refused: a named temp file,
+// linked, then unlinked). Other Puts = openat of a named temp file, the
+// same writes and fsync, renameat over the key under its lock, fsync of the
+// folder; If-Match adds open+fgetxattr+close of the current file. Folders
+// stay open (up to 256, least recently used first out), so a Put makes no
+// mkdir, stat or open of its folder; opening one costs an open, creating
+// one mkdir+fsync of its parent per level. A folder removed by another
+// process is noticed when the kernel refuses to create a name in it, and
+// opened again. Get = open+fstat+read+fgetxattr+close. Head is Get without
+// the read. Delete = unlinkat+fsync, plus rmdir of emptied folders. List =
+// one readdir per folder visited plus a Head per object returned. Open
+// walks the whole tree once to sweep temp files.
 //
 // What it does not do: keys "a" and "a/b" cannot both exist (a name is a
 // file or a folder); such a Put fails with ErrKeyConflict. Locks are

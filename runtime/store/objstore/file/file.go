@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,6 +50,9 @@ const (
 type Store struct {
 	root    string
 	procID  string // distinguishes this process from an earlier one with the same pid
+	tmpSeq  atomic.Uint64
+	tmpfile bool // the file system takes O_TMPFILE and linkat through /proc
+	dirs    dirCache
 	stripes [lockStripe]chan struct{}
 	locks   [lockStripe]*os.File
 	log     *slog.Logger
@@ -91,11 +95,34 @@ func Open(dir string) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	s.tmpfile = s.probeTmpfile()
 	return s, nil
+}
+
+// probeTmpfile reports whether a nameless temp file can be created in the
+// store's folders and linked to a name: O_TMPFILE needs Linux 3.11 and a
+// file system that implements it (ext4, xfs, btrfs, tmpfs do), and the
+// link goes through /proc/self/fd. Where it fails, create-only Puts use a
+// named temp file.
+func (s *Store) probeTmpfile() bool {
+	dir := filepath.Join(s.root, lockDir)
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		s.log.Debug("O_TMPFILE unsupported; create-only puts use named temp files", "err", err)
+		return false
+	}
+	defer unix.Close(fd)
+	probe := filepath.Join(dir, "probe."+s.procID)
+	if err := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, probe, unix.AT_SYMLINK_FOLLOW); err != nil {
+		s.log.Debug("linkat of an O_TMPFILE file failed; create-only puts use named temp files", "err", err)
+		return false
+	}
+	return unix.Unlink(probe) == nil
 }
 
 // Close releases the lock files. The Store must not be used afterwards.
 func (s *Store) Close() error {
+	s.dirs.close()
 	var errs []error
 	for i, f := range s.locks {
 		if f != nil {
@@ -287,52 +314,53 @@ func syncDir(dir string) error {
 	return err
 }
 
-// writeTemp writes data to a fresh temp file next to the object, fsyncs it
-// and returns its path and ModTime. The temp name contains a backslash, so
-// it is never taken for an object.
-func (s *Store) writeTemp(key string, data []byte, etag string) (string, time.Time, error) {
-	dir := filepath.Dir(s.path(key))
-	var rnd [8]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return "", time.Time{}, err
-	}
-	name := filepath.Join(dir, fmt.Sprintf("%s%d.%s.%s", tmpPrefix, os.Getpid(), s.procID, hex.EncodeToString(rnd[:])))
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	fail := func(err error) (string, time.Time, error) {
-		f.Close()
-		os.Remove(name)
-		return "", time.Time{}, err
-	}
-	if _, err := f.Write(data); err != nil {
-		return fail(err)
+// tmpName returns a fresh temp file name: unique within the process by a
+// counter, across processes by pid and process id. The backslash keeps it
+// from ever being taken for an object.
+func (s *Store) tmpName() string {
+	return tmpPrefix + strconv.Itoa(os.Getpid()) + "." + s.procID + "." + strconv.FormatUint(s.tmpSeq.Add(1), 36)
+}
+
+// writeFd writes data to the new file fd, caches its ETag, fsyncs it and
+// returns its ModTime.
+func writeFd(fd int, data []byte, etag string) (time.Time, error) {
+	for rest := data; len(rest) > 0; {
+		n, err := unix.Write(fd, rest)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return time.Time{}, err
+		}
+		rest = rest[n:]
 	}
 	// The xattr only caches the content hash; readers recompute it when
 	// the file system does not keep user xattrs.
-	if err := unix.Fsetxattr(int(f.Fd()), etagXattr, []byte(etag), 0); err != nil &&
+	if err := unix.Fsetxattr(fd, etagXattr, []byte(etag), 0); err != nil &&
 		!errors.Is(err, unix.ENOTSUP) && !errors.Is(err, unix.EOPNOTSUPP) {
-		return fail(err)
+		return time.Time{}, err
 	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
+	if err := unix.Fsync(fd); err != nil {
+		return time.Time{}, err
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		return fail(err)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return time.Time{}, err
 	}
-	if err := f.Close(); err != nil {
-		os.Remove(name)
-		return "", time.Time{}, err
-	}
-	return name, fi.ModTime(), nil
+	return time.Unix(st.Mtim.Unix()), nil
 }
 
-// Put implements objstore.Store. Cost: create, write, fsetxattr, fsync and
-// close of a temp file; then link(2)+unlink (create-only) or, under the
-// key's lock, rename (after open+fgetxattr of the current object for
-// If-Match); then fsync of the folder. New folders add mkdir+fsync each.
+// Put implements objstore.Store. Cost of a create-only Put: a nameless
+// temp file (O_TMPFILE) in the object's folder is written, its ETag
+// cached in an xattr, fsynced and linked to the key's name (linkat fails
+// if the name exists), then the folder is fsynced: openat, write,
+// fsetxattr, fsync, fstat, linkat, close, fsync. Where the file system
+// refuses O_TMPFILE, a named temp file is created, linked and unlinked.
+// Other Puts write a named temp file the same way and, under the key's
+// lock (after open+fgetxattr+close of the current object for If-Match),
+// rename it over the key, then fsync the folder. Folders are kept open
+// (see dirCache); a folder not yet open costs an open, one that does not
+// exist mkdir+fsync of its parent per level.
 func (s *Store) Put(ctx context.Context, key string, data []byte, opts objstore.PutOptions) (objstore.ObjectInfo, error) {
 	if err := objstore.ValidateKey(key); err != nil {
 		return objstore.ObjectInfo{}, err
@@ -344,95 +372,226 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objstore.
 		return objstore.ObjectInfo{}, err
 	}
 	etag := etagOf(data)
-	// A concurrent Delete may remove an emptied folder between mkdirs and
-	// the temp file's creation; trying again recreates it.
-	var tmp string
-	var mtime time.Time
+	// A concurrent Delete may remove an emptied folder at any point before
+	// the link or rename; trying again recreates it.
 	for attempt := 0; ; attempt++ {
-		err := s.mkdirs(key)
-		if err == nil {
-			tmp, mtime, err = s.writeTemp(key, data, etag)
+		var info objstore.ObjectInfo
+		var retry bool
+		var err error
+		if opts.IfNoneMatch {
+			info, retry, err = s.create(key, data, etag)
+		} else {
+			info, retry, err = s.replace(ctx, key, data, etag, opts.IfMatch)
 		}
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, fs.ErrNotExist) || attempt == 20 {
-			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: %w", key, err)
+		if !retry || attempt == 20 {
+			return info, err
 		}
 	}
-	defer os.Remove(tmp) // no-op after rename; removes the temp name after link
-	info := objstore.ObjectInfo{Key: key, Size: int64(len(data)), ETag: etag, ModTime: mtime}
-	dst := s.path(key)
-	if err := s.clearEmptyDir(dst); err != nil {
-		return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: %w", key, err)
+}
+
+// folder returns the open folder of key, creating it when missing. The
+// caller releases it.
+func (s *Store) folder(key string) (*dirHandle, error) {
+	dir := filepath.Dir(s.path(key))
+	if d, err := s.dirs.get(dir); err == nil {
+		return d, nil
 	}
-	if opts.IfNoneMatch {
-		if err := os.Link(tmp, dst); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				if fi, serr := os.Lstat(dst); serr == nil && fi.IsDir() {
-					return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: %w: a folder of that name holds other objects", key, ErrKeyConflict)
-				}
-				return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: object exists: %w", key, objstore.ErrPrecondition)
+	if err := s.mkdirs(key); err != nil {
+		return nil, err
+	}
+	return s.dirs.get(dir)
+}
+
+// openTemp creates a temp file in the folder d: nameless (O_TMPFILE) when
+// nameless is set and the file system supports it, else named (returned
+// in name). retry reports a folder that vanished, before anything was
+// created.
+func (s *Store) openTemp(d *dirHandle, nameless bool) (fd int, name string, retry bool, err error) {
+	err = d.do(func(dfd int) error {
+		var err error
+		if nameless && s.tmpfile {
+			fd, err = unix.Openat(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+			var st unix.Stat_t
+			if err == unix.EPERM && unix.Fstat(dfd, &st) == nil && st.Nlink == 0 {
+				err = unix.ENOENT // ext4 refuses O_TMPFILE in a removed folder with EPERM
 			}
-			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: link: %w", key, err)
+			return err
 		}
-		if err := os.Remove(tmp); err != nil {
-			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: remove temp: %w", key, err)
+		name = s.tmpName()
+		fd, err = unix.Openat(dfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+		return err
+	})
+	if stale(err) {
+		s.dirs.forget(d)
+		return -1, "", true, err
+	}
+	return fd, name, false, err
+}
+
+// create is a create-only Put. retry reports that the folder vanished
+// before the link, so nothing was written.
+func (s *Store) create(key string, data []byte, etag string) (objstore.ObjectInfo, bool, error) {
+	d, err := s.folder(key)
+	if err != nil {
+		return objstore.ObjectInfo{}, stale(err), putErr(key, "", err)
+	}
+	defer s.dirs.release(d)
+	fd, tmp, retry, err := s.openTemp(d, true)
+	if err != nil {
+		return objstore.ObjectInfo{}, retry, putErr(key, "create temp file", err)
+	}
+	defer unix.Close(fd)
+	unlinkTmp := func() {
+		if tmp != "" {
+			_ = d.do(func(dfd int) error { return unix.Unlinkat(dfd, tmp, 0) })
+			tmp = ""
 		}
-		if err := s.syncParent(filepath.Dir(dst)); err != nil {
-			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: sync folder: %w", key, err)
+	}
+	defer unlinkTmp()
+	mtime, err := writeFd(fd, data, etag)
+	if err != nil {
+		return objstore.ObjectInfo{}, false, putErr(key, "write temp file", err)
+	}
+	name := filepath.Base(s.path(key))
+	link := func(dfd int) error {
+		if tmp == "" {
+			return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dfd, name, unix.AT_SYMLINK_FOLLOW)
 		}
-		return info, nil
+		return unix.Linkat(dfd, tmp, dfd, name, 0)
+	}
+	err = d.do(link)
+	if errors.Is(err, unix.EEXIST) {
+		// An empty folder of that name, left by a Delete whose process
+		// died before removing it, is not an object: remove it and retry.
+		cleared, cerr := clearEmptyDir(d, name)
+		switch {
+		case cerr != nil:
+			return objstore.ObjectInfo{}, false, putErr(key, "remove empty folder", cerr)
+		case cleared:
+			err = d.do(link)
+		case isDirAt(d, name):
+			return objstore.ObjectInfo{}, false, fmt.Errorf("file: put %q: %w: a folder of that name holds other objects", key, ErrKeyConflict)
+		}
+	}
+	if errors.Is(err, unix.EEXIST) {
+		return objstore.ObjectInfo{}, false, fmt.Errorf("file: put %q: object exists: %w", key, objstore.ErrPrecondition)
+	}
+	if stale(err) {
+		s.dirs.forget(d)
+		return objstore.ObjectInfo{}, true, putErr(key, "link", err)
+	}
+	if err != nil {
+		return objstore.ObjectInfo{}, false, putErr(key, "link", err)
+	}
+	unlinkTmp() // before the folder's fsync, which then records both changes
+	if err := d.f.Sync(); err != nil {
+		return objstore.ObjectInfo{}, false, putErr(key, "sync folder", err)
+	}
+	return objstore.ObjectInfo{Key: key, Size: int64(len(data)), ETag: etag, ModTime: mtime}, false, nil
+}
+
+// replace is an unconditional or If-Match Put. retry reports that the
+// folder vanished before the rename, so nothing was written.
+func (s *Store) replace(ctx context.Context, key string, data []byte, etag, ifMatch string) (objstore.ObjectInfo, bool, error) {
+	d, err := s.folder(key)
+	if err != nil {
+		return objstore.ObjectInfo{}, stale(err), putErr(key, "", err)
+	}
+	defer s.dirs.release(d)
+	fd, tmp, retry, err := s.openTemp(d, false)
+	if err != nil {
+		return objstore.ObjectInfo{}, retry, putErr(key, "create temp file", err)
+	}
+	renamed := false
+	defer func() {
+		if !renamed {
+			_ = d.do(func(dfd int) error { return unix.Unlinkat(dfd, tmp, 0) })
+		}
+	}()
+	mtime, err := writeFd(fd, data, etag)
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return objstore.ObjectInfo{}, false, putErr(key, "write temp file", err)
 	}
 	unlock, err := s.lock(ctx, key)
 	if err != nil {
-		return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: %w", key, err)
+		return objstore.ObjectInfo{}, false, putErr(key, "", err)
 	}
 	defer unlock()
-	if opts.IfMatch != "" {
+	if ifMatch != "" {
 		f, _, err := s.open("put", key)
 		if errors.Is(err, objstore.ErrNotExist) {
-			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: if-match on a missing object: %w", key, objstore.ErrPrecondition)
+			return objstore.ObjectInfo{}, false, fmt.Errorf("file: put %q: if-match on a missing object: %w", key, objstore.ErrPrecondition)
 		}
 		if err != nil {
-			return objstore.ObjectInfo{}, err
+			return objstore.ObjectInfo{}, false, err
 		}
 		cur, err := readETag(f)
 		f.Close()
 		if err != nil {
-			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: etag: %w", key, err)
+			return objstore.ObjectInfo{}, false, putErr(key, "etag", err)
 		}
-		if cur != opts.IfMatch {
-			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: etag is %s, not %s: %w", key, cur, opts.IfMatch, objstore.ErrPrecondition)
+		if cur != ifMatch {
+			return objstore.ObjectInfo{}, false, fmt.Errorf("file: put %q: etag is %s, not %s: %w", key, cur, ifMatch, objstore.ErrPrecondition)
 		}
 	}
-	if err := os.Rename(tmp, dst); err != nil {
-		if fi, serr := os.Lstat(dst); serr == nil && fi.IsDir() {
-			return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: %w: a folder of that name holds other objects", key, ErrKeyConflict)
+	name := filepath.Base(s.path(key))
+	rename := func(dfd int) error { return unix.Renameat(dfd, tmp, dfd, name) }
+	err = d.do(rename)
+	if errors.Is(err, unix.EISDIR) {
+		// A folder is in the way; an empty one is a leftover (see create).
+		cleared, cerr := clearEmptyDir(d, name)
+		switch {
+		case cerr != nil:
+			return objstore.ObjectInfo{}, false, putErr(key, "remove empty folder", cerr)
+		case !cleared:
+			return objstore.ObjectInfo{}, false, fmt.Errorf("file: put %q: %w: a folder of that name holds other objects", key, ErrKeyConflict)
 		}
-		return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: rename: %w", key, err)
+		err = d.do(rename)
 	}
-	if err := s.syncParent(filepath.Dir(dst)); err != nil {
-		return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: sync folder: %w", key, err)
+	if err != nil {
+		return objstore.ObjectInfo{}, false, putErr(key, "rename", err)
 	}
-	return info, nil
+	renamed = true
+	if err := d.f.Sync(); err != nil {
+		return objstore.ObjectInfo{}, false, putErr(key, "sync folder", err)
+	}
+	return objstore.ObjectInfo{Key: key, Size: int64(len(data)), ETag: etag, ModTime: mtime}, false, nil
 }
 
-// clearEmptyDir removes an empty folder at path, left behind when its last
-// object was deleted by a process that died before cleaning up.
-func (s *Store) clearEmptyDir(path string) error {
-	fi, err := os.Lstat(path)
-	if err != nil || !fi.IsDir() {
-		return nil
+func putErr(key, what string, err error) error {
+	if what == "" {
+		return fmt.Errorf("file: put %q: %w", key, err)
 	}
-	if err := unix.Rmdir(path); err != nil && err != unix.ENOTEMPTY && err != unix.EEXIST && err != unix.ENOENT {
-		return err
-	}
-	return nil
+	return fmt.Errorf("file: put %q: %s: %w", key, what, err)
 }
 
-// Delete implements objstore.Store. Cost: unlink and fsync of the folder
-// under the key's lock, plus rmdir of each folder the delete emptied.
+// clearEmptyDir removes the folder name in d if it is empty, reporting
+// whether it did. It is a no-op (false, nil) when name is not a folder
+// or holds entries.
+func clearEmptyDir(d *dirHandle, name string) (bool, error) {
+	err := d.do(func(dfd int) error { return unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR) })
+	switch {
+	case err == nil:
+		return true, d.f.Sync()
+	case errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EEXIST), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ENOENT):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+func isDirAt(d *dirHandle, name string) bool {
+	var st unix.Stat_t
+	err := d.do(func(dfd int) error { return unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) })
+	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
+}
+
+// Delete implements objstore.Store. Cost: unlinkat and fsync of the
+// (open) folder under the key's lock, plus rmdir and a parent fsync for
+// each folder the delete emptied.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := objstore.ValidateKey(key); err != nil {
 		return err
@@ -446,21 +605,34 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	}
 	defer unlock()
 	p := s.path(key)
-	fi, err := os.Lstat(p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
-			return nil
+	dir, name := filepath.Dir(p), filepath.Base(p)
+	var d *dirHandle
+	for attempt := 0; ; attempt++ {
+		d, err = s.dirs.get(dir)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
+				return nil // no folder, no object
+			}
+			return fmt.Errorf("file: delete %q: %w", key, err)
 		}
+		err = d.do(func(dfd int) error { return unix.Unlinkat(dfd, name, 0) })
+		// ENOENT through a cached folder that another process removed
+		// (and maybe made again) says nothing: ask the live folder.
+		if stale(err) && attempt == 0 && d.removed() {
+			s.dirs.forget(d)
+			s.dirs.release(d)
+			continue
+		}
+		break
+	}
+	defer s.dirs.release(d)
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EISDIR), errors.Is(err, unix.EPERM) && isDirAt(d, name):
+		return nil // no object; a folder is not an object
+	case err != nil:
 		return fmt.Errorf("file: delete %q: %w", key, err)
 	}
-	if fi.IsDir() {
-		return nil // a folder is not an object
-	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("file: delete %q: %w", key, err)
-	}
-	dir := filepath.Dir(p)
-	if err := s.syncParent(dir); err != nil {
+	if err := d.f.Sync(); err != nil {
 		return fmt.Errorf("file: delete %q: sync folder: %w", key, err)
 	}
 	// Remove folders the delete emptied, so the name can hold an object
@@ -470,6 +642,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		if unix.Rmdir(dir) != nil {
 			break
 		}
+		s.dirs.forgetPath(dir)
 		removed = true
 		dir = filepath.Dir(dir)
 	}

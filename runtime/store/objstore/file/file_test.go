@@ -213,3 +213,78 @@ func TestOpenErrors(t *testing.T) {
 		t.Fatal("Open of a regular file succeeded")
 	}
 }
+
+// A folder another process removed (its last object deleted) and made
+// again must not swallow the next Put: the cached folder handle names the
+// removed folder, so the Put has to notice and use the live one.
+func TestFolderRemovedByAnotherStore(t *testing.T) {
+	dir := t.TempDir()
+	a, b := openAt(t, dir), openAt(t, dir)
+	for round := range 3 {
+		if _, err := a.Put(bg, "d/x", []byte("1"), objstore.CreateOnly()); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Delete(bg, "d/x"); err != nil { // removes folder d
+			t.Fatal(err)
+		}
+		if round == 1 { // b makes the folder again behind a's back
+			if _, err := b.Put(bg, "d/other", []byte("o"), objstore.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := a.Put(bg, "d/y", []byte("2"), objstore.CreateOnly()); err != nil {
+			t.Fatalf("round %d: create-only into a removed folder: %v", round, err)
+		}
+		if _, err := a.Put(bg, "d/z", []byte("3"), objstore.PutOptions{}); err != nil {
+			t.Fatalf("round %d: overwrite into a removed folder: %v", round, err)
+		}
+		for k, want := range map[string]string{"d/y": "2", "d/z": "3"} {
+			got, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(k)))
+			if err != nil || string(got) != want {
+				t.Fatalf("round %d: %s on disk = %q, %v; want %q", round, k, got, err, want)
+			}
+			if got, _, err := b.Get(bg, k); err != nil || string(got) != want {
+				t.Fatalf("round %d: other store reads %s = %q, %v", round, k, got, err)
+			}
+		}
+		if round == 1 {
+			if err := a.Delete(bg, "d/other"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// a deletes through its cached handle, b sees it gone.
+		for _, k := range []string{"d/y", "d/z"} {
+			if err := a.Delete(bg, k); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Head(bg, k); !errors.Is(err, objstore.ErrNotExist) {
+				t.Fatalf("round %d: %s after delete: %v", round, k, err)
+			}
+		}
+	}
+}
+
+// A create-only Put leaves no name behind but the object's, also while it
+// runs: the temp file has none (O_TMPFILE) where the file system allows.
+func TestCreateOnlyLeavesNoTempNames(t *testing.T) {
+	s := openTemp(t)
+	for i := range 20 {
+		if _, err := s.Put(bg, fmt.Sprintf("w/%02d", i), []byte("x"), objstore.CreateOnly()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	des, err := os.ReadDir(filepath.Join(s.Root(), "w"))
+	if err != nil || len(des) != 20 {
+		t.Fatalf("folder holds %d names (%v), want the 20 objects", len(des), err)
+	}
+}
+
+func openAt(t *testing.T, dir string) *file.Store {
+	t.Helper()
+	s, err := file.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
