@@ -47,6 +47,41 @@ type Store interface {
 	List(ctx context.Context, prefix, startAfter string, limit int) ([]ObjectInfo, error)
 }
 
+// Packer is an optional capability of a Store: it packs the objects of one
+// folder (the keys prefix+name, name without '/') into append-only log
+// files, so that writing one is made durable by a single data flush of a
+// file that already exists, instead of a new file, its flush, a link and a
+// flush of the folder. The objects stay ordinary objects: every guarantee
+// of Store holds for them, for every handle on the store in any process;
+// only the cost of writing them changes. It suits many small objects
+// written create-only and deleted in bulk, such as a write-ahead log.
+//
+// Wrappers (counting, faults) forward it when the store they wrap has it.
+type Packer interface {
+	// Pack makes the folder prefix ("" for the top folder, else a prefix
+	// ending in '/') packed, durably and for good; it is idempotent. The
+	// folder's existing objects keep working where they are. It fails with
+	// an error wrapping errors.ErrUnsupported when the store cannot pack
+	// (a wrapper around a store without Packer).
+	Pack(ctx context.Context, prefix string) error
+}
+
+// Pack asks s to pack the folder prefix (see Packer) and reports whether
+// it does: false, nil when s does not offer packing.
+func Pack(ctx context.Context, s Store, prefix string) (bool, error) {
+	p, ok := s.(Packer)
+	if !ok {
+		return false, nil
+	}
+	if err := p.Pack(ctx, prefix); err != nil {
+		if errors.Is(err, errors.ErrUnsupported) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
 // ObjectInfo describes one stored object.
 type ObjectInfo struct {
 	Key     string

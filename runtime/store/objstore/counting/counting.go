@@ -2,6 +2,8 @@ package counting
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -32,7 +34,10 @@ type Store struct {
 	lists, bytesRead, bytesWritten atomic.Int64
 }
 
-var _ objstore.Store = (*Store)(nil)
+var (
+	_ objstore.Store  = (*Store)(nil)
+	_ objstore.Packer = (*Store)(nil)
+)
 
 // New wraps inner.
 func New(inner objstore.Store) *Store { return &Store{inner: inner} }
@@ -84,4 +89,13 @@ func (s *Store) Head(ctx context.Context, key string) (objstore.ObjectInfo, erro
 func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
 	s.lists.Add(1)
 	return s.inner.List(ctx, prefix, startAfter, limit)
+}
+
+// Pack implements objstore.Packer when the wrapped store does; it is not
+// counted as a request.
+func (s *Store) Pack(ctx context.Context, prefix string) error {
+	if p, ok := s.inner.(objstore.Packer); ok {
+		return p.Pack(ctx, prefix)
+	}
+	return fmt.Errorf("counting: the wrapped store cannot pack: %w", errors.ErrUnsupported)
 }

@@ -103,7 +103,19 @@ type Store struct {
 	wake  chan struct{} // closed and replaced at every injected fault
 }
 
-var _ objstore.Store = (*Store)(nil)
+var (
+	_ objstore.Store  = (*Store)(nil)
+	_ objstore.Packer = (*Store)(nil)
+)
+
+// Pack implements objstore.Packer when the wrapped store does. No rule
+// applies to it: it changes how objects are kept, not which exist.
+func (s *Store) Pack(ctx context.Context, prefix string) error {
+	if p, ok := s.inner.(objstore.Packer); ok {
+		return p.Pack(ctx, prefix)
+	}
+	return fmt.Errorf("faults: the wrapped store cannot pack: %w", errors.ErrUnsupported)
+}
 
 // New wraps inner with no active rules; seed makes the random choices
 // reproducible.

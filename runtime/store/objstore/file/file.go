@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,6 +54,10 @@ type Store struct {
 	tmpSeq  atomic.Uint64
 	tmpfile bool // the file system takes O_TMPFILE and linkat through /proc
 	dirs    dirCache
+	pmu     sync.Mutex
+	packs   map[string]*packed // packed folders by key prefix, once seen
+	segMin  int64              // first segment size of a packed folder
+	segMax  int64
 	stripes [lockStripe]chan struct{}
 	locks   [lockStripe]*os.File
 	log     *slog.Logger
@@ -81,7 +86,7 @@ func Open(dir string) (*Store, error) {
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return nil, fmt.Errorf("file: random process id: %w", err)
 	}
-	s := &Store{root: root, procID: hex.EncodeToString(rnd[:]), log: slog.Default().With("store", "file://"+root)}
+	s := &Store{root: root, procID: hex.EncodeToString(rnd[:]), log: slog.Default().With("store", "file://"+root), segMin: segMin, segMax: segMax}
 	for i := range s.stripes {
 		s.stripes[i] = make(chan struct{}, 1)
 		f, err := os.OpenFile(filepath.Join(root, lockDir, strconv.Itoa(i)), os.O_RDWR|os.O_CREATE, 0o600)
@@ -122,6 +127,13 @@ func (s *Store) probeTmpfile() bool {
 
 // Close releases the lock files. The Store must not be used afterwards.
 func (s *Store) Close() error {
+	s.pmu.Lock()
+	packs := s.packs
+	s.packs = nil
+	s.pmu.Unlock()
+	for _, p := range packs {
+		p.shutdown()
+	}
 	s.dirs.close()
 	var errs []error
 	for i, f := range s.locks {
@@ -216,7 +228,9 @@ func (s *Store) open(op, key string) (*os.File, os.FileInfo, error) {
 	return f, fi, nil
 }
 
-// Get implements objstore.Store. Cost: open, fstat, fgetxattr, read, close.
+// Get implements objstore.Store. Cost: open, fstat, fgetxattr, read,
+// close; in a packed folder, the catch-up of its index (a pread and an
+// fstatat when nothing changed) and a pread of the data.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, objstore.ObjectInfo, error) {
 	if err := objstore.ValidateKey(key); err != nil {
 		return nil, objstore.ObjectInfo{}, err
@@ -224,23 +238,46 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, objstore.ObjectInf
 	if err := ctxErr(ctx, "get", key); err != nil {
 		return nil, objstore.ObjectInfo{}, err
 	}
-	f, fi, err := s.open("get", key)
+	p, err := s.packedFor(folderKey(key))
+	if err != nil {
+		return nil, objstore.ObjectInfo{}, fmt.Errorf("file: get %q: %w", key, err)
+	}
+	if p != nil {
+		data, info, ok, err := p.get(key, true)
+		if ok || err != nil {
+			return data, info, err
+		}
+	}
+	return s.getPlain(key, true)
+}
+
+// getPlain reads the object file of key.
+func (s *Store) getPlain(key string, withData bool) ([]byte, objstore.ObjectInfo, error) {
+	op := "get"
+	if !withData {
+		op = "head"
+	}
+	f, fi, err := s.open(op, key)
 	if err != nil {
 		return nil, objstore.ObjectInfo{}, err
 	}
 	defer f.Close()
-	data := make([]byte, fi.Size())
-	if _, err := io.ReadFull(f, data); err != nil {
-		return nil, objstore.ObjectInfo{}, fmt.Errorf("file: get %q: read: %w", key, err)
+	var data []byte
+	if withData {
+		data = make([]byte, fi.Size())
+		if _, err := io.ReadFull(f, data); err != nil {
+			return nil, objstore.ObjectInfo{}, fmt.Errorf("file: get %q: read: %w", key, err)
+		}
 	}
 	etag, err := readETag(f)
 	if err != nil {
-		return nil, objstore.ObjectInfo{}, fmt.Errorf("file: get %q: etag: %w", key, err)
+		return nil, objstore.ObjectInfo{}, fmt.Errorf("file: %s %q: etag: %w", op, key, err)
 	}
 	return data, objstore.ObjectInfo{Key: key, Size: fi.Size(), ETag: etag, ModTime: fi.ModTime()}, nil
 }
 
-// Head implements objstore.Store. Cost: open, fstat, fgetxattr, close.
+// Head implements objstore.Store. Cost: open, fstat, fgetxattr, close; in
+// a packed folder, the catch-up of its index only.
 func (s *Store) Head(ctx context.Context, key string) (objstore.ObjectInfo, error) {
 	if err := objstore.ValidateKey(key); err != nil {
 		return objstore.ObjectInfo{}, err
@@ -248,16 +285,18 @@ func (s *Store) Head(ctx context.Context, key string) (objstore.ObjectInfo, erro
 	if err := ctxErr(ctx, "head", key); err != nil {
 		return objstore.ObjectInfo{}, err
 	}
-	f, fi, err := s.open("head", key)
+	p, err := s.packedFor(folderKey(key))
 	if err != nil {
-		return objstore.ObjectInfo{}, err
+		return objstore.ObjectInfo{}, fmt.Errorf("file: head %q: %w", key, err)
 	}
-	defer f.Close()
-	etag, err := readETag(f)
-	if err != nil {
-		return objstore.ObjectInfo{}, fmt.Errorf("file: head %q: etag: %w", key, err)
+	if p != nil {
+		_, info, ok, err := p.get(key, false)
+		if ok || err != nil {
+			return info, err
+		}
 	}
-	return objstore.ObjectInfo{Key: key, Size: fi.Size(), ETag: etag, ModTime: fi.ModTime()}, nil
+	_, info, err := s.getPlain(key, false)
+	return info, err
 }
 
 // mkdirs creates the folders of key below the root (0700), fsyncing each
@@ -372,6 +411,13 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objstore.
 		return objstore.ObjectInfo{}, err
 	}
 	etag := etagOf(data)
+	p, err := s.packedFor(folderKey(key))
+	if err != nil {
+		return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: %w", key, err)
+	}
+	if p != nil {
+		return p.put(ctx, key, data, etag, opts)
+	}
 	// A concurrent Delete may remove an emptied folder at any point before
 	// the link or rename; trying again recreates it.
 	for attempt := 0; ; attempt++ {
@@ -599,13 +645,19 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := ctxErr(ctx, "delete", key); err != nil {
 		return err
 	}
+	p, err := s.packedFor(folderKey(key))
+	if err != nil {
+		return fmt.Errorf("file: delete %q: %w", key, err)
+	}
+	if p != nil {
+		return p.delete(ctx, key)
+	}
 	unlock, err := s.lock(ctx, key)
 	if err != nil {
 		return fmt.Errorf("file: delete %q: %w", key, err)
 	}
 	defer unlock()
-	p := s.path(key)
-	dir, name := filepath.Dir(p), filepath.Base(p)
+	dir, name := filepath.Dir(s.path(key)), filepath.Base(s.path(key))
 	var d *dirHandle
 	for attempt := 0; ; attempt++ {
 		d, err = s.dirs.get(dir)
@@ -662,15 +714,18 @@ type entry struct {
 }
 
 // readDir returns the folder's objects and sub-folders in key byte order,
-// skipping reserved names.
-func readDir(dir string) ([]entry, error) {
+// skipping reserved names, and whether the folder is packed.
+func readDir(dir string) (out []entry, packed bool, err error) {
 	des, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	out := make([]entry, 0, len(des))
+	out = make([]entry, 0, len(des))
 	for _, de := range des {
 		name := de.Name()
+		if name == logDirName && de.IsDir() {
+			packed = true
+		}
 		if strings.Contains(name, reserved) {
 			continue
 		}
@@ -683,7 +738,7 @@ func readDir(dir string) ([]entry, error) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].order < out[j].order })
-	return out, nil
+	return out, packed, nil
 }
 
 // List implements objstore.Store. Keys sort by bytes, so a folder "a" is
@@ -723,15 +778,48 @@ func (l *lister) walk(dir, base string) error {
 	if err := l.ctx.Err(); err != nil {
 		return err
 	}
-	entries, err := readDir(dir)
+	entries, isPacked, err := readDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil // removed by a concurrent Delete
 		}
 		return err
 	}
+	// A packed folder's objects in its log merge with its files (written
+	// before it was packed) in key order; for a key in both, the log's.
+	var logged []objstore.ObjectInfo
+	if isPacked {
+		p, err := l.s.packedFor(base)
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			if logged, err = p.list(l.prefix, l.after, l.limit-len(l.out)); err != nil {
+				return err
+			}
+		}
+	}
+	emit := func(info objstore.ObjectInfo) error {
+		l.out = append(l.out, info)
+		if len(l.out) == l.limit {
+			return errPageFull
+		}
+		return nil
+	}
+	emitLogged := func(before string) error {
+		for len(logged) > 0 && logged[0].Key < before {
+			if err := emit(logged[0]); err != nil {
+				return err
+			}
+			logged = logged[1:]
+		}
+		return nil
+	}
 	for _, e := range entries {
 		k := base + e.order
+		if err := emitLogged(k); err != nil {
+			return err
+		}
 		if e.dir {
 			// Every key below starts with k. Skip the folder unless it can
 			// hold a key with the prefix that sorts after startAfter.
@@ -749,16 +837,23 @@ func (l *lister) walk(dir, base string) error {
 		if k <= l.after || !strings.HasPrefix(k, l.prefix) {
 			continue
 		}
-		info, err := l.s.Head(l.ctx, k)
+		if len(logged) > 0 && logged[0].Key == k {
+			continue // the log's version, emitted next
+		}
+		_, info, err := l.s.getPlain(k, false)
 		if errors.Is(err, objstore.ErrNotExist) {
 			continue // deleted since readdir
 		}
 		if err != nil {
 			return err
 		}
-		l.out = append(l.out, info)
-		if len(l.out) == l.limit {
-			return errPageFull
+		if err := emit(info); err != nil {
+			return err
+		}
+	}
+	for _, info := range logged {
+		if err := emit(info); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package file
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -21,4 +22,18 @@ func TestContractNamedTemps(t *testing.T) {
 	}
 	objstoretest.Run(t, open)
 	t.Run("FolderChurn", func(t *testing.T) { objstoretest.RunFolderChurn(t, open(t)) })
+}
+
+// TestContractPacked runs the contract on a store whose top folder is
+// packed: its keys of one segment live in the log, deeper ones in files,
+// so List merges both. Tiny segments make the runs rotate, retire and
+// compact segments all along.
+func TestContractPacked(t *testing.T) {
+	for _, size := range []int64{0, 4096} {
+		t.Run(fmt.Sprintf("segment=%d", size), func(t *testing.T) {
+			open := func(t *testing.T) objstore.Store { return packAt(t, t.TempDir(), "", size) }
+			objstoretest.Run(t, open)
+			t.Run("FolderChurn", func(t *testing.T) { objstoretest.RunFolderChurn(t, open(t)) })
+		})
+	}
 }
