@@ -25,6 +25,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	crashtest.IfChild(packedChildEnv, packedChild)
 	crashtest.IfChild(killChildEnv, func(dir string) error {
 		seed, _ := strconv.ParseUint(os.Getenv(killSeedEnv), 10, 64)
 		return killChild(dir, seed)
