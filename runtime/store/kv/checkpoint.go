@@ -104,7 +104,7 @@ func (db *DB) checkpoint(ctx context.Context) error {
 		return nil // nothing changed
 	}
 
-	nm := &manifest{epoch: db.epoch, firstLiveWAL: firstLive, checkpointID: old.checkpointID + 1}
+	nm := &manifest{epoch: db.epoch, firstLiveWAL: firstLive, checkpointID: old.checkpointID + 1, packedWAL: old.packedWAL}
 	db.o.rmu.Lock()
 	binary.LittleEndian.PutUint64(nm.writer[:8], db.o.rnd.Uint64())
 	binary.LittleEndian.PutUint64(nm.writer[8:], db.o.rnd.Uint64())

@@ -32,8 +32,16 @@ import (
 //
 //	"TQWM" ver writerID[16] epoch firstLiveWAL checkpointID nchunks chunks... crc32c[4]
 //	chunk = name firstKey count size
+//
+// A manifest's version is 2 (manifestPackedVersion) once a writer packed
+// the store's WAL folder (see doc.go, "Layout"), else 1; the bytes are the
+// same. Builds that read only version 1 cannot see packed WAL objects and
+// so refuse such a store instead of taking it for a shorter log.
 const (
 	formatVersion = 1
+	// manifestPackedVersion marks a manifest of a store whose WAL folder
+	// was packed.
+	manifestPackedVersion = 2
 
 	opPut      = 1
 	opDelete   = 2
@@ -433,6 +441,7 @@ type manifest struct {
 	firstLiveWAL uint64
 	checkpointID uint64
 	chunks       []chunkInfo
+	packedWAL    bool // a writer packed the WAL folder; never cleared
 }
 
 // chunkInfo describes one chunk of a checkpoint. Chunks are disjoint and in
@@ -446,7 +455,11 @@ type chunkInfo struct {
 
 func (m *manifest) encode() []byte {
 	b := append([]byte(nil), magicManifest...)
-	b = append(b, formatVersion)
+	if m.packedWAL {
+		b = append(b, manifestPackedVersion)
+	} else {
+		b = append(b, formatVersion)
+	}
 	b = append(b, m.writer[:]...)
 	b = binary.AppendUvarint(b, m.epoch)
 	b = binary.AppendUvarint(b, m.firstLiveWAL)
@@ -466,9 +479,18 @@ func decodeManifest(b []byte) (*manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &decoder{b: body}
-	d.magic(magicManifest)
 	m := &manifest{}
+	d := &decoder{b: body}
+	if got := d.fixed("magic", len(magicManifest)); d.err == nil && string(got) != string(magicManifest) {
+		d.fail("bad magic %q, want %q", got, magicManifest)
+	}
+	switch v := d.byte1("version"); {
+	case d.err != nil, v == formatVersion:
+	case v == manifestPackedVersion:
+		m.packedWAL = true
+	default:
+		d.fail("unknown format version %d (this build reads %d and %d)", v, formatVersion, manifestPackedVersion)
+	}
 	copy(m.writer[:], d.fixed("writer id", 16))
 	m.epoch = d.uvarint("epoch")
 	m.firstLiveWAL = d.uvarint("first live WAL")

@@ -131,7 +131,14 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 		return nil, err
 	}
 	start := opts.Clock()
-	m, etag, err := bumpEpoch(ctx, o, opts)
+	// A store that can keeps the WAL in a packed folder, where a WAL PUT
+	// is made durable by one data flush (see doc.go, "Layout"). Before
+	// the epoch bump, so no WAL object of this writer is ever a file.
+	packed, err := objstore.Pack(ctx, store, o.pfx+"wal/")
+	if err != nil {
+		return nil, fmt.Errorf("kv: pack the WAL folder %q: %w", o.pfx+"wal/", err)
+	}
+	m, etag, err := bumpEpoch(ctx, o, packed)
 	if err != nil {
 		return nil, err
 	}
@@ -173,8 +180,9 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 	return db, nil
 }
 
-// bumpEpoch creates the manifest or raises its epoch with If-Match.
-func bumpEpoch(ctx context.Context, o *objects, opts Options) (*manifest, string, error) {
+// bumpEpoch creates the manifest or raises its epoch with If-Match; packed
+// marks it as the manifest of a store whose WAL folder is packed.
+func bumpEpoch(ctx context.Context, o *objects, packed bool) (*manifest, string, error) {
 	for {
 		m, etag, err := o.readManifest(ctx)
 		if err != nil {
@@ -196,6 +204,7 @@ func bumpEpoch(ctx context.Context, o *objects, opts Options) (*manifest, string
 			nm.epoch++
 			popts = objstore.IfMatch(etag)
 		}
+		nm.packedWAL = nm.packedWAL || packed
 		o.rmu.Lock()
 		binary.LittleEndian.PutUint64(nm.writer[:8], o.rnd.Uint64())
 		binary.LittleEndian.PutUint64(nm.writer[8:], o.rnd.Uint64())

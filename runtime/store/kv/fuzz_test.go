@@ -90,6 +90,7 @@ func FuzzDecodeManifest(f *testing.F) {
 	m := &manifest{epoch: 5, firstLiveWAL: 9, checkpointID: 2, chunks: []chunkInfo{{name: "n", first: []byte("k"), count: 3, size: 99}}}
 	f.Add(m.encode())
 	f.Add((&manifest{epoch: 1, firstLiveWAL: 1}).encode())
+	f.Add((&manifest{epoch: 2, firstLiveWAL: 3, packedWAL: true}).encode())
 	f.Add([]byte("TQWM"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := decodeManifest(data)

@@ -194,7 +194,7 @@ func TruncateAt(ctx context.Context, store objstore.Store, opts Options, at uint
 	}
 
 	// 5. The kept state as a checkpoint, then the switch.
-	nm := &manifest{epoch: epoch, firstLiveWAL: fence + 1, checkpointID: m.checkpointID + 1}
+	nm := &manifest{epoch: epoch, firstLiveWAL: fence + 1, checkpointID: m.checkpointID + 1, packedWAL: m.packedWAL}
 	o.randomID(nm.writer[:])
 	if at == m.firstLiveWAL && len(p.DroppedKeys) == 0 {
 		nm.chunks = m.chunks // the state is the checkpoint's

@@ -46,12 +46,21 @@ const (
 	staleTempAge = time.Hour
 )
 
+// procID distinguishes this process from an earlier one with the same
+// pid in temp file names; tmpSeq numbers the temp files of this process.
+// Both are per process, not per Store: Open sweeps temp files of other
+// processes only, never those of another Store of this process.
+var (
+	procOnce sync.Once
+	procID   string
+	procErr  error
+	tmpSeq   atomic.Uint64
+)
+
 // Store keeps objects as files under a root folder. It is safe for
 // concurrent use, also by several processes on the same root.
 type Store struct {
 	root    string
-	procID  string // distinguishes this process from an earlier one with the same pid
-	tmpSeq  atomic.Uint64
 	tmpfile bool // the file system takes O_TMPFILE and linkat through /proc
 	dirs    dirCache
 	pmu     sync.Mutex
@@ -82,11 +91,16 @@ func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Join(root, lockDir), 0o700); err != nil {
 		return nil, fmt.Errorf("file: create lock folder in %q: %w", root, err)
 	}
-	var rnd [6]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return nil, fmt.Errorf("file: random process id: %w", err)
+	procOnce.Do(func() {
+		var rnd [6]byte
+		if _, procErr = rand.Read(rnd[:]); procErr == nil {
+			procID = hex.EncodeToString(rnd[:])
+		}
+	})
+	if procErr != nil {
+		return nil, fmt.Errorf("file: random process id: %w", procErr)
 	}
-	s := &Store{root: root, procID: hex.EncodeToString(rnd[:]), log: slog.Default().With("store", "file://"+root), segMin: segMin, segMax: segMax}
+	s := &Store{root: root, log: slog.Default().With("store", "file://"+root), segMin: segMin, segMax: segMax}
 	for i := range s.stripes {
 		s.stripes[i] = make(chan struct{}, 1)
 		f, err := os.OpenFile(filepath.Join(root, lockDir, strconv.Itoa(i)), os.O_RDWR|os.O_CREATE, 0o600)
@@ -117,7 +131,7 @@ func (s *Store) probeTmpfile() bool {
 		return false
 	}
 	defer unix.Close(fd)
-	probe := filepath.Join(dir, "probe."+s.procID)
+	probe := filepath.Join(dir, "probe."+procID)
 	if err := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, probe, unix.AT_SYMLINK_FOLLOW); err != nil {
 		s.log.Debug("linkat of an O_TMPFILE file failed; create-only puts use named temp files", "err", err)
 		return false
@@ -357,7 +371,7 @@ func syncDir(dir string) error {
 // counter, across processes by pid and process id. The backslash keeps it
 // from ever being taken for an object.
 func (s *Store) tmpName() string {
-	return tmpPrefix + strconv.Itoa(os.Getpid()) + "." + s.procID + "." + strconv.FormatUint(s.tmpSeq.Add(1), 36)
+	return tmpPrefix + strconv.Itoa(os.Getpid()) + "." + procID + "." + strconv.FormatUint(tmpSeq.Add(1), 36)
 }
 
 // writeFd writes data to the new file fd, caches its ETag, fsyncs it and
@@ -885,7 +899,7 @@ func (s *Store) sweep() error {
 		stale := len(parts) != 3
 		if !stale {
 			if parts[0] == me {
-				stale = parts[1] != s.procID
+				stale = parts[1] != procID
 			} else if pid, err := strconv.Atoi(parts[0]); err != nil || pid <= 0 || unix.Kill(pid, 0) == unix.ESRCH {
 				stale = true
 			}

@@ -58,12 +58,17 @@ type packed struct {
 	plainChecked bool
 	own          *segment // the segment this handle appends to; nil: make one first
 	nextCap      int64
+	spareMu      sync.Mutex
+	spare        chan *spare // the next segment file, being made or made; nil when none
+	spareWG      sync.WaitGroup
+	closed       bool  // no more spares
 	poison       error // a failed write: no more appends by this handle
 
-	reqs     chan *logOp
-	stop     chan struct{}
-	startW   sync.Once
-	writerWG sync.WaitGroup
+	qmu     sync.Mutex // guards the queue; never held with mu
+	queue   []*logOp
+	busy    bool // an append is in progress or about to be
+	qclosed bool
+	drainWG sync.WaitGroup
 }
 
 // segment is one segment file.
@@ -154,7 +159,10 @@ func (s *Store) Pack(ctx context.Context, prefix string) error {
 	case !errors.Is(err, fs.ErrExist):
 		return fmt.Errorf("file: pack %q: %w", prefix, err)
 	}
-	_, err := s.packedFor(prefix)
+	p, err := s.packedFor(prefix)
+	if err == nil {
+		p.prepareSpare(p.nextCap) // for the first append of this handle
+	}
 	return err
 }
 
@@ -215,7 +223,7 @@ func (s *Store) openPacked(folder, dir string) (*packed, error) {
 	return p, nil
 }
 
-// close releases the folder's files; the writer must have stopped.
+// close releases the folder's files; no append may be in progress.
 func (p *packed) close() {
 	for _, sg := range p.segs {
 		sg.f.Close()
@@ -227,12 +235,13 @@ func (p *packed) close() {
 	}
 }
 
-// shutdown stops the writer and closes the folder.
+// shutdown waits for appends in progress and closes the folder.
 func (p *packed) shutdown() {
-	if p.stop != nil {
-		close(p.stop)
-		p.writerWG.Wait()
-	}
+	p.qmu.Lock()
+	p.qclosed = true
+	p.qmu.Unlock()
+	p.drainWG.Wait()
+	p.dropSpare()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.close()
@@ -302,6 +311,19 @@ func (p *packed) buildLocked() error {
 		}
 	}
 	return nil
+}
+
+// nextSegment opens segment n if it exists: one fstatat when it does not.
+func (p *packed) nextSegment(n uint64) (*segment, error) {
+	var st unix.Stat_t
+	err := withFd(p.logF, func(dfd int) error { return unix.Fstatat(dfd, segName(n), &st, 0) })
+	if errors.Is(err, unix.ENOENT) {
+		return nil, fs.ErrNotExist
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p.openSegment(n)
 }
 
 // openSegment opens segment n and reads its header. A header that fails
@@ -431,10 +453,13 @@ func (p *packed) refreshLocked(exclusive bool) error {
 	}
 	for {
 		last := p.segs[len(p.segs)-1]
-		if err := p.scanLocked(last); err != nil {
-			return err
+		// Only its maker appends to a segment, so ours has nothing new.
+		if last != p.own {
+			if err := p.scanLocked(last); err != nil {
+				return err
+			}
 		}
-		nsg, err := p.openSegment(last.num + 1)
+		nsg, err := p.nextSegment(last.num + 1)
 		if errors.Is(err, fs.ErrNotExist) {
 			if last.stopped != stopJunk || exclusive {
 				break
@@ -554,58 +579,64 @@ func (p *packed) delete(ctx context.Context, key string) error {
 
 var errClosed = errors.New("file: store closed")
 
-// submit hands op to the folder's writer and waits for it. Writes that
+// submit queues op and waits until an append decided it. Writes that
 // arrive while one append is in progress share the next one (group
-// commit): one fdatasync for all of them.
+// commit): one fdatasync for all of them. A write that finds no append in
+// progress makes it itself, on its own goroutine, so a lone writer pays
+// no hand-off; a backlog left once its own write is done goes on in the
+// background.
 func (p *packed) submit(op *logOp) error {
-	p.startW.Do(func() {
-		p.reqs = make(chan *logOp, maxBatch)
-		p.stop = make(chan struct{})
-		p.writerWG.Add(1)
-		go p.writer()
-	})
-	select {
-	case p.reqs <- op:
-	case <-op.ctx.Done():
-		return fmt.Errorf("file: put %q: %w", op.key, op.ctx.Err())
-	case <-p.stop:
+	p.qmu.Lock()
+	if p.qclosed {
+		p.qmu.Unlock()
 		return errClosed
 	}
-	select {
-	case <-op.done:
-		return nil
-	case <-p.stop:
-		return errClosed
-	case <-op.ctx.Done():
-		// The append may still happen: the outcome is unknown, as the
-		// objstore.Store contract allows.
-		return fmt.Errorf("file: write %q: %w", op.key, op.ctx.Err())
+	p.queue = append(p.queue, op)
+	if p.busy {
+		p.qmu.Unlock()
+		select {
+		case <-op.done:
+			return nil
+		case <-op.ctx.Done():
+			// The append may still happen: the outcome is unknown, as the
+			// objstore.Store contract allows.
+			return fmt.Errorf("file: write %q: %w", op.key, op.ctx.Err())
+		}
 	}
+	p.busy = true
+	p.drainWG.Add(1)
+	p.qmu.Unlock()
+	p.drain(op)
+	return nil
 }
 
-func (p *packed) writer() {
-	defer p.writerWG.Done()
+// drain makes appends until the queue is empty, or, when mine is set,
+// until mine is decided; then a goroutine takes over any backlog.
+func (p *packed) drain(mine *logOp) {
 	for {
-		var batch []*logOp
-		select {
-		case op := <-p.reqs:
-			batch = append(batch, op)
-		case <-p.stop:
+		p.qmu.Lock()
+		if len(p.queue) == 0 {
+			p.busy = false
+			p.qmu.Unlock()
+			p.drainWG.Done()
 			return
 		}
-		n := len(batch[0].data)
-	more:
-		for len(batch) < maxBatch && n < maxBatchLen {
-			select {
-			case op := <-p.reqs:
-				batch = append(batch, op)
-				n += len(op.data)
-			default:
-				break more
-			}
+		if mine != nil && mine.decided {
+			p.qmu.Unlock()
+			go p.drain(nil)
+			return
 		}
+		n, size := 0, 0
+		for n < len(p.queue) && n < maxBatch && (n == 0 || size+len(p.queue[n].data) <= maxBatchLen) {
+			size += len(p.queue[n].data)
+			n++
+		}
+		batch := append([]*logOp(nil), p.queue[:n]...)
+		p.queue = append(p.queue[:0], p.queue[n:]...)
+		p.qmu.Unlock()
 		p.commit(batch)
 		for _, op := range batch {
+			op.decided = true
 			close(op.done)
 		}
 	}
@@ -773,14 +804,19 @@ func (p *packed) appendLocked(batch []*logOp) error {
 		p.poison, p.own = err, nil
 		return fmt.Errorf("file: packed folder %q: fdatasync segment: %w", p.prefix, err)
 	}
-	// Index exactly what a scan of the bytes will find.
-	sc := scanner{r: bytesAt{buf, off}, salt: sg.salt, limit: off + int64(len(buf))}
-	n := 0
-	if end, _, _ := sc.scan(off, false, func(_ int64, r rec) { p.applyLocked(sg, r); n++ }); end != sc.limit || n != len(plans) {
-		p.poison, p.own = errors.New("records written do not read back"), nil
-		return fmt.Errorf("file: packed folder %q: %d records written read back as %d", p.prefix, len(plans), n)
+	// Index exactly what a scan of the bytes will find (the data is what
+	// the ETags were computed from).
+	at := off
+	for _, pl := range plans {
+		r, ok := parseRecordHeader(buf[at-off:], sg.salt, at, off+int64(len(buf)))
+		if !ok {
+			p.poison, p.own = errors.New("records written do not read back"), nil
+			return fmt.Errorf("file: packed folder %q: the record of %q written at %d does not read back", p.prefix, pl.op.key, at)
+		}
+		p.applyLocked(sg, r)
+		at += r.size
 	}
-	sg.next = off + int64(len(buf))
+	sg.next = at
 	for _, pl := range plans {
 		if pl.kind == kindPut {
 			pl.op.info = objstore.ObjectInfo{Key: pl.op.key, Size: int64(len(pl.data)), ETag: etagString(pl.etag), ModTime: time.Unix(0, pl.mod.UnixNano())}
@@ -910,11 +946,23 @@ func (p *packed) rotateLocked(need int64) (*segment, error) {
 	if _, err := rand.Read(h.salt[:]); err != nil {
 		return nil, err
 	}
-	f, err := p.makeSegment(num, capacity, h)
+	sp, err := p.takeSpare(capacity)
 	if err != nil {
 		return nil, err
 	}
-	sg := &segment{num: num, f: f, size: capacity, salt: h.salt, prevEnd: prevEnd, next: segHeaderLen, stopped: stopZero}
+	f, err := p.nameSegment(sp, num, h)
+	if errors.Is(err, unix.ENOENT) {
+		// The spare was removed under us (a sweep that took this process
+		// for a dead one): make another.
+		if sp = p.makeSpare(capacity); sp.err != nil {
+			return nil, sp.err
+		}
+		f, err = p.nameSegment(sp, num, h)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sg := &segment{num: num, f: f, size: sp.size, salt: h.salt, prevEnd: prevEnd, next: segHeaderLen, stopped: stopZero}
 	if n := len(p.segs); n > 0 {
 		last := p.segs[n-1]
 		last.finished, last.limit, last.done = true, prevEnd, true
@@ -922,6 +970,7 @@ func (p *packed) rotateLocked(need int64) (*segment, error) {
 	p.segs = append(p.segs, sg)
 	p.own = sg
 	p.nextCap = min(max(capacity, p.nextCap)*2, p.s.segMax)
+	p.prepareSpare(p.nextCap)
 	return sg, nil
 }
 
@@ -929,55 +978,129 @@ func align64k(n int64) int64 { return (n + 64<<10 - 1) &^ (64<<10 - 1) }
 
 var zeros = make([]byte, 1<<20)
 
-// makeSegment writes segment num whole under a temp name (header, then
-// zeros to its size), fsyncs it, gives it its name only if no segment has
-// it, and fsyncs the \log folder. Writing real zeros, not fallocate,
-// matters: fallocate leaves extents marked unwritten, and the first write
-// into one changes metadata that fdatasync must then journal; written
-// blocks are overwritten in place, so fdatasync flushes data only.
-func (p *packed) makeSegment(num uint64, size int64, h segHeader) (*os.File, error) {
-	tmp := filepath.Join(p.dir, logDirName, p.s.tmpName())
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, err
+// spare is a segment file made ahead of need: zero-filled and fsynced,
+// under a temp name in the \log folder.
+type spare struct {
+	f    *os.File
+	name string // its temp name
+	size int64
+	err  error
+}
+
+// prepareSpare makes the next segment file, of size bytes, in the
+// background, so a rotation does not wait for megabytes of zeros.
+func (p *packed) prepareSpare(size int64) {
+	p.spareMu.Lock()
+	defer p.spareMu.Unlock()
+	if p.spare != nil || p.closed {
+		return
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
+	ch := make(chan *spare, 1)
+	p.spare = ch
+	p.spareWG.Add(1)
+	go func() {
+		defer p.spareWG.Done()
+		ch <- p.makeSpare(size)
 	}()
-	for off := int64(0); off < size; off += int64(len(zeros)) {
-		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off); err != nil {
-			return nil, err
+}
+
+// takeSpare returns a zero-filled file of at least size bytes: the one
+// prepared in the background (waiting for it if it is still being
+// written) when it is large enough, else a new one. Rotations hold p.mu,
+// so one takes at a time.
+func (p *packed) takeSpare(size int64) (*spare, error) {
+	p.spareMu.Lock()
+	ch := p.spare
+	p.spare = nil
+	p.spareMu.Unlock()
+	if ch != nil {
+		sp := <-ch
+		if sp.err == nil && sp.size >= size {
+			return sp, nil
+		}
+		if sp.err == nil { // too small for this batch
+			sp.f.Close()
+			os.Remove(filepath.Join(p.dir, logDirName, sp.name))
 		}
 	}
-	if _, err := f.WriteAt(encodeSegHeader(h), 0); err != nil {
+	sp := p.makeSpare(size)
+	return sp, sp.err
+}
+
+// dropSpare removes a spare not used.
+func (p *packed) dropSpare() {
+	p.spareMu.Lock()
+	ch := p.spare
+	p.spare, p.closed = nil, true
+	p.spareMu.Unlock()
+	if ch != nil {
+		if sp := <-ch; sp.err == nil {
+			sp.f.Close()
+			os.Remove(filepath.Join(p.dir, logDirName, sp.name))
+		}
+	}
+	p.spareWG.Wait()
+}
+
+// makeSpare writes a temp file of size zero bytes and fsyncs it. Real
+// zeros, not fallocate: fallocate leaves extents marked unwritten, and
+// the first write into one changes metadata that fdatasync must then
+// journal; written blocks are overwritten in place, so an append's
+// fdatasync flushes data only.
+func (p *packed) makeSpare(size int64) *spare {
+	name := p.s.tmpName()
+	path := filepath.Join(p.dir, logDirName, name)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return &spare{err: err}
+	}
+	for off := int64(0); off < size && err == nil; off += int64(len(zeros)) {
+		_, err = f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(path)
+		return &spare{err: err}
+	}
+	return &spare{f: f, name: name, size: size}
+}
+
+// nameSegment writes header h into the spare, flushes it (in place: data
+// only) and gives the file the name of segment num, only if no segment
+// has it, then fsyncs the \log folder.
+func (p *packed) nameSegment(sp *spare, num uint64, h segHeader) (*os.File, error) {
+	fail := func(err error) (*os.File, error) {
+		sp.f.Close()
+		os.Remove(filepath.Join(p.dir, logDirName, sp.name))
 		return nil, err
 	}
-	if err := f.Sync(); err != nil {
-		return nil, err
+	if _, err := sp.f.WriteAt(encodeSegHeader(h), 0); err != nil {
+		return fail(err)
+	}
+	if err := withFd(sp.f, unix.Fdatasync); err != nil {
+		return fail(err)
 	}
 	name := segName(num)
-	err = withFd(p.logF, func(dfd int) error {
-		err := unix.Renameat2(dfd, filepath.Base(tmp), dfd, name, unix.RENAME_NOREPLACE)
+	err := withFd(p.logF, func(dfd int) error {
+		err := unix.Renameat2(dfd, sp.name, dfd, name, unix.RENAME_NOREPLACE)
 		if err == unix.EINVAL || err == unix.ENOSYS {
 			// No RENAME_NOREPLACE here: link(2) fails on an existing name too.
-			if err = unix.Linkat(dfd, filepath.Base(tmp), dfd, name, 0); err == nil {
-				err = unix.Unlinkat(dfd, filepath.Base(tmp), 0)
+			if err = unix.Linkat(dfd, sp.name, dfd, name, 0); err == nil {
+				err = unix.Unlinkat(dfd, sp.name, 0)
 			}
 		}
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("name segment %s: %w", name, err)
+		return fail(fmt.Errorf("name segment %s: %w", name, err))
 	}
 	if err := p.logF.Sync(); err != nil {
 		return nil, err
 	}
-	ok = true
-	return f, nil
+	return sp.f, nil
 }
 
 // reclaimLocked deletes the oldest segments that hold no current object.
