@@ -11,10 +11,12 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 )
 
-// objstore measures the raw store: put, get and list latency and
-// throughput, one Result per (op, store, concurrency).
+// objstore measures the raw store: put (overwrite), create (create-only
+// of fresh keys, as WAL writes are), get and list latency, throughput and
+// process CPU, one Result per (op, store, concurrency).
 var objBench = struct {
 	size, keys, listLimit int
+	pack                  bool
 }{}
 
 func init() {
@@ -25,6 +27,7 @@ func init() {
 			fs.IntVar(&objBench.size, "size", 4096, "object size in bytes for put and get")
 			fs.IntVar(&objBench.keys, "keys", 1000, "distinct keys per run; puts overwrite them in turn")
 			fs.IntVar(&objBench.listLimit, "list-limit", 100, "page size of each list call")
+			fs.BoolVar(&objBench.pack, "pack", false, "pack the benchmark's folder first (objstore.Packer: the file store keeps it in an append-only log, as kv's WAL)")
 		},
 		run: runObjstore,
 	})
@@ -38,11 +41,19 @@ func runObjstore(ctx context.Context, cfg *config) error {
 		store := counting.New(inner)
 		for _, c := range cfg.concurrency {
 			prefix := fmt.Sprintf("bench-objstore/%d-%d/", time.Now().UnixNano(), c)
-			for _, op := range []string{"put", "get", "list"} {
+			packed := false
+			if objBench.pack {
+				var err error
+				if packed, err = objstore.Pack(ctx, store, prefix); err != nil {
+					return fmt.Errorf("pack %s on %s: %w", prefix, url, err)
+				}
+			}
+			for _, op := range []string{"put", "create", "get", "list"} {
 				r, err := measureObj(ctx, cfg, store, op, prefix, c)
 				if err != nil {
 					return fmt.Errorf("%s on %s at concurrency %d: %w", op, url, c, err)
 				}
+				r.Extra["packed"] = packed
 				if err := cfg.emitFor(url, r); err != nil {
 					return err
 				}
@@ -71,11 +82,14 @@ func measureObj(ctx context.Context, cfg *config, store *counting.Store, op, pre
 	for w := range rngs {
 		rngs[w] = rand.New(rand.NewPCG(uint64(w), 99))
 	}
+	cpuBefore := processCPU()
 	m, err := measure(ctx, cfg, c, store, stop, timed(func(ctx context.Context, w int, n int64) error {
 		var err error
 		switch op {
 		case "put":
 			_, err = store.Put(ctx, objKey(prefix, int(n)%objBench.keys), data, objstore.PutOptions{})
+		case "create":
+			_, err = store.Put(ctx, fmt.Sprintf("%sc%09d", prefix, n), data, objstore.CreateOnly())
 		case "get":
 			_, _, err = store.Get(ctx, objKey(prefix, rngs[w].IntN(objBench.keys)))
 		case "list":
@@ -87,12 +101,16 @@ func measureObj(ctx context.Context, cfg *config, store *counting.Store, op, pre
 		}
 		return err
 	}))
+	cpuAfter := processCPU()
 	if err != nil {
 		return Result{}, err
 	}
 	extra := map[string]any{"op": op, "size": objBench.size, "keys": objBench.keys}
+	if cpuBefore >= 0 && cpuAfter >= 0 && m.ops > 0 {
+		extra["cpu_us_per_op"] = float64(cpuAfter-cpuBefore) / 1e3 / float64(m.ops)
+	}
 	switch op {
-	case "put":
+	case "put", "create":
 		extra["mib_per_sec"] = float64(m.counts.BytesWritten) / m.secs / (1 << 20)
 	case "get":
 		extra["mib_per_sec"] = float64(m.counts.BytesRead) / m.secs / (1 << 20)

@@ -51,6 +51,19 @@
 //	large/<epoch>-<n>      one value over Options.LargeValueThreshold each
 //	discarded/<epoch>/     copies TruncateAt keeps of what it discarded; never read
 //
+// On a store that packs folders (objstore.Packer; the file store), Open
+// packs wal/ before it writes anything: the WAL objects are the same
+// objects, with the same keys, create-only slots and bytes, kept in an
+// append-only log of the store instead of one file each, so a WAL PUT is
+// made durable by one fdatasync instead of two fsyncs and a new file
+// (see package file, "Packed folders"). Replay, Readers, Check and
+// TruncateAt read and write them through the same objstore calls and
+// see no difference; WAL objects written as files before (a store made
+// by an earlier build) keep replaying, and the first checkpoint deletes
+// them. Packing is recorded in the manifest (format version 2), so a
+// build from before packed folders, which would not see the packed WAL
+// and take the log for shorter than it is, refuses the store instead.
+//
 // # Costs in object-store requests
 //
 //   - Open: 1 GET + 1 conditional PUT of the manifest, 1 GET per chunk
@@ -64,7 +77,8 @@
 //   - Commit: no request of its own; all commits that arrive while a WAL PUT
 //     is in flight share the next one (group commit, one PUT in flight). At
 //     low load a durable commit costs one PUT round trip: an idle writer
-//     flushes a lone durable commit at once. A batch holding only
+//     flushes a lone durable commit at once. On a packed file store that
+//     PUT is one pwrite and one fdatasync. A batch holding only
 //     non-durable commits lingers up to Options.Linger (10 ms) for a durable
 //     commit to share its PUT, so a non-durable commit followed by a durable
 //     one costs one PUT. In memory, a commit records its keys for conflict
@@ -100,6 +114,12 @@
 // response to the older writer's write just before the fence is resolved by
 // the same read-back: the object is either its own (the commit counts, and
 // the newer writer replayed it) or the fence.
+//
+// In a packed WAL folder the same holds across processes: the file store
+// decides a create-only PUT under an exclusive lock of the folder after
+// reading every record written before, so a slot is taken once; and the
+// fences it keeps forever are moved, unchanged, when the segment holding
+// them is retired, never dropped.
 //
 // Hence epochs never decrease along the WAL; replay checks it and reports a
 // decrease as ErrCorrupt. An older writer's checkpoint fails its If-Match
@@ -150,6 +170,12 @@
 //   - A missing manifest while WAL or chunk objects exist: Open refuses to
 //     start a fresh store over them (1 LIST per folder, only when the
 //     manifest is missing).
+//
+// In a packed WAL folder a torn or damaged record is no object: damage in
+// the middle of the log shows as the missing WAL objects it hit, a gap,
+// reported as above; a record torn at the end by a crash belongs to a PUT
+// that never returned, whose commits were never acknowledged, so the log
+// rightly ends before it.
 //
 // What cannot be detected: deleting the newest WAL objects, the tail of
 // the log, looks exactly like those commits never having been written,

@@ -14,6 +14,11 @@
 // s3, a few syscalls on file, none on mem), plus retries the s3 backend makes
 // on transient failures.
 //
+// Optional capabilities are interfaces a backend may add: Packer (the file
+// store) keeps a folder of small objects in an append-only log, so writing
+// one costs one data flush; the objects behave as any others. Use them
+// through the helpers (Pack), which report when a store lacks them.
+//
 // Backends live in subpackages named after what they wrap: mem, file, s3.
 // storeurl opens one from a URL. Wrappers for tests and benchmarks inject
 // faults and count requests.

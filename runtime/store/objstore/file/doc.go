@@ -1,6 +1,6 @@
 // Package file is the embedded default objstore.Store: each object is a
 // file under a root folder, at the path its key names (key "a/b" is file
-// ROOT/a/b). Files are 0600, folders 0700.
+// ROOT/a/b), except in packed folders (below). Files are 0600, folders 0700.
 //
 // Guarantees:
 //   - Put is atomic and durable: data goes to a temp file in the object's
@@ -41,11 +41,103 @@
 // process is noticed when the kernel refuses to create a name in it, and
 // opened again. Get = open+fstat+read+fgetxattr+close. Head is Get without
 // the read. Delete = unlinkat+fsync, plus rmdir of emptied folders. List =
-// one readdir per folder visited plus a Head per object returned. Open
-// walks the whole tree once to sweep temp files.
+// one readdir per folder visited plus a Head per object returned. Every
+// call also makes one stat to learn whether the key's folder is packed
+// (none once it is known to be). Open walks the whole tree once to sweep
+// temp files.
 //
-// What it does not do: keys "a" and "a/b" cannot both exist (a name is a
-// file or a folder); such a Put fails with ErrKeyConflict. Locks are
-// flock(2) locks, so the folder must not be shared over NFS or between
-// machines. Files edited in place by hand keep a stale cached ETag.
+// # Packed folders
+//
+// A durable Put costs two flushes (the file, then the folder) and a new
+// inode; on the disks tqw runs on that is most of a WAL commit. Store.Pack
+// (objstore.Packer) makes a folder packed: its objects, the keys
+// PREFIX+name with no '/' in name, live in an append-only log instead,
+// and a write of any number of them is made durable by one fdatasync of
+// a file that already exists. kv packs its WAL folder. Deeper keys stay
+// files.
+//
+// Layout: FOLDER/\log/ marks the folder as packed, for good, and holds
+// segment files FOLDER/\log/<10-digit number> and a lock file. A segment
+// is written whole before it gets its number: header (salt, where the
+// previous segment's records end), then zeros to its size (256 KiB for a
+// handle's first, doubling to 8 MiB; a batch larger than that gets a
+// segment of its size), fsynced, then named with renameat2(NOREPLACE) and
+// the \log folder fsynced. The next segment is made in the background
+// while the current one fills. Records follow the header at 8-aligned
+// offsets: put (key, data, its ETag, ModTime) or delete (key). segment.go
+// has the bytes.
+//
+// Why one fdatasync suffices: an append overwrites zeros already on disk,
+// so neither the file's size nor its block map changes, and fdatasync has
+// only data to flush (on ext4 and xfs one cache flush, no journal
+// commit). That is why segments are filled with real zeros and not
+// fallocated: fallocate leaves extents marked unwritten, and the first
+// write into one converts it, a metadata change fdatasync must then
+// journal. On a file system that moves blocks on write (btrfs, zfs)
+// fdatasync still makes the data durable, with more work; on tmpfs it
+// returns at once and nothing is durable anyway. Correctness never rests
+// on the single flush, only speed does.
+//
+// Guarantees, as for files, for every handle in any process on the
+// machine:
+//   - Create-only and If-Match are decided, and the record written, under
+//     an exclusive flock of FOLDER/\log/lock (and a mutex within the
+//     process), after catching up with the log: the decision sees every
+//     write that returned before, in any process. Of racing creators
+//     exactly one wins.
+//   - A write returns after its record's fdatasync. Writes that arrive
+//     while an append is in progress share the next one (group commit);
+//     the first of them makes it on its own goroutine.
+//   - A record is valid only when every field checks, including a check
+//     (the first 128 bits of SHA-256 over the segment's random salt, the
+//     record's offset, its header and key) and its ETag over its data. A
+//     write torn by a crash fails them and is never an object; bytes that
+//     merely look like a record (inside an object's data, which users
+//     control, or copied from another place) cannot pass without the salt.
+//   - Only the handle that made a segment appends to it. So after any
+//     crash the next writer makes a new segment, whose header declares
+//     where the valid records of the previous one end, and no byte past
+//     that point is ever read: not the remains of a torn write, not a
+//     record of a dead writer whose flush never finished (after a power
+//     failure an earlier record may be lost and a later one of the same
+//     unacknowledged write survive; it stays out). A torn last record was
+//     never acknowledged, so losing it breaks no promise.
+//   - Damage (bit rot) inside a finished segment loses the records it hits
+//     and no others: the scan resynchronizes on the next valid record at
+//     an 8-aligned offset and logs the damage. kv then sees the lost WAL
+//     objects as a gap and reports it. A damaged segment header loses
+//     that segment's records.
+//   - Other handles read new records without the writer's help: a Get or
+//     List first catches up from the end it knows (a pread of a record
+//     header, and an fstatat for a next segment, when nothing changed).
+//     A reader that meets bytes that are no record at the end of the log
+//     (a write in progress) waits on a shared flock for it and looks again.
+//     Within a process, no reader sees a record before its fdatasync; in
+//     another process one may, as with a file linked but not yet flushed.
+//   - Delete appends a delete record. A segment that holds no current
+//     object is deleted (oldest first, each deletion flushed); one whose
+//     current objects are at most an eighth of it (kv's fences, kept
+//     forever) has them appended again, unchanged, first. Disk use stays
+//     within about eight times what is current, plus two segments.
+//   - Objects written before the folder was packed stay files: they read,
+//     list and delete as before, and block create-only Puts of their key.
+//     A Put that replaces one writes a record, then removes the file;
+//     while both exist the record is the object.
+//
+// Cost of a packed write: flock, a catch-up (one fstatat), one pwrite
+// and one fdatasync of the segment for the whole group, flock again. A
+// Get of a packed object: the catch-up and a pread of its data; Head and
+// List need no read of data. Each handle keeps an index of its packed
+// folders' current objects in memory (about 100 bytes plus the key each),
+// built on first use by reading every segment.
+//
+// What it does not do: keys "a" and "a/b" cannot both exist as files (a
+// name is a file or a folder); such a Put fails with ErrKeyConflict (in a
+// packed folder only deeper keys are files, so "a" packed and "a/b" a
+// file can). Locks are flock(2) locks, so the folder must not be shared
+// over NFS or between machines. Files edited in place by hand keep a
+// stale cached ETag. A build of tqw from before packed folders does not
+// see packed objects (kv marks its manifest so such builds refuse the
+// store). An fdatasync that fails leaves the folder unwritable for that
+// handle (reopen the store), since what the kernel kept is then unknown.
 package file

@@ -1104,8 +1104,12 @@ func (p *packed) nameSegment(sp *spare, num uint64, h segHeader) (*os.File, erro
 }
 
 // reclaimLocked deletes the oldest segments that hold no current object.
-// An old segment that holds only a few (fences, say, which kv keeps
-// forever) first has them appended again, unchanged, so it can go.
+// Segments go oldest first: a delete record in a later segment is what
+// keeps an earlier record from counting, so it may only go after it. An
+// oldest segment that holds only a few current objects (fences, say,
+// which kv keeps forever), or that holds back too much garbage behind
+// it, first has them appended again, unchanged, so it can go: disk use
+// stays within eight times what is current plus two segments.
 func (p *packed) reclaimLocked() error {
 	for len(p.segs) > 1 {
 		old := p.segs[0]
@@ -1113,8 +1117,14 @@ func (p *packed) reclaimLocked() error {
 			return nil
 		}
 		if old.live > 0 {
-			if old.liveBytes*8 > old.size {
-				return nil // still mostly current: wait for deletes
+			var total, live int64
+			for _, sg := range p.segs {
+				total, live = total+sg.size, live+sg.liveBytes
+			}
+			// Mostly current, and not holding back much garbage behind it
+			// (segments go oldest first): wait for deletes.
+			if old.liveBytes*8 > old.size && total <= 8*live+2*p.s.segMax {
+				return nil
 			}
 			var moves []*logOp
 			p.idx.Scan(func(r *record) bool {

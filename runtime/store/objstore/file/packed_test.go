@@ -447,3 +447,34 @@ func TestPackedDamage(t *testing.T) {
 		t.Fatal("the object after the damaged one is lost too")
 	}
 }
+
+// An old segment full of long-lived objects must not keep every later
+// segment on disk once those are garbage: segments go oldest first, so
+// the old one's objects move forward.
+func TestPackedReclaimBehindLongLived(t *testing.T) {
+	dir := t.TempDir()
+	s := packAt(t, dir, "wal/", 4096)
+	for i := range 20 { // fills the first segment with objects that stay
+		mustPut(t, s, fmt.Sprintf("wal/keep%02d", i), strings.Repeat("k", 100), objstore.CreateOnly())
+	}
+	for i := range 2000 {
+		key := fmt.Sprintf("wal/tmp%05d", i)
+		mustPut(t, s, key, strings.Repeat("t", 100), objstore.CreateOnly())
+		if err := s.Delete(bg, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Current: 20 objects of ~160 bytes; 2000 puts and deletes wrote
+	// ~150 segments of 4 KiB.
+	if n := len(segments(t, filepath.Join(dir, "wal"))); n > 12 {
+		t.Fatalf("%d segments left behind a segment of long-lived objects", n)
+	}
+	for _, h := range []*Store{s, packAt(t, dir, "wal/", 4096)} {
+		if got := len(listKeys(t, h, "wal/")); got != 20 {
+			t.Fatalf("List finds %d objects, want 20", got)
+		}
+		if got := mustGet(t, h, "wal/keep07"); got != strings.Repeat("k", 100) {
+			t.Fatalf("keep07 = %q", got)
+		}
+	}
+}
