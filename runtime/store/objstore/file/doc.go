@@ -59,11 +59,11 @@
 // Layout: FOLDER/\log/ marks the folder as packed, for good, and holds
 // segment files FOLDER/\log/<10-digit number> and a lock file. A segment
 // is written whole before it gets its number: header (salt, where the
-// previous segment's records end), then zeros to its size (256 KiB for a
+// previous segment's records end), then zeros to its size (64 KiB for a
 // handle's first, doubling to 8 MiB; a batch larger than that gets a
 // segment of its size), fsynced, then named with renameat2(NOREPLACE) and
-// the \log folder fsynced. The next segment is made in the background
-// while the current one fills. Records follow the header at 8-aligned
+// the \log folder fsynced. Once the current segment is half full the next
+// one is made in the background, so a rotation writes no zeros. Records follow the header at 8-aligned
 // offsets: put (key, data, its ETag, ModTime) or delete (key). segment.go
 // has the bytes.
 //

@@ -29,7 +29,7 @@ const (
 	lockName   = "lock"           // FOLDER/\log/lock: flock for appends
 	// Segment sizes grow from segMin by doubling to segMax, so a small
 	// store costs little disk and a busy one seldom makes a segment.
-	segMin = 256 << 10
+	segMin = 64 << 10
 	segMax = 8 << 20
 	// maxBatch bounds the records one append writes.
 	maxBatch    = 512
@@ -159,10 +159,7 @@ func (s *Store) Pack(ctx context.Context, prefix string) error {
 	case !errors.Is(err, fs.ErrExist):
 		return fmt.Errorf("file: pack %q: %w", prefix, err)
 	}
-	p, err := s.packedFor(prefix)
-	if err == nil {
-		p.prepareSpare(p.nextCap) // for the first append of this handle
-	}
+	_, err := s.packedFor(prefix)
 	return err
 }
 
@@ -817,6 +814,11 @@ func (p *packed) appendLocked(batch []*logOp) error {
 		at += r.size
 	}
 	sg.next = at
+	if sg.next > sg.size/2 {
+		// Half full: make the next segment in the background. A handle
+		// that writes little (a short command) never makes one.
+		p.prepareSpare(p.nextCap)
+	}
 	for _, pl := range plans {
 		if pl.kind == kindPut {
 			pl.op.info = objstore.ObjectInfo{Key: pl.op.key, Size: int64(len(pl.data)), ETag: etagString(pl.etag), ModTime: time.Unix(0, pl.mod.UnixNano())}
@@ -970,7 +972,6 @@ func (p *packed) rotateLocked(need int64) (*segment, error) {
 	p.segs = append(p.segs, sg)
 	p.own = sg
 	p.nextCap = min(max(capacity, p.nextCap)*2, p.s.segMax)
-	p.prepareSpare(p.nextCap)
 	return sg, nil
 }
 
