@@ -179,7 +179,12 @@ func (s *Store) packedFor(folder string) (*packed, error) {
 		dir = s.root
 	}
 	fi, err := os.Lstat(filepath.Join(dir, logDirName))
-	if err != nil || !fi.IsDir() {
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, unix.ENOTDIR):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !fi.IsDir():
 		return nil, nil
 	}
 	p, err = s.openPacked(folder, dir)
@@ -352,8 +357,14 @@ func (p *packed) openSegment(n uint64) (*segment, error) {
 // header finishes.
 func (p *packed) addSegmentLocked(sg *segment) error {
 	if n := len(p.segs); n > 0 {
-		last := p.segs[n-1]
-		if err := p.finishLocked(last, sg.prevEnd); err != nil {
+		last, end := p.segs[n-1], sg.prevEnd
+		if sg.num != last.num+1 {
+			// Segments go oldest first, so one missing in the middle was
+			// removed by hand: sg's header speaks of it, not of last.
+			p.s.log.Error("file: packed folder: a segment is missing; its objects are lost", "folder", p.dir, "after", last.num, "before", sg.num)
+			end = last.size
+		}
+		if err := p.finishLocked(last, end); err != nil {
 			return err
 		}
 	}
