@@ -101,17 +101,23 @@
 //     record of a dead writer whose flush never finished (after a power
 //     failure an earlier record may be lost and a later one of the same
 //     unacknowledged write survive; it stays out). A torn last record was
-//     never acknowledged, so losing it breaks no promise.
-//   - Damage (bit rot) inside a finished segment loses the records it hits
-//     and no others: the scan resynchronizes on the next valid record at
-//     an 8-aligned offset and logs the damage. kv then sees the lost WAL
+//     never acknowledged, so losing it breaks no promise. TestKill9Packed
+//     kills a writer of such a log 200 times and checks every
+//     acknowledged object after each kill.
+//   - Damage (bit rot) inside a segment loses the records it hits and no
+//     others: the scan resynchronizes on the next valid record at an
+//     8-aligned offset and logs the damage. kv then sees the lost WAL
 //     objects as a gap and reports it. A damaged segment header loses
-//     that segment's records.
+//     that segment's records. (Damage that zeroes a whole record header
+//     at the end of the newest segment looks like its clean end.)
 //   - Other handles read new records without the writer's help: a Get or
 //     List first catches up from the end it knows (a pread of a record
 //     header, and an fstatat for a next segment, when nothing changed).
 //     A reader that meets bytes that are no record at the end of the log
-//     (a write in progress) waits on a shared flock for it and looks again.
+//     (a write in progress) waits on a shared flock for it and looks again;
+//     if they are still no record (torn or damaged), it reads on past them
+//     exactly as the next writer will before sealing the segment, so every
+//     handle agrees on what the log holds.
 //     Within a process, no reader sees a record before its fdatasync; in
 //     another process one may, as with a file linked but not yet flushed.
 //   - Delete appends a delete record. A segment that holds no current

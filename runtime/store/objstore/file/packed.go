@@ -87,6 +87,7 @@ type segment struct {
 	live           int   // put records in it that are the current version of their key
 	liveBytes      int64 // their bytes
 	fdClosed       bool  // f was closed: no current object left in it
+	resynced       int64 // read past bytes that are no record at this offset (0: never)
 }
 
 // record is the current version of one object of a packed folder.
@@ -430,6 +431,34 @@ func (p *packed) scanLocked(sg *segment) error {
 	return nil
 }
 
+// resyncLocked reads the last segment sg past bytes that are no record,
+// up to its end, indexing every valid record found at an 8-aligned
+// offset; the caller holds the flock, so no append is in progress. In the
+// last segment only two things leave such bytes: damage, after which the
+// records that follow are acknowledged ones, and a write torn by a crash
+// of sg's maker, which was its last (a later writer makes a new segment),
+// so whatever follows it belongs to writes never acknowledged either way.
+// Once done, sg is not read past those bytes again until it grows.
+func (p *packed) resyncLocked(sg *segment) error {
+	if sg.resynced == sg.next {
+		return nil
+	}
+	sc := scanner{r: sg.f, salt: sg.salt, limit: sg.size}
+	end, damaged, _ := sc.scan(sg.next, true, func(off int64, r rec) { p.applyLocked(sg, r) })
+	if sc.err != nil {
+		return fmt.Errorf("read segment %s: %w", sg.f.Name(), sc.err)
+	}
+	if damaged > 0 {
+		p.s.log.Error("file: packed folder: damaged bytes in a segment skipped; the objects they held are lost, the ones after them kept",
+			"segment", sg.f.Name(), "bytes", damaged)
+	}
+	if end > sg.next {
+		sg.next, sg.stopped = end, stopZero
+	}
+	sg.resynced = sg.next
+	return nil
+}
+
 // applyLocked makes r, a record of sg, the current version of its key.
 func (p *packed) applyLocked(sg *segment, r rec) {
 	var old *record
@@ -453,11 +482,13 @@ func (p *packed) applyLocked(sg *segment, r rec) {
 // a record header and one fstatat. exclusive is set when the caller holds
 // the flock, so no append can be in progress.
 func (p *packed) refreshLocked(exclusive bool) error {
-	if !p.built {
-		return p.buildLocked()
-	}
-	if len(p.segs) == 0 {
-		return p.rebuildLocked() // segments may have appeared; the folder is tiny
+	if !p.built || len(p.segs) == 0 { // none yet: segments may have appeared; the folder is tiny
+		if err := p.rebuildLocked(); err != nil {
+			return err
+		}
+		if len(p.segs) == 0 {
+			return nil
+		}
 	}
 	for {
 		last := p.segs[len(p.segs)-1]
@@ -469,7 +500,17 @@ func (p *packed) refreshLocked(exclusive bool) error {
 		}
 		nsg, err := p.nextSegment(last.num + 1)
 		if errors.Is(err, fs.ErrNotExist) {
-			if last.stopped != stopJunk || exclusive {
+			if last.stopped != stopJunk {
+				break
+			}
+			if exclusive {
+				// Bytes that are no record, and no append in progress: a
+				// write torn by a crash, or damage. Read on past them as a
+				// writer sealing this segment will, so every handle sees
+				// the records that follow damage, and none a torn tail.
+				if err := p.resyncLocked(last); err != nil {
+					return err
+				}
 				break
 			}
 			// A write in progress, or one torn by a crash: wait for any
@@ -929,19 +970,10 @@ func (p *packed) rotateLocked(need int64) (*segment, error) {
 	var num uint64 = 1
 	if n := len(p.segs); n > 0 {
 		last := p.segs[n-1]
-		if last.stopped == stopJunk && !last.finished {
-			// Bytes that are no record, with no writer at work (we hold the
-			// flock): a torn write, or damage if valid records follow.
-			sc := scanner{r: last.f, salt: last.salt, limit: last.size}
-			end, damaged, _ := sc.scan(last.next, true, func(off int64, r rec) { p.applyLocked(last, r) })
-			if sc.err != nil {
-				return nil, sc.err
+		if last.stopped == stopJunk {
+			if err := p.resyncLocked(last); err != nil {
+				return nil, err
 			}
-			if damaged > 0 {
-				p.s.log.Error("file: packed folder: damaged bytes in a segment skipped; the objects they held are lost, the ones after them kept",
-					"segment", last.f.Name(), "bytes", damaged)
-			}
-			last.next = end
 		}
 		prevEnd, num = last.next, last.num+1
 		// What the new header declares the end of must be durable first,
