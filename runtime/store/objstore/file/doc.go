@@ -39,12 +39,13 @@
 // mkdir, stat or open of its folder; opening one costs an open, creating
 // one mkdir+fsync of its parent per level. A folder removed by another
 // process is noticed when the kernel refuses to create a name in it, and
-// opened again. Get = open+fstat+read+fgetxattr+close. Head is Get without
-// the read. Delete = unlinkat+fsync, plus rmdir of emptied folders. List =
-// one readdir per folder visited plus a Head per object returned. Every
-// call also makes one stat to learn whether the key's folder is packed
-// (none once it is known to be). Open walks the whole tree once to sweep
-// temp files.
+// opened again. Get = openat+fstat+read+fgetxattr+close. Head is Get
+// without the read. Delete = unlinkat+fsync, plus rmdir of emptied
+// folders. List = one readdir per folder visited plus a Head per object
+// returned. Every Get, Head, Put and Delete also asks whether the key's
+// folder is packed: an fstatat of its \log and an fstat of the folder
+// (none once it is known packed, which it then stays). Open walks the
+// whole tree once to sweep temp files.
 //
 // # Packed folders
 //

@@ -242,8 +242,8 @@ func (s *Store) open(op, key string) (*os.File, os.FileInfo, error) {
 	return f, fi, nil
 }
 
-// Get implements objstore.Store. Cost: open, fstat, fgetxattr, read,
-// close; in a packed folder, the catch-up of its index (a pread and an
+// Get implements objstore.Store. Cost: openat through the open folder,
+// fstat, read, fgetxattr, close; in a packed folder, the catch-up of its index (a pread and an
 // fstatat when nothing changed) and a pread of the data.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, objstore.ObjectInfo, error) {
 	if err := objstore.ValidateKey(key); err != nil {
@@ -252,30 +252,116 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, objstore.ObjectInf
 	if err := ctxErr(ctx, "get", key); err != nil {
 		return nil, objstore.ObjectInfo{}, err
 	}
-	p, err := s.packedFor(folderKey(key))
+	return s.read(key, true)
+}
+
+// read implements Get (withData) and Head.
+func (s *Store) read(key string, withData bool) ([]byte, objstore.ObjectInfo, error) {
+	op := "get"
+	if !withData {
+		op = "head"
+	}
+	p, d, err := s.route(key)
 	if err != nil {
-		return nil, objstore.ObjectInfo{}, fmt.Errorf("file: get %q: %w", key, err)
+		return nil, objstore.ObjectInfo{}, fmt.Errorf("file: %s %q: %w", op, key, err)
 	}
 	if p != nil {
-		data, info, ok, err := p.get(key, true)
+		data, info, ok, err := p.get(key, withData)
 		if ok || err != nil {
 			return data, info, err
 		}
+		return s.getPlain(key, withData) // a file written before the folder was packed
 	}
-	return s.getPlain(key, true)
+	if d == nil {
+		return nil, objstore.ObjectInfo{}, fmt.Errorf("file: %s %q: %w", op, key, objstore.ErrNotExist)
+	}
+	defer s.dirs.release(d)
+	var fd int
+	err = d.do(func(dfd int) error {
+		var err error
+		fd, err = unix.Openat(dfd, filepath.Base(s.path(key)), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if stale(err) && d.removed() {
+		return s.getPlain(key, withData) // the folder was removed (and maybe made again) meanwhile
+	}
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return nil, objstore.ObjectInfo{}, fmt.Errorf("file: %s %q: %w", op, key, objstore.ErrNotExist)
+	}
+	if err != nil {
+		return nil, objstore.ObjectInfo{}, fmt.Errorf("file: %s %q: %w", op, key, err)
+	}
+	return readObject(os.NewFile(uintptr(fd), s.path(key)), op, key, withData)
 }
 
-// getPlain reads the object file of key.
+// route returns the packed folder of key, or else its open folder (nil
+// when it does not exist; the caller releases it). Cost for a folder not
+// known packed: an fstatat of its \log through the open folder, and an
+// fstat of the folder when that is missing (to tell a folder another
+// process removed).
+func (s *Store) route(key string) (*packed, *dirHandle, error) {
+	folder := folderKey(key)
+	s.pmu.Lock()
+	p := s.packs[folder]
+	s.pmu.Unlock()
+	if p != nil {
+		return p, nil, nil
+	}
+	dir := filepath.Dir(s.path(key))
+	for attempt := 0; ; attempt++ {
+		d, err := s.dirs.get(dir)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
+			return nil, nil, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		var st unix.Stat_t
+		err = d.do(func(dfd int) error { return unix.Fstatat(dfd, logDirName, &st, unix.AT_SYMLINK_NOFOLLOW) })
+		switch {
+		case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+			s.dirs.release(d)
+			p, err := s.packedFor(folder)
+			return p, nil, err
+		case err == nil, errors.Is(err, unix.ENOENT) && !d.removed():
+			return nil, d, nil
+		case errors.Is(err, unix.ENOENT) && attempt == 0:
+			s.dirs.forget(d) // removed by another process: look at the live folder
+			s.dirs.release(d)
+		default:
+			s.dirs.release(d)
+			return nil, nil, err
+		}
+	}
+}
+
+// getPlain reads the object file of key through its path.
 func (s *Store) getPlain(key string, withData bool) ([]byte, objstore.ObjectInfo, error) {
 	op := "get"
 	if !withData {
 		op = "head"
 	}
-	f, fi, err := s.open(op, key)
-	if err != nil {
-		return nil, objstore.ObjectInfo{}, err
+	f, err := os.Open(s.path(key))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
+		return nil, objstore.ObjectInfo{}, fmt.Errorf("file: %s %q: %w", op, key, objstore.ErrNotExist)
 	}
+	if err != nil {
+		return nil, objstore.ObjectInfo{}, fmt.Errorf("file: %s %q: %w", op, key, err)
+	}
+	return readObject(f, op, key, withData)
+}
+
+// readObject reads the open object file f of key and closes it. A folder
+// is no object.
+func readObject(f *os.File, op, key string, withData bool) ([]byte, objstore.ObjectInfo, error) {
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, objstore.ObjectInfo{}, fmt.Errorf("file: %s %q: %w", op, key, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, objstore.ObjectInfo{}, fmt.Errorf("file: %s %q: %w", op, key, objstore.ErrNotExist)
+	}
 	var data []byte
 	if withData {
 		data = make([]byte, fi.Size())
@@ -290,8 +376,8 @@ func (s *Store) getPlain(key string, withData bool) ([]byte, objstore.ObjectInfo
 	return data, objstore.ObjectInfo{Key: key, Size: fi.Size(), ETag: etag, ModTime: fi.ModTime()}, nil
 }
 
-// Head implements objstore.Store. Cost: open, fstat, fgetxattr, close; in
-// a packed folder, the catch-up of its index only.
+// Head implements objstore.Store. Cost: Get's without the read; in a
+// packed folder, the catch-up of its index only.
 func (s *Store) Head(ctx context.Context, key string) (objstore.ObjectInfo, error) {
 	if err := objstore.ValidateKey(key); err != nil {
 		return objstore.ObjectInfo{}, err
@@ -299,17 +385,7 @@ func (s *Store) Head(ctx context.Context, key string) (objstore.ObjectInfo, erro
 	if err := ctxErr(ctx, "head", key); err != nil {
 		return objstore.ObjectInfo{}, err
 	}
-	p, err := s.packedFor(folderKey(key))
-	if err != nil {
-		return objstore.ObjectInfo{}, fmt.Errorf("file: head %q: %w", key, err)
-	}
-	if p != nil {
-		_, info, ok, err := p.get(key, false)
-		if ok || err != nil {
-			return info, err
-		}
-	}
-	_, info, err := s.getPlain(key, false)
+	_, info, err := s.read(key, false)
 	return info, err
 }
 
@@ -425,9 +501,12 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objstore.
 		return objstore.ObjectInfo{}, err
 	}
 	etag := etagOf(data)
-	p, err := s.packedFor(folderKey(key))
+	p, d, err := s.route(key)
 	if err != nil {
 		return objstore.ObjectInfo{}, fmt.Errorf("file: put %q: %w", key, err)
+	}
+	if d != nil {
+		s.dirs.release(d) // create and replace take it again, cached
 	}
 	if p != nil {
 		return p.put(ctx, key, data, etag, opts)
@@ -659,9 +738,12 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := ctxErr(ctx, "delete", key); err != nil {
 		return err
 	}
-	p, err := s.packedFor(folderKey(key))
+	p, fd, err := s.route(key)
 	if err != nil {
 		return fmt.Errorf("file: delete %q: %w", key, err)
+	}
+	if fd != nil {
+		s.dirs.release(fd)
 	}
 	if p != nil {
 		return p.delete(ctx, key)
