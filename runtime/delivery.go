@@ -6,7 +6,9 @@ import (
 	"fmt"
 	stdruntime "runtime"
 	"strconv"
+	"time"
 
+	"github.com/tqw-dsl/tqw/internal/invariants"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -154,6 +156,7 @@ func (d *delivery) process(ctx, sctx context.Context, release func()) error {
 		if _, held := rt.q.LeaseExpiry(d.c); !held {
 			return fmt.Errorf("runtime: step %d of run %s: %w", d.n, d.runID, queue.ErrClaimLost)
 		}
+		rt.checkLeaseValid(d)
 		eff = newEffects()
 		out, err = d.invoke(ctx, sig, eff)
 		// An external cancel overrides whatever the runner returned. Cancel
@@ -418,4 +421,16 @@ func addEffects(sef *queue.SettlementEffects, eff *Effects) {
 		sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: p.Key, Value: p.Value})
 	}
 	sef.KVDeletes = append(sef.KVDeletes, dels...)
+}
+
+// checkLeaseValid asserts (invariants builds) that a step starts only
+// while the writer lease is locally valid, for a gate that tells how long
+// it stays valid (lease.Lease does).
+func (rt *Runtime) checkLeaseValid(d *delivery) {
+	if !invariants.Enabled {
+		return
+	}
+	if g, ok := rt.cfg.gate.(interface{ ValidFor() time.Duration }); ok {
+		invariants.Check(g.ValidFor() > 0, "step %d of run %s starts without a locally valid writer lease", d.n, d.runID)
+	}
 }
