@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add(dslgen.Workflow(8))
 	f.Add([]byte("a: &a [*a]"))
 	f.Add([]byte("tqw: v1\nname: t\nsteps: [{id: a, next: \"${ }\"}]"))
+	f.Add(nestedSetWorkflow(strings.Repeat("(", maxExprNesting+1) + "1" + strings.Repeat(")", maxExprNesting+1)))
+	f.Add(nestedSetWorkflow("[{a: (1)}, '(((', `[[`]"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		done := make(chan struct{})
 		defer close(done)
