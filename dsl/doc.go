@@ -16,7 +16,9 @@
 //     the keys each allows, step references, reachability, expressions
 //     (expr-lang, each distinct source compiled once per load, then
 //     checked against the environment of the place it is written),
-//     secrets, error types, durations, embedded JSON Schemas. These checks
+//     secrets, error types, durations, embedded JSON Schemas. An expression
+//     whose brackets nest deeper than 256 levels is an error before expr
+//     parses it (its parser would recurse once per level). These checks
 //     never assume what the schema guarantees and do not panic on any
 //     tree (FuzzRules); a panic would be a loader bug and is reported as
 //     an internal diagnostic rather than crashing the caller.
