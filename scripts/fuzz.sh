@@ -81,9 +81,21 @@ for t in "${selected[@]}"; do
   execs="$(grep -Eo 'execs: [0-9]+' "$log" | tail -n 1 | grep -Eo '[0-9]+' || true)"
   total_execs=$((total_execs + ${execs:-0}))
   if [ "$result" = FAIL ]; then
-    failing="$(grep -Eo 'testdata/fuzz/[^ ]+' "$log" | tail -n 1 || true)"
-    result="FAIL${failing:+ ($failing)}; see $log"
     grep -E -- '--- FAIL|Error|panic|fatal|hung|terminated|\.go:[0-9]+' "$log" | head -n 8 | sed 's/^/    /' >&2 || true
+    failing="$(grep -Eo 'testdata/fuzz/[^ ]+' "$log" | tail -n 1 || true)"
+    result="FAIL; see $log"
+    if [ -n "$failing" ]; then
+      # A worker that dies (out of memory, stack overflow, a fatal error)
+      # loses its output, and the input it was running when it died is
+      # saved; replaying that input alone tells a crash it causes from
+      # one that needed earlier inputs (state kept across calls).
+      if go test "$pkg" -run "^${name}/${failing##*/}\$" -count=1 >> "$log" 2>&1; then
+        replay="replays clean: the cause is not this input alone"
+      else
+        replay="replay fails"
+      fi
+      result="FAIL ($failing, $replay); see $log"
+    fi
   fi
   rows+=("$(printf '%-52s %14s %6ss  %s' "$label" "${execs:-?}" "$((SECONDS - start))" "$result")")
 done

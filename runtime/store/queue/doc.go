@@ -49,9 +49,9 @@
 //     requeues it if that state was claimed.
 //   - A stored job or cancel-effects record that does not decode (damage,
 //     or a hostile store: lengths beyond its bytes, nesting past 16 levels)
-//     fails the call that reads it with ErrCorrupt naming the record, at a
-//     cost in memory in proportion to the record's size; it never panics
-//     or exhausts the process.
+//     fails the call that reads it with ErrCorrupt, at a cost in memory in
+//     proportion to the record's size; it never panics or exhausts the
+//     process.
 //   - Every timestamp and timer comes from Options.Clock; MockClock drives
 //     the scheduler, the reaper, the sweeper and Work's shutdown deadline.
 //

@@ -20,8 +20,9 @@ const (
 )
 
 // ErrCorrupt reports a stored job record or cancel-effects record that
-// does not decode or breaks the record format's rules. It names the
-// record; the store needs repair, retrying does not help.
+// does not decode or breaks the record format's rules; the message says
+// which kind of record and what is wrong. Retrying does not help: the
+// store needs repair.
 var ErrCorrupt = errors.New("queue: corrupt record")
 
 // record is the stored form of a job (key j/<id>). The payload lives apart
