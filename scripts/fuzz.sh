@@ -87,10 +87,11 @@ for t in "${selected[@]}"; do
     if [ -n "$failing" ]; then
       # A worker that dies (out of memory, stack overflow, a fatal error)
       # loses its output, and the input it was running when it died is
-      # saved; replaying that input alone tells a crash it causes from
-      # one that needed earlier inputs (state kept across calls).
+      # saved; replaying that input alone tells a failure it causes from
+      # one that needed earlier inputs (state kept across calls) or
+      # depends on chance (map order, scheduling).
       if go test "$pkg" -run "^${name}/${failing##*/}\$" -count=1 >> "$log" 2>&1; then
-        replay="replays clean: the cause is not this input alone"
+        replay="replays clean: it needs earlier inputs or is nondeterministic"
       else
         replay="replay fails"
       fi
