@@ -145,7 +145,7 @@ func Memoized[T any](ctx context.Context, m *Memo, key string, compute func(cont
 		return zero, err
 	} else if found {
 		var v T
-		if msgpackcheck.Unmarshal(b, &v, msgpackcheck.Options{MaxDepth: msgpackcheck.MaxDepth}) == nil {
+		if msgpackcheck.Unmarshal(b, &v, msgpackcheck.Options{MaxDepth: msgpackcheck.MaxDepth, Timestamps: true}) == nil {
 			return v, nil
 		}
 	}

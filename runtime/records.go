@@ -74,7 +74,11 @@ func encodeRecord(v any) ([]byte, error) {
 // decodeRecord decodes b into v, checking its lengths and nesting first
 // (see internal/msgpackcheck); a decoder panic is corruption too.
 func decodeRecord(what string, b []byte, v any) error {
-	if err := msgpackcheck.Unmarshal(b, v, msgpackcheck.Options{}); err != nil {
+	return decodeRecordWith(what, b, v, msgpackcheck.Options{})
+}
+
+func decodeRecordWith(what string, b []byte, v any, opts msgpackcheck.Options) error {
+	if err := msgpackcheck.Unmarshal(b, v, opts); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrCorruptRecord, what, err)
 	}
 	return nil
@@ -82,7 +86,8 @@ func decodeRecord(what string, b []byte, v any) error {
 
 func decodeRunOutcome(b []byte) (*RunOutcome, error) {
 	var o RunOutcome
-	if err := decodeRecord("notification", b, &o); err != nil {
+	// A notification carries its times as MessagePack timestamps.
+	if err := decodeRecordWith("notification", b, &o, msgpackcheck.Options{Timestamps: true}); err != nil {
 		return nil, err
 	}
 	if o.RunID == "" || !o.Status.valid() {

@@ -9,13 +9,18 @@
 // memory (a fatal error no recover catches). Its skipping and its decoding
 // into interface values also recurse once per nesting level.
 //
+// The library also reads the payload of an extension found where a map is
+// expected as that map, with its own declared lengths.
+//
 // [Check] walks the bytes once, without recursion, and accepts exactly one
 // value whose every declared length and item count fits in the bytes that
 // follow it, nested no deeper than a limit the caller chooses, using no
-// reserved type byte, with nothing after it. Bytes that pass cost the
-// decoder O(len(b)) memory and a stack as deep as the limit. [Unmarshal]
-// is Check followed by the library's decode, with a decoder panic on
-// unexpected shapes returned as an error.
+// reserved type byte and no extension (timestamps only where the caller
+// stores time.Time values), with nothing after it. Bytes that pass cost
+// the decoder O(len(b)) memory and a stack as deep as the limit (with
+// timestamps admitted, see Options.Timestamps for the one exception).
+// [Unmarshal] is Check followed by the library's decode, with a decoder
+// panic on unexpected shapes returned as an error.
 //
 // It makes no object-store requests and does not check what the value
 // means: callers still validate the decoded record and wrap every error

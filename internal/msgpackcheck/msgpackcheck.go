@@ -21,10 +21,16 @@ const MaxDepth = 10_000 + 64
 const RecordDepth = 16
 
 // Check returns nil when b is exactly one MessagePack value whose declared
-// lengths and item counts all fit in b and which nests at most maxDepth
-// arrays and maps deep; otherwise an error wrapping ErrMalformed that says
-// what is wrong at which byte offset.
-func Check(b []byte, maxDepth int) error {
+// lengths and item counts all fit in b, which nests at most opts.MaxDepth
+// arrays and maps deep and holds no extension value (but timestamps when
+// opts.Timestamps); otherwise an error wrapping ErrMalformed that says what
+// is wrong at which byte offset.
+//
+// Extensions are refused because the library reads the payload of one
+// found where a map is expected as that map, declared lengths and all,
+// which a check of the payload's size does not bound.
+func Check(b []byte, opts Options) error {
+	maxDepth := opts.depth()
 	// open holds, per container not yet complete, the items still to come
 	// (a map counts keys and values); the innermost is last.
 	var open []int
@@ -33,7 +39,7 @@ func Check(b []byte, maxDepth int) error {
 		if off >= len(b) {
 			return fmt.Errorf("%w: truncated at byte %d", ErrMalformed, off)
 		}
-		size, items, err := head(b[off:])
+		size, items, err := head(b[off:], opts.Timestamps)
 		if err != nil {
 			return fmt.Errorf("%w: at byte %d: %w", ErrMalformed, off, err)
 		}
@@ -69,7 +75,7 @@ func Check(b []byte, maxDepth int) error {
 // head decodes the value header at the start of b (non-empty). It returns
 // the bytes the header and any payload take, and for an array or map the
 // number of values that follow it (0 for an empty one or a scalar).
-func head(b []byte) (size, items int, err error) {
+func head(b []byte, timestamps bool) (size, items int, err error) {
 	t := b[0]
 	switch {
 	case t <= 0x7f || t >= 0xe0: // fixint
@@ -92,8 +98,13 @@ func head(b []byte) (size, items int, err error) {
 		return blob(b, 2, 0)
 	case 0xc6, 0xdb: // bin32, str32
 		return blob(b, 4, 0)
-	case 0xc7, 0xc8, 0xc9: // ext8, ext16, ext32: length, then a type byte
-		return blob(b, 1<<(t-0xc7), 1)
+	case 0xc7: // ext8 (a 12-byte timestamp), ext16, ext32: length, then a type byte
+		if timestamps && len(b) >= 3 && b[1] == 12 && b[2] == timestampType {
+			return payload(b, 3, 12)
+		}
+		return 0, 0, extError(b)
+	case 0xc8, 0xc9:
+		return 0, 0, extError(b)
 	case 0xca, 0xce, 0xd2: // float32, uint32, int32
 		return payload(b, 1, 4)
 	case 0xcb, 0xcf, 0xd3: // float64, uint64, int64
@@ -102,8 +113,13 @@ func head(b []byte) (size, items int, err error) {
 		return payload(b, 1, 1)
 	case 0xcd, 0xd1: // uint16, int16
 		return payload(b, 1, 2)
-	case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8: // fixext 1 to 16, after a type byte
-		return payload(b, 2, 1<<(t-0xd4))
+	case 0xd6, 0xd7: // fixext 4 and 8: timestamps, when allowed
+		if timestamps && len(b) >= 2 && b[1] == timestampType {
+			return payload(b, 2, 1<<(t-0xd4))
+		}
+		return 0, 0, extError(b)
+	case 0xd4, 0xd5, 0xd8: // fixext 1, 2 and 16
+		return 0, 0, extError(b)
 	case 0xdc, 0xde: // array16, map16
 		n, err := length(b, 2)
 		return 3, n * mapFactor(t), err
@@ -112,6 +128,16 @@ func head(b []byte) (size, items int, err error) {
 		return 5, n * mapFactor(t), err
 	}
 	return 0, 0, fmt.Errorf("type byte 0x%02x", t) // not reached: every byte value is covered above
+}
+
+// timestampType is the extension type of MessagePack timestamps (-1).
+const timestampType = 0xff
+
+func extError(b []byte) error {
+	if len(b) >= 2 && b[0] >= 0xd4 && b[0] <= 0xd8 {
+		return fmt.Errorf("extension of type %d where only timestamps may be", int8(b[1]))
+	}
+	return errors.New("extension where only timestamps (4, 8 or 12 bytes) may be")
 }
 
 func mapFactor(t byte) int {
@@ -151,13 +177,28 @@ func payload(b []byte, hdr, n int) (int, int, error) {
 	return hdr + n, 0, nil
 }
 
-// Options configures Unmarshal.
+// Options configures Check and Unmarshal.
 type Options struct {
-	// MaxDepth bounds nesting, as in Check; 0 means RecordDepth.
+	// MaxDepth bounds nesting; 0 means RecordDepth.
 	MaxDepth int
+	// Timestamps admits MessagePack timestamps (extension -1 of 4, 8 or
+	// 12 bytes, how the library writes a time.Time); every other extension
+	// is refused. With it, Unmarshal decodes with a decoder of its own,
+	// not a pooled one: a timestamp where a map is expected is read as a
+	// map header (see Check), which can cost one allocation up to the
+	// library's cap of a million entries, but nothing grows from one
+	// decode to the next.
+	Timestamps bool
 	// LooseInterfaces decodes numbers inside interface values as int64,
 	// uint64 or float64 (the library's UseLooseInterfaceDecoding).
 	LooseInterfaces bool
+}
+
+func (o Options) depth() int {
+	if o.MaxDepth <= 0 {
+		return RecordDepth
+	}
+	return o.MaxDepth
 }
 
 // Unmarshal decodes b into v like msgpack.Unmarshal, after Check accepted
@@ -165,14 +206,15 @@ type Options struct {
 // say) are returned as they are; a panic of the decoder on a shape it
 // does not expect is returned as an error wrapping ErrMalformed.
 func Unmarshal(b []byte, v any, opts Options) (err error) {
-	depth := opts.MaxDepth
-	if depth <= 0 {
-		depth = RecordDepth
-	}
-	if err := Check(b, depth); err != nil {
+	if err := Check(b, opts); err != nil {
 		return err
 	}
-	dec := msgpack.GetDecoder()
+	var dec *msgpack.Decoder
+	if opts.Timestamps {
+		dec = msgpack.NewDecoder(nil)
+	} else {
+		dec = msgpack.GetDecoder()
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			// The decoder is dropped, not pooled: its state is unknown.
@@ -182,6 +224,8 @@ func Unmarshal(b []byte, v any, opts Options) (err error) {
 	dec.Reset(bytes.NewReader(b))
 	dec.UseLooseInterfaceDecoding(opts.LooseInterfaces)
 	err = dec.Decode(v)
-	msgpack.PutDecoder(dec)
+	if !opts.Timestamps {
+		msgpack.PutDecoder(dec)
+	}
 	return err
 }

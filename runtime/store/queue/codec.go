@@ -119,7 +119,7 @@ func appendRecord(b []byte, r *record) []byte {
 // keys are skipped, as the library does). The bytes are checked first: the
 // library allocates toward declared lengths before it finds them short.
 func readRecord(data []byte, r *record) (err error) {
-	if err := msgpackcheck.Check(data, msgpackcheck.RecordDepth); err != nil {
+	if err := msgpackcheck.Check(data, msgpackcheck.Options{}); err != nil {
 		return err
 	}
 	dec := msgpack.GetDecoder()

@@ -66,6 +66,9 @@ var hostileRecords = map[string][]byte{
 	"map32 headers":             []byte("\x81\xa1h\xdf\xff\xff\xff\xff"),
 	"array32 history":           []byte("\x81\xa2hi\xdd\x00\x00\xff\xff"),
 	"deep nesting":              append([]byte("\x81\xa1x"), bytes.Repeat([]byte{0x91}, 100_000)...),
+	// Found after the length check: the library reads an extension's
+	// payload as the record map, so the ext32 inside it went unchecked.
+	"extension read as the map": []byte("\xd70\x89\xa10\xc90000"),
 }
 
 // A record whose lengths exceed its bytes is ErrCorrupt and costs memory
