@@ -17,10 +17,12 @@
 //     (expr-lang, each distinct source compiled once per load, then
 //     checked against the environment of the place it is written),
 //     secrets, error types, durations, embedded JSON Schemas, and the
-//     places of a shell script's ${ } pieces (shellscan.go). These checks
-//     never assume what the schema guarantees and do not panic on any
-//     tree (FuzzRules); a panic would be a loader bug and is reported as
-//     an internal diagnostic rather than crashing the caller.
+//     places of a shell script's ${ } pieces (shellscan.go). An
+//     expression whose brackets nest deeper than 256 levels is an error
+//     before expr parses it (its parser would recurse once per level).
+//     These checks never assume what the schema guarantees and do not
+//     panic on any tree (FuzzRules); a panic would be a loader bug and is
+//     reported as an internal diagnostic rather than crashing the caller.
 //
 // Every diagnostic has a start and an exclusive end: the YAML token at its
 // position (a key, a scalar with its quotes, a flow collection). Lines

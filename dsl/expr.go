@@ -16,6 +16,7 @@ import (
 	"github.com/expr-lang/expr/conf"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/optimizer"
+	"github.com/expr-lang/expr/parser/lexer"
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/tqw-dsl/tqw/dsl/duration"
@@ -295,9 +296,47 @@ func (c *exprCompiler) compileProgramSafe(src string) (prog *vm.Program, err err
 	return c.compileProgram(src)
 }
 
+// maxExprNesting bounds how deep brackets nest in one expression. expr's
+// parser recurses once per level and counts parentheses toward none of its
+// limits, so half a million of them in a 1 MiB file overflow the goroutine
+// stack: a fatal error, not a panic that compileProgramSafe could recover.
+const maxExprNesting = 256
+
+// checkNesting rejects a source whose (, [ and { nest deeper than
+// maxExprNesting, counted on expr's own tokens so brackets inside string
+// literals do not count. A source that does not lex is left to the parser,
+// which reports it.
+func checkNesting(src string) error {
+	source := file.NewSource(src)
+	l := lexer.New()
+	l.Reset(source)
+	depth := 0
+	for {
+		t, err := l.Next()
+		if err != nil {
+			return nil // io.EOF, or a lexing error the parser reports
+		}
+		if t.Kind != lexer.Bracket {
+			continue
+		}
+		switch t.Value {
+		case "(", "[", "{":
+			if depth++; depth > maxExprNesting {
+				e := &file.Error{Location: t.Location, Message: fmt.Sprintf("brackets nest deeper than %d levels; split the expression into vars or set steps", maxExprNesting)}
+				return e.Bind(source)
+			}
+		default:
+			depth--
+		}
+	}
+}
+
 func (c *exprCompiler) compileProgram(src string) (*vm.Program, error) {
 	if c.config == nil {
 		c.config = newExprConfig()
+	}
+	if err := checkNesting(src); err != nil {
+		return nil, err
 	}
 	tree, err := checker.ParseCheck(src, c.config)
 	if err != nil {

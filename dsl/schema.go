@@ -320,6 +320,12 @@ func schemaProblem(err error) string {
 	if len(leaves) == 0 {
 		return firstLine(err)
 	}
+	// The validator visits an object's properties in map order, so the
+	// leaves come in a different order from one load to the next; report
+	// the first by location so a file always gets the same diagnostic.
+	slices.SortStableFunc(leaves, func(a, b *jsonschema.ValidationError) int {
+		return slices.Compare(a.InstanceLocation, b.InstanceLocation)
+	})
 	l := leaves[0]
 	return fmt.Sprintf("at /%s: %s", strings.Join(l.InstanceLocation, "/"), l.ErrorKind.LocalizedString(printer))
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/actions/llm/llmfake"
 	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/internal/allocbound"
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
@@ -629,13 +630,30 @@ func TestStateRoundTrip(t *testing.T) {
 }
 
 func FuzzDecodeState(f *testing.F) {
-	s := &state{V: stateVersion, Def: "abc", Input: map[string]any{"a": int64(1)}, Step: 1}
-	b, _ := s.encode()
-	f.Add(b)
+	for _, s := range []*state{
+		{V: stateVersion, Def: "abc", Input: map[string]any{"a": int64(1)}, Step: 1},
+		{V: stateVersion, Def: strings.Repeat("d", 64), Input: map[string]any{"url": "http://x", "items": []any{int64(1), 2.5, "s", nil, true}},
+			Vars: map[string]any{"n": int64(3), "m": map[string]any{"k": []any{"v"}}}, Init: true, Step: 2, Attempt: 3, Visit: 7,
+			Prev: "p", Phase: phaseSignal, WaitKey: "approve", Child: "run-2", Started: 1_700_000_000_000,
+			Pin: &pin{Hash: "abc", Calls: map[string]*pin{"c": {Hash: "def", Calls: map[string]*pin{"d": {Hash: "ghi"}}}}}},
+	} {
+		b, err := s.encode()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, b := range hostileStates {
+		if len(b) < 1024 {
+			f.Add(b)
+		}
+	}
 	f.Add([]byte{})
 	f.Add([]byte{0x80})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		st, err := decodeState(b)
+		var st *state
+		var err error
+		allocbound.Check(t, len(b), func() { st, err = decodeState(b) })
 		if err != nil {
 			if !errors.Is(err, ErrCorruptState) {
 				t.Fatalf("error %v does not match ErrCorruptState", err)

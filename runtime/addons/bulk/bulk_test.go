@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/allocbound"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
@@ -518,7 +519,16 @@ func FuzzDecodeRecords(f *testing.F) {
 	}
 	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{0x81, 0xa1, 'g', 0xc0})
+	for _, b := range hostileRecords {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		allocbound.Check(t, 3*len(b), func() {
+			_, _ = decodeMeta(b)
+			_, _ = decodeItem(b)
+			var pm phaseMemo
+			_ = decode("phase memo", b, &pm)
+		})
 		if m, err := decodeMeta(b); err == nil {
 			if m.Total < 0 || m.Threshold.validate() != nil {
 				t.Fatalf("accepted meta %+v", m)
@@ -533,7 +543,5 @@ func FuzzDecodeRecords(f *testing.F) {
 		} else if !errors.Is(err, ErrCorruptRecord) {
 			t.Fatalf("item error %v", err)
 		}
-		var pm phaseMemo
-		_ = decode("phase memo", b, &pm)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/allocbound"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
@@ -435,8 +436,13 @@ func FuzzDecodeRecord(f *testing.F) {
 	}
 	f.Add([]byte{0x81, 0xa1, 's', 0x07})
 	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff})
+	for _, b := range hostileRecords {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rec, err := decodeRecord(b)
+		var rec *record
+		var err error
+		allocbound.Check(t, len(b), func() { rec, err = decodeRecord(b) })
 		if err != nil {
 			if !errors.Is(err, ErrCorruptRecord) {
 				t.Fatalf("error %v is not ErrCorruptRecord", err)
