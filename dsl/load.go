@@ -299,6 +299,7 @@ func (b *builder) build() {
 	b.checkTargets()
 	b.checkReachable()
 	b.checkStepRefs()
+	b.checkSetReads()
 }
 
 func firstLine(err error) string {

@@ -40,8 +40,8 @@ steps:
   - id: done
     succeed: {size: "${ vars.size }", count: "${ vars.count }", doubled: "${ vars.doubled }"}
 `)
-	wantSucceeded(t, e.run(p, map[string]any{"n": 3}, "r-small"), `{"count":3,"doubled":12,"size":"small"}`)
-	wantSucceeded(t, e.run(p, map[string]any{"n": 30}, "r-big"), `{"count":30,"doubled":120,"size":"big"}`)
+	wantSucceeded(t, e.run(p, map[string]any{"n": 3}, "r-small"), `{"count":3,"doubled":6,"size":"small"}`)
+	wantSucceeded(t, e.run(p, map[string]any{"n": 30}, "r-big"), `{"count":30,"doubled":60,"size":"big"}`)
 	e.wantHistory("r-big", "start:ok decide:ok big:ok done:succeeded")
 	e.wantHistory("r-small", "start:ok decide:ok small:ok done:succeeded")
 }

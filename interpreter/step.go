@@ -461,10 +461,13 @@ func (x *exec) routeError(ctx context.Context, env *dsl.Env, e *stepErr) (runtim
 	return x.failRun(e)
 }
 
-// assign evaluates assignments in order into vars (env.Vars is vars, so
-// later values read earlier ones).
+// assign evaluates every value of set against env, then assigns the
+// results into vars together: each value reads the variables as they were
+// before the set, whatever the order of its keys (YAML mappings have
+// none), as Step Functions' Assign does. env.Vars may be vars itself.
 func (x *exec) assign(env *dsl.Env, vars map[string]any, set []dsl.Assignment) *stepErr {
-	for _, a := range set {
+	vals := make([]any, len(set))
+	for i, a := range set {
 		v, err := a.Value.Eval(env)
 		if err != nil {
 			return exprErr(err)
@@ -473,7 +476,10 @@ func (x *exec) assign(env *dsl.Env, vars map[string]any, set []dsl.Assignment) *
 		if err != nil {
 			return newStepErr(TypeExpression, "set %s: %v", a.Name, err)
 		}
-		vars[a.Name] = x.red.value(p)
+		vals[i] = x.red.value(p)
+	}
+	for i, a := range set {
+		vars[a.Name] = vals[i]
 	}
 	return nil
 }
