@@ -506,7 +506,7 @@ func TestLLMIsNotPaidTwice(t *testing.T) {
 	fake := llmfake.New()
 	defer fake.Close()
 	fake.Enqueue(llmfake.Reply{Content: `{"label": "bug"}`, Usage: llmfake.Usage{PromptTokens: 7, CompletionTokens: 3}})
-	e := newTestEnv(t, withLLM(fake.URL()), withEnv("OPENAI_API_KEY", "sk-test"))
+	e := newTestEnv(t, withLLM(fake.URL()), withEnv("OPENAI_API_KEY", "sk-test-key"))
 	// The set fails on the first attempt (vars.boom is absent), and the
 	// retry re-runs the step: the llm answer must come from the memo.
 	p := e.write("llm.yaml", `
