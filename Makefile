@@ -12,7 +12,9 @@ check:
 tools:
 	bash scripts/tools.sh
 
-# bench-smoke runs the objstore benchmark briefly on mem and a temporary
-# file store, to check the benchmark harness end to end.
+# bench-smoke checks the benchmark harness end to end: the objstore
+# benchmark briefly on mem and a temporary file store, and the benchmarks'
+# own tests including the DBOS peer (which builds bench/dbos).
 bench-smoke:
-	d=$$(mktemp -d) && go run ./cmd/tqw-bench objstore --store mem://smoke,file://$$d --concurrency 1,4 --ops 200; s=$$?; rm -rf $$d; exit $$s
+	d=$$(mktemp -d) && go run ./cmd/tqw-bench objstore --store mem://smoke,file://$$d --concurrency 1,4 --ops 200; s=$$?; rm -rf $$d; [ $$s = 0 ] || exit $$s
+	TQW_BENCH_SMOKE=1 go test -count=1 ./cmd/tqw-bench/

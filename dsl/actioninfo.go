@@ -95,6 +95,7 @@ var ExprFunctions = map[string]string{
 	"now":      "now() is the run's clock, injected by the runtime.",
 	"uuid":     "uuid() returns a new random id.",
 	"duration": `duration("1d12h") parses a duration in the DSL's notation, days included.`,
+	"raw":      "${ raw(x) } inserts x into a shell script as code, unquoted; allowed only as the whole ${ } of a shell action's script command.",
 }
 
 // ExprNames documents the names an expression may read, and where.

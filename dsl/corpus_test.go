@@ -66,7 +66,9 @@ func TestInvalidCorpus(t *testing.T) {
 		CodeSchemaOneOf, CodeSchemaDuration, CodeSchemaPattern, CodeSchemaRange, CodeDuplicateID,
 		CodeUnknownStep, CodeUnreachable, CodeStepConflict, CodeStepKey, CodeStepEmpty, CodeUnknownAction,
 		CodeWaitNoTimeout, CodeDuration, CodeExprCompile, CodeExprStep, CodeExprNotRun, CodeSecretScope,
-		CodeSecretUnknown, CodeErrorType, CodeWithSchema, CodeInputSchema, CodeSetReadsAssigned,
+		CodeSecretUnknown, CodeErrorType, CodeWithSchema, CodeInputSchema,
+		CodeShellUnsafe, CodeShellRawExternal, CodeShellRawMisplaced, CodeShellReservedEnv,
+		CodeSetReadsAssigned,
 	} {
 		if !codes[c] {
 			t.Errorf("no corpus file covers %s", c)

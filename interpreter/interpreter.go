@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -200,4 +201,15 @@ type Event struct {
 	Next    string         `json:"next,omitempty"`
 	// Job is the runtime job that carried the step; it settles after "end".
 	Job string `json:"job,omitempty"`
+}
+
+// StoreNamespaces are the object prefixes the interpreter writes under
+// (definitions, large outputs, rerun claims), for runtime.WithStoreNamespaces,
+// so nothing else sharing the store is configured into them.
+func StoreNamespaces() []runtime.Namespace {
+	return []runtime.Namespace{
+		{Owner: "interpreter definitions", Prefix: strings.TrimSuffix(defsPrefix, "/")},
+		{Owner: "interpreter large outputs", Prefix: strings.TrimSuffix(outputsPrefix, "/")},
+		{Owner: "interpreter rerun claims", Prefix: strings.TrimSuffix(rerunPrefix, "/")},
+	}
 }

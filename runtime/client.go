@@ -12,6 +12,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -46,7 +47,7 @@ type ClientOptions struct {
 	Name string
 	// Lease locates the writer lease, to say in ErrNoAnswer whether a
 	// live writer exists.
-	Lease WriterLeaseOptions
+	Lease lease.Options
 	// Clock times polling and timestamps commands (default the system
 	// clock).
 	Clock queue.Clock
@@ -129,7 +130,7 @@ func NewClient(store objstore.Store, opts ClientOptions) (*Client, error) {
 		queuePrefix = defaultQueuePrefix
 	}
 	if leaseKey == "" {
-		leaseKey = DefaultWriterLeaseKey
+		leaseKey = lease.DefaultKey
 	}
 	spaces := append(inboxNamespaces(opts.InboxPrefix, "ClientOptions.InboxPrefix"),
 		Namespace{Owner: "the queue's kv store, ClientOptions.Queue.Prefix", Prefix: queuePrefix},
@@ -433,7 +434,7 @@ func (c *Client) await(ctx context.Context, id string, kind CommandKind) (*inbox
 func (c *Client) noAnswer(ctx context.Context, id string, kind CommandKind, waited time.Duration, uncertain *inboxAnswer) error {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	info, live, lerr := LiveWriter(lctx, c.store, c.opts.Lease)
+	info, live, lerr := lease.Live(lctx, c.store, c.opts.Lease)
 	var writer string
 	switch {
 	case lerr != nil:

@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
@@ -237,7 +238,7 @@ func TestClientNoAnswer(t *testing.T) {
 		}
 
 		// A live lease without a drainer is named as such.
-		lease, err := AcquireWriterLease(ctx, store, WriterLeaseOptions{Owner: "w1", Host: "box", PID: 42})
+		held, err := lease.Acquire(ctx, store, lease.Options{Owner: "w1", Host: "box", PID: 42})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,7 +248,7 @@ func TestClientNoAnswer(t *testing.T) {
 		if !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "writer w1 (pid 42 on box") || !strings.Contains(err.Error(), "did not answer") {
 			t.Fatalf("Cancel with a live but silent writer: %v", err)
 		}
-		if err := lease.Release(ctx); err != nil {
+		if err := held.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 
@@ -351,7 +352,7 @@ func TestNewClientRefusesOverlappingPrefixes(t *testing.T) {
 		{InboxPrefix: "db", Queue: queue.Options{Prefix: "db"}},
 		{InboxPrefix: "q", Queue: queue.Options{Prefix: "q-answers"}},
 		{InboxPrefix: "writer-lease"},
-		{InboxPrefix: "lease", Lease: WriterLeaseOptions{Key: "lease-answers/x"}},
+		{InboxPrefix: "lease", Lease: lease.Options{Key: "lease-answers/x"}},
 	} {
 		if _, err := NewClient(mem.New(), opts); !errors.Is(err, ErrNamespaceOverlap) {
 			t.Errorf("NewClient(inbox %q, queue %q, lease %q) = %v; want ErrNamespaceOverlap",

@@ -23,6 +23,10 @@ type delivery struct {
 	sigDeletes []string
 	// step is the runner's view of this delivery (nil when replayed).
 	step *Step
+	// reserve takes a worker slot for the run's next step; next is that
+	// step when the settlement claimed it.
+	reserve func() bool
+	next    *queue.Claim
 }
 
 // onDurable returns the callback that reports the runner's outcome once
@@ -52,48 +56,58 @@ const (
 
 // handleStep processes one claimed step job and settles it. It releases
 // its worker slot once the runner returned, before the settlement commits.
-func (rt *Runtime) handleStep(ctx context.Context, c *queue.Claim, release func()) {
-	if err := rt.processStep(ctx, c, release); err != nil {
+func (rt *Runtime) handleStep(ctx context.Context, c *queue.Claim, release func(), reserve func() bool) *queue.Claim {
+	next, err := rt.processStep(ctx, c, release, reserve)
+	if err != nil {
 		if errors.Is(err, queue.ErrClaimLost) {
 			rt.log.Debug("step claim lost before settlement; another delivery owns it", "job", c.Job.ID, "err", err)
-			return
+			return nil
+		}
+		var gate *gateError
+		if errors.As(err, &gate) {
+			// Not started; the claim expires or the next writer requeues it.
+			rt.log.Warn("step not started: the writer lease is not valid", "job", c.Job.ID, "err", err)
+			return nil
 		}
 		rt.log.Error("step processing failed; the job is retried", "job", c.Job.ID, "err", err)
 		if _, nerr := rt.q.Nack(context.WithoutCancel(ctx), c, err.Error(), nil); nerr != nil && !errors.Is(nerr, queue.ErrClaimLost) {
 			rt.log.Error("nack failed; the lease will expire", "job", c.Job.ID, "err", nerr)
 		}
 	}
+	return next
 }
 
 // processStep runs and settles one step. It returns only errors that left
-// the claim unsettled.
-func (rt *Runtime) processStep(ctx context.Context, c *queue.Claim, release func()) error {
+// the claim unsettled, and the run's next step when its settlement claimed
+// it (in a slot reserve gave).
+func (rt *Runtime) processStep(ctx context.Context, c *queue.Claim, release func(), reserve func() bool) (*queue.Claim, error) {
 	sctx := context.WithoutCancel(ctx) // settlements finish even during shutdown
 	job := &c.Job
 	runID := job.Headers[HeaderRunID]
 	n, err := strconv.Atoi(job.Headers[HeaderStep])
 	if runID == "" || err != nil || n < 0 {
-		return rt.q.DeadLetter(sctx, c, fmt.Sprintf("job %s on queue %s is not a workflow step: headers %s/%s missing or bad",
+		return nil, rt.q.DeadLetter(sctx, c, fmt.Sprintf("job %s on queue %s is not a workflow step: headers %s/%s missing or bad",
 			job.ID, job.Queue, HeaderRunID, HeaderStep), nil)
 	}
 	rec, err := loadRun(sctx, rt.q, runID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if rec == nil || rec.Nonce != job.Headers[HeaderRunNonce] {
 		// The run already terminated, or the job belongs to an earlier run
 		// under the same id: nothing to do.
 		rt.log.Debug("dropping step job of an inactive run", "run", runID, "step", n, "job", job.ID)
-		return rt.q.Ack(sctx, c, nil)
+		return nil, rt.q.Ack(sctx, c, nil)
 	}
 	if ptr, err := loadPointer(sctx, rt.q, runID); err != nil {
-		return err
+		return nil, err
 	} else if ptr != nil && ptr.JobID != job.ID {
 		rt.log.Warn("dropping step job the run does not point at", "run", runID, "step", n, "job", job.ID, "current", ptr.JobID)
-		return rt.q.Ack(sctx, c, nil)
+		return nil, rt.q.Ack(sctx, c, nil)
 	}
-	d := &delivery{rt: rt, c: c, runID: runID, n: n, rec: rec}
-	return d.process(ctx, sctx, release)
+	d := &delivery{rt: rt, c: c, runID: runID, n: n, rec: rec, reserve: reserve}
+	err = d.process(ctx, sctx, release)
+	return d.next, err
 }
 
 func (d *delivery) process(ctx, sctx context.Context, release func()) error {
@@ -132,6 +146,14 @@ func (d *delivery) process(ctx, sctx context.Context, release func()) error {
 		}
 	}
 	if !replayed {
+		// The runner starts only while the writer lease stays valid for
+		// the margin, and only if the claim survived the wait.
+		if err := rt.awaitLease(ctx); err != nil {
+			return err
+		}
+		if _, held := rt.q.LeaseExpiry(d.c); !held {
+			return fmt.Errorf("runtime: step %d of run %s: %w", d.n, d.runID, queue.ErrClaimLost)
+		}
 		eff = newEffects()
 		out, err = d.invoke(ctx, sig, eff)
 		// An external cancel overrides whatever the runner returned. Cancel
@@ -311,6 +333,12 @@ func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) e
 	}
 	sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: stepKey(d.runID), Value: ptr})
 	sef.Enqueue = append(sef.Enqueue, queue.NewJob{Queue: rt.cfg.queueName, Payload: out.Payload, Options: opts})
+	// A next step due now is claimed in this settlement for this worker,
+	// when a slot is free for it: one commit instead of two, and no trip
+	// through the ready index.
+	if opts.RunAt.IsZero() && waitKey == "" && d.reserve != nil && d.reserve() {
+		sef.ClaimFirst = true
+	}
 	if h := rt.beforeAdvanceCommit; h != nil {
 		h(d.runID, out.Trigger.SignalKey)
 	}
@@ -328,6 +356,7 @@ func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) e
 	if waitKey != "" {
 		rt.afterRegister(ctx, waitKey, jobID)
 	}
+	d.next = sef.Claimed()
 	return nil
 }
 

@@ -52,6 +52,22 @@
 //     guarded on the run's records, so a crash never repeats it.
 //   - A store that stops accepting commits (kv.ErrFenced, or kv.ErrStopped
 //     after a failed WAL write) ends Run at once with that error.
+//   - With WithLeaseGate (the CLI passes its writer lease, runtime/lease),
+//     a writer that has not renewed its lease within the TTL stops starting
+//     steps and applying inbox commands before anyone else may take over:
+//     the worker claims nothing while the lease is not valid, and invokes a
+//     runner only while the lease stays valid for the margin (TTL/3) more,
+//     which bounds the time from that check to the step's first side
+//     effect (CPU work and at most one or two small reads in the
+//     interpreter). A lost lease ends Run at once with lease.ErrLost and
+//     cancels the running steps. The lease's default TTL is 15 s, renewed
+//     every 5 s: 12 conditional PUTs a minute, 17,280 a day, about $0.086
+//     a day on S3 at $0.005 per 1,000 PUTs, the only request an idle
+//     writer makes besides the inbox poll. A shorter TTL would suspend
+//     healthy writers on S3's slow PUTs (each renewal must ride out a
+//     failed attempt within TTL/3) and cost more; a longer one keeps a
+//     store blocked that long after a writer on another machine died (a
+//     dead one on the same machine is replaced at once).
 //   - Status and ListRuns read durable records only, so a process with a
 //     queue.Reader on the store follows runs (Inspector).
 //
@@ -91,13 +107,15 @@
 // is a share of one WAL PUT (group commit). Per operation:
 //
 //   - Submit: one durable commit.
-//   - A step transition: its claim (not durable on its own; it lingers
-//     for the settlement) and its settlement (one durable commit) share
-//     one WAL PUT: one PUT per step for a lone run, the physical limit of
-//     per-step durability, and a few hundredths under load, when many
-//     runs' settlements share a PUT (docs/BENCHMARKS.md, "runtime"). A
-//     step that runs longer than kv's linger (10 ms) has its claim
-//     written on its own first: two PUTs, the second on the step's path.
+//   - A step transition: one durable commit, one WAL PUT for a lone run
+//     (the physical limit of per-step durability) and a few hundredths
+//     under load, when many runs' settlements share a PUT
+//     (docs/BENCHMARKS.md, "runtime"). The settlement of step n claims
+//     step n+1 for the same worker in the same commit when it is due at
+//     once and a worker slot is free, so the claim costs nothing more and
+//     its attempt is counted durably before the step runs; otherwise step
+//     n+1 is claimed by a non-durable commit that lingers (kv's 10 ms) for
+//     the next durable one.
 //   - Memo.Get: one GET; Memo.Put: one PUT. Step-output replay adds one GET
 //     per delivery and one PUT per recorded outcome.
 //   - Signal: one durable commit to buffer it, plus, when a waiter exists,
@@ -109,6 +127,7 @@
 //     the cost of its Refresh.
 //   - An inbox command: see InboxOptions (about four requests on the writer
 //     plus the command's commits, three on the Client) and Client.
+//   - The lease gate: none (the lease computes validity from its clock).
 //   - The retention sweep: per expired run one LIST plus one DELETE per memo
 //     or replay object; result records and markers are KV deletes.
 //   - NoopTerminalHook: nothing; another hook: one notification job per

@@ -392,7 +392,8 @@ func validCommandID(id string) error {
 // as a pass finds a command. At the defaults an idle writer makes one LIST
 // every 5 s: 17,280 LISTs a day, about $0.086 a day (≈ $2.60 a month) on
 // S3 at $0.005 per 1,000 LIST requests; with the writer lease's renewals
-// (4,320 PUTs a day, about $0.022) an idle writer costs about $0.11 a day.
+// (17,280 PUTs a day at its 15 s TTL, about $0.086; see runtime/lease) an
+// idle writer costs about $0.17 a day.
 // MinInterval bounds the answer latency under load, MaxInterval when idle
 // (a command sent to an idle writer waits up to MaxInterval).
 //
@@ -661,6 +662,10 @@ func (ib *inbox) handle(ctx context.Context, o objstore.ObjectInfo) (bool, error
 	if err != nil {
 		ib.reportForeign(o, err.Error())
 		return false, nil
+	}
+	// Apply nothing while the writer lease is not valid.
+	if err := ib.rt.awaitLease(ctx); err != nil {
+		return false, err
 	}
 	ib.lastTry = ib.failures[id]+1 >= ib.opts.MaxAttempts
 	actx, cancel := context.WithTimeout(ctx, ib.opts.ApplyTimeout)
@@ -1161,5 +1166,43 @@ func (ib *inbox) sweep(ctx context.Context) error {
 		if len(page) < 1000 {
 			return nil
 		}
+	}
+}
+
+// InboxWaiting reports whether a command waits in the inbox that the
+// inbox server would apply (objects that are not commands are ignored,
+// as the server ignores them). It writes nothing. Cost: one LIST per
+// 1,000 objects under the prefix and one GET per object named like a
+// command.
+func (rt *Runtime) InboxWaiting(ctx context.Context, opts InboxOptions) (bool, error) {
+	o, err := opts.withDefaults(rt)
+	if err != nil {
+		return false, err
+	}
+	after := ""
+	for {
+		page, err := rt.store.List(ctx, o.Prefix+"/", after, 1000)
+		if err != nil {
+			return false, fmt.Errorf("runtime: inbox: list %s/: %w", o.Prefix, err)
+		}
+		for _, obj := range page {
+			if validCommandID(strings.TrimPrefix(obj.Key, o.Prefix+"/")) != nil {
+				continue
+			}
+			b, _, err := rt.store.Get(ctx, obj.Key)
+			if errors.Is(err, objstore.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return false, fmt.Errorf("runtime: inbox: read %s: %w", obj.Key, err)
+			}
+			if _, err := parseCommand(b); err == nil {
+				return true, nil
+			}
+		}
+		if len(page) < 1000 {
+			return false, nil
+		}
+		after = page[len(page)-1].Key
 	}
 }

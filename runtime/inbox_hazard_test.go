@@ -328,3 +328,27 @@ func TestInboxSweepLeavesForeignAnswers(t *testing.T) {
 		}
 	}
 }
+
+// InboxWaiting counts real commands only: objects that are not commands
+// (which the server leaves alone) do not keep a worker from going idle.
+func TestInboxWaitingIgnoresForeignObjects(t *testing.T) {
+	ctx := context.Background()
+	store := mem.New()
+	w := ibxOpen(t, store, queue.NewMockClock(ibxStart), nil)
+	defer w.q.Close()
+	for k, v := range map[string]string{
+		"inbox/report.pdf":                 "%PDF-1.7 binary",
+		"inbox/01JABCDEFGHJKMNPQRSTVWXYZ0": `{"v":1,"id":"01JABCDEFGHJKMNPQRSTVWXYZ0","kind":"signal","key":"k"}`,
+	} {
+		if _, err := store.Put(ctx, k, []byte(v), objstore.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if waiting, err := w.rt.InboxWaiting(ctx, InboxOptions{}); err != nil || waiting {
+		t.Fatalf("InboxWaiting with foreign objects only = %v, %v; want false", waiting, err)
+	}
+	ibxSend(t, store, inboxCommand{Kind: CommandSignal, Key: "real", Payload: []byte("p")})
+	if waiting, err := w.rt.InboxWaiting(ctx, InboxOptions{}); err != nil || !waiting {
+		t.Fatalf("InboxWaiting with a command = %v, %v; want true", waiting, err)
+	}
+}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"github.com/tqw-dsl/tqw/runtime/lease"
 	"strings"
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -81,8 +82,8 @@ func runtimeNamespaces(queuePrefix, memoPrefix string) []Namespace {
 	return []Namespace{
 		{Owner: "the queue's kv store, queue.Options.Prefix", Prefix: queuePrefix},
 		{Owner: "memo and replay records, WithMemoPrefix", Prefix: memoPrefix},
-		{Owner: "the writer lease object", Key: DefaultWriterLeaseKey},
-		{Owner: "the writer lock file of a file store", Key: WriterLockFile},
+		{Owner: "the writer lease object", Key: lease.DefaultKey},
+		{Owner: "the writer lock file of a file store", Key: lease.DefaultLockFile},
 	}
 }
 

@@ -74,6 +74,8 @@ type config struct {
 	maxAttempts     int
 	logger          *slog.Logger
 	entropy         io.Reader
+	gate            LeaseGate
+	gateMargin      time.Duration
 }
 
 // Option configures New.
@@ -93,7 +95,6 @@ func WithTerminalHook(h TerminalHook) Option { return func(c *config) { c.hook =
 // WithMemoPrefix sets the object-key prefix of memo and replay entries
 // (default "workflow-memo").
 func WithMemoPrefix(prefix string) Option { return func(c *config) { c.memoPrefix = prefix } }
-
 
 // WithStoreNamespaces declares the objects other components keep in the
 // runtime's store (an interpreter's definitions, a server's uploads), so
@@ -182,6 +183,8 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 		return nil, errors.New("runtime: sweep and reconcile intervals must be positive, the shutdown timeout not negative")
 	case cfg.maxAttempts < 0:
 		return nil, fmt.Errorf("runtime: WithMaxAttempts(%d): want 0 (queue default) or more", cfg.maxAttempts)
+	case cfg.gateMargin < 0:
+		return nil, fmt.Errorf("runtime: WithLeaseGate margin %v: want 0 or more", cfg.gateMargin)
 	}
 	if err := objstore.ValidateKey(cfg.memoPrefix); err != nil {
 		return nil, fmt.Errorf("runtime: WithMemoPrefix: %w", err)

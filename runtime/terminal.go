@@ -51,18 +51,16 @@ func (rt *Runtime) terminalEffects(runID string, rec *runRecord, n int, status T
 
 // handleNotification runs the terminal hook for one notification job and
 // settles it with the hook's effects.
-func (rt *Runtime) handleNotification(ctx context.Context, c *queue.Claim, _ func()) {
+func (rt *Runtime) handleNotification(ctx context.Context, c *queue.Claim, _ func(), _ func() bool) *queue.Claim {
 	sctx := context.WithoutCancel(ctx)
 	var err error
 	out, derr := decodeRunOutcome(c.Job.Payload)
 	if derr != nil {
 		out = &RunOutcome{RunID: c.Job.Headers[HeaderRunID]}
 		err = rt.q.DeadLetter(sctx, c, derr.Error(), nil)
-	} else if serr := rt.q.DB().Sync(ctx); serr != nil {
-		// The queue makes a commit claimable before it is durable; the
-		// hook must only see terminations that are.
-		_, err = rt.q.Nack(sctx, c, "waiting for the terminating commit to be durable: "+serr.Error(), nil)
 	} else {
+		// The notification was claimable only once the terminating commit
+		// that enqueued it was durable: the hook sees durable ends only.
 		eff := &TerminalEffects{kv: newEffects()}
 		herr := rt.callHook(ctx, out, eff)
 		switch {
@@ -77,6 +75,7 @@ func (rt *Runtime) handleNotification(ctx context.Context, c *queue.Claim, _ fun
 	if err != nil && !errors.Is(err, queue.ErrClaimLost) {
 		rt.log.Error("settling a terminal notification failed; it is redelivered", "job", c.Job.ID, "run", out.RunID, "err", err)
 	}
+	return nil
 }
 
 // observes asks the hook whether it wants out; a panicking Observes counts

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -49,6 +50,18 @@ func (rt *Runtime) Run(ctx context.Context) error {
 	loop(rt.cfg.queueName, rt.cfg.concurrency, rt.handleStep)
 	if _, noop := rt.cfg.hook.(NoopTerminalHook); !noop {
 		loop(rt.cfg.notifyQueue, rt.cfg.notifyConc, rt.handleNotification)
+	}
+	if g := rt.cfg.gate; g != nil {
+		// A lost lease stops everything at once, also while no claim waits.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-g.Lost():
+				errc <- rt.leaseLost(loopCtx)
+			case <-loopCtx.Done():
+			}
+		}()
 	}
 
 	// Once ctx is done, give running steps the shutdown timeout.
@@ -120,10 +133,11 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 func (w *Worker) Done() <-chan struct{} { return w.done }
 
 // fatalQueueError reports errors after which claiming cannot succeed: the
-// queue closed, or its kv was fenced or stopped after a WAL failure.
+// queue closed, its kv was fenced or stopped after a WAL failure, or the
+// writer lease was lost.
 func fatalQueueError(err error) bool {
 	return errors.Is(err, queue.ErrClosed) || errors.Is(err, kv.ErrFenced) || errors.Is(err, kv.ErrClosed) ||
-		errors.Is(err, kv.ErrStopped)
+		errors.Is(err, kv.ErrStopped) || errors.Is(err, lease.ErrLost)
 }
 
 // settleDepth bounds the steps in flight per worker slot, running or
@@ -134,8 +148,12 @@ const settleDepth = 4
 
 // stepHandler processes one claim; it calls release (from its own
 // goroutine) once it no longer needs its worker slot (its runner
-// returned), and returns when done.
-type stepHandler func(ctx context.Context, c *queue.Claim, release func())
+// returned), and returns when done. reserve takes another slot without
+// waiting (false when none is free or the loop stops); a handler that
+// took one returns the claim it will run next in it (a run's next step,
+// claimed in its predecessor's settlement), or nil, and the slot goes
+// back.
+type stepHandler func(ctx context.Context, c *queue.Claim, release func(), reserve func() bool) (next *queue.Claim)
 
 // claimLoop claims jobs of queueName while ctx lives and runs h on each in
 // its own goroutine: at most conc hold a slot at a time, and at most
@@ -157,15 +175,36 @@ func (rt *Runtime) claimLoop(ctx, hardCtx context.Context, queueName string, con
 		go func() {
 			defer wg.Done()
 			for c := range work {
-				released := false
-				release := func() {
-					if !released {
-						released = true
+				// A run whose next step its settlement claimed goes on
+				// here, in the slot reserved for it, without a trip
+				// through the queue's ready index and the claim loop.
+				for c != nil {
+					released, reserved := false, false
+					release := func() {
+						if !released {
+							released = true
+							<-slots
+						}
+					}
+					reserve := func() bool {
+						if reserved || ctx.Err() != nil {
+							return false
+						}
+						select {
+						case slots <- struct{}{}:
+							reserved = true
+							return true
+						default:
+							return false
+						}
+					}
+					next := h(hardCtx, c, release, reserve)
+					release()
+					if next == nil && reserved {
 						<-slots
 					}
+					c = next
 				}
-				h(hardCtx, c, release)
-				release()
 				<-inflight
 			}
 		}()
@@ -195,6 +234,15 @@ func (rt *Runtime) claimLoop(ctx, hardCtx context.Context, queueName string, con
 	for {
 		if !acquire() {
 			return nil
+		}
+		// Claim nothing while the writer lease is not valid.
+		if err := rt.awaitLease(ctx); err != nil {
+			<-slots
+			<-inflight
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("runtime: claim from queue %s: %w", queueName, err)
 		}
 		c, err := rt.q.ClaimWait(ctx, queueName)
 		if err != nil || c == nil {

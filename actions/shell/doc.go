@@ -5,6 +5,12 @@
 // of strings runs directly as argv with no shell), env, dir, stdin, timeout
 // and max_output_bytes (default 1 MiB per stream).
 //
+// Templates: in a workflow a script's ${ } values never become shell code.
+// Package dsl renders each one as a quoted reference to an environment
+// variable (TQW_ARG_1, TQW_ARG_2, ...) that it adds to env, so the script
+// this action runs reads every value as one word (docs/DSL.md, "Shell
+// scripts and templates"). The action itself runs the script it is given.
+//
 // Environment: the process does not inherit the worker's environment. It
 // gets only PATH, HOME, USER, LOGNAME, LANG, LC_ALL, LC_CTYPE, TZ and TMPDIR
 // from it (Options.Inherit changes the list; PATH falls back to

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
 )
 
@@ -366,13 +367,13 @@ func TestBriefCommandsWaitForEachOther(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease, err := runtime.AcquireWriterLease(ctx, store, runtime.WriterLeaseOptions{Owner: "tqw-dsl-" + briefOwner + "-TEST"})
+	held, err := lease.Acquire(ctx, store, lease.Options{Owner: "tqw-dsl-" + briefOwner + "-TEST"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := c.start("submit", hello, "--run-id", "b1")
 	p.waitLine("waiting for a brief tqw-dsl command")
-	if err := lease.Release(ctx); err != nil {
+	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if code, out, errOut := p.wait(); code != 0 || strings.TrimSpace(out) != "b1" {
@@ -396,7 +397,7 @@ func TestRunTakesOverAnUnansweredSubmit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease, err := runtime.AcquireWriterLease(ctx, store, runtime.WriterLeaseOptions{Owner: "tqw-dsl-worker-TEST"})
+	held, err := lease.Acquire(ctx, store, lease.Options{Owner: "tqw-dsl-worker-TEST"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +418,7 @@ func TestRunTakesOverAnUnansweredSubmit(t *testing.T) {
 		}
 		sent = len(objs) == 1
 	}
-	if err := lease.Release(ctx); err != nil {
+	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut := r.wait()

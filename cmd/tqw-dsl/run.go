@@ -18,6 +18,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
@@ -374,6 +375,10 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	werr := sv.Shutdown(shutdownCtx)
+	if lerr := e.leaseLostError(werr); lerr != nil && outcome == nil {
+		_ = e.Close()
+		return lerr
+	}
 	if cerr := e.Close(); cerr != nil {
 		return cerr
 	}
@@ -466,7 +471,7 @@ type followOptions struct {
 // event. It returns the final status; nil when ctx ended first.
 //
 // Cost: a Reader Refresh per poll (one GET of the kv manifest plus one
-// per WAL object written since), and one LiveWriter check (a GET of the
+// per WAL object written since), and one lease.Live check (a GET of the
 // lease object) per writerCheck.
 func follow(ctx context.Context, store objstore.Store, v *view, runID string, progress func(interpreter.Event), o followOptions) (*runtime.RunStatus, error) {
 	if o.pollMin == 0 {
@@ -521,7 +526,7 @@ func follow(ctx context.Context, store objstore.Store, v *view, runID string, pr
 			delay, lastCheck = o.pollMin, time.Now()
 		} else if time.Since(lastCheck) >= o.writerCheck {
 			lastCheck = time.Now()
-			if _, live, err := runtime.LiveWriter(ctx, store, runtime.WriterLeaseOptions{}); err == nil && !live {
+			if _, live, err := lease.Live(ctx, store, lease.Options{}); err == nil && !live {
 				return nil, errWriterGone
 			}
 		}

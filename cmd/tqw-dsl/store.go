@@ -19,6 +19,8 @@ import (
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/lease"
+	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -88,6 +90,8 @@ type engineOptions struct {
 	// retention is how long a finished run's status, result, history and
 	// outputs are kept (default runtime.DefaultResultRetention).
 	retention time.Duration
+	// errOut receives the lease takeover countdown (default os.Stderr).
+	errOut io.Writer
 }
 
 // sweepInterval is how often a writer with the given retention looks for
@@ -129,7 +133,7 @@ const briefWait = 30 * time.Second
 type engine struct {
 	url   string
 	store objstore.Store
-	lease *runtime.WriterLease
+	lease *lease.Lease
 	q     *queue.Queue
 	rt    *runtime.Runtime
 	it    *interpreter.Interpreter
@@ -153,17 +157,17 @@ func openStore(ctx context.Context, url string) (objstore.Store, error) {
 // command to that writer (openSession) or gives up (worker).
 type busyError struct {
 	url    string
-	holder *runtime.WriterActiveError
+	holder *lease.ActiveError
 }
 
 func (e *busyError) Error() string {
-	return fmt.Sprintf("%s is worked by %s", e.url, e.holder.Holder)
+	return fmt.Sprintf("%s is worked by %s, whose lease is live", e.url, e.holder.Holder)
 }
 
 func (e *busyError) Unwrap() error { return e.holder }
 
 // openEngine opens the store at url as its writer. When a live writer
-// holds it, the error is a *busyError (it matches runtime.ErrWriterActive).
+// holds it, the error is a *busyError (it matches lease.ErrActive).
 func openEngine(ctx context.Context, url string, o engineOptions) (*engine, error) {
 	store, err := openStore(ctx, url)
 	if err != nil {
@@ -176,15 +180,19 @@ func openEngineOn(ctx context.Context, url string, store objstore.Store, o engin
 	if o.log == nil {
 		o.log = logger(os.Stderr)
 	}
-	lease, err := acquireLease(ctx, store, o)
-	var active *runtime.WriterActiveError
+	held, err := acquireLease(ctx, store, o)
+	var active *lease.ActiveError
 	if errors.As(err, &active) {
 		return nil, &busyError{url: url, holder: active}
+	}
+	var exit *exitError
+	if errors.As(err, &exit) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, failf(exitFailed, "taking the writer lease of %s: %v", url, err)
 	}
-	e := &engine{url: url, store: store, lease: lease, log: o.log, inboxPoll: o.inboxPoll}
+	e := &engine{url: url, store: store, lease: held, log: o.log, inboxPoll: o.inboxPoll}
 	fail := func(err error) (*engine, error) {
 		if e.q != nil {
 			_ = e.q.Close()
@@ -211,8 +219,12 @@ func openEngineOn(ctx context.Context, url string, store objstore.Store, o engin
 	if err != nil {
 		return fail(err)
 	}
+	// No step starts and no command is applied unless the lease stays
+	// valid for its margin: a writer that lost the store stops before
+	// another may take over.
 	opts := []runtime.Option{runtime.WithTerminalHook(e.it), runtime.WithLogger(o.log), runtime.WithMemoRetention(memoRetention),
-		runtime.WithResultRetention(retention), runtime.WithSweepInterval(sweepInterval(retention))}
+		runtime.WithResultRetention(retention), runtime.WithSweepInterval(sweepInterval(retention)),
+		runtime.WithLeaseGate(e.lease, e.lease.Margin()), runtime.WithStoreNamespaces(interpreter.StoreNamespaces()...)}
 	if o.concurrency > 0 {
 		opts = append(opts, runtime.WithConcurrency(o.concurrency))
 	}
@@ -224,18 +236,36 @@ func openEngineOn(ctx context.Context, url string, store objstore.Store, o engin
 	return e, nil
 }
 
-// acquireLease takes the store's writer lease. A brief command holding it
-// is waited for (up to briefWait): it serves no inbox, so sending it a
-// command would go unanswered.
-func acquireLease(ctx context.Context, store objstore.Store, o engineOptions) (*runtime.WriterLease, error) {
-	opts := runtime.WriterLeaseOptions{Owner: o.leaseOwner(), Logger: o.log}
+// acquireLease takes the store's writer lease. A dead holder on this
+// machine is replaced at once; one that stopped renewing is watched for
+// its TTL, with a countdown on stderr, then replaced. A brief command
+// holding it is waited for (up to briefWait): it serves no inbox, so
+// sending it a command would go unanswered.
+func acquireLease(ctx context.Context, store objstore.Store, o engineOptions) (*lease.Lease, error) {
+	ttl, err := leaseTTL()
+	if err != nil {
+		return nil, err
+	}
+	errOut := o.errOut
+	if errOut == nil {
+		errOut = os.Stderr
+	}
+	p := &waitPrinter{w: errOut, name: o.name, tty: isTerminal(errOut)}
+	opts := lease.Options{Owner: o.leaseOwner(), Logger: o.log, TTL: ttl, OnWait: p.wait}
 	deadline := time.Now().Add(briefWait)
 	delay := 20 * time.Millisecond
 	for {
-		lease, err := runtime.AcquireWriterLease(ctx, store, opts)
-		var active *runtime.WriterActiveError
+		held, err := lease.Acquire(ctx, store, opts)
+		p.done()
+		if err == nil {
+			if from, reason, ok := held.TookOver(); ok {
+				fmt.Fprintf(errOut, "tqw-dsl %s: took the store over from %s: %s\n", o.name, from, reason)
+			}
+			return held, nil
+		}
+		var active *lease.ActiveError
 		if !errors.As(err, &active) || !isBrief(active.Holder.Owner) || time.Now().After(deadline) {
-			return lease, err
+			return nil, err
 		}
 		if delay == 20*time.Millisecond {
 			o.log.Info("waiting for a brief tqw-dsl command to give the store back", "holder", active.Holder.String())
@@ -249,6 +279,88 @@ func acquireLease(ctx context.Context, store objstore.Store, o engineOptions) (*
 		}
 		delay = min(2*delay, 500*time.Millisecond)
 	}
+}
+
+// leaseTTLEnv sets the writer lease's TTL on stores without a file lock
+// (default lease.DefaultTTL); tests shorten it.
+const leaseTTLEnv = "TQW_LEASE_TTL"
+
+func leaseTTL() (time.Duration, error) {
+	s := os.Getenv(leaseTTLEnv)
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 100*time.Millisecond || d > lease.MaxTTL {
+		return 0, failf(exitUsage, "%s=%q: want a duration between 100ms and %v, e.g. 15s", leaseTTLEnv, s, lease.MaxTTL)
+	}
+	return d, nil
+}
+
+// countdownEvery is how often the takeover countdown prints a line when
+// stderr is not a terminal.
+const countdownEvery = 5 * time.Second
+
+// waitPrinter shows who holds the store and the countdown to the takeover
+// while acquireLease watches a holder that stopped renewing: once the
+// holder, then the countdown, rewritten in place on a terminal and a line
+// every countdownEvery otherwise.
+type waitPrinter struct {
+	w        io.Writer
+	name     string
+	tty      bool
+	shown    bool
+	lastLine time.Duration // Remaining at the last countdown line
+}
+
+func (p *waitPrinter) wait(w lease.Waiting) {
+	left := w.Remaining.Truncate(100 * time.Millisecond)
+	if !p.shown {
+		fmt.Fprintf(p.w, "tqw-dsl %s: the store is held by %s, which last renewed its lease at %s (its clock) and not since; taking it over if it stays unchanged for %v\n",
+			p.name, w.Holder, w.Holder.Renewed.Local().Format(time.TimeOnly), w.TTL)
+	}
+	switch {
+	case p.tty:
+		fmt.Fprintf(p.w, "\rtqw-dsl %s: taking over in %v unless %s renews\x1b[K", p.name, left, w.Holder.Owner)
+	case !p.shown || p.lastLine-w.Remaining >= countdownEvery:
+		fmt.Fprintf(p.w, "tqw-dsl %s: taking over in %v unless %s renews\n", p.name, left, w.Holder.Owner)
+		p.lastLine = w.Remaining
+	}
+	p.shown = true
+}
+
+// done ends the countdown line on a terminal.
+func (p *waitPrinter) done() {
+	if p.shown && p.tty {
+		fmt.Fprintln(p.w)
+	}
+	p.shown = false
+}
+
+// leaseLostError is the failure of a writer whose work stopped (werr)
+// because another process took its lease over, or nil. A writer fenced
+// before its renewal noticed asks the lease once more.
+func (e *engine) leaseLostError(werr error) error {
+	err := e.lease.Err()
+	if err == nil && errors.Is(werr, lease.ErrLost) {
+		err = werr
+	}
+	if err == nil && errors.Is(werr, kv.ErrFenced) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if rerr := e.lease.Renew(ctx); errors.Is(rerr, lease.ErrLost) {
+			err = rerr
+		}
+	}
+	var lost *lease.LostError
+	if !errors.As(err, &lost) {
+		return nil
+	}
+	holder := "another process"
+	if lost.Holder.Owner != "" {
+		holder = lost.Holder.String()
+	}
+	return failf(exitFailed, "lease lost to %s; this process stopped working the store", holder)
 }
 
 // releaseLease gives the writer lease up, bounded in time: a lease object
@@ -284,7 +396,7 @@ type session struct {
 	e     *engine
 	c     *runtime.Client
 	// holder is the live writer c sends to.
-	holder runtime.WriterInfo
+	holder lease.Info
 }
 
 // openSession opens the store at url as its writer or, when a live writer
@@ -306,7 +418,7 @@ func openSession(ctx context.Context, url string, o engineOptions) (*session, er
 		return nil, err
 	}
 	c, err := runtime.NewClient(store, runtime.ClientOptions{Name: "tqw-dsl " + o.name, Logger: o.log, AnswerTimeout: answerTimeout,
-		Queue: queue.Options{Logger: o.log}, Lease: runtime.WriterLeaseOptions{Logger: o.log}})
+		Queue: queue.Options{Logger: o.log}, Lease: lease.Options{Logger: o.log}})
 	if err != nil {
 		return nil, failf(exitFailed, "sending commands to %s: %v", url, err)
 	}
@@ -344,7 +456,7 @@ const answerTimeout = 2 * time.Minute
 // watchWriter returns a context that is cancelled, with the cause
 // errWriterGone, when no live writer holds the store any more, so a
 // command sent to a writer that stopped fails at once instead of after
-// the answer timeout. Cost: one LiveWriter check per writerCheckEvery.
+// the answer timeout. Cost: one lease.Live check per writerCheckEvery.
 func (s *session) watchWriter(ctx context.Context) (context.Context, func()) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
@@ -358,7 +470,7 @@ func (s *session) watchWriter(ctx context.Context) (context.Context, func()) {
 				return
 			case <-t.C:
 			}
-			if _, live, err := runtime.LiveWriter(wctx, s.store, runtime.WriterLeaseOptions{}); err == nil && !live {
+			if _, live, err := lease.Live(wctx, s.store, lease.Options{}); err == nil && !live {
 				// The writer may have answered just before it stopped:
 				// let the client poll for the answer once more.
 				grace := time.NewTimer(answerGrace)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
@@ -185,8 +185,8 @@ the store to a checkpoint past them, so it opens again.`,
 			}
 			// Hold the writer lease, so no worker starts while the log is
 			// cut; TruncateAt fences any writer still running anyway.
-			lease, err := acquireLease(ctx, s, engineOptions{name: "store-truncate", log: log})
-			var active *runtime.WriterActiveError
+			held, err := acquireLease(ctx, s, engineOptions{name: "store-truncate", log: log})
+			var active *lease.ActiveError
 			if errors.As(err, &active) {
 				return failf(exitFailed, "%s is worked by %s: stop it first, then run this again", store, active.Holder)
 			}
@@ -196,7 +196,7 @@ the store to a checkpoint past them, so it opens again.`,
 			defer func() {
 				rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				if err := lease.Release(rctx); err != nil {
+				if err := held.Release(rctx); err != nil {
 					log.Warn("releasing the writer lease failed; it expires by itself", "err", err)
 				}
 			}()

@@ -38,6 +38,14 @@ the store's inbox and it applies each exactly once; status, list and history
 read the store without disturbing it. A second worker on the same store is
 refused (exit 1) instead of fencing this one.
 
+A worker that died on this machine (its pid is gone) is replaced at once. On
+stores without a file lock (s3://), one that stopped renewing its lease (a
+paused process, or another machine that lost the store) is replaced once this
+worker has seen its lease unchanged for the lease's TTL (15s; the environment
+variable TQW_LEASE_TTL changes it), with a countdown. A worker that cannot
+renew its lease for that long starts no step and applies no command until it
+can; one whose lease another process took over exits 1 ("lease lost").
+
 On SIGINT or SIGTERM it stops taking steps and commands, lets running steps
 finish (up to 30s, then cancels them; they run again later), makes everything
 durable, releases the lease and exits 0.
@@ -84,6 +92,10 @@ default; the retention of a run is judged by whichever writer runs then.`,
 			shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			werr := sv.Shutdown(shutdownCtx)
+			if lerr := e.leaseLostError(werr); lerr != nil {
+				_ = e.Close()
+				return lerr
+			}
 			if cerr := e.Close(); cerr != nil {
 				return cerr
 			}
@@ -238,7 +250,7 @@ func exitWhenIdle(ctx context.Context, e *engine, stop context.CancelFunc) {
 // idle reports whether no step can run now or within idleHorizon and no
 // command waits in the inbox.
 func (e *engine) idle(ctx context.Context) bool {
-	if cmds, err := e.store.List(ctx, runtime.DefaultInboxPrefix+"/", "", 1); err != nil || len(cmds) > 0 {
+	if waiting, err := e.rt.InboxWaiting(ctx, runtime.InboxOptions{}); err != nil || waiting {
 		return false
 	}
 	soon := e.q.Clock().Now().Add(idleHorizon)

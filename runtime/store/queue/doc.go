@@ -50,6 +50,9 @@
 //     settlement enqueues (a run's next step) never starts ahead of that
 //     settlement, and during a store outage no new work starts. Sync is
 //     the read barrier for callers that report other reads.
+//   - An Ack with SettlementEffects.ClaimFirst creates its first follow-up
+//     job claimed by the caller in the same durable commit (one commit for
+//     a settlement and the next claim; the job is never pending).
 //   - Claims, non-dead nacks, reaper requeues, scheduler promotions and
 //     retention deletions are non-durable commits: they are visible at once
 //     and ride the next durable commit's WAL object. A crash can undo them,

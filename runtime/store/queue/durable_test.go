@@ -219,3 +219,91 @@ func TestPromotedJobGatedUntilItsScheduleIsDurable(t *testing.T) {
 		t.Fatalf("Claim after the outage = %v, %v; want j1", c, err)
 	}
 }
+
+// An Ack with ClaimFirst creates its first follow-up job claimed by the
+// caller, in the same commit; one due later, or a duplicate, is not.
+func TestAckClaimFirst(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, nil)
+	claimOne := func(id string) *Claim {
+		t.Helper()
+		if _, err := f.q.Enqueue(ctx, "q", []byte("p"), EnqueueOptions{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.q.Claim(ctx, "q")
+		if err != nil || c == nil || c.Job.ID != id {
+			t.Fatalf("Claim = %v, %v", c, err)
+		}
+		return c
+	}
+	c := claimOne("a")
+	eff := &SettlementEffects{ClaimFirst: true, Enqueue: []NewJob{
+		{Queue: "q", Payload: []byte("next"), Options: EnqueueOptions{ID: "b", DedupKey: "k"}},
+		{Queue: "q", Payload: []byte("other"), Options: EnqueueOptions{ID: "c"}},
+	}}
+	if err := f.q.Ack(ctx, c, eff); err != nil {
+		t.Fatal(err)
+	}
+	next := eff.Claimed()
+	if next == nil || next.Job.ID != "b" || string(next.Job.Payload) != "next" || next.Job.Attempts != 1 {
+		t.Fatalf("Claimed() = %+v; want job b claimed, attempt 1", next)
+	}
+	if j, err := f.q.GetJob(ctx, "b"); err != nil || j.State != StateClaimed {
+		t.Fatalf("job b = %+v, %v; want claimed", j, err)
+	}
+	if j, err := f.q.GetJob(ctx, "c"); err != nil || j.State != StatePending {
+		t.Fatalf("job c = %+v, %v; want pending (only the first is claimed)", j, err)
+	}
+	// Claimed by the ack, b is not handed out again; it settles normally.
+	if c2, err := f.q.Claim(ctx, "q"); err != nil || c2 == nil || c2.Job.ID != "c" {
+		t.Fatalf("Claim = %v, %v; want c", c2, err)
+	}
+	if err := f.q.Ack(ctx, next, nil); err != nil {
+		t.Fatalf("Ack of the claim made by ClaimFirst: %v", err)
+	}
+
+	// Due later: scheduled, no claim.
+	c = claimOne("d")
+	eff = &SettlementEffects{ClaimFirst: true, Enqueue: []NewJob{{Queue: "q", Options: EnqueueOptions{ID: "e", RunAt: t0.Add(time.Hour)}}}}
+	if err := f.q.Ack(ctx, c, eff); err != nil || eff.Claimed() != nil {
+		t.Fatalf("Ack = %v, Claimed() = %v; want no claim for a job due later", err, eff.Claimed())
+	}
+	// A duplicate: no job, no claim.
+	c = claimOne("f")
+	eff = &SettlementEffects{ClaimFirst: true, Enqueue: []NewJob{{Queue: "q", Options: EnqueueOptions{ID: "e"}}}}
+	if err := f.q.Ack(ctx, c, eff); err != nil || eff.Claimed() != nil {
+		t.Fatalf("Ack = %v, Claimed() = %v; want no claim for a duplicate", err, eff.Claimed())
+	}
+	// DeadLetter ignores ClaimFirst: its follow-up is pending.
+	c = claimOne("g")
+	eff = &SettlementEffects{ClaimFirst: true, Enqueue: []NewJob{{Queue: "q", Options: EnqueueOptions{ID: "h"}}}}
+	if err := f.q.DeadLetter(ctx, c, "bad", eff); err != nil || eff.Claimed() != nil {
+		t.Fatalf("DeadLetter = %v, Claimed() = %v", err, eff.Claimed())
+	}
+	if j, err := f.q.GetJob(ctx, "h"); err != nil || j.State != StatePending {
+		t.Fatalf("job h = %+v, %v; want pending", j, err)
+	}
+}
+
+// A job ClaimFirst claimed is durable as claimed: a crash before it
+// settles requeues it at the next Open with its attempt counted.
+func TestClaimFirstSurvivesAsInterrupted(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, nil)
+	if _, err := f.q.Enqueue(ctx, "q", nil, EnqueueOptions{ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.q.Claim(ctx, "q")
+	if err != nil || c == nil {
+		t.Fatal(c, err)
+	}
+	eff := &SettlementEffects{ClaimFirst: true, Enqueue: []NewJob{{Queue: "q", Options: EnqueueOptions{ID: "b"}}}}
+	if err := f.q.Ack(ctx, c, eff); err != nil || eff.Claimed() == nil {
+		t.Fatal(err, eff.Claimed())
+	}
+	f.crash()
+	j, err := f.q.GetJob(ctx, "b")
+	if err != nil || j.State != StatePending || j.Attempts != 1 {
+		t.Fatalf("after a crash, job b = %+v, %v; want pending with 1 attempt counted", j, err)
+	}
+}

@@ -140,7 +140,11 @@ func validateEffects(e *SettlementEffects) error {
 }
 
 // enqueue writes one validated job unless it is a duplicate.
-func (t *txn) enqueue(j *NewJob) (EnqueueResult, error) {
+func (t *txn) enqueue(j *NewJob) (EnqueueResult, error) { return t.enqueueAs(j, false) }
+
+// enqueueAs is enqueue; claim creates a job due now claimed by this
+// transaction's caller (t.claims) instead of pending.
+func (t *txn) enqueueAs(j *NewJob, claim bool) (EnqueueResult, error) {
 	o := &j.Options
 	id := o.ID
 	if id != "" {
@@ -186,16 +190,21 @@ func (t *txn) enqueue(j *NewJob) (EnqueueResult, error) {
 			return EnqueueResult{}, err
 		}
 	}
-	if o.DedupKey != "" {
+	runAt := nanos(o.RunAt)
+	claim = claim && runAt <= t.now
+	if o.DedupKey != "" && !claim { // a claimed job holds no dedup key
 		if err := t.put(dedupKey(j.Queue, o.DedupKey), []byte(id)); err != nil {
 			return EnqueueResult{}, err
 		}
 	}
 	var err error
-	if runAt := nanos(o.RunAt); runAt > t.now {
+	switch {
+	case runAt > t.now:
 		r.RunAt = runAt
 		err = t.makeScheduled(r)
-	} else {
+	case claim:
+		err = t.makeClaimed(r, j.Payload)
+	default:
 		err = t.makePending(r)
 	}
 	if err != nil {
@@ -216,7 +225,7 @@ func (t *txn) applyEffects(e *SettlementEffects) error {
 	}
 	t.durable = true
 	for i := range e.Enqueue {
-		if _, err := t.enqueue(&e.Enqueue[i]); err != nil {
+		if _, err := t.enqueueAs(&e.Enqueue[i], i == 0 && e.ClaimFirst && t.claimFor == e); err != nil {
 			return err
 		}
 	}

@@ -233,6 +233,31 @@ type txn struct {
 	touched  []string            // jobs whose record this transaction wrote
 	// onDurable are the settlement effects' callbacks, run once durable.
 	onDurable []func()
+	// claims are jobs this transaction created claimed (ClaimFirst), with
+	// their payloads, registered as leases once it commits.
+	claims   []newClaim
+	claimFor *SettlementEffects // where the claim of ClaimFirst goes
+}
+
+type newClaim struct {
+	r       *record
+	payload []byte
+}
+
+// makeClaimed puts new record r straight into the claimed state for the
+// transaction's caller, its first attempt begun.
+func (t *txn) makeClaimed(r *record, payload []byte) error {
+	r.State, r.Token, r.ClaimedAt = StateClaimed, t.q.nextToken(), t.now
+	r.Attempts++
+	r.beginAttempt(t.now)
+	if err := t.putRecord(r); err != nil {
+		return err
+	}
+	if err := t.put(claimedKey(r.Queue, r.ID), nil); err != nil {
+		return err
+	}
+	t.claims = append(t.claims, newClaim{r: r, payload: payload})
+	return t.add(r.Queue, StateClaimed, 1)
 }
 
 type leaseRef struct {
@@ -333,6 +358,13 @@ func (q *Queue) afterCommit(t *txn) {
 	}
 	for _, name := range t.seen {
 		q.stateLocked(name)
+	}
+	for _, nc := range t.claims {
+		l := q.registerLeaseLocked(nc.r, q.clock.Now().Add(q.opts.config(nc.r.Queue).LeaseDuration))
+		c := &Claim{Job: nc.r.job(nc.payload), Cancelled: l.cancelled, q: q, token: nc.r.Token}
+		if t.claimFor != nil {
+			t.claimFor.claimed = c
+		}
 	}
 	if t.durable && t.wrote {
 		for _, id := range t.touched {

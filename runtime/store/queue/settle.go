@@ -45,6 +45,14 @@ func (q *Queue) Ack(ctx context.Context, c *Claim, eff *SettlementEffects) error
 	return q.settle(ctx, "ack", c, eff, func(t *txn, r *record) error { return q.ack(t, r, eff) })
 }
 
+// claimTo makes t's ClaimFirst claim land in eff.
+func (t *txn) claimTo(eff *SettlementEffects) {
+	if eff != nil && eff.ClaimFirst {
+		eff.claimed = nil
+		t.claimFor = eff
+	}
+}
+
 // AckUnlessCancelled is Ack for a worker whose job must not complete once
 // Cancel was requested for it: then it writes nothing and returns an error
 // wrapping ErrCancelRequested, and the claim stays held for the caller to
@@ -75,6 +83,7 @@ func (q *Queue) ack(t *txn, r *record, eff *SettlementEffects) error {
 	}
 	r.State, r.Token, r.CompletedAt, r.CancelRequested = StateDone, 0, t.now, false
 	t.finished = append(t.finished, r.job(nil))
+	t.claimTo(eff)
 	if q.opts.config(r.Queue).KeepDoneJobs > 0 {
 		if err := t.putRecord(r); err != nil {
 			return err

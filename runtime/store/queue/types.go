@@ -263,6 +263,24 @@ type SettlementEffects struct {
 	// stored: effects a Cancel keeps for a later settlement drop it.
 	// It runs on the settling goroutine and must not block.
 	OnDurable func()
+	// ClaimFirst creates the first Enqueue job claimed by the settling
+	// caller instead of pending, when it is claimable at once (no RunAt
+	// in the future) and not a duplicate: the settlement and the next
+	// claim are one commit, and the job is never visible as pending.
+	// Claimed returns its Claim once the settlement succeeded. Only Ack
+	// and AckUnlessCancelled honour it.
+	ClaimFirst bool
+
+	claimed *Claim
+}
+
+// Claimed returns the claim ClaimFirst made, or nil (none asked for, the
+// job was scheduled or a duplicate, or the settlement failed).
+func (e *SettlementEffects) Claimed() *Claim {
+	if e == nil {
+		return nil
+	}
+	return e.claimed
 }
 
 func (e *SettlementEffects) empty() bool {

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package runtime
+package lease
 
 import (
 	"errors"
@@ -8,9 +8,9 @@ import (
 )
 
 // tryFlock reports that this platform has no flock(2): file stores there
-// use the lease object (WriterLeaseOptions.ObjectLease).
+// use the lease object (Options.ObjectLease).
 func tryFlock(*os.File, bool) (bool, error) {
-	return false, errors.New("flock is not available on this platform; use WriterLeaseOptions.ObjectLease")
+	return false, errors.New("flock is not available on this platform; use Options.ObjectLease")
 }
 
 func unflock(*os.File) {}

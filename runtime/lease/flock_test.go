@@ -1,0 +1,182 @@
+package lease
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
+)
+
+// TestFlock covers the file-store variant in one process: the lock is
+// exclusive per open file, valid while held, Live reports its holder
+// without taking it, a lease object holder counts too, and Release frees
+// it.
+func TestFlock(t *testing.T) {
+	ctx := context.Background()
+	fs, err := file.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	a, err := Acquire(ctx, fs, Options{Owner: "a", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := a.Info().Mechanism; m != MechanismFlock {
+		t.Fatalf("mechanism %q on a file store, want flock", m)
+	}
+	if err := a.AwaitValid(ctx, time.Hour); err != nil || a.State() != Valid || a.Renew(ctx) != nil {
+		t.Fatalf("a held flock: AwaitValid %v, state %v", err, a.State())
+	}
+	_, err = Acquire(ctx, fs, Options{Owner: "b", Logger: quiet()})
+	wantActive(t, err, "a")
+	info, live, err := Live(ctx, fs, Options{})
+	if err != nil || !live || info.Owner != "a" || info.Mechanism != MechanismFlock || info.PID != os.Getpid() {
+		t.Fatalf("Live = %+v, %v, %v", info, live, err)
+	}
+	release(t, a)
+	if err := a.AwaitValid(ctx, 0); !errors.Is(err, ErrLost) {
+		t.Fatalf("AwaitValid after Release: %v", err)
+	}
+
+	// A lease object holder elsewhere counts on a file store too.
+	obj, err := Acquire(ctx, fs, Options{Owner: "o", ObjectLease: true, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Acquire(ctx, fs, Options{Owner: "b", Logger: quiet()})
+	wantActive(t, err, "o")
+	release(t, obj)
+	b, err := Acquire(ctx, fs, Options{Owner: "b", Logger: quiet()})
+	if err != nil {
+		t.Fatalf("acquire after both released: %v", err)
+	}
+	release(t, b)
+	if _, live, _ := Live(ctx, fs, Options{}); live {
+		t.Fatal("released flock reported live")
+	}
+}
+
+const childEnv = "TQW_TEST_LEASE_CHILD"
+
+// TestLeaseChild is the subprocess of the kill tests: it takes the lease
+// on the folder ("flock" or "object" mechanism), says so, and waits to be
+// killed.
+func TestLeaseChild(t *testing.T) {
+	spec := os.Getenv(childEnv)
+	if spec == "" {
+		t.Skip("subprocess of TestFlockKill and TestObjectKill")
+	}
+	mechanism, dir, _ := strings.Cut(spec, ":")
+	fs, err := file.Open(dir)
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(2)
+	}
+	if _, err := Acquire(context.Background(), fs, Options{Owner: "child", ObjectLease: mechanism == MechanismObject}); err != nil {
+		fmt.Println("error:", err)
+		os.Exit(2)
+	}
+	fmt.Println("holding")
+	select {}
+}
+
+// startChild starts TestLeaseChild holding the lease on dir and waits
+// until it holds it.
+func startChild(t *testing.T, mechanism, dir string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+mechanism+":"+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "holding" {
+		t.Fatalf("child said %q, %v", line, err)
+	}
+	return cmd
+}
+
+func kill(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+}
+
+// TestFlockKill checks that a holder killed with SIGKILL drops its file
+// lock at once: the next holder takes over without waiting.
+func TestFlockKill(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cmd := startChild(t, MechanismFlock, dir)
+	fs, err := file.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	_, err = Acquire(ctx, fs, Options{Owner: "parent", Logger: quiet()})
+	var active *ActiveError
+	if !errors.As(err, &active) || active.Holder.Owner != "child" || active.Holder.PID != cmd.Process.Pid {
+		t.Fatalf("acquire while the child holds the lock: %v; want the child (pid %d) named", err, cmd.Process.Pid)
+	}
+	if !strings.Contains(err.Error(), "pid "+strconv.Itoa(cmd.Process.Pid)) {
+		t.Fatalf("error does not name the holder's pid: %v", err)
+	}
+	kill(t, cmd)
+	if _, live, err := Live(ctx, fs, Options{}); err != nil || live {
+		t.Fatalf("Live after the kill = %v, %v; want none", live, err)
+	}
+	l, err := Acquire(ctx, fs, Options{Owner: "parent", Logger: quiet()})
+	if err != nil {
+		t.Fatalf("acquire after the holder was killed: %v", err)
+	}
+	release(t, l)
+}
+
+// TestObjectKill checks the dead-process rule with real processes: a
+// lease object holder on this machine that was killed is replaced at
+// once, although its lease has most of its TTL left.
+func TestObjectKill(t *testing.T) {
+	if OS().Self().BootID == "" {
+		t.Skip("no boot id on this platform: a killed holder is replaced after its TTL")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	cmd := startChild(t, MechanismObject, dir)
+	fs, err := file.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	o := Options{Owner: "parent", ObjectLease: true, NoWait: true, Logger: quiet()}
+	_, err = Acquire(ctx, fs, o)
+	if active := wantActive(t, err, "child"); active.Holder.PID != cmd.Process.Pid || active.Holder.PIDStart == 0 {
+		t.Fatalf("holder %+v, want pid %d with its start time", active.Holder, cmd.Process.Pid)
+	}
+	kill(t, cmd)
+	l, err := Acquire(ctx, fs, o)
+	if err != nil {
+		t.Fatalf("acquire after the holder was killed: %v", err)
+	}
+	defer release(t, l)
+	want := fmt.Sprintf("its process (pid %d) is gone", cmd.Process.Pid)
+	if from, reason, took := l.TookOver(); !took || from.Owner != "child" || reason != want {
+		t.Fatalf("TookOver = %s, %q, %v; want %q", from, reason, took, want)
+	}
+}

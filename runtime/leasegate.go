@@ -1,0 +1,58 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// LeaseGate is the writer lease the worker and the inbox consult before
+// they start work; *lease.Lease implements it.
+type LeaseGate interface {
+	// AwaitValid returns nil once the lease is valid for at least atLeast
+	// from now, blocks while it is not, and returns an error wrapping
+	// lease.ErrLost once it is lost for good (or ctx's error).
+	AwaitValid(ctx context.Context, atLeast time.Duration) error
+	// Lost is closed when the lease is lost for good.
+	Lost() <-chan struct{}
+}
+
+// WithLeaseGate makes the worker start work only while g is valid: it
+// claims no step while the lease is not valid, invokes a step's runner
+// only while the lease stays valid for margin more, and the inbox applies
+// no command otherwise. margin must bound the time from that check to the
+// step's first side effect (lease.Lease.Margin, TTL/3, does with the
+// interpreter). When g is lost, Run returns an error wrapping
+// lease.ErrLost at once and running steps are cancelled. Checking the gate
+// makes no request.
+func WithLeaseGate(g LeaseGate, margin time.Duration) Option {
+	return func(c *config) { c.gate, c.gateMargin = g, margin }
+}
+
+// awaitLease blocks until the lease gate (if any) is valid for the margin.
+func (rt *Runtime) awaitLease(ctx context.Context) error {
+	if rt.cfg.gate == nil {
+		return nil
+	}
+	if err := rt.cfg.gate.AwaitValid(ctx, rt.cfg.gateMargin); err != nil {
+		return &gateError{err: err}
+	}
+	return nil
+}
+
+// leaseLost returns the error of a lost lease gate.
+func (rt *Runtime) leaseLost(ctx context.Context) error {
+	err := rt.cfg.gate.AwaitValid(ctx, 0)
+	if err == nil {
+		err = errors.New("the lease gate reported its lease lost")
+	}
+	return &gateError{err: err}
+}
+
+// gateError is a step or command left alone because the writer lease was
+// not valid: lost, or the wait for it was cancelled.
+type gateError struct{ err error }
+
+func (e *gateError) Error() string { return fmt.Sprintf("runtime: writer lease: %v", e.err) }
+func (e *gateError) Unwrap() error { return e.err }
