@@ -237,9 +237,10 @@ func (e *Expr) EvalBool(env *Env) (bool, error) {
 	return b, nil
 }
 
-// nameRef is a literal steps.<id> or secrets.<name> reference in an expression.
+// nameRef is a literal steps.<id>, secrets.<name> or vars.<name>
+// reference in an expression.
 type nameRef struct {
-	root string // "steps" or "secrets"
+	root string // "steps", "secrets" or "vars"
 	name string
 }
 
@@ -259,7 +260,7 @@ func (v *refVisitor) Visit(n *ast.Node) {
 			}
 		}
 	case *ast.MemberNode:
-		if id, ok := x.Node.(*ast.IdentifierNode); ok && (id.Value == "steps" || id.Value == "secrets") {
+		if id, ok := x.Node.(*ast.IdentifierNode); ok && (id.Value == "steps" || id.Value == "secrets" || id.Value == "vars") {
 			if s, ok := x.Property.(*ast.StringNode); ok {
 				v.refs = append(v.refs, nameRef{id.Value, s.Value})
 			}

@@ -223,6 +223,7 @@ func (b *builder) build() {
 	b.checkReachable()
 	b.checkStepRefs()
 	b.checkRawScripts()
+	b.checkSetReads()
 }
 
 func firstLine(err error) string {

@@ -26,8 +26,19 @@
 //     action never pays twice for an answer it already received; foreach
 //     items that finished are memoized the same way and not redone.
 //   - Secrets are read from the environment when an action runs and never
-//     stored: their values are replaced by *** in outputs, errors, history,
-//     results and the logs this package writes.
+//     stored: their values, and their URL-escaped, JSON-escaped and base64
+//     forms (encodedForms lists them), are replaced by *** in outputs,
+//     variables, errors (also those returned to the runtime), history,
+//     results, memo entries and the logs this package writes; so are the
+//     forms of values an action reports through Call.Derive (HTTP Basic
+//     user:password) that carry a secret. A secret shorter than
+//     MinSecretLength is refused (Workflow.CheckSecrets at submit; a run
+//     whose worker holds one fails) rather than redacted out of unrelated
+//     data. Redaction scans each text once per form: 8 forms for an
+//     alphanumeric secret, up to about 100 for one full of characters that
+//     encodings escape (docs/BENCHMARKS.md).
+//   - The values of one set are all evaluated against the variables before
+//     it, then assigned together, so a set means the same in any key order.
 //   - A run that ends ends its children: the terminal hook cancels every
 //     child run the run started that is still active (cascading down the
 //     call tree), however the run ended (cancelled, failed, reconciled).

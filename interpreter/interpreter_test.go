@@ -41,8 +41,8 @@ steps:
   - id: done
     succeed: {size: "${ vars.size }", count: "${ vars.count }", doubled: "${ vars.doubled }"}
 `)
-	wantSucceeded(t, e.run(p, map[string]any{"n": 3}, "r-small"), `{"count":3,"doubled":12,"size":"small"}`)
-	wantSucceeded(t, e.run(p, map[string]any{"n": 30}, "r-big"), `{"count":30,"doubled":120,"size":"big"}`)
+	wantSucceeded(t, e.run(p, map[string]any{"n": 3}, "r-small"), `{"count":3,"doubled":6,"size":"small"}`)
+	wantSucceeded(t, e.run(p, map[string]any{"n": 30}, "r-big"), `{"count":30,"doubled":60,"size":"big"}`)
 	e.wantHistory("r-big", "start:ok decide:ok big:ok done:succeeded")
 	e.wantHistory("r-small", "start:ok decide:ok small:ok done:succeeded")
 }
@@ -507,7 +507,7 @@ func TestLLMIsNotPaidTwice(t *testing.T) {
 	fake := llmfake.New()
 	defer fake.Close()
 	fake.Enqueue(llmfake.Reply{Content: `{"label": "bug"}`, Usage: llmfake.Usage{PromptTokens: 7, CompletionTokens: 3}})
-	e := newTestEnv(t, withLLM(fake.URL()), withEnv("OPENAI_API_KEY", "sk-test"))
+	e := newTestEnv(t, withLLM(fake.URL()), withEnv("OPENAI_API_KEY", "sk-test-key"))
 	// The set fails on the first attempt (vars.boom is absent), and the
 	// retry re-runs the step: the llm answer must come from the memo.
 	p := e.write("llm.yaml", `

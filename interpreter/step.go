@@ -105,7 +105,9 @@ func (it *Interpreter) RunStep(ctx context.Context, rs *runtime.Step) (runtime.S
 	x.red = newRedactor(x.secretValues())
 	out, err := x.run(ctx)
 	if err != nil {
-		x.it.log.Warn("step failed; the runtime retries it", "run", rs.RunID, "step", x.stepID(), "err", x.red.text(err.Error()))
+		// The runtime records and logs the error: no secret goes with it.
+		err = x.red.err(err)
+		x.it.log.Warn("step failed; the runtime retries it", "run", rs.RunID, "step", x.stepID(), "err", err.Error())
 	}
 	return out, err
 }
@@ -117,11 +119,12 @@ func (x *exec) stepID() string {
 	return ""
 }
 
-// secretValues returns the values of the workflow's declared secrets.
+// secretValues returns the values of the workflow's declared secrets,
+// but for those under MinSecretLength, which run refuses.
 func (x *exec) secretValues() []string {
 	var out []string
 	for _, name := range x.wf.Secrets {
-		if v := x.it.getenv(name); v != "" {
+		if v := x.it.getenv(name); len(v) >= MinSecretLength {
 			out = append(out, v)
 		}
 	}
@@ -153,6 +156,11 @@ func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 	s := x.wf.Steps[st.Step]
 	x.s = s
 	x.hist = HistoryRecord{N: x.rs.Number, Step: s.ID, Kind: kindName(s), Attempt: max(st.Attempt, 1), Start: x.start.UnixMilli()}
+	if errs := shortSecrets(x.wf, x.it.getenv); len(errs) > 0 {
+		// Submit refuses these; a worker whose own environment holds one
+		// fails the run rather than redact the value out of unrelated data.
+		return x.failRun(newStepErr(TypeValidation, "%v", errors.Join(errs...)))
+	}
 	if st.Phase == phaseRun {
 		x.it.emit(Event{Time: x.start, RunID: x.rs.RunID, Step: s.ID, Kind: "start", Attempt: x.hist.Attempt, Job: x.rs.JobID})
 	} else if st.Started > 0 {
@@ -461,10 +469,13 @@ func (x *exec) routeError(ctx context.Context, env *dsl.Env, e *stepErr) (runtim
 	return x.failRun(e)
 }
 
-// assign evaluates assignments in order into vars (env.Vars is vars, so
-// later values read earlier ones).
+// assign evaluates every value of set against env, then assigns the
+// results into vars together: each value reads the variables as they were
+// before the set, whatever the order of its keys (YAML mappings have
+// none), as Step Functions' Assign does. env.Vars may be vars itself.
 func (x *exec) assign(env *dsl.Env, vars map[string]any, set []dsl.Assignment) *stepErr {
-	for _, a := range set {
+	vals := make([]any, len(set))
+	for i, a := range set {
 		v, err := a.Value.Eval(env)
 		if err != nil {
 			return exprErr(err)
@@ -473,7 +484,10 @@ func (x *exec) assign(env *dsl.Env, vars map[string]any, set []dsl.Assignment) *
 		if err != nil {
 			return newStepErr(TypeExpression, "set %s: %v", a.Name, err)
 		}
-		vars[a.Name] = x.red.value(p)
+		vals[i] = x.red.value(p)
+	}
+	for i, a := range set {
+		vars[a.Name] = vals[i]
 	}
 	return nil
 }
@@ -640,10 +654,12 @@ func (x *exec) evalWith(env *dsl.Env, t *dsl.Template) (map[string]any, *stepErr
 	return m, nil
 }
 
-// memo adapts the run memo to actions.Memo under a key prefix.
+// memo adapts the run memo to actions.Memo under a key prefix, with
+// secrets redacted from what it stores.
 type memo struct {
 	m      *runtime.Memo
 	prefix string
+	red    *redactor
 }
 
 func (m memo) Get(ctx context.Context, key string) ([]byte, bool, error) {
@@ -651,14 +667,14 @@ func (m memo) Get(ctx context.Context, key string) ([]byte, bool, error) {
 }
 
 func (m memo) Put(ctx context.Context, key string, value []byte) error {
-	return m.m.Put(ctx, m.prefix+key, value)
+	return m.m.Put(ctx, m.prefix+key, m.red.bytes(value))
 }
 
 func (x *exec) memo(suffix string) actions.Memo {
 	if x.rs.RunMemo == nil {
 		return nil
 	}
-	return memo{m: x.rs.RunMemo, prefix: fmt.Sprintf("v%d.%s", x.st.Visit, suffix)}
+	return memo{m: x.rs.RunMemo, prefix: fmt.Sprintf("v%d.%s", x.st.Visit, suffix), red: x.red}
 }
 
 // invoke runs one attempt of an action under the step's timeout, keeping
@@ -732,7 +748,7 @@ func (x *exec) action(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, e
 		return x.handleError(ctx, env, e)
 	}
 	call := &actions.Call{RunID: x.rs.RunID, StepID: x.s.ID, Attempt: x.st.Attempt, Args: args,
-		Secret: x.secret, Memo: x.memo(""),
+		Secret: x.secret, Derived: x.red.derive, Memo: x.memo(""),
 		Logger: x.red.logger(x.it.log).With("run", x.rs.RunID, "step", x.s.ID, "action", x.s.Action)}
 	out, err := x.invoke(ctx, a, call)
 	if err != nil {

@@ -588,6 +588,9 @@ func loadWorkflow(cmd *cobra.Command, path string, noShell bool) (*interpreter.W
 	if noShell && w.UsesAction("shell") {
 		return nil, failf(exitUsage, "%s uses the shell action, which --no-shell refuses", path)
 	}
+	if err := w.CheckSecrets(os.Getenv); err != nil {
+		return nil, failf(exitUsage, "%s: %v", path, err)
+	}
 	return w, nil
 }
 
