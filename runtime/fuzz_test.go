@@ -70,8 +70,12 @@ func FuzzDecodeRecords(f *testing.F) {
 		} else {
 			check(err)
 		}
-		if p, err := decodeSignal(b); err == nil {
-			if !bytes.Equal(encodeSignal(p), b) {
+		if p, at, err := decodeSignalTime(b); err == nil {
+			again := encodeSignal(p)
+			if b[0] == signalFormatTimed {
+				again = encodeBufferedSignal(p, at)
+			}
+			if !bytes.Equal(again, b) {
 				t.Fatalf("signal value does not round-trip")
 			}
 		} else {
