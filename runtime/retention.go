@@ -120,7 +120,7 @@ func (rt *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 // by a compare-delete of the value read, so a signal buffered under the
 // same key meanwhile stays. A signal without a buffering time (an older
 // version's) is stamped now, so it expires ret after the first sweep that
-// saw it; an undecodable one is dropped.
+// saw it (one too large to stamp is kept); an undecodable one is dropped.
 func (rt *Runtime) sweepSignals(ctx context.Context, now time.Time, ret time.Duration) (int, error) {
 	dropped, after := 0, ""
 	for {
@@ -135,6 +135,9 @@ func (rt *Runtime) sweepSignals(ctx context.Context, now time.Time, ret time.Dur
 			case err != nil:
 				rt.log.Warn("dropping an undecodable buffered signal", "key", e.Key, "err", err)
 			case at.IsZero():
+				if 1+signalTimeLen+len(p) > queue.MaxKVValueSize {
+					continue // too large to stamp: kept until consumed or cleared
+				}
 				if _, err := rt.q.KVCompareAndPut(ctx, e.Key, e.Value, encodeBufferedSignal(p, now)); err != nil {
 					return dropped, fmt.Errorf("runtime: sweep: stamp buffered signal %s: %w", e.Key, err)
 				}

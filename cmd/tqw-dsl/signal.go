@@ -39,7 +39,7 @@ run was submitted) is set aside by the step, shown by 'tqw-dsl status' and
 'tqw-dsl history', and the run waits on: a bad signal never fails a run.
 
 When no run waits on KEY the signal is buffered: signal says so on stderr,
-with how long it stays (` + runtime.DefaultSignalRetention.String() + ` by default; 'tqw-dsl signals' lists
+with how long it stays (` + retentionText + ` by default; 'tqw-dsl signals' lists
 what is buffered). --require-waiting refuses instead, with exit code 1,
 writing nothing.
 

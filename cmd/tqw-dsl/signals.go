@@ -14,6 +14,9 @@ import (
 
 func init() { commands = append(commands, newSignalsCmd) }
 
+// retentionText is the default signal retention, for help texts.
+var retentionText = fmt.Sprintf("%d days", int(runtime.DefaultSignalRetention/(24*time.Hour)))
+
 // signalJSON is a buffered signal as --json prints it.
 type signalJSON struct {
 	Key        string     `json:"key"`
@@ -35,7 +38,7 @@ func newSignalsCmd() *cobra.Command {
 		Long: `signals lists the signals buffered in the store, by key: each was sent while
 no step waited on its key and is delivered to the next step that waits on
 it (one per key, the latest wins). A buffered signal is kept for the
-writer's signal retention (` + runtime.DefaultSignalRetention.String() + ` by default), counted from when it was
+writer's signal retention (` + retentionText + ` by default), counted from when it was
 buffered, then the worker drops it. Payloads are not shown, only their
 size.
 
