@@ -171,13 +171,21 @@ func (rt *Runtime) SendSignal(ctx context.Context, key string, payload []byte, o
 }
 
 // admitSignal checks a signal before anything is written: its key and
-// size, the waiter RequireWaiting asks for, and the validator.
+// size, the validator, then the waiter RequireWaiting asks for.
 func (rt *Runtime) admitSignal(ctx context.Context, key string, payload []byte, opts SignalOptions) error {
 	if err := validateSignalKey(key); err != nil {
 		return err
 	}
 	if len(payload) > MaxSignalPayload {
 		return fmt.Errorf("runtime: signal %q: %w: payload of %d bytes, the limit is %d", key, ErrValueTooLarge, len(payload), MaxSignalPayload)
+	}
+	if rt.validator != nil {
+		if err := rt.validator.ValidateSignal(ctx, key, payload); err != nil {
+			if errors.Is(err, ErrSignalRejected) {
+				return err // the validator's text names the step and the reason
+			}
+			return fmt.Errorf("runtime: signal %q: check the payload: %w", key, err)
+		}
 	}
 	if opts.RequireWaiting {
 		w, err := rt.liveWaiter(ctx, key)
@@ -187,15 +195,6 @@ func (rt *Runtime) admitSignal(ctx context.Context, key string, payload []byte, 
 		if w == "" {
 			return fmt.Errorf("runtime: signal %q: %w; nothing was buffered", key, ErrNoWaiter)
 		}
-	}
-	if rt.validator == nil {
-		return nil
-	}
-	if err := rt.validator.ValidateSignal(ctx, key, payload); err != nil {
-		if errors.Is(err, ErrSignalRejected) {
-			return err // the validator's text names the key and the reason
-		}
-		return fmt.Errorf("runtime: signal %q: check the payload: %w", key, err)
 	}
 	return nil
 }
