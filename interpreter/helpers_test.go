@@ -42,12 +42,19 @@ type tenv struct {
 	// (0: the defaults); wrapStore wraps the interpreter's store.
 	retention, resultRetention time.Duration
 	wrapStore                  func(objstore.Store) objstore.Store
+	// ropts are extra runtime options.
+	ropts []runtime.Option
 }
 
 type envOption func(*tenv)
 
 // withLease sets the step queue's lease duration.
 func withLease(d time.Duration) envOption { return func(e *tenv) { e.lease = d } }
+
+// withRuntimeOptions adds options to the runtime.
+func withRuntimeOptions(opts ...runtime.Option) envOption {
+	return func(e *tenv) { e.ropts = append(e.ropts, opts...) }
+}
 
 func withEnv(k, v string) envOption { return func(e *tenv) { e.env[k] = v } }
 func withLLM(url string) envOption  { return func(e *tenv) { e.llmURL = url } }
@@ -104,6 +111,7 @@ func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 	if e.resultRetention > 0 {
 		ropts = append(ropts, runtime.WithResultRetention(e.resultRetention))
 	}
+	ropts = append(ropts, e.ropts...)
 	rt, err := runtime.New(q, e.store, it, ropts...)
 	if err != nil {
 		t.Fatal(err)

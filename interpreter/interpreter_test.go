@@ -333,14 +333,14 @@ func TestWaitSignal(t *testing.T) {
 	e := newTestEnv(t)
 	p := e.write("wait.yaml", waitYAML)
 	ch := e.submitUntil(p, map[string]any{}, "r1", "ask", OutcomeWaiting)
-	if err := e.it.ValidateSignal(e.ctx, e.q, "r1:ask", []byte(`{"approved": "yes"}`)); err == nil {
-		t.Fatal("ValidateSignal accepted a payload that breaks the schema")
+	if err := e.it.CheckSignal(e.ctx, e.q, "r1:ask", []byte(`{"approved": "yes"}`)); err == nil {
+		t.Fatal("CheckSignal accepted a payload that breaks the schema")
 	}
-	if err := e.it.ValidateSignal(e.ctx, e.q, "r1:ask", []byte(`{"approved"`)); err == nil {
-		t.Fatal("ValidateSignal accepted malformed JSON")
+	if err := e.it.CheckSignal(e.ctx, e.q, "r1:ask", []byte(`{"approved"`)); err == nil {
+		t.Fatal("CheckSignal accepted malformed JSON")
 	}
-	if err := e.it.ValidateSignal(e.ctx, e.q, "r1:ask", []byte(`{"approved": true}`)); err != nil {
-		t.Fatalf("ValidateSignal: %v", err)
+	if err := e.it.CheckSignal(e.ctx, e.q, "r1:ask", []byte(`{"approved": true}`)); err != nil {
+		t.Fatalf("CheckSignal: %v", err)
 	}
 	// Delivered or Buffered: the runtime may under-report a delivery that
 	// races with the waiter's registration, and never loses the signal.

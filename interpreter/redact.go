@@ -397,32 +397,6 @@ func (r *redactor) logger(l *slog.Logger) *slog.Logger {
 	return slog.New(&handler{next: l.Handler(), r: r})
 }
 
-// validateAgainst checks a plain value against a JSON Schema given as a
-// plain value.
-func validateAgainst(schema, v any) error {
-	doc, err := jsonRoundTrip(schema)
-	if err != nil {
-		return fmt.Errorf("schema: %w", err)
-	}
-	inst, err := jsonRoundTrip(v)
-	if err != nil {
-		return err
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	if err := c.AddResource("tqw:///payload.json", doc); err != nil {
-		return fmt.Errorf("schema: %w", err)
-	}
-	sch, err := c.Compile("tqw:///payload.json")
-	if err != nil {
-		return fmt.Errorf("schema does not compile: %w", err)
-	}
-	if err := sch.Validate(inst); err != nil {
-		return fmt.Errorf("%s", oneLine(err.Error()))
-	}
-	return nil
-}
-
 // jsonRoundTrip converts v to the values jsonschema validates.
 func jsonRoundTrip(v any) (any, error) {
 	b, err := json.Marshal(v)

@@ -53,6 +53,9 @@ type state struct {
 	Child string `msgpack:"ch,omitempty"`
 	// Started is when the waiting step began (Unix ms), for durations.
 	Started int64 `msgpack:"st,omitempty"`
+	// Deadline is when a wait_signal's wait times out (Unix ms), kept
+	// while it waits on after setting a signal aside.
+	Deadline int64 `msgpack:"dl,omitempty"`
 }
 
 func encodeMsgpack(v any) ([]byte, error) {

@@ -367,7 +367,7 @@ func (x *exec) finish(outcome, next string, e *dsl.ErrorInfo) error {
 func (x *exec) moveTo(idx int, prev string) ([]byte, error) {
 	st := *x.st
 	st.Step, st.Attempt, st.Visit, st.Prev = idx, 1, x.rs.Number+1, prev
-	st.Phase, st.WaitKey, st.Child, st.Started = phaseRun, "", "", 0
+	st.Phase, st.WaitKey, st.Child, st.Started, st.Deadline = phaseRun, "", "", 0, 0
 	return st.encode()
 }
 
@@ -853,20 +853,27 @@ func (x *exec) waitSignal(ctx context.Context, env *dsl.Env) (runtime.StepOutcom
 		return x.handleError(ctx, env, e)
 	}
 	if x.st.Phase == phaseSignal {
+		// A payload the step cannot use is set aside before anything
+		// ends the wait, so the wait record stays for the next signal.
+		var (
+			v      any
+			reason string
+			err    error
+		)
+		if x.rs.Signal != nil {
+			v, reason, err = checkPayload(args["schema"], x.rs.Signal)
+			if err == nil && reason != "" {
+				return x.setAsideSignal(args, reason)
+			}
+		}
 		if err := x.rs.Effects.Delete(waitKey(x.st.WaitKey)); err != nil {
 			return runtime.StepOutcome{}, runtime.Permanent(err)
 		}
-		if x.rs.Signal == nil {
-			return x.handleError(ctx, env, newStepErr(TypeSignalTimeout, "no signal on key %q in time", x.st.WaitKey))
-		}
-		v, err := decodeSignalPayload(x.rs.Signal)
-		if err != nil {
+		switch {
+		case err != nil:
 			return x.handleError(ctx, env, newStepErr(TypeValidation, "%v", err))
-		}
-		if sch := args["schema"]; sch != nil {
-			if err := validateAgainst(sch, v); err != nil {
-				return x.handleError(ctx, env, newStepErr(TypeValidation, "signal payload: %v", err))
-			}
+		case x.rs.Signal == nil:
+			return x.handleError(ctx, env, newStepErr(TypeSignalTimeout, "no signal on key %q in time", x.st.WaitKey))
 		}
 		return x.finishAction(ctx, env, v)
 	}
@@ -902,11 +909,12 @@ func (x *exec) waitSignal(ctx context.Context, env *dsl.Env) (runtime.StepOutcom
 	}
 	next := *x.st
 	next.Phase, next.WaitKey, next.Started = phaseSignal, key, x.start.UnixMilli()
+	next.Deadline = x.it.now().Add(timeout).UnixMilli()
 	payload, err := next.encode()
 	if err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}
-	x.hist.WaitKey, x.hist.Until = key, x.it.now().Add(timeout).UnixMilli()
+	x.hist.WaitKey, x.hist.Until = key, next.Deadline
 	if err := x.finish(OutcomeWaiting, "", nil); err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}

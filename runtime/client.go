@@ -61,9 +61,9 @@ type ClientOptions struct {
 // Client controls runs in a store another process owns: Submit, Signal,
 // ClearSignal and Cancel become command objects in the store's inbox that
 // the writer (Runtime.ServeInbox) applies exactly once and answers;
-// Status and ListRuns read the durable state through a queue.Reader. A
-// Client never opens the store as a writer, so it never fences the worker.
-// It is safe for concurrent use.
+// Status, ListRuns and ListSignals read the durable state through a
+// queue.Reader. A Client never opens the store as a writer, so it never
+// fences the worker. It is safe for concurrent use.
 //
 // # Outcomes
 //
@@ -218,23 +218,31 @@ func (c *Client) Submit(ctx context.Context, spec RunSpec) (SubmitOutcome, error
 // Signal asks the writer to deliver a signal; see Runtime.Signal. The
 // writer applies it exactly once, also across its own crashes.
 func (c *Client) Signal(ctx context.Context, key string, payload []byte) (SignalOutcome, error) {
+	res, err := c.SendSignal(ctx, key, payload, SignalOptions{})
+	return res.Outcome, err
+}
+
+// SendSignal asks the writer to deliver a signal; see Runtime.SendSignal.
+// The writer checks it as SendSignal does (RequireWaiting, its
+// SignalValidator): a refusal is a *RemoteError matching ErrNoWaiter or
+// ErrSignalRejected, nothing buffered. The writer applies it exactly once,
+// also across its own crashes.
+func (c *Client) SendSignal(ctx context.Context, key string, payload []byte, opts SignalOptions) (SignalResult, error) {
 	if err := validateSignalKey(key); err != nil {
-		return 0, err
+		return SignalResult{}, err
 	}
 	if len(payload) > MaxSignalPayload {
-		return 0, fmt.Errorf("runtime: signal %q: %w: payload of %d bytes, the limit is %d", key, ErrValueTooLarge, len(payload), MaxSignalPayload)
+		return SignalResult{}, fmt.Errorf("runtime: signal %q: %w: payload of %d bytes, the limit is %d", key, ErrValueTooLarge, len(payload), MaxSignalPayload)
 	}
-	ans, err := c.do(ctx, &inboxCommand{Kind: CommandSignal, Key: key, Payload: payload})
+	ans, err := c.do(ctx, &inboxCommand{Kind: CommandSignal, Key: key, Payload: payload, RequireWaiting: opts.RequireWaiting})
 	if err != nil {
-		return 0, err
+		return SignalResult{}, err
 	}
-	switch ans.Signal {
-	case Delivered.String():
-		return Delivered, nil
-	case Buffered.String():
-		return Buffered, nil
+	out, ok := parseSignalOutcome(ans.Signal)
+	if !ok {
+		return SignalResult{}, fmt.Errorf("%w: answer to signal command %s has outcome %q", ErrCorruptRecord, ans.ID, ans.Signal)
 	}
-	return 0, fmt.Errorf("%w: answer to signal command %s has outcome %q", ErrCorruptRecord, ans.ID, ans.Signal)
+	return SignalResult{Outcome: out, Expires: ans.SignalExpires}, nil
 }
 
 // ClearSignal asks the writer to discard the signal buffered under key;
@@ -275,6 +283,17 @@ func (c *Client) Status(ctx context.Context, runID string) (RunStatus, error) {
 		return err
 	})
 	return st, err
+}
+
+// ListSignals lists the buffered signals from the durable state; see
+// Inspector.ListSignals.
+func (c *Client) ListSignals(ctx context.Context, opts SignalListOptions) ([]BufferedSignal, error) {
+	var out []BufferedSignal
+	err := c.read(ctx, func(in *Inspector) (err error) {
+		out, err = in.ListSignals(ctx, opts)
+		return err
+	})
+	return out, err
 }
 
 // ListRuns lists runs from the durable state; see Inspector.ListRuns.

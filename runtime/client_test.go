@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -129,7 +128,7 @@ func TestClientCommandsThroughInbox(t *testing.T) {
 		if res, err := c.Signal(ctx, "nobody", []byte("x")); err != nil || res != Buffered {
 			t.Fatalf("Signal without a waiter = %v, %v; want buffered", res, err)
 		}
-		if b := w.kv(sigBufKey("nobody")); string(b) != string(encodeSignal([]byte("x"))) {
+		if b := w.kv(sigBufKey("nobody")); !bufferHolds(b, "x") {
 			t.Fatalf("buffer after the client's signal = %q", b)
 		}
 		for i, want := range []bool{true, false} {
@@ -261,7 +260,7 @@ func TestClientNoAnswer(t *testing.T) {
 		if n, err := w.rt.DrainInbox(ctx, InboxOptions{}); err != nil || n != 2 {
 			t.Fatalf("DrainInbox = %d, %v", n, err)
 		}
-		if b := w.kv(sigBufKey("k")); string(b) != string(encodeSignal([]byte("late"))) {
+		if b := w.kv(sigBufKey("k")); !bufferHolds(b, "late") {
 			t.Fatalf("late signal not buffered: %q", b)
 		}
 		if err := w.q.Close(); err != nil {
@@ -521,7 +520,7 @@ func TestClientResolvesUncertain(t *testing.T) {
 			},
 			want: Buffered,
 			check: func(t *testing.T, w *faultyWriter) {
-				if b, _ := kvGet(context.Background(), w.q, sigBufKey(crashKey)); !bytes.Equal(b, encodeSignal([]byte("once"))) {
+				if b, _ := kvGet(context.Background(), w.q, sigBufKey(crashKey)); !bufferHolds(b, "once") {
 					t.Fatalf("buffer %q after the signal", b)
 				}
 			},
@@ -635,7 +634,7 @@ func TestClientUncertainUnresolved(t *testing.T) {
 		// The command waits, answered or not; the writer settles it.
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if b, _ := kvGet(ctx, w.q, sigBufKey("k")); !bytes.Equal(b, encodeSignal([]byte("once"))) {
+		if b, _ := kvGet(ctx, w.q, sigBufKey("k")); !bufferHolds(b, "once") {
 			t.Fatalf("buffer %q once the store healed; want the signal, once", b)
 		}
 		if keys := ibxKeys(t, base, "inbox/"); len(keys) != 0 {

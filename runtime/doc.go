@@ -44,7 +44,18 @@
 //     same signal; the timeout yields Step.Signal == nil. Consuming a
 //     buffered signal removes exactly the signal read (a compare-delete in
 //     the registering settlement), so one buffered meanwhile stays for the
-//     next waiter.
+//     next waiter. Before its first write a signal passes the
+//     SignalValidator (by default the StepRunner, when it implements it)
+//     and, with SignalOptions.RequireWaiting, the check that a step waits
+//     on its key: a refusal (ErrSignalRejected, ErrNoWaiter) writes
+//     nothing, whether the signal came through Signal, SendSignal or the
+//     inbox. A buffered signal is kept for the signal retention
+//     (WithSignalRetention, default 7 days, counted from its buffering),
+//     then the retention sweep drops it; SendSignal reports the expiry and
+//     ListSignals lists what is buffered (key, size, buffering time).
+//     What a step does with a payload it cannot use is the runner's
+//     business: the signal is consumed either way, so a runner that sets
+//     it aside and waits again receives the next one.
 //   - Terminations are notified at least once through a notification job
 //     enqueued in the terminating commit (TerminalHook). Steps the queue
 //     dead-letters on its own (expired lease on the last attempt, crash
@@ -119,7 +130,10 @@
 //   - Memo.Get: one GET; Memo.Put: one PUT. Step-output replay adds one GET
 //     per delivery and one PUT per recorded outcome.
 //   - Signal: one durable commit to buffer it, plus, when a waiter exists,
-//     one to wake it and up to two small ones to clear the buffer and index.
+//     one to wake it and up to two small ones to clear the buffer and index;
+//     the validator's and RequireWaiting's reads are memory reads (the
+//     interpreter's validator reads a pinned definition once per process).
+//     ListSignals: memory reads.
 //   - Cancel: one durable commit to record the request, one to cancel.
 //   - Reconcile of a run whose step the queue dead-lettered: one durable
 //     commit.
@@ -129,7 +143,9 @@
 //     plus the command's commits, three on the Client) and Client.
 //   - The lease gate: none (the lease computes validity from its clock).
 //   - The retention sweep: per expired run one LIST plus one DELETE per memo
-//     or replay object; result records and markers are KV deletes.
+//     or replay object; result records and markers are KV deletes; the
+//     buffered signals are scanned in memory at every pass, and each
+//     expired one costs one durable commit.
 //   - NoopTerminalHook: nothing; another hook: one notification job per
 //     termination (it rides the terminating commit) and its acknowledgement.
 //

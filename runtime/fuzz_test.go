@@ -33,6 +33,9 @@ func FuzzDecodeRecords(f *testing.F) {
 	for _, b := range hostileRecords {
 		f.Add(b)
 	}
+	f.Add(encodeSignal([]byte("x")))
+	f.Add(encodeBufferedSignal([]byte(`{"ok":true}`), t0))
+	f.Add([]byte{signalFormatTimed, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{})
 	f.Add([]byte{0xc1})
 	f.Add([]byte{0x81, 0xa1, 'n', 0xc0})
@@ -90,8 +93,12 @@ func FuzzDecodeRecords(f *testing.F) {
 		} else {
 			check(err)
 		}
-		if p, err := decodeSignal(b); err == nil {
-			if !bytes.Equal(encodeSignal(p), b) {
+		if p, at, err := decodeSignalTime(b); err == nil {
+			again := encodeSignal(p)
+			if b[0] == signalFormatTimed {
+				again = encodeBufferedSignal(p, at)
+			}
+			if !bytes.Equal(again, b) {
 				t.Fatalf("signal value does not round-trip")
 			}
 		} else {

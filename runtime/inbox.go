@@ -171,6 +171,8 @@ type inboxCommand struct {
 	// Signal, ClearSignal.
 	Key     string `json:"key,omitempty"`
 	Payload []byte `json:"payload,omitempty"`
+	// RequireWaiting is SignalOptions.RequireWaiting.
+	RequireWaiting bool `json:"require_waiting,omitempty"`
 	// Client describes the sender (name, host, pid) for logs.
 	Client  string    `json:"client,omitempty"`
 	SentAt  time.Time `json:"sent_at"`
@@ -196,6 +198,8 @@ type inboxAnswer struct {
 	JobID          string      `json:"job_id,omitempty"`
 	NewlySubmitted bool        `json:"newly_submitted,omitempty"`
 	Signal         string      `json:"signal,omitempty"`
+	// SignalExpires is SignalResult.Expires of a buffered signal.
+	SignalExpires time.Time `json:"signal_expires,omitzero"`
 	// OK is Cancel's and ClearSignal's boolean result.
 	OK bool `json:"ok,omitempty"`
 	// Code names the sentinel error of a rejected command; Error is its text.
@@ -239,6 +243,8 @@ var answerCodes = []struct {
 	{"reserved", ErrReserved},
 	{"invalid_run_id", ErrInvalidRunID},
 	{"invalid_signal_key", ErrInvalidSignalKey},
+	{"signal_rejected", ErrSignalRejected},
+	{"no_waiter", ErrNoWaiter},
 	{"value_too_large", ErrValueTooLarge},
 	{"invalid_key", ErrInvalidKey},
 	{"invalid_command", ErrInvalidCommand},
@@ -370,8 +376,9 @@ func validCommandID(id string) error {
 //
 // Every command is answered with exactly one of: its result (applied);
 // a rejection naming a sentinel error ("input_mismatch", "run_not_found",
-// "reserved", "invalid_run_id", "invalid_signal_key", "value_too_large",
-// "invalid_key", "invalid_command", "command_expired"), nothing applied;
+// "reserved", "invalid_run_id", "invalid_signal_key", "signal_rejected",
+// "no_waiter", "value_too_large", "invalid_key", "invalid_command",
+// "command_expired"), nothing applied;
 // "internal", the writer gave up after MaxAttempts store errors before
 // the command had started (no marker of it exists), nothing applied; or
 // "uncertain", the writer gave up after the command may have taken effect
@@ -956,7 +963,10 @@ func (ib *inbox) cancel(ctx context.Context, cmd *inboxCommand, m *inboxMarker, 
 	return err
 }
 
-// signal applies a Signal command (invariant 3).
+// signal applies a Signal command (invariant 3). The checks of
+// SendSignal (RequireWaiting, the SignalValidator) run before the first
+// attempt writes anything; a continuation skips them, the signal having
+// been accepted.
 func (ib *inbox) signal(ctx context.Context, cmd *inboxCommand, m *inboxMarker, ans *inboxAnswer) error {
 	rt, q := ib.rt, ib.rt.q
 	if err := validateSignalKey(cmd.Key); err != nil {
@@ -966,8 +976,16 @@ func (ib *inbox) signal(ctx context.Context, cmd *inboxCommand, m *inboxMarker, 
 		return fmt.Errorf("runtime: signal %q: %w: payload of %d bytes, the limit is %d", cmd.Key, ErrValueTooLarge, len(cmd.Payload), MaxSignalPayload)
 	}
 	mk, bufKey := inboxMarkerKey(cmd.ID), sigBufKey(cmd.Key)
+	defer func() {
+		if ans.Signal == Buffered.String() && m != nil {
+			ans.SignalExpires = rt.signalExpiry(m.Buf)
+		}
+	}()
 	if m == nil {
-		buf := encodeSignal(cmd.Payload)
+		if err := rt.admitSignal(ctx, cmd.Key, cmd.Payload, SignalOptions{RequireWaiting: cmd.RequireWaiting}); err != nil {
+			return err
+		}
+		buf := encodeBufferedSignal(cmd.Payload, rt.clock.Now())
 		m = &inboxMarker{Kind: CommandSignal, Buf: buf, AtMs: rt.clock.Now().UnixMilli()}
 		mb, err := encodeRecord(m)
 		if err != nil {

@@ -160,18 +160,3 @@ func (r *replayRecord) outcome(elapsed time.Duration) StepOutcome {
 	}
 	return o
 }
-
-// Signal payloads are stored with a one-byte version prefix so an empty
-// payload is a non-empty value.
-const signalFormat byte = 1
-
-func encodeSignal(payload []byte) []byte {
-	return append([]byte{signalFormat}, payload...)
-}
-
-func decodeSignal(b []byte) ([]byte, error) {
-	if len(b) == 0 || b[0] != signalFormat {
-		return nil, fmt.Errorf("%w: signal value with unknown format", ErrCorruptRecord)
-	}
-	return append([]byte{}, b[1:]...), nil
-}

@@ -37,6 +37,8 @@ type Runtime struct {
 	log    *slog.Logger
 	memo   *MemoStore
 	insp   *Inspector
+	// validator checks signals before they are accepted (nil: none).
+	validator SignalValidator
 
 	idMu    sync.Mutex
 	entropy io.Reader
@@ -65,6 +67,9 @@ type config struct {
 	replay          bool
 	memoRetention   time.Duration
 	resultRetention time.Duration
+	signalRetention time.Duration
+	validator       SignalValidator
+	validatorSet    bool
 	sweepInterval   time.Duration
 	reconcileEvery  time.Duration
 	clock           queue.Clock
@@ -164,7 +169,7 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 	}
 	cfg := config{
 		queueName: DefaultQueueName, hook: NoopTerminalHook{}, memoPrefix: DefaultMemoPrefix, queuePrefix: q.Prefix(),
-		resultRetention: DefaultResultRetention, sweepInterval: time.Minute, reconcileEvery: time.Second,
+		resultRetention: DefaultResultRetention, signalRetention: DefaultSignalRetention, sweepInterval: time.Minute, reconcileEvery: time.Second,
 		concurrency: 8, notifyConc: 2, shutdownTimeout: 30 * time.Second,
 	}
 	for _, o := range opts {
@@ -177,7 +182,7 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 		return nil, errors.New("runtime: WithTerminalHook: nil hook; use NoopTerminalHook{}")
 	case cfg.concurrency < 1 || cfg.notifyConc < 1:
 		return nil, fmt.Errorf("runtime: concurrency %d / notify concurrency %d: want at least 1", cfg.concurrency, cfg.notifyConc)
-	case cfg.memoRetention < 0 || cfg.resultRetention < 0:
+	case cfg.memoRetention < 0 || cfg.resultRetention < 0 || cfg.signalRetention < 0:
 		return nil, errors.New("runtime: retention must not be negative")
 	case cfg.sweepInterval <= 0 || cfg.reconcileEvery <= 0 || cfg.shutdownTimeout < 0:
 		return nil, errors.New("runtime: sweep and reconcile intervals must be positive, the shutdown timeout not negative")
@@ -195,7 +200,10 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 	}
 	cfg.notifyQueue = cfg.queueName + "-notify"
 	rt := &Runtime{q: q, store: store, runner: runner, cfg: cfg, clock: cfg.clock, log: cfg.logger,
-		entropy: cfg.entropy, lastDead: -1}
+		entropy: cfg.entropy, lastDead: -1, validator: cfg.validator}
+	if v, ok := runner.(SignalValidator); ok && !cfg.validatorSet {
+		rt.validator = v
+	}
 	if rt.clock == nil {
 		rt.clock = q.Clock()
 	}
