@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -82,12 +83,19 @@ func TestLeaseChild(t *testing.T) {
 		fmt.Println("error:", err)
 		os.Exit(2)
 	}
-	if _, err := Acquire(context.Background(), fs, Options{Owner: "child", ObjectLease: mechanism == MechanismObject}); err != nil {
+	held, err := Acquire(context.Background(), fs, Options{Owner: "child", ObjectLease: mechanism == MechanismObject})
+	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(2)
 	}
 	fmt.Println("holding")
-	select {}
+	// Wait to be killed, keeping the lease referenced (its lock file's
+	// finalizer would drop the flock). A bare select{} can end the child
+	// as a deadlock once no timer is pending.
+	for {
+		time.Sleep(time.Hour)
+		runtime.KeepAlive(held)
+	}
 }
 
 // startChild starts TestLeaseChild holding the lease on dir and waits
