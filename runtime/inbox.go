@@ -915,6 +915,15 @@ func (ib *inbox) submit(ctx context.Context, cmd *inboxCommand, m *inboxMarker, 
 	ans.RunID = cmd.RunID
 	newly := false
 	switch {
+	case m == nil && active == "" && result != "":
+		// The run ended and its result is retained: this command arrives
+		// late (its sender died before the writer applied it, and the run
+		// was submitted again meanwhile, as `tqw-dsl run` does when it
+		// resumes). A submission is idempotent while the run's result is
+		// retained, not only while it is active: starting it again would
+		// run its steps twice.
+		ans.NewlySubmitted = false
+		return nil
 	case m == nil:
 		if err := ib.putMarker(ctx, cmd.ID, &inboxMarker{Kind: CommandSubmit, Active: active, Result: result}); err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -350,5 +351,50 @@ func TestInboxWaitingIgnoresForeignObjects(t *testing.T) {
 	ibxSend(t, store, inboxCommand{Kind: CommandSignal, Key: "real", Payload: []byte("p")})
 	if waiting, err := w.rt.InboxWaiting(ctx, InboxOptions{}); err != nil || !waiting {
 		t.Fatalf("InboxWaiting with a command = %v, %v; want true", waiting, err)
+	}
+}
+
+// A submission that reaches the writer after its run was submitted again
+// by another path and ended (its sender died before the writer applied
+// it) starts nothing: the run's steps must not run twice while its
+// result is retained.
+func TestInboxLateSubmitOfAnEndedRunStartsNothing(t *testing.T) {
+	ctx := context.Background()
+	store := mem.New()
+	var steps atomic.Int32
+	w := ibxOpen(t, store, nil, StepRunnerFunc(func(context.Context, *Step) (StepOutcome, error) {
+		steps.Add(1)
+		return Succeed(nil), nil
+	}))
+	defer w.q.Close()
+	id := ibxSend(t, store, inboxCommand{Kind: CommandSubmit, RunID: "late", Input: []byte("in")})
+	// Meanwhile the run is submitted and works to its end in process.
+	if _, err := w.rt.Submit(ctx, RunSpec{RunID: "late", Input: []byte("in")}); err != nil {
+		t.Fatal(err)
+	}
+	wk := w.rt.Spawn(ctx)
+	for {
+		st, err := w.rt.Status(ctx, "late")
+		if err == nil && st.State.Terminal() {
+			break
+		}
+		yield()
+	}
+	if err := wk.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.rt.DrainInbox(ctx, InboxOptions{}); err != nil || n != 1 {
+		t.Fatalf("DrainInbox = %d, %v; want the late command handled", n, err)
+	}
+	a, ok := ibxAnswer(t, store, id)
+	if !ok || a.Code != "" || a.NewlySubmitted {
+		t.Fatalf("answer %+v; want a duplicate (not newly submitted)", a)
+	}
+	st, err := w.rt.Status(ctx, "late")
+	if err != nil || !st.State.Terminal() {
+		t.Fatalf("status after the late submit = %+v, %v; want still ended", st, err)
+	}
+	if n := steps.Load(); n != 1 {
+		t.Fatalf("the run's step ran %d times; want once", n)
 	}
 }
