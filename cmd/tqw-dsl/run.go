@@ -267,8 +267,15 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 // rerunClaim is run's claim on the run it follows (key empty: none),
 // which lets the same command started again resume it.
 type rerunClaim struct {
-	key     string
-	claimed bool
+	key      string
+	claimed  bool
+	reported bool // the run's end was printed
+}
+
+// reportRun prints the run's end and marks it reported, so the claim goes.
+func (rc *rerunClaim) reportRun(out, errOut io.Writer, o *runtime.RunOutcome, asJSON bool) error {
+	rc.reported = true
+	return report(out, errOut, o, asJSON)
 }
 
 func (rc *rerunClaim) claim(ctx context.Context, store objstore.Store, runID string) error {
@@ -282,14 +289,17 @@ func (rc *rerunClaim) claim(ctx context.Context, store objstore.Store, runID str
 	return nil
 }
 
-// release drops the claim once the run's end was reported (or the run
-// was refused); an interrupted run keeps it for the next attempt.
+// release drops the claim once the run's end was reported, or its
+// submission was refused (a usage error: nothing was written). Any other
+// failure keeps it: the run may exist (or its submission wait in an
+// inbox), and the next attempt of the command finds it.
 func (rc *rerunClaim) release(ctx context.Context, store objstore.Store, runID string, err error) {
 	if !rc.claimed {
 		return
 	}
 	var ee *exitError
-	if errors.As(err, &ee) && ee.code == exitInterrupted {
+	refused := errors.As(err, &ee) && ee.code == exitUsage
+	if !rc.reported && !refused {
 		return
 	}
 	if rerr := interpreter.ReleaseRun(context.WithoutCancel(ctx), store, rc.key, runID); rerr != nil {
@@ -316,6 +326,17 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 			opts = append(opts, interpreter.WithRunKey(rc.key))
 		}
 		sub, err := e.it.Submit(ctx, w, input, runID, opts...)
+		if err != nil && how == startResubmit && errors.Is(err, interpreter.ErrRunIDReused) {
+			// The interrupted run ended after all (its submission was
+			// applied late): report it.
+			st, serr := e.rt.Status(ctx, runID)
+			if serr == nil && st.State.Terminal() {
+				if err := e.Close(); err != nil {
+					return err
+				}
+				return rc.reportRun(out, errOut, outcomeOf(st), f.json)
+			}
+		}
 		if err != nil {
 			return submitError(runID, err)
 		}
@@ -354,7 +375,7 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 			if err := e.Close(); err != nil {
 				return err
 			}
-			return report(out, errOut, outcomeOf(st), f.json)
+			return rc.reportRun(out, errOut, outcomeOf(st), f.json)
 		}
 	}
 	sv := e.serve(ctx)
@@ -388,7 +409,7 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 		}
 		return failf(exitInterrupted, "interrupted; run %s continues with 'tqw-dsl worker' or 'tqw-dsl run' again", runID)
 	}
-	return report(out, errOut, outcome, f.json)
+	return rc.reportRun(out, errOut, outcome, f.json)
 }
 
 // printSubmitted prints the id of a run submitted with --detach.
@@ -426,6 +447,11 @@ func runRemote(ctx context.Context, s *session, w *interpreter.Workflow, input a
 		sub, err := submitRemote(sctx, s, v, w, input, runID, opts...)
 		gone := errors.Is(context.Cause(sctx), errWriterGone)
 		stopWatch()
+		if err != nil && how == startResubmit && errors.Is(err, interpreter.ErrRunIDReused) {
+			if st, serr := v.insp.Status(ctx, runID); serr == nil && st.State.Terminal() {
+				return rc.reportRun(out, errOut, outcomeOf(st), f.json)
+			}
+		}
 		if err != nil && gone && !f.detach && errors.Is(err, runtime.ErrNoAnswer) {
 			// The submission waits in the inbox of a writer that
 			// stopped: the caller works the store and applies it.
@@ -453,7 +479,7 @@ func runRemote(ctx context.Context, s *session, w *interpreter.Workflow, input a
 	if st == nil {
 		return failf(exitInterrupted, "interrupted; run %s continues in %s", runID, s.holder)
 	}
-	return report(out, errOut, outcomeOf(*st), f.json)
+	return rc.reportRun(out, errOut, outcomeOf(*st), f.json)
 }
 
 // followOptions tune follow; the zero value is the CLI's.
