@@ -348,6 +348,21 @@ func TestStoreErrorsAreNotUsageErrors(t *testing.T) {
 	}
 }
 
+// TestUnreadableFilesAreUsageErrors checks that a workflow file that
+// cannot be read is a usage error for the commands that take one, except
+// validate, which reports it as a finding and goes on with the others.
+func TestUnreadableFilesAreUsageErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	for _, args := range [][]string{{"graph", missing}, {"run", missing, "--store", "mem://unreadable"}, {"submit", missing, "--store", "file://" + filepath.Dir(missing)}} {
+		if code, _, errOut := runCLI(t, args...); code != exitUsage || !strings.Contains(errOut, "no such file") {
+			t.Errorf("tqw-dsl %s: exit %d, want %d\n%s", strings.Join(args, " "), code, exitUsage, errOut)
+		}
+	}
+	if code, out, _ := runCLI(t, "validate", missing, "../../workflows/hello.yaml"); code != exitInvalid || !strings.Contains(out, "cannot read the file") || !strings.Contains(out, "hello.yaml: valid") {
+		t.Errorf("validate of a missing and a valid file: exit %d\n%s", code, out)
+	}
+}
+
 // TestMemStoreRefusedForDetachedRuns checks that submit and run --detach
 // refuse a mem:// store, which the run would not outlive, and write
 // nothing.

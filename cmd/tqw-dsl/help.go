@@ -46,7 +46,7 @@ type exitCode struct {
 // store URL that cannot name a store is a usage error (2).
 var exitCodes = []exitCode{
 	{exitOK, "success: the run succeeded, the files are valid, the command was applied"},
-	{exitFailed, "the command ran and failed: the run failed; validate, graph or eval found an error in the workflow or expression; no such run; the store does not exist, cannot be reached or is damaged; a command sent to the store's live writer failed or got no answer"},
+	{exitFailed, "the command ran and failed: the run failed; validate found an error in a file (a file it cannot read included), graph or eval one in the workflow or expression; no such run; the store does not exist, cannot be reached or is damaged; a command sent to the store's live writer failed or got no answer"},
 	{exitUsage, "usage error, and nothing was done: an unknown command or flag, a wrong or missing argument, a file or JSON value given on the command line that cannot be read, an invalid workflow or input given to run or submit, a signal payload the waiting step's schema refuses, a store URL that names no store (or s3:// without credentials), a mem:// store for a run that must outlive the process (submit, run --detach), store truncate without --yes"},
 	{exitCancelled, "the run was cancelled (run)"},
 	{exitInterrupted, "run was interrupted by SIGINT or SIGTERM before the run ended; the run continues with the store's next worker or run (a worker stopped so exits 0)"},
