@@ -58,11 +58,14 @@ also when it ended meanwhile. --new starts a fresh run regardless; --run-id
 names the run explicitly.
 
 On a terminal each step is shown as it starts and ends (a step is shown
-complete only once it is durable in the store), and the run id when it
-starts; --json prints one JSON event per line instead (run_start, the
-steps' start and end, store_unreachable/store_reachable), the last one
-(run_end) with the run's status and result. When the store stops
-answering, run says so and starts no step until it is back.
+complete only once it is durable in the store), the run id when it starts,
+under a step that waits for a signal the tqw-dsl signal command that sends
+it (with a payload shaped by the step's schema), and at the end the run id
+with the command that shows its history. --json prints one JSON event per
+line instead (run_start, the steps' start and end,
+store_unreachable/store_reachable), the last one (run_end) with the run's
+status and result. When the store stops answering, run says so and starts
+no step until it is back.
 
 Exit codes: 0 succeeded, 1 failed, 3 cancelled, 2 a usage, validation or
 input error (nothing is written then), 130 interrupted (the run continues
@@ -75,7 +78,7 @@ with 'tqw-dsl worker' or 'tqw-dsl run' again, or in the live writer).`,
 	addStoreFlag(cmd, &f.store)
 	cmd.Flags().StringVar(&f.input, "input", "", "run input: JSON, or @FILE to read it from a file (default {})")
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "run id (default: a new ULID); submitting an active run's id with the same input follows it")
-	cmd.Flags().BoolVar(&f.detach, "detach", false, "submit the run, print its id and exit without working it")
+	cmd.Flags().BoolVar(&f.detach, "detach", false, "submit the run, print its id and exit without working it (not on a mem:// store, which the run would not outlive)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print one JSON event per line")
 	cmd.Flags().BoolVar(&f.noShell, "no-shell", false, "refuse workflows that use the shell action, and do not run it")
 	cmd.Flags().BoolVar(&f.fresh, "new", false, "start a new run even if an earlier run of the same workflow and input was interrupted")
@@ -192,6 +195,11 @@ type endEvent struct {
 }
 
 func runRun(cmd *cobra.Command, path string, f *runFlags) error {
+	if f.detach {
+		if err := refuseMem(f.store, "run --detach"); err != nil {
+			return err
+		}
+	}
 	input, _, err := readJSONArg("--input", f.input, map[string]any{})
 	if err != nil {
 		return err
@@ -236,7 +244,12 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 	}
 	var progress func(interpreter.Event)
 	if !f.detach {
-		progress = newProgress(runID, out, errOut, f.json)
+		var hints *waitHints
+		if !f.json && isTerminal(errOut) {
+			hints = &waitHints{url: f.store, storeArg: storeArg(cmd, f.store), errOut: errOut}
+			defer hints.end()
+		}
+		progress = newProgress(runID, out, errOut, f.json, hints)
 	}
 	for {
 		s, err := openSession(context.WithoutCancel(ctx), f.store, engineOptions{noShell: f.noShell, events: progress, name: "run", brief: f.detach, inboxPoll: runInboxPoll})
@@ -255,6 +268,9 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 		}
 		if !errors.Is(err, errWriterGone) {
 			rc.release(ctx, s.store, runID, err)
+			if err == nil && !f.detach && !f.json && isTerminal(errOut) {
+				fmt.Fprintf(errOut, "run %s succeeded; its steps: tqw-dsl history %s%s\n", runID, shellQuote(runID), storeArg(cmd, f.store))
+			}
 			return err
 		}
 		// The run was submitted (or its submission waits in the inbox);
@@ -618,9 +634,13 @@ func printResult(out io.Writer, o *runtime.RunOutcome) {
 }
 
 // newProgress returns the event printer of run: JSON lines on out, or
-// step lines on errOut when it is a terminal, for runID and its children.
-func newProgress(runID string, out, errOut io.Writer, asJSON bool) func(interpreter.Event) {
+// step lines on errOut when it is a terminal, for runID and its children,
+// with hints (when not nil) under the steps that wait for a signal.
+func newProgress(runID string, out, errOut io.Writer, asJSON bool, hints *waitHints) func(interpreter.Event) {
 	var mu sync.Mutex
+	if hints != nil {
+		hints.mu = &mu
+	}
 	mine := func(ev interpreter.Event) bool {
 		return ev.RunID == runID || strings.HasPrefix(ev.RunID, runID+":")
 	}
@@ -660,8 +680,25 @@ func newProgress(runID string, out, errOut io.Writer, asJSON bool) func(interpre
 				line += " → " + ev.Next
 			}
 			fmt.Fprintln(errOut, line)
+			switch {
+			case hints == nil:
+			case ev.Status == interpreter.OutcomeWaiting:
+				hints.waiting(ev.RunID, ev.Step, ev.Attempt)
+			case ev.RunID == runID && (ev.Status == interpreter.OutcomeSucceeded || ev.Status == interpreter.OutcomeFailed):
+				hints.ended = true // under mu
+			}
 		}
 	}
+}
+
+// storeArg is " --store URL" (shell-quoted) when the command was given
+// --store, for commands printed to be pasted in the same shell; "" when
+// the store came from TQW_STORE or the default, which that shell has too.
+func storeArg(cmd *cobra.Command, url string) string {
+	if !cmd.Flags().Changed("store") {
+		return ""
+	}
+	return " --store " + shellQuote(url)
 }
 
 func mark(status string) string {

@@ -26,13 +26,6 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
-// Exit codes of the run-time commands, besides exitOK, exitInvalid and exitUsage.
-const (
-	exitFailed      = 1   // the run failed, or the store could not be used
-	exitCancelled   = 3   // the run was cancelled
-	exitInterrupted = 130 // SIGINT/SIGTERM before the run ended
-)
-
 // stepAttempts is how many deliveries a step job gets before the queue
 // gives up on it. Workflow retries are the interpreter's (durable delays);
 // these attempts absorb crashes and store errors (with the queue's backoff,
@@ -145,12 +138,64 @@ type engine struct {
 	closeErr  error
 }
 
+// storeSourceKey is the context key of where the command's --store value
+// came from (storeSource), set by the root command before any RunE.
+type storeSourceKey struct{}
+
+// storeSource says where a --store value came from: the flag, the
+// environment or the default.
+func storeSource(flagGiven bool) string {
+	switch {
+	case flagGiven:
+		return "from --store"
+	case os.Getenv("TQW_STORE") != "":
+		return "from TQW_STORE"
+	}
+	return "the default: neither --store nor TQW_STORE is set"
+}
+
+// openStore opens the store at url for reading and writing (a file
+// store's folder is created). A URL that names no store is a usage error;
+// a store that cannot be opened is a failure.
 func openStore(ctx context.Context, url string) (objstore.Store, error) {
 	s, err := storeurl.Open(ctx, url)
-	if err != nil {
+	if errors.Is(err, storeurl.ErrInvalid) {
 		return nil, failf(exitUsage, "--store: %v", err)
 	}
+	if err != nil {
+		return nil, failf(exitFailed, "opening the store %s: %v", url, err)
+	}
 	return s, nil
+}
+
+// openReadOnlyStore opens the store at url for a command that only reads
+// it: nothing is created or changed, every write fails, and a URL at which
+// nothing is stored is an error naming it and where it came from.
+func openReadOnlyStore(ctx context.Context, url string) (objstore.Store, error) {
+	s, err := storeurl.OpenReadOnly(ctx, url)
+	var none *storeurl.NoStoreError
+	switch {
+	case errors.As(err, &none):
+		source, _ := ctx.Value(storeSourceKey{}).(string)
+		if source == "" {
+			source = "from --store"
+		}
+		return nil, failf(exitFailed, "no store at %s (%s): %s; check the URL", url, source, none.Reason)
+	case errors.Is(err, storeurl.ErrInvalid):
+		return nil, failf(exitUsage, "--store: %v", err)
+	case err != nil:
+		return nil, failf(exitFailed, "reading the store %s: %v", url, err)
+	}
+	return s, nil
+}
+
+// refuseMem refuses a mem:// store for a command whose run must outlive
+// the process (submit, run --detach): the store dies with it.
+func refuseMem(url, what string) error {
+	if strings.HasPrefix(url, "mem://") {
+		return failf(exitUsage, "%s with --store %s: a mem:// store lives only in this process, so the run would vanish when it exits; use a file:// or s3:// store", what, url)
+	}
+	return nil
 }
 
 // busyError reports a store a live writer holds: the caller sends its
@@ -503,8 +548,8 @@ func (s *session) remoteError(sctx context.Context, what string, err error) erro
 	return failf(exitFailed, "%s (sent to %s): %v", what, s.holder, err)
 }
 
-// view is a store opened read-only: it writes nothing and does not
-// disturb a process working the store.
+// view is a store opened read-only: it writes nothing (every write to
+// its store fails) and does not disturb a process working the store.
 type view struct {
 	url   string
 	store objstore.Store
@@ -513,10 +558,11 @@ type view struct {
 	it    *interpreter.Interpreter
 }
 
-// openView opens the store at url read-only. A store that holds no queue
-// yet reads as empty.
+// openView opens the store at url read-only (openReadOnlyStore): a URL at
+// which nothing is stored is an error. A store that holds no queue yet
+// reads as empty.
 func openView(ctx context.Context, url string) (*view, error) {
-	store, err := openStore(ctx, url)
+	store, err := openReadOnlyStore(ctx, url)
 	if err != nil {
 		return nil, err
 	}

@@ -29,11 +29,17 @@ When a worker (or run) holds the store, the run is sent to it through the
 store's inbox and submit waits for its answer (up to 2m); otherwise submit
 opens the store as its writer for the moment it takes.
 
+A mem:// store is refused (exit 2): it lives only in this process, so the
+run would vanish when submit exits.
+
 Exit codes: 0 submitted, 2 a usage, validation or input error (nothing is
 written then), 1 the store failed or the live writer did not answer (the
 command stays in the inbox and is applied when a writer drains it).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := refuseMem(store, "submit"); err != nil {
+				return err
+			}
 			in, _, err := readJSONArg("--input", input, map[string]any{})
 			if err != nil {
 				return err
