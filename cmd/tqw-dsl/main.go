@@ -22,11 +22,13 @@ import (
 // exitError carries an exit code out of a command; its message, when not
 // empty, has not been printed yet.
 type exitError struct {
-	code int
-	msg  string
+	code  int
+	msg   string
+	cause error // for errors.Is, when a caller branches on why
 }
 
 func (e *exitError) Error() string { return e.msg }
+func (e *exitError) Unwrap() error { return e.cause }
 
 // failf returns an error that makes tqw-dsl exit with code after printing msg.
 func failf(code int, format string, args ...any) error {

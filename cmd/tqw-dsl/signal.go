@@ -12,6 +12,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
 )
 
 func init() { commands = append(commands, newSignalCmd) }
@@ -73,14 +74,24 @@ writer did not answer.`,
 				return failf(exitUsage, "the signal payload is %d bytes; the limit is %d", len(raw), runtime.MaxSignalPayload)
 			}
 			ctx := context.WithoutCancel(cmd.Context())
+			// A store that holds nothing yet has no run to check the
+			// payload against: the signal is buffered for a run to come.
+			var target *interpreter.WaitingStep
+			var none *storeurl.NoStoreError
 			v, err := openView(ctx, store)
-			if err != nil {
+			switch {
+			case errors.As(err, &none) && requireWaiting:
+				return failf(exitFailed, "no run waits on %q: %s holds no run yet; nothing sent", key, store)
+			case errors.As(err, &none):
+			case err != nil:
 				return err
-			}
-			target, verr := checkSignal(ctx, v, key, raw, requireWaiting)
-			_ = v.Close()
-			if verr != nil {
-				return verr
+			default:
+				var verr error
+				target, verr = checkSignal(ctx, v, key, raw, requireWaiting)
+				_ = v.Close()
+				if verr != nil {
+					return verr
+				}
 			}
 			sess, err := openSession(ctx, store, engineOptions{name: "signal", brief: true})
 			if err != nil {

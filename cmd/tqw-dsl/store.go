@@ -180,7 +180,7 @@ func openReadOnlyStore(ctx context.Context, url string) (objstore.Store, error) 
 		if source == "" {
 			source = "from --store"
 		}
-		return nil, failf(exitFailed, "no store at %s (%s): %s; check the URL", url, source, none.Reason)
+		return nil, &exitError{code: exitFailed, msg: fmt.Sprintf("no store at %s (%s): %s; check the URL", url, source, none.Reason), cause: none}
 	case errors.Is(err, storeurl.ErrInvalid):
 		return nil, failf(exitUsage, "--store: %v", err)
 	case err != nil:
