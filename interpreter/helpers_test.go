@@ -1,6 +1,7 @@
 package interpreter
 
 import (
+	"net/http"
 	"context"
 	"errors"
 	"io"
@@ -44,7 +45,12 @@ type tenv struct {
 	wrapStore                  func(objstore.Store) objstore.Store
 	// ropts are extra runtime options.
 	ropts []runtime.Option
+	// client sends the http and llm actions' requests (nil: Go's default).
+	client *http.Client
 }
+
+// withHTTPClient makes the http and llm actions send through c.
+func withHTTPClient(c *http.Client) envOption { return func(e *tenv) { e.client = c } }
 
 type envOption func(*tenv)
 
@@ -91,7 +97,7 @@ func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 		t.Fatalf("queue.Open: %v", err)
 	}
 	e.q = q
-	acts := builtin.New(builtin.Options{EnableShell: true, LLM: llm.Options{BaseURL: e.llmURL, Getenv: e.getenv}})
+	acts := builtin.New(builtin.Options{EnableShell: true, HTTPClient: e.client, LLM: llm.Options{BaseURL: e.llmURL, Getenv: e.getenv}})
 	istore := e.store
 	if e.wrapStore != nil {
 		istore = e.wrapStore(e.store)
