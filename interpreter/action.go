@@ -162,5 +162,50 @@ func (x *exec) finishAction(ctx context.Context, env *dsl.Env, out any) (runtime
 	if err := x.putOutput(ctx, p); err != nil {
 		return runtime.StepOutcome{}, runtime.Transient(err)
 	}
+	x.addLLMTotals(p)
 	return x.after(ctx, env, p, x.s.ID)
+}
+
+// addLLMTotals adds the tokens and cost an llm step (or a foreach of llm
+// calls) reported to the run's totals.
+func (x *exec) addLLMTotals(out any) {
+	action := x.s.Action
+	if x.s.Foreach != nil {
+		action = x.s.Foreach.Action
+	}
+	if action != "llm" {
+		return
+	}
+	outs := []any{out}
+	if l, ok := out.([]any); ok && x.s.Foreach != nil {
+		outs = l
+	}
+	for _, o := range outs {
+		m, _ := o.(map[string]any)
+		if m == nil {
+			continue
+		}
+		if u, ok := m["usage"].(map[string]any); ok {
+			if n, ok := toFloat(u["total_tokens"]); ok {
+				x.rs.AddTotal(TotalLLMTokens, n)
+			}
+		}
+		if c, ok := toFloat(m["cost"]); ok {
+			x.rs.AddTotal(TotalLLMCostUSD, c)
+		}
+	}
+}
+
+func toFloat(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	}
+	return 0, false
 }

@@ -19,6 +19,15 @@ const (
 	OutcomeCaught    = "caught"    // the step failed; catch or on_timeout routed the run
 	OutcomeFailed    = "failed"    // the step failed the run
 	OutcomeSucceeded = "succeeded" // the step ended the run successfully
+)
+
+// Counters the interpreter adds to a run's totals (runtime.RunTotals).
+const (
+	TotalSteps      = "steps"        // steps finished (not counting retried attempts)
+	TotalAttempts   = "attempts"     // step attempts, retries included
+	TotalRetries    = "retries"      // attempts that failed and were retried
+	TotalLLMTokens  = "llm_tokens"   // tokens the llm steps reported
+	TotalLLMCostUSD = "llm_cost_usd" // their cost in USD from the price table
 	// OutcomeSignalRejected: a waiting step set aside a signal its schema
 	// refuses (HistoryRecord.Rejected) and waits on.
 	OutcomeSignalRejected = "signal_rejected"

@@ -15,6 +15,7 @@ import (
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -123,6 +124,8 @@ func New(store objstore.Store, opts Options) (*Interpreter, error) {
 	if store == nil || opts.Actions == nil {
 		return nil, errors.New("interpreter: New needs a store and an action registry")
 	}
+	// Requests made under a step's context count toward its run's totals.
+	store = counting.Scoped(store)
 	it := &Interpreter{store: store, acts: opts.Actions, getenv: opts.Getenv, clock: opts.Clock,
 		log: opts.Logger, events: opts.Events, dslOpts: opts.DSL, margin: opts.LeaseMargin, rand: opts.Rand,
 		retention: opts.Retention, sweepEvery: opts.SweepInterval,

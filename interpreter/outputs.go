@@ -128,6 +128,15 @@ func (x *exec) finish(outcome, next string, e *dsl.ErrorInfo) error {
 	if err := x.rs.Effects.Put(histKey(x.rs.RunID, x.rs.Number), b); err != nil {
 		return err
 	}
+	switch outcome {
+	case OutcomeWaiting:
+	case OutcomeRetry:
+		x.rs.AddTotal(TotalAttempts, 1)
+		x.rs.AddTotal(TotalRetries, 1)
+	default:
+		x.rs.AddTotal(TotalAttempts, 1)
+		x.rs.AddTotal(TotalSteps, 1)
+	}
 	began := x.start
 	if x.st.Phase != phaseRun && x.st.Started > 0 {
 		began = time.UnixMilli(x.st.Started)

@@ -51,6 +51,7 @@ const (
 	kvSigBuf      = ReservedKVPrefix + "signals/buf/"
 	kvSigWait     = ReservedKVPrefix + "signals/wait/"
 	kvSigDelivery = ReservedKVPrefix + "signals/delivered/"
+	kvTotals      = ReservedKVPrefix + "totals/"
 )
 
 func runKey(runID string) string    { return kvRuns + runID }

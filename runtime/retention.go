@@ -99,6 +99,12 @@ func (rt *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 			ok, err := rt.q.KVCompareAndDelete(ctx, resultKey(runID), b)
 			if ok {
 				res.Results++
+				// Its totals go with it (a later run starts its own).
+				if t, terr := kvGet(ctx, rt.q, totalsKey(runID)); terr == nil && t != nil {
+					if _, err := rt.q.KVCompareAndDelete(ctx, totalsKey(runID), t); err != nil {
+						return err
+					}
+				}
 			}
 			return err
 		})

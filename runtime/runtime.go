@@ -11,6 +11,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -42,6 +43,9 @@ type Runtime struct {
 
 	idMu    sync.Mutex
 	entropy io.Reader
+
+	// pending holds per-run totals not written yet (totals.go).
+	pending pendingTotals
 
 	deadMu   sync.Mutex
 	lastDead int64 // dead count of the step queue at the last reconcile; -1 = never
@@ -199,6 +203,8 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 		return nil, err
 	}
 	cfg.notifyQueue = cfg.queueName + "-notify"
+	// Requests made under a step's context count toward its run's totals.
+	store = counting.Scoped(store)
 	rt := &Runtime{q: q, store: store, runner: runner, cfg: cfg, clock: cfg.clock, log: cfg.logger,
 		entropy: cfg.entropy, lastDead: -1, validator: cfg.validator}
 	if v, ok := runner.(SignalValidator); ok && !cfg.validatorSet {

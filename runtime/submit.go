@@ -101,6 +101,9 @@ func (rt *Runtime) Submit(ctx context.Context, spec RunSpec) (SubmitOutcome, err
 		}
 		return SubmitOutcome{RunID: runID, JobID: res.ID}, nil
 	}
+	// The submission's share of its WAL PUT goes into the run's totals
+	// with its first settlement.
+	rt.pending.add(runID, &totalsRecord{Puts: res.WALShare})
 	return SubmitOutcome{RunID: runID, JobID: jobID, NewlySubmitted: true}, nil
 }
 

@@ -33,6 +33,8 @@ type runJSON struct {
 	LastStep *lastStep `json:"last_step,omitempty"`
 	// RejectedSignal is the last signal a waiting step set aside.
 	RejectedSignal *rejectedJSON `json:"rejected_signal,omitempty"`
+	// Totals is what the run cost so far (status only).
+	Totals *totalsJSON `json:"totals,omitempty"`
 }
 
 // rejectedJSON is a signal a waiting step set aside, as status shows it.
@@ -97,7 +99,9 @@ func newStatusCmd() *cobra.Command {
 		Long: `status reads the store without writing to it and shows the run's state:
 pending, running, waiting (for a signal), scheduled (a retry or sleep),
 cancelling, succeeded, failed or cancelled, with the result or error of a
-finished run (kept 24h), and the last signal a waiting step set aside
+finished run (kept 24h), the run's totals (steps, attempts, retries, LLM
+tokens and cost, wall time, and the object-store requests it caused, with
+their price at S3 list prices), and the last signal a waiting step set aside
 (a payload it could not use: it was not JSON or did not match the step's
 schema) with the reason. An unknown run is exit code 1.
 
@@ -120,9 +124,11 @@ durable.`,
 			if asJSON {
 				r := toRunJSON(st)
 				r.LastStep, r.RejectedSignal = last, rej
+				r.Totals = toTotalsJSON(st, time.Now())
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
 			}
 			printStatus(cmd.OutOrStdout(), st)
+			printTotals(cmd.OutOrStdout(), toTotalsJSON(st, time.Now()))
 			if last != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "last step  %s (attempt %d, %s)\n", last.Step, last.Attempt, last.Outcome)
 			}

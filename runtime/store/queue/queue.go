@@ -240,6 +240,7 @@ type txn struct {
 	claims   []newClaim
 	counted  [][]byte           // counter keys added to (invariants builds)
 	claimFor *SettlementEffects // where the claim of ClaimFirst goes
+	shareTo  *float64           // where the commit's WAL share goes, once durable
 }
 
 type newClaim struct {
@@ -334,6 +335,9 @@ func (q *Queue) update(ctx context.Context, op string, durable bool, fn func(t *
 				}
 			}()
 			return wrapKV(op+" (applied; durability unknown)", err)
+		}
+		if n := pending.Commits(); n > 0 && t.shareTo != nil {
+			*t.shareTo = 1 / float64(n)
 		}
 		q.afterDurable(t)
 		return nil

@@ -18,6 +18,9 @@ func (q *Queue) settle(ctx context.Context, op string, c *Claim, eff *Settlement
 		return fmt.Errorf("%s of job %q: %w", op, c.Job.ID, err)
 	}
 	err := q.update(ctx, op, false, func(t *txn) error {
+		if eff != nil {
+			t.shareTo = &eff.walShare
+		}
 		r, err := t.record(c.Job.ID)
 		if err != nil {
 			return err
