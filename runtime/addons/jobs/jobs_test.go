@@ -15,6 +15,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/internal/allocbound"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/addons/addon"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -453,4 +454,17 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("accepted invalid record %+v", rec)
 		}
 	})
+}
+
+// The options are shared with bulk; New rejects bulk's own instead of
+// ignoring it.
+func TestNewRejectsBulkOnlyOption(t *testing.T) {
+	e := newEnv(t)
+	_, err := New(e.q, e.store, addon.WithSubmitConcurrency(4))
+	if err == nil || !strings.Contains(err.Error(), "WithSubmitConcurrency(4)") {
+		t.Fatalf("New with WithSubmitConcurrency: %v; want an error naming it", err)
+	}
+	if _, err := New(e.q, e.store, WithMaxAttempts(0)); err == nil || !strings.Contains(err.Error(), "jobs: WithMaxAttempts(0)") {
+		t.Fatalf("New with WithMaxAttempts(0): %v", err)
+	}
 }
