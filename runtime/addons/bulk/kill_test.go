@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tqw-dsl/tqw/internal/crashtest"
+	"github.com/tqw-dsl/tqw/internal/queuetest"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -81,7 +82,7 @@ func killPipeline(dir string) Pipeline {
 }
 
 func killQueueOptions() queue.Options {
-	return queue.Options{Logger: quiet(), ReapInterval: 100 * time.Millisecond,
+	return queue.Options{Logger: queuetest.Quiet(), ReapInterval: 100 * time.Millisecond,
 		DefaultConfig: queue.QueueConfig{BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond, LeaseDuration: 10 * time.Second}}
 }
 
@@ -111,7 +112,7 @@ func killChild(dir string, n int) error {
 	// A kill during a claim uses up an attempt (recovery counts it), so
 	// allow more attempts than kills: the test is about totals, not about
 	// attempt exhaustion.
-	r, err := New(q, store, killPipeline(dir), WithConcurrency(8), WithMaxAttempts(1000), WithLogger(quiet()))
+	r, err := New(q, store, killPipeline(dir), WithConcurrency(8), WithMaxAttempts(1000), WithLogger(queuetest.Quiet()))
 	if err != nil {
 		return err
 	}
@@ -188,7 +189,7 @@ func TestBulkResumeAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	r, err := New(q, store, killPipeline(dir), WithLogger(quiet()))
+	r, err := New(q, store, killPipeline(dir), WithLogger(queuetest.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
