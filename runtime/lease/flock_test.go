@@ -1,18 +1,16 @@
 package lease
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/crashtest"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
 )
 
@@ -66,57 +64,45 @@ func TestFlock(t *testing.T) {
 	}
 }
 
-const childEnv = "TQW_TEST_LEASE_CHILD"
+const childEnv = "TQW_TEST_LEASE_CHILD" // "<mechanism>:<folder>"; set only in the child
 
-// TestLeaseChild is the subprocess of the kill tests: it takes the lease
-// on the folder ("flock" or "object" mechanism), says so, and waits to be
-// killed.
-func TestLeaseChild(t *testing.T) {
-	spec := os.Getenv(childEnv)
-	if spec == "" {
-		t.Skip("subprocess of TestFlockKill and TestObjectKill")
-	}
+func TestMain(m *testing.M) {
+	crashtest.IfChild(childEnv, holdLease)
+	os.Exit(m.Run())
+}
+
+// holdLease is the child process of the kill tests: it takes the lease on
+// the folder with the mechanism ("flock" or "object") spec names, says so,
+// and waits to be killed.
+func holdLease(spec string) error {
 	mechanism, dir, _ := strings.Cut(spec, ":")
 	fs, err := file.Open(dir)
 	if err != nil {
-		fmt.Println("error:", err)
-		os.Exit(2)
+		return err
 	}
 	if _, err := Acquire(context.Background(), fs, Options{Owner: "child", ObjectLease: mechanism == MechanismObject}); err != nil {
-		fmt.Println("error:", err)
-		os.Exit(2)
+		return err
 	}
 	fmt.Println("holding")
 	select {}
 }
 
-// startChild starts TestLeaseChild holding the lease on dir and waits
-// until it holds it.
-func startChild(t *testing.T, mechanism, dir string) *exec.Cmd {
+// startChild starts a child holding the lease on dir and waits until it
+// holds it.
+func startChild(t *testing.T, mechanism, dir string) *crashtest.Child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childEnv+"="+mechanism+":"+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
+	c := crashtest.Start(t, crashtest.Command(context.Background(), "^$", childEnv+"="+mechanism+":"+dir))
+	if err := c.WaitReady("holding"); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "holding" {
-		t.Fatalf("child said %q, %v", line, err)
-	}
-	return cmd
+	return c
 }
 
-func kill(t *testing.T, cmd *exec.Cmd) {
+func kill(t *testing.T, c *crashtest.Child) {
 	t.Helper()
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := c.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	_ = cmd.Wait()
 }
 
 // TestFlockKill checks that a holder killed with SIGKILL drops its file
@@ -124,7 +110,7 @@ func kill(t *testing.T, cmd *exec.Cmd) {
 func TestFlockKill(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	cmd := startChild(t, MechanismFlock, dir)
+	child := startChild(t, MechanismFlock, dir)
 	fs, err := file.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -132,13 +118,13 @@ func TestFlockKill(t *testing.T) {
 	defer fs.Close()
 	_, err = Acquire(ctx, fs, Options{Owner: "parent", Logger: quiet()})
 	var active *ActiveError
-	if !errors.As(err, &active) || active.Holder.Owner != "child" || active.Holder.PID != cmd.Process.Pid {
-		t.Fatalf("acquire while the child holds the lock: %v; want the child (pid %d) named", err, cmd.Process.Pid)
+	if !errors.As(err, &active) || active.Holder.Owner != "child" || active.Holder.PID != child.Pid() {
+		t.Fatalf("acquire while the child holds the lock: %v; want the child (pid %d) named", err, child.Pid())
 	}
-	if !strings.Contains(err.Error(), "pid "+strconv.Itoa(cmd.Process.Pid)) {
+	if !strings.Contains(err.Error(), "pid "+strconv.Itoa(child.Pid())) {
 		t.Fatalf("error does not name the holder's pid: %v", err)
 	}
-	kill(t, cmd)
+	kill(t, child)
 	if _, live, err := Live(ctx, fs, Options{}); err != nil || live {
 		t.Fatalf("Live after the kill = %v, %v; want none", live, err)
 	}
@@ -158,7 +144,7 @@ func TestObjectKill(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	cmd := startChild(t, MechanismObject, dir)
+	child := startChild(t, MechanismObject, dir)
 	fs, err := file.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -166,16 +152,16 @@ func TestObjectKill(t *testing.T) {
 	defer fs.Close()
 	o := Options{Owner: "parent", ObjectLease: true, NoWait: true, Logger: quiet()}
 	_, err = Acquire(ctx, fs, o)
-	if active := wantActive(t, err, "child"); active.Holder.PID != cmd.Process.Pid || active.Holder.PIDStart == 0 {
-		t.Fatalf("holder %+v, want pid %d with its start time", active.Holder, cmd.Process.Pid)
+	if active := wantActive(t, err, "child"); active.Holder.PID != child.Pid() || active.Holder.PIDStart == 0 {
+		t.Fatalf("holder %+v, want pid %d with its start time", active.Holder, child.Pid())
 	}
-	kill(t, cmd)
+	kill(t, child)
 	l, err := Acquire(ctx, fs, o)
 	if err != nil {
 		t.Fatalf("acquire after the holder was killed: %v", err)
 	}
 	defer release(t, l)
-	want := fmt.Sprintf("its process (pid %d) is gone", cmd.Process.Pid)
+	want := fmt.Sprintf("its process (pid %d) is gone", child.Pid())
 	if from, reason, took := l.TookOver(); !took || from.Owner != "child" || reason != want {
 		t.Fatalf("TookOver = %s, %q, %v; want %q", from, reason, took, want)
 	}

@@ -27,16 +27,20 @@ import (
 // how often they re-ran.
 
 const (
-	killDirEnv   = "TQW_BULK_KILL_DIR"
+	killDirEnv   = "TQW_BULK_KILL_DIR" // the test's folder; set only in the child
 	killItemsEnv = "TQW_BULK_KILL_ITEMS"
 	killKillsEnv = "TQW_BULK_KILL_KILLS"
 )
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
+func TestMain(m *testing.M) {
+	crashtest.IfChild(killDirEnv, func(dir string) error {
+		n, err := strconv.Atoi(os.Getenv(killItemsEnv))
+		if err != nil {
+			return fmt.Errorf("%s: %w", killItemsEnv, err)
+		}
+		return killChild(dir, n)
+	})
+	os.Exit(m.Run())
 }
 
 func killItems(n int) [][]byte {
@@ -86,18 +90,6 @@ func killQueueOptions() queue.Options {
 		DefaultConfig: queue.QueueConfig{BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond, LeaseDuration: 10 * time.Second}}
 }
 
-// TestKillChild is the child process; it does nothing in a normal run.
-func TestKillChild(t *testing.T) {
-	dir := os.Getenv(killDirEnv)
-	if dir == "" {
-		t.Skip("the kill test's child process; runs only under TestBulkResumeAfterSIGKILL")
-	}
-	if err := killChild(dir, envInt(killItemsEnv, 150)); err != nil {
-		fmt.Fprintln(os.Stderr, "kill child:", err)
-		os.Exit(3)
-	}
-}
-
 func killChild(dir string, n int) error {
 	ctx := context.Background()
 	store, err := file.Open(filepath.Join(dir, "store"))
@@ -135,11 +127,11 @@ func killChild(dir string, n int) error {
 
 func TestBulkResumeAfterSIGKILL(t *testing.T) {
 	crashtest.Parent(t, killDirEnv)
-	n, kills := envInt(killItemsEnv, 150), crashtest.Count(t, killKillsEnv, 8)
+	n, kills := crashtest.Count(t, killItemsEnv, 150), crashtest.Count(t, killKillsEnv, 8)
 	dir := t.TempDir()
 	rng := crashtest.Rand(t, 2)
 	child := func(ctx context.Context) *exec.Cmd {
-		return crashtest.Command(ctx, "^TestKillChild$", killDirEnv+"="+dir, killItemsEnv+"="+strconv.Itoa(n))
+		return crashtest.Command(ctx, "^$", killDirEnv+"="+dir, killItemsEnv+"="+strconv.Itoa(n))
 	}
 	killed, finishedEarly := 0, false
 	for i := 0; i < kills && !finishedEarly; i++ {
