@@ -87,15 +87,21 @@ func holdLease(spec string) error {
 	select {}
 }
 
-// startChild starts a child holding the lease on dir and waits until it
-// holds it.
-func startChild(t *testing.T, mechanism, dir string) *crashtest.Child {
+// startHolder starts a child holding the lease (with mechanism) on a new
+// folder, waits until it holds it, and opens the folder for the test.
+func startHolder(t *testing.T, mechanism string) (*crashtest.Child, *file.Store) {
 	t.Helper()
+	dir := t.TempDir()
 	c := crashtest.Start(t, crashtest.Command(context.Background(), "^$", childEnv+"="+mechanism+":"+dir))
 	if err := c.WaitReady("holding"); err != nil {
 		t.Fatal(err)
 	}
-	return c
+	fs, err := file.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fs.Close() })
+	return c, fs
 }
 
 func kill(t *testing.T, c *crashtest.Child) {
@@ -109,14 +115,8 @@ func kill(t *testing.T, c *crashtest.Child) {
 // lock at once: the next holder takes over without waiting.
 func TestFlockKill(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	child := startChild(t, MechanismFlock, dir)
-	fs, err := file.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
-	_, err = Acquire(ctx, fs, Options{Owner: "parent", Logger: quiet()})
+	child, fs := startHolder(t, MechanismFlock)
+	_, err := Acquire(ctx, fs, Options{Owner: "parent", Logger: quiet()})
 	var active *ActiveError
 	if !errors.As(err, &active) || active.Holder.Owner != "child" || active.Holder.PID != child.Pid() {
 		t.Fatalf("acquire while the child holds the lock: %v; want the child (pid %d) named", err, child.Pid())
@@ -143,15 +143,9 @@ func TestObjectKill(t *testing.T) {
 		t.Skip("no boot id on this platform: a killed holder is replaced after its TTL")
 	}
 	ctx := context.Background()
-	dir := t.TempDir()
-	child := startChild(t, MechanismObject, dir)
-	fs, err := file.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
+	child, fs := startHolder(t, MechanismObject)
 	o := Options{Owner: "parent", ObjectLease: true, NoWait: true, Logger: quiet()}
-	_, err = Acquire(ctx, fs, o)
+	_, err := Acquire(ctx, fs, o)
 	if active := wantActive(t, err, "child"); active.Holder.PID != child.Pid() || active.Holder.PIDStart == 0 {
 		t.Fatalf("holder %+v, want pid %d with its start time", active.Holder, child.Pid())
 	}
