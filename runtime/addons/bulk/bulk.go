@@ -187,28 +187,31 @@ func (p Progress) Done() bool { return p.Pending == 0 }
 // Option configures New. The options are addon's, shared with jobs.
 type Option = addon.Option
 
-// The options of New.
-var (
-	// WithQueueName sets the runtime queue of item runs (default "bulk").
-	WithQueueName = addon.WithQueueName
-	// WithKVPrefix sets the caller-KV prefix of batch records (default
-	// "bulk/").
-	WithKVPrefix = addon.WithKVPrefix
-	// WithMaxAttempts sets how many times an item runs before a transient
-	// error fails it (default 3).
-	WithMaxAttempts = addon.WithMaxAttempts
-	// WithConcurrency sets how many items run at once (default 8).
-	WithConcurrency = addon.WithConcurrency
-	// WithSubmitConcurrency sets how many item submissions Submit keeps in
-	// flight, so their commits share WAL PUTs (default 32).
-	WithSubmitConcurrency = addon.WithSubmitConcurrency
-	// WithLogger sets the logger (default slog.Default()).
-	WithLogger = addon.WithLogger
-	// WithRuntimeOptions passes options to runtime.New. The queue name,
-	// maximum attempts, concurrency (steps and notifications:
-	// WithConcurrency, at least 2) and terminal hook are the runner's own.
-	WithRuntimeOptions = addon.WithRuntimeOptions
-)
+// WithQueueName sets the runtime queue of item runs (default "bulk").
+func WithQueueName(name string) Option { return addon.WithQueueName(name) }
+
+// WithKVPrefix sets the caller-KV prefix of batch records (default
+// "bulk/").
+func WithKVPrefix(prefix string) Option { return addon.WithKVPrefix(prefix) }
+
+// WithMaxAttempts sets how many times an item runs before a transient
+// error fails it (default 3).
+func WithMaxAttempts(n int) Option { return addon.WithMaxAttempts(n) }
+
+// WithConcurrency sets how many items run at once (default 8).
+func WithConcurrency(n int) Option { return addon.WithConcurrency(n) }
+
+// WithSubmitConcurrency sets how many item submissions Submit keeps in
+// flight, so their commits share WAL PUTs (default 32).
+func WithSubmitConcurrency(n int) Option { return addon.WithSubmitConcurrency(n) }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return addon.WithLogger(l) }
+
+// WithRuntimeOptions passes options to runtime.New. The queue name,
+// maximum attempts, concurrency (steps and notifications:
+// WithConcurrency, at least 2) and terminal hook are the runner's own.
+func WithRuntimeOptions(opts ...runtime.Option) Option { return addon.WithRuntimeOptions(opts...) }
 
 // Runner runs one pipeline over batches of items. It owns one
 // runtime.Runtime on its own queue. Safe for concurrent use.

@@ -38,26 +38,28 @@ const (
 // Option configures New. The options are addon's, shared with bulk.
 type Option = addon.Option
 
-// The options of New.
-var (
-	// WithQueueName sets the runtime queue of job runs (default "jobs").
-	WithQueueName = addon.WithQueueName
-	// WithKVPrefix sets the caller-KV prefix of outcome records (default
-	// "jobs/").
-	WithKVPrefix = addon.WithKVPrefix
-	// WithMaxAttempts sets how many times a job runs before a transient
-	// error fails it (default 3).
-	WithMaxAttempts = addon.WithMaxAttempts
-	// WithConcurrency sets how many jobs run at once (default 8).
-	WithConcurrency = addon.WithConcurrency
-	// WithLogger sets the logger (default slog.Default()).
-	WithLogger = addon.WithLogger
-	// WithRuntimeOptions passes options to runtime.New (clock, retention,
-	// replay...). The queue name, maximum attempts, concurrency (steps and
-	// notifications: WithConcurrency, at least 2) and terminal hook are the
-	// runner's own and override these.
-	WithRuntimeOptions = addon.WithRuntimeOptions
-)
+// WithQueueName sets the runtime queue of job runs (default "jobs").
+func WithQueueName(name string) Option { return addon.WithQueueName(name) }
+
+// WithKVPrefix sets the caller-KV prefix of outcome records (default
+// "jobs/").
+func WithKVPrefix(prefix string) Option { return addon.WithKVPrefix(prefix) }
+
+// WithMaxAttempts sets how many times a job runs before a transient
+// error fails it (default 3).
+func WithMaxAttempts(n int) Option { return addon.WithMaxAttempts(n) }
+
+// WithConcurrency sets how many jobs run at once (default 8).
+func WithConcurrency(n int) Option { return addon.WithConcurrency(n) }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return addon.WithLogger(l) }
+
+// WithRuntimeOptions passes options to runtime.New (clock, retention,
+// replay...). The queue name, maximum attempts, concurrency (steps and
+// notifications: WithConcurrency, at least 2) and terminal hook are the
+// runner's own and override these.
+func WithRuntimeOptions(opts ...runtime.Option) Option { return addon.WithRuntimeOptions(opts...) }
 
 // jobType is a registered job type with its types erased.
 type jobType struct {
