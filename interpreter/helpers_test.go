@@ -1,12 +1,12 @@
 package interpreter
 
 import (
-	"net/http"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
