@@ -10,8 +10,8 @@ import (
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
-	"github.com/tqw-dsl/tqw/runtime/store/objstore/objstoretest"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/s3"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/s3/s3test"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
 )
 
@@ -96,7 +96,7 @@ func TestOpenReadOnlyMem(t *testing.T) {
 }
 
 func TestOpenReadOnlyS3(t *testing.T) {
-	cfg := objstoretest.S3Config(t)
+	cfg := s3test.Config(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", cfg.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", cfg.SecretKey)
 	url := "s3://" + cfg.Bucket + "/" + cfg.Prefix + "?endpoint=" + cfg.Endpoint + "&insecure=1"
