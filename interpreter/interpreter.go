@@ -213,8 +213,8 @@ type Event struct {
 // StoreNamespaces are the object prefixes the interpreter writes under
 // (definitions, large outputs, rerun claims), for runtime.WithStoreNamespaces,
 // so nothing else sharing the store is configured into them.
-func StoreNamespaces() []runtime.Namespace {
-	return []runtime.Namespace{
+func StoreNamespaces() []objstore.Namespace {
+	return []objstore.Namespace{
 		{Owner: "interpreter definitions", Prefix: strings.TrimSuffix(defsPrefix, "/")},
 		{Owner: "interpreter large outputs", Prefix: strings.TrimSuffix(outputsPrefix, "/")},
 		{Owner: "interpreter rerun claims", Prefix: strings.TrimSuffix(rerunPrefix, "/")},
