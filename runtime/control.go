@@ -18,10 +18,6 @@ import (
 // atomically with their own writes, since a signal, unlike a submission,
 // is not idempotent.
 
-// ownKVNames are the segments under ReservedKVPrefix the runtime's own
-// records use (keys.go); no control plane may take them.
-var ownKVNames = []string{"runs", "steps", "cancel", "results", "expiry", "terminals", "signals"}
-
 // maxControlNameLen bounds the name of a ControlKVPrefix.
 const maxControlNameLen = 32
 
@@ -39,10 +35,11 @@ func ControlKVPrefix(name string) (string, error) {
 	if name == "" || len(name) > maxControlNameLen || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
 		return "", fmt.Errorf("%w: control namespace %q: want 1 to %d lower-case letters, digits and '-'", ErrInvalidKey, name, maxControlNameLen)
 	}
-	if slices.Contains(ownKVNames, name) {
+	prefix := ReservedKVPrefix + name + "/"
+	if slices.ContainsFunc(ownKVPrefixes, func(own string) bool { return strings.HasPrefix(own, prefix) }) {
 		return "", fmt.Errorf("%w: control namespace %q holds the runtime's own records; pick another name", ErrReserved, name)
 	}
-	return ReservedKVPrefix + name + "/", nil
+	return prefix, nil
 }
 
 // checkControlRecord checks that key names a record under a

@@ -3,6 +3,11 @@ package runtime
 import (
 	"bytes"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,10 +18,37 @@ func TestControlKVPrefix(t *testing.T) {
 	if p, err := ControlKVPrefix("inbox"); err != nil || p != "workflow/inbox/" {
 		t.Fatalf(`ControlKVPrefix("inbox") = %q, %v; want "workflow/inbox/"`, p, err)
 	}
-	for _, name := range []string{"runs", "steps", "cancel", "results", "expiry", "terminals", "signals"} {
-		if _, err := ControlKVPrefix(name); !errors.Is(err, ErrReserved) {
-			t.Errorf("ControlKVPrefix(%q) = %v; want ErrReserved: the runtime's own records live there", name, err)
+	// Every caller-KV prefix constant of keys.go is the runtime's own.
+	f, err := parser.ParseFile(token.NewFileSet(), "keys.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := 0
+	ast.Inspect(f, func(n ast.Node) bool {
+		bin, ok := n.(*ast.BinaryExpr)
+		if !ok {
+			return true
 		}
+		if id, ok := bin.X.(*ast.Ident); !ok || id.Name != "ReservedKVPrefix" {
+			return true
+		}
+		lit, ok := bin.Y.(*ast.BasicLit)
+		if !ok {
+			return true
+		}
+		seg, err := strconv.Unquote(lit.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seg, _, _ = strings.Cut(seg, "/")
+		own++
+		if _, err := ControlKVPrefix(seg); !errors.Is(err, ErrReserved) {
+			t.Errorf("ControlKVPrefix(%q) = %v; want ErrReserved: the runtime's own records live there", seg, err)
+		}
+		return true
+	})
+	if own < 10 {
+		t.Fatalf("found %d prefix constants in keys.go; the check reads nothing", own)
 	}
 	for _, name := range []string{"", "Inbox", "a/b", "in box", "a-very-long-name-of-more-than-32-chars"} {
 		if _, err := ControlKVPrefix(name); !errors.Is(err, ErrInvalidKey) {
