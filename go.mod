@@ -3,6 +3,7 @@ module github.com/tqw-dsl/tqw
 go 1.26.0
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/expr-lang/expr v1.17.8
 	github.com/google/uuid v1.6.0
 	github.com/minio/minio-go/v7 v7.4.1

@@ -27,6 +27,11 @@ type Call struct {
 	Args map[string]any
 	// Secret reads a declared secret's value; nil means no secrets.
 	Secret func(name string) (string, bool)
+	// Derived, when set, is told the values an action builds from its
+	// arguments and sends in a form that hides them, such as the
+	// user:password of HTTP Basic credentials (sent base64-encoded), so
+	// that the caller can redact their forms too when they carry a secret.
+	Derived func(value string)
 	// Memo is the per-step memo owned by the runtime; nil disables memoization.
 	Memo Memo
 	// Logger receives the action's logs; nil discards them. Never log secret values.
@@ -60,6 +65,14 @@ func (c *Call) LookupSecret(name string) (string, bool) {
 		return "", false
 	}
 	return c.Secret(name)
+}
+
+// Derive reports v through c.Derived; it does nothing when the call has
+// no Derived or is nil.
+func (c *Call) Derive(v string) {
+	if c != nil && c.Derived != nil {
+		c.Derived(v)
+	}
 }
 
 // IdempotencyKey is the key actions send to outside systems so that every

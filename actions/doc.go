@@ -20,7 +20,9 @@
 // after, an expensive call).
 //
 // Not done here: secrets redaction in outputs and logs (the interpreter
-// redacts; actions simply never log secret values), expression evaluation
+// redacts; actions never log secret values and report through Call.Derive
+// the values they build from secrets in forms the interpreter cannot see
+// through, such as Basic credentials), expression evaluation
 // (Args arrive rendered), and the built-in set itself, which lives in
 // package actions/builtin because the built-in actions import this package.
 package actions

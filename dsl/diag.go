@@ -56,6 +56,7 @@ const (
 	CodeSecretUnknown  = "secret.undeclared"
 	CodeErrorType      = "error.unknown-type"
 	CodeWithSchema     = "with.invalid"
+	CodeExprType       = "with.not-a-string"
 	CodeInputSchema    = "input.schema"
 	CodeInternal       = "internal"
 )

@@ -17,10 +17,12 @@
 //     (expr-lang, each distinct source compiled once per load, then
 //     checked against the environment of the place it is written),
 //     secrets, error types, durations, embedded JSON Schemas, and the
-//     places of a shell script's ${ } pieces (shellscan.go). These checks
-//     never assume what the schema guarantees and do not panic on any
-//     tree (FuzzRules); a panic would be a loader bug and is reported as
-//     an internal diagnostic rather than crashing the caller.
+//     places of a shell script's ${ } pieces (shellscan.go). An
+//     expression whose brackets nest deeper than 256 levels is an error
+//     before expr parses it (its parser would recurse once per level).
+//     These checks never assume what the schema guarantees and do not
+//     panic on any tree (FuzzRules); a panic would be a loader bug and is
+//     reported as an internal diagnostic rather than crashing the caller.
 //
 // Every diagnostic has a start and an exclusive end: the YAML token at its
 // position (a key, a scalar with its quotes, a flow collection). Lines
@@ -44,21 +46,13 @@
 // Env.UUID.
 //
 // Costs: no object-store requests and no I/O besides Load reading the file.
-// A file under 128 KiB loads on the caller's goroutine. A larger one uses
-// every core (GOMAXPROCS): while the YAML is parsed, a goroutine compiles
-// the expressions a scan of the raw text finds; then schema validation
-// runs on one goroutine while the caller's compiles what is left (on up
-// to GOMAXPROCS goroutines) and runs the rule checks. The result,
-// diagnostics included, is exactly that of a sequential load (the rule
-// checks' findings are dropped when the schema fails). The load waits for
-// the work it hands out, not for the goroutines: on a busy machine a
-// goroutine not yet scheduled when the load returns finds nothing left
-// and ends, and the speculative compiler at most finishes the expression
-// it was compiling. A 1,000-step (222 KB) workflow costs about 60 ms of
-// CPU, garbage collection included, and allocates about 23 MB; with a
-// second core free it loads in about 35 ms instead of 45
-// (docs/BENCHMARKS.md, section dsl). Two thirds of the work is in
-// go.yaml.in/yaml/v3, the JSON Schema validator and expr-lang.
+// A load runs on the caller's goroutine: parse, schema validation, rule
+// checks and expression compilation, in that order (a file that fails the
+// schema is not rule-checked). docs/BENCHMARKS.md (section dsl) has the
+// CPU and time a 1,000-step file costs; most of it is in
+// go.yaml.in/yaml/v3, the JSON Schema validator and expr-lang. An earlier
+// version overlapped them on several goroutines; it saved about 10 ms on
+// that file and was removed as not worth its complexity.
 //
 // Shell scripts: the with of a shell step whose command is a string
 // compiles to a template that renders each ${ } as a reference to an

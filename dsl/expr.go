@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/expr-lang/expr"
@@ -19,6 +16,7 @@ import (
 	"github.com/expr-lang/expr/conf"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/optimizer"
+	"github.com/expr-lang/expr/parser/lexer"
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/tqw-dsl/tqw/dsl/duration"
@@ -239,9 +237,10 @@ func (e *Expr) EvalBool(env *Env) (bool, error) {
 	return b, nil
 }
 
-// nameRef is a literal steps.<id> or secrets.<name> reference in an expression.
+// nameRef is a literal steps.<id>, secrets.<name> or vars.<name>
+// reference in an expression.
 type nameRef struct {
-	root string // "steps" or "secrets"
+	root string // "steps", "secrets" or "vars"
 	name string
 }
 
@@ -261,7 +260,7 @@ func (v *refVisitor) Visit(n *ast.Node) {
 			}
 		}
 	case *ast.MemberNode:
-		if id, ok := x.Node.(*ast.IdentifierNode); ok && (id.Value == "steps" || id.Value == "secrets") {
+		if id, ok := x.Node.(*ast.IdentifierNode); ok && (id.Value == "steps" || id.Value == "secrets" || id.Value == "vars") {
 			if s, ok := x.Property.(*ast.StringNode); ok {
 				v.refs = append(v.refs, nameRef{id.Value, s.Value})
 			}
@@ -298,9 +297,47 @@ func (c *exprCompiler) compileProgramSafe(src string) (prog *vm.Program, err err
 	return c.compileProgram(src)
 }
 
+// maxExprNesting bounds how deep brackets nest in one expression. expr's
+// parser recurses once per level and counts parentheses toward none of its
+// limits, so half a million of them in a 1 MiB file overflow the goroutine
+// stack: a fatal error, not a panic that compileProgramSafe could recover.
+const maxExprNesting = 256
+
+// checkNesting rejects a source whose (, [ and { nest deeper than
+// maxExprNesting, counted on expr's own tokens so brackets inside string
+// literals do not count. A source that does not lex is left to the parser,
+// which reports it.
+func checkNesting(src string) error {
+	source := file.NewSource(src)
+	l := lexer.New()
+	l.Reset(source)
+	depth := 0
+	for {
+		t, err := l.Next()
+		if err != nil {
+			return nil // io.EOF, or a lexing error the parser reports
+		}
+		if t.Kind != lexer.Bracket {
+			continue
+		}
+		switch t.Value {
+		case "(", "[", "{":
+			if depth++; depth > maxExprNesting {
+				e := &file.Error{Location: t.Location, Message: fmt.Sprintf("brackets nest deeper than %d levels; split the expression into vars or set steps", maxExprNesting)}
+				return e.Bind(source)
+			}
+		default:
+			depth--
+		}
+	}
+}
+
 func (c *exprCompiler) compileProgram(src string) (*vm.Program, error) {
 	if c.config == nil {
 		c.config = newExprConfig()
+	}
+	if err := checkNesting(src); err != nil {
+		return nil, err
 	}
 	tree, err := checker.ParseCheck(src, c.config)
 	if err != nil {
@@ -314,219 +351,6 @@ func (c *exprCompiler) compileProgram(src string) (*vm.Program, error) {
 		return nil, err
 	}
 	return compiler.Compile(tree, c.config)
-}
-
-// precompile compiles the given sources into the cache, so that the
-// builder, which compiles in file order, finds them ready. With workers
-// above 1 the sources are shared out, in batches, among that many
-// goroutines (the caller's among them), each with its own expr
-// configuration, whose caches are not safe for concurrent use; every
-// result goes to its source's slot, so the cache is the same whatever the
-// interleaving. The caller waits for the batches, not for the helper
-// goroutines: on a busy machine a helper that has not been scheduled yet
-// leaves its share to the caller instead of delaying it, and later finds
-// nothing left to do. A panic in a helper is re-raised on the caller's
-// goroutine, where checkRules recovers it.
-func (c *exprCompiler) precompile(srcs []string, workers int) {
-	if c.cache == nil {
-		c.cache = make(map[string]*compiled, len(srcs))
-	}
-	srcs = slices.DeleteFunc(slices.Clone(srcs), func(s string) bool { _, ok := c.cache[s]; return ok })
-	workers = min(workers, len(srcs)/minSourcesPerWorker)
-	if workers < 2 {
-		for _, s := range srcs {
-			c.compile(s)
-		}
-		return
-	}
-	slots := make([]*compiled, len(srcs))
-	var next, finished atomic.Int64
-	allDone := make(chan struct{})
-	var failOnce sync.Once
-	var failure any
-	failed := make(chan struct{})
-	run := func(wc *exprCompiler) {
-		for {
-			end := int(next.Add(compileBatch))
-			start := end - compileBatch
-			if start >= len(srcs) {
-				return
-			}
-			end = min(end, len(srcs))
-			for i := start; i < end; i++ {
-				slots[i] = wc.compileOne(srcs[i])
-			}
-			if finished.Add(int64(end-start)) == int64(len(srcs)) {
-				close(allDone)
-			}
-		}
-	}
-	for range workers - 1 {
-		go func() {
-			defer func() {
-				if r := recover(); r != nil {
-					failOnce.Do(func() { failure = r; close(failed) })
-				}
-			}()
-			run(&exprCompiler{})
-		}()
-	}
-	run(c)
-	select {
-	case <-allDone:
-	case <-failed:
-		panic(failure)
-	}
-	for i, s := range srcs {
-		c.cache[s] = slots[i]
-	}
-}
-
-// speculation compiles, on its own goroutine, the expression sources a scan
-// of a file's raw text finds (speculativeSources), while the caller parses
-// the YAML. Compiling a source gives the same result whoever compiles it,
-// so a good guess saves the builder the work and a wrong one only costs
-// CPU: guesses never change what a load reports.
-type speculation struct {
-	stop    atomic.Bool
-	srcs    atomic.Pointer[[]string]
-	slots   []atomic.Pointer[compiled] // set with srcs
-	results map[string]*compiled       // set by the first finish
-}
-
-// startSpeculation starts compiling the guessed sources of src.
-func startSpeculation(src []byte) *speculation {
-	s := &speculation{}
-	text := string(src) // the goroutine may outlive the load, and src is the caller's
-	go func() {
-		defer func() {
-			_ = recover() // a loader bug: the builder compiles what is missing
-		}()
-		srcs := speculativeSources(text, &s.stop)
-		s.slots = make([]atomic.Pointer[compiled], len(srcs))
-		s.srcs.Store(&srcs) // publishes slots too
-		var c exprCompiler
-		for i, x := range srcs {
-			if s.stop.Load() {
-				return
-			}
-			s.slots[i].Store(c.compileOne(x))
-		}
-	}()
-	return s
-}
-
-// finish stops the speculation and returns what it has compiled so far,
-// by source, without waiting for its goroutine: a compilation still under
-// way is simply not used, and the goroutine stops after it. Later calls
-// return the same map.
-func (s *speculation) finish() map[string]*compiled {
-	if s.results != nil {
-		return s.results
-	}
-	s.stop.Store(true)
-	s.results = map[string]*compiled{}
-	if srcs := s.srcs.Load(); srcs != nil {
-		for i, src := range *srcs {
-			if r := s.slots[i].Load(); r != nil {
-				s.results[src] = r
-			}
-		}
-	}
-	return s.results
-}
-
-// speculativeSources guesses, from raw YAML text, the sources
-// expressionSources will find in the parsed tree: the ${ } pieces of every
-// line (templateSources, line by line, since YAML quoting and folding are
-// not undone) and the value of every line that is a block-style when:,
-// with plain quotes removed. It stops early once stop is set.
-func speculativeSources(text string, stop *atomic.Bool) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(s string) {
-		if s = strings.TrimSpace(s); s != "" && !seen[s] {
-			s = strings.Clone(s) // not the whole file's text
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	for len(text) > 0 && !stop.Load() {
-		line := text
-		if i := strings.IndexByte(text, '\n'); i >= 0 {
-			line, text = text[:i], text[i+1:]
-		} else {
-			text = ""
-		}
-		if strings.Contains(line, "${") {
-			templateSources(line, add)
-			continue
-		}
-		v, ok := strings.CutPrefix(strings.TrimLeft(line, " -"), "when:")
-		if !ok {
-			continue
-		}
-		if i := strings.Index(v, " #"); i >= 0 {
-			v = v[:i]
-		}
-		v = strings.TrimSpace(v)
-		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
-			inner := v[1 : len(v)-1]
-			if strings.ContainsAny(inner, "\"'\\") {
-				continue
-			}
-			v = inner
-		}
-		add(v)
-	}
-	return out
-}
-
-// compileBatch is how many sources a precompile worker takes at a time:
-// enough to make the shared counter cheap, few enough to balance the load.
-const compileBatch = 8
-
-// minSourcesPerWorker keeps precompile from starting a goroutine for less
-// work than it costs to start and join (about 10 µs per source).
-const minSourcesPerWorker = 32
-
-// expressionSources collects, from a whole file, the sources the builder
-// will compile: every ${ } piece of every string and every when. It may
-// collect a few more (strings inside an input schema); those are compiled
-// for nothing but do no harm.
-func expressionSources(root *node) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(s string) {
-		if s = strings.TrimSpace(s); s != "" && !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	var walk func(n *node)
-	walk = func(n *node) {
-		if n == nil {
-			return
-		}
-		switch n.kind {
-		case kMap:
-			for i, k := range n.keys {
-				if k.scalar == "when" && n.vals[i].kind == kString {
-					add(n.vals[i].str())
-					continue
-				}
-				walk(n.vals[i])
-			}
-		case kList:
-			for _, it := range n.items {
-				walk(it)
-			}
-		case kString:
-			templateSources(n.str(), add)
-		}
-	}
-	walk(root)
-	return out
 }
 
 func (c *exprCompiler) compile(src string) *compiled {
@@ -779,31 +603,6 @@ func splitTemplate(s string) (parts []tPart, srcs []string, err error) {
 		parts = append(parts, tPart{text: text.String()})
 	}
 	return parts, srcs, nil
-}
-
-// templateSources calls add with each ${ } piece of s, as splitTemplate
-// would return them, without building the pieces; it stops at the first
-// malformed piece (splitTemplate reports it).
-func templateSources(s string, add func(string)) {
-	for i := strings.Index(s, "${"); i >= 0; {
-		if i > 0 && s[i-1] == '$' { // $${ is a literal ${
-			i += 2
-		} else {
-			end := matchBrace(s, i+2)
-			if end < 0 {
-				return
-			}
-			if src := strings.TrimSpace(s[i+2 : end]); src != "" {
-				add(src)
-			}
-			i = end + 1
-		}
-		j := strings.Index(s[i:], "${")
-		if j < 0 {
-			return
-		}
-		i += j
-	}
 }
 
 // matchBrace returns the index of the } closing a ${ whose body starts at

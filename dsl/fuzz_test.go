@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +28,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add(dslgen.Workflow(8))
 	f.Add([]byte("a: &a [*a]"))
 	f.Add([]byte("tqw: v1\nname: t\nsteps: [{id: a, next: \"${ }\"}]"))
+	f.Add(nestedSetWorkflow(strings.Repeat("(", maxExprNesting+1) + "1" + strings.Repeat(")", maxExprNesting+1)))
+	f.Add(nestedSetWorkflow("[{a: (1)}, '(((', `[[`]"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		done := make(chan struct{})
 		defer close(done)
@@ -37,6 +41,11 @@ func FuzzLoad(f *testing.F) {
 			}
 		}()
 		w, diags, err := Parse("fuzz.yaml", src)
+		// A load is deterministic: the same file gives the same diagnostics
+		// (no map order, no scheduling may change them).
+		if _, again, _ := Parse("fuzz.yaml", src); !reflect.DeepEqual(diags, again) {
+			t.Fatalf("two loads of one file disagree:\n%v\n%v", diags, again)
+		}
 		switch {
 		case err != nil && w != nil:
 			t.Fatal("both a workflow and an error")

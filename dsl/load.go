@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -106,14 +104,6 @@ func parse(sink *diagSink, src []byte, opts Options, lim Limits) *Workflow {
 		sink.errorf(Pos{1, 1}, CodeFileTooLarge, "split the workflow into parent and child workflows with call", "the file is larger than %d bytes", lim.MaxFileBytes)
 		return nil
 	}
-	concurrent := len(src) >= concurrentMinBytes && runtime.GOMAXPROCS(0) >= 2
-	var spec *speculation
-	if concurrent {
-		// Compile the expressions a scan of the raw text finds while
-		// the YAML parse, which nothing else can overlap, runs here.
-		spec = startSpeculation(src)
-		defer spec.finish() // stops it on every return
-	}
 	root := parseYAML(sink, src, lim)
 	if root == nil || sink.diags.HasErrors() {
 		return nil
@@ -122,96 +112,28 @@ func parse(sink *diagSink, src []byte, opts Options, lim Limits) *Workflow {
 		sink.errorf(steps.pos, CodeTooManySteps, "split the workflow into parent and child workflows with call", "the workflow has %d steps; the bound is %d", len(steps.items), lim.MaxSteps)
 		return nil
 	}
-	if !concurrent {
-		// A small file loads faster on one goroutine than the
-		// goroutines would save. A file that fails the schema costs no
-		// rule checks: their follow-on errors would only add noise to
-		// the schema's, which say what to fix first.
-		validateSchema(sink, root, root.toAny())
-		if sink.diags.HasErrors() {
-			return nil
-		}
-		return checkRules(sink, root, src, opts, 1, nil)
-	}
-	return checkConcurrently(sink, root, src, opts, spec.finish())
-}
-
-// concurrentMinBytes is the file size from which a load uses more than one
-// goroutine. Below it (about 580 generated steps) the goroutines saved
-// nothing measurable on the shared 2-core machine and cost CPU
-// (docs/BENCHMARKS.md); tests change it to run both paths on the same
-// files.
-var concurrentMinBytes = 128 << 10
-
-// checkConcurrently validates the schema, but for the withs, on a helper
-// goroutine while the caller's goroutine (and, for compilation,
-// GOMAXPROCS-1 more) compiles the expressions pre lacks and runs the rule
-// checks, which are safe on any tree; both then share the with checks.
-// The validation is claimed by whichever goroutine gets to it first, so on
-// a busy machine a helper not yet scheduled delays nothing: the caller
-// does the work and the helper, when it runs, finds none left. Each side
-// reports to its own sink; the rule checks' diagnostics and workflow are
-// dropped if the schema failed, so the result is exactly that of the
-// sequential load (TestConcurrentLoadMatchesSequential).
-func checkConcurrently(sink *diagSink, root *node, src []byte, opts Options, pre map[string]*compiled) *Workflow {
-	cs, err := loadSchemas()
-	if err != nil {
-		sink.errorf(Pos{1, 1}, CodeSchemaInvalid, "", "%v", err)
-		return nil
-	}
-	var schema schemaResult
-	var withs withsWork
-	withs.init(root)
-	var claimed atomic.Bool
-	var panicked any
-	fastDone := make(chan struct{}) // closed once the claimed validation ends
-	validateFast := func() {
-		if !claimed.CompareAndSwap(false, true) {
-			return
-		}
-		defer close(fastDone)
-		defer func() { panicked = recover() }()
-		schema.validateFast(cs, root.toAny())
-	}
-	go func() {
-		validateFast()
-		withs.run(cs)
-	}()
-	rulesSink := &diagSink{file: sink.file}
-	w := checkRules(rulesSink, root, src, opts, runtime.GOMAXPROCS(0), pre)
-	validateFast()
-	withs.run(cs)
-	<-fastDone
-	if p := withs.wait(); p != nil && panicked == nil {
-		panicked = p
-	}
-	if panicked != nil {
-		sink.errorf(root.pos, CodeInternal, "please report this with the file", "internal error while validating the workflow: %v", panicked)
-		return nil
-	}
-	withs.merge(&schema)
-	schema.report(sink, root, cs)
+	// A file that fails the schema costs no rule checks: their follow-on
+	// errors would only add noise to the schema's, which say what to fix
+	// first.
+	validateSchema(sink, root, root.toAny())
 	if sink.diags.HasErrors() {
 		return nil
 	}
-	sink.diags = append(sink.diags, rulesSink.diags...)
-	return w
+	return checkRules(sink, root, src, opts)
 }
 
-// checkRules compiles the file's expressions that pre (compiled already)
-// lacks, on up to workers goroutines, and runs build. Neither panics on
-// any tree (build never assumes what the schema guarantees, and FuzzRules
-// checks it), so the recover is a last resort: a loader bug becomes an
-// internal diagnostic instead of crashing the process that loads the file.
-func checkRules(sink *diagSink, root *node, src []byte, opts Options, workers int, pre map[string]*compiled) (w *Workflow) {
+// checkRules runs build. It does not panic on any tree (build never
+// assumes what the schema guarantees, and FuzzRules checks it), so the
+// recover is a last resort: a loader bug becomes an internal diagnostic
+// instead of crashing the process that loads the file.
+func checkRules(sink *diagSink, root *node, src []byte, opts Options) (w *Workflow) {
 	defer func() {
 		if r := recover(); r != nil {
 			w = nil
 			sink.errorf(root.pos, CodeInternal, "please report this with the file", "internal error while checking the workflow: %v", r)
 		}
 	}()
-	exprs := exprCompiler{cache: pre}
-	exprs.precompile(expressionSources(root), workers)
+	var exprs exprCompiler
 	return build(sink, root, src, opts, &exprs)
 }
 
@@ -301,6 +223,7 @@ func (b *builder) build() {
 	b.checkReachable()
 	b.checkStepRefs()
 	b.checkRawScripts()
+	b.checkSetReads()
 }
 
 func firstLine(err error) string {

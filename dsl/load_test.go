@@ -102,8 +102,9 @@ func TestForeachAndCall(t *testing.T) {
 	if err != nil || len(items.([]any)) != 2 {
 		t.Fatalf("items = %v, %v", items, err)
 	}
+	// A header takes a string: the index arrives as text (issue 12).
 	with, err := f.With.Eval(&Env{Item: "https://a", Index: 1})
-	if err != nil || with.(map[string]any)["url"] != "https://a" || with.(map[string]any)["headers"].(map[string]any)["X-Item"] != 1 {
+	if err != nil || with.(map[string]any)["url"] != "https://a" || with.(map[string]any)["headers"].(map[string]any)["X-Item"] != "1" {
 		t.Fatalf("with = %v, %v", with, err)
 	}
 	p, _, err := Load("../workflows/parent.tqw.yaml")

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -171,10 +170,8 @@ func validateSchema(sink *diagSink, root *node, inst any) {
 	r.report(sink, root, cs)
 }
 
-// schemaResult collects what validating a file against the schema finds,
-// in the order the sequential validation finds it: the fast schema's,
-// then each with's in step order. The two halves may be filled on
-// different goroutines (one each) and merged before report.
+// schemaResult collects what validating a file against the schema finds:
+// the fast schema's, then each with's in step order.
 type schemaResult struct {
 	fast, withs schemaPart
 }
@@ -213,96 +210,26 @@ func (r *schemaResult) validateFast(cs *compiledSchemas, inst any) {
 }
 
 // validateWiths applies the action discriminator by hand: each with of a
-// built-in action against that action's definition. It reads the tree,
-// not root.toAny(), converting only the withs it validates.
+// built-in action against that action's definition, in step order. It
+// reads the tree, not root.toAny(), converting only the withs it
+// validates.
 func (r *schemaResult) validateWiths(cs *compiledSchemas, root *node) {
-	var w withsWork
-	w.init(root)
-	w.run(cs)
-	if p := w.wait(); p != nil {
-		panic(p)
+	if root == nil || root.kind != kMap {
+		return
 	}
-	w.merge(r)
-}
-
-// withsWork shares the with checks of a file's steps among goroutines:
-// each run takes the next steps in batches and records each step's
-// findings in the step's slot, so merge yields the sequential order
-// whichever goroutine checked which step.
-type withsWork struct {
-	steps    []*node
-	slots    []schemaPart
-	next     atomic.Int64
-	finished atomic.Int64  // steps checked
-	done     chan struct{} // closed when every step is checked
-	failOnce sync.Once
-	failure  any
-	failed   chan struct{} // closed when a run panicked
-}
-
-func (w *withsWork) init(root *node) {
-	w.done, w.failed = make(chan struct{}), make(chan struct{})
-	if root != nil && root.kind == kMap {
-		if steps := root.get("steps"); steps != nil && steps.kind == kList {
-			w.steps = steps.items
-			w.slots = make([]schemaPart, len(steps.items))
-		}
+	steps := root.get("steps")
+	if steps == nil || steps.kind != kList {
+		return
 	}
-	if len(w.steps) == 0 {
-		close(w.done)
-	}
-}
-
-// withsBatch is how many steps a run takes at a time.
-const withsBatch = 16
-
-// run checks batches of steps until none is left. A panic (a loader bug)
-// is kept for wait, so that it reaches the loading goroutine.
-func (w *withsWork) run(cs *compiledSchemas) {
-	defer func() {
-		if r := recover(); r != nil {
-			w.failOnce.Do(func() { w.failure = r; close(w.failed) })
+	for i, step := range steps.items {
+		if step.kind != kMap {
+			continue
 		}
-	}()
-	for {
-		end := int(w.next.Add(withsBatch))
-		start := end - withsBatch
-		if start >= len(w.steps) {
-			return
+		loc := []string{"steps", strconv.Itoa(i)}
+		checkWith(cs, &r.withs, step, loc)
+		if fe := step.get("foreach"); fe != nil && fe.kind == kMap {
+			checkWith(cs, &r.withs, fe, append(loc, "foreach"))
 		}
-		end = min(end, len(w.steps))
-		for i := start; i < end; i++ {
-			step := w.steps[i]
-			if step.kind != kMap {
-				continue
-			}
-			loc := []string{"steps", strconv.Itoa(i)}
-			checkWith(cs, &w.slots[i], step, loc)
-			if fe := step.get("foreach"); fe != nil && fe.kind == kMap {
-				checkWith(cs, &w.slots[i], fe, append(loc, "foreach"))
-			}
-		}
-		if w.finished.Add(int64(end-start)) == int64(len(w.steps)) {
-			close(w.done)
-		}
-	}
-}
-
-// wait returns once every step is checked, or with the panic of a run.
-func (w *withsWork) wait() any {
-	select {
-	case <-w.done:
-		return nil
-	case <-w.failed:
-		return w.failure
-	}
-}
-
-// merge appends every step's findings, in step order, to r.withs.
-func (w *withsWork) merge(r *schemaResult) {
-	for i := range w.slots {
-		r.withs.leaves = append(r.withs.leaves, w.slots[i].leaves...)
-		r.withs.others = append(r.withs.others, w.slots[i].others...)
 	}
 }
 
@@ -393,6 +320,12 @@ func schemaProblem(err error) string {
 	if len(leaves) == 0 {
 		return firstLine(err)
 	}
+	// The validator visits an object's properties in map order, so the
+	// leaves come in a different order from one load to the next; report
+	// the first by location so a file always gets the same diagnostic.
+	slices.SortStableFunc(leaves, func(a, b *jsonschema.ValidationError) int {
+		return slices.Compare(a.InstanceLocation, b.InstanceLocation)
+	})
 	l := leaves[0]
 	return fmt.Sprintf("at /%s: %s", strings.Join(l.InstanceLocation, "/"), l.ErrorKind.LocalizedString(printer))
 }

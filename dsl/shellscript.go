@@ -228,6 +228,17 @@ func (t tShellWith) eval(m exprEnv) (any, error) {
 // action's script command (a string) is compiled by script; every other
 // field, and every other action's with, as an ordinary template.
 func (b *builder) withTemplate(action string, n *node, sc scope, step int) *Template {
+	t := b.withTemplateRaw(action, n, sc, step)
+	if t == nil {
+		return nil
+	}
+	if cs, err := loadSchemas(); err == nil && cs.withDefs[action] != nil {
+		t.root = b.textFields(t.root, cs.withDefs[action], "")
+	}
+	return t
+}
+
+func (b *builder) withTemplateRaw(action string, n *node, sc scope, step int) *Template {
 	if action != "shell" || n == nil || n.kind != kMap {
 		return b.template(n, sc, step)
 	}

@@ -122,7 +122,8 @@ func (n *node) toAny() any {
 type treeBuilder struct {
 	slab        []node // nodes are carved from chunks: one allocation per 256
 	sink        *diagSink
-	aliasBudget int
+	aliasBudget int // nodes aliases may still add
+	aliasBound  int // Limits.MaxAliasNodes, for the error
 	maxDepth    int
 	done        map[*yaml.Node]*node // anchored nodes already built
 	fatal       bool
@@ -155,7 +156,7 @@ func parseYAML(sink *diagSink, src []byte, lim Limits) *node {
 		sink.errorf(Pos{1, 1}, CodeYAMLEmpty, "start with `tqw: v1`, `name:` and `steps:`", "the file holds no YAML value")
 		return nil
 	}
-	b := &treeBuilder{sink: sink, aliasBudget: lim.MaxAliasNodes, maxDepth: lim.MaxDepth,
+	b := &treeBuilder{sink: sink, aliasBudget: lim.MaxAliasNodes, aliasBound: lim.MaxAliasNodes, maxDepth: lim.MaxDepth,
 		done: map[*yaml.Node]*node{}}
 	root := b.build(doc.Content[0], 1)
 	if b.fatal {
@@ -256,7 +257,7 @@ func (b *treeBuilder) alias(y *yaml.Node) *node {
 	b.aliasBudget -= n.size
 	if b.aliasBudget < 0 {
 		b.sink.errorf(posOf(y), CodeAliasBound, "write the values out, or use fewer and smaller aliases",
-			"aliases expand to too many values (the bound is %d nodes)", b.aliasBudget+n.size)
+			"aliases expand to more than %d values, the loader's bound", b.aliasBound)
 		b.fatal = true
 		return nil
 	}

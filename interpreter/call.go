@@ -64,9 +64,13 @@ func (x *exec) call(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, err
 		}
 		// The child index lands with the child's submission, so a parent
 		// ending at any point after it finds the child to cancel.
-		if _, err := x.it.rt.Submit(ctx, runtime.RunSpec{RunID: childID, Input: payload,
+		spec := runtime.RunSpec{RunID: childID, Input: payload,
 			Headers:  map[string]string{HeaderParent: key, HeaderWorkflow: cd.wf.Name},
-			KVWrites: map[string][]byte{childIndexKey(x.rs.RunID, childID): {}}}); err != nil {
+			KVWrites: map[string][]byte{childIndexKey(x.rs.RunID, childID): {}}}
+		if err := addPredictedWaits(&spec, cd.wf); err != nil {
+			return runtime.StepOutcome{}, runtime.Permanent(err)
+		}
+		if _, err := x.it.rt.Submit(ctx, spec); err != nil {
 			return runtime.StepOutcome{}, runtime.Transient(fmt.Errorf("start child run %s: %w", childID, err))
 		}
 	} else if err != nil {
@@ -126,11 +130,12 @@ func (x *exec) callEnded(ctx context.Context, env *dsl.Env) (runtime.StepOutcome
 
 // Observes reports the terminations the interpreter acts on: child runs
 // (their parent waits), runs that did not succeed (they may leave a child
-// running), runs a Watch waits for, and every run when Options.Retention is
+// running), runs with predicted waits (their wait records go), runs a
+// Watch waits for, and every run when Options.Retention is
 // set (the notification writes its retention marker). A succeeded run
 // with none of these costs no notification.
 func (it *Interpreter) Observes(o *runtime.RunOutcome) bool {
-	if o.Headers[HeaderParent] != "" || o.Status != runtime.Succeeded || it.retention > 0 {
+	if o.Headers[HeaderParent] != "" || o.Headers[HeaderSignalKeys] != "" || o.Status != runtime.Succeeded || it.retention > 0 {
 		return true
 	}
 	it.watchMu.Lock()
@@ -168,7 +173,7 @@ func (it *Interpreter) onTermination(ctx context.Context, o *runtime.RunOutcome,
 		}
 	}
 	if eff != nil {
-		waits, err := it.staleWaits(ctx, o.RunID)
+		waits, err := it.staleWaits(ctx, o.RunID, predictedKeys(o.Headers)...)
 		if err != nil {
 			return err
 		}

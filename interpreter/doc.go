@@ -26,8 +26,19 @@
 //     action never pays twice for an answer it already received; foreach
 //     items that finished are memoized the same way and not redone.
 //   - Secrets are read from the environment when an action runs and never
-//     stored: their values are replaced by *** in outputs, errors, history,
-//     results and the logs this package writes.
+//     stored: their values, and their URL-escaped, JSON-escaped and base64
+//     forms (encodedForms lists them), are replaced by *** in outputs,
+//     variables, errors (also those returned to the runtime), history,
+//     results, memo entries and the logs this package writes; so are the
+//     forms of values an action reports through Call.Derive (HTTP Basic
+//     user:password) that carry a secret. A secret shorter than
+//     MinSecretLength is refused (Workflow.CheckSecrets at submit; a run
+//     whose worker holds one fails) rather than redacted out of unrelated
+//     data. Redaction scans each text once per form: 8 forms for an
+//     alphanumeric secret, up to about 100 for one full of characters that
+//     encodings escape (docs/BENCHMARKS.md).
+//   - The values of one set are all evaluated against the variables before
+//     it, then assigned together, so a set means the same in any key order.
 //   - A run that ends ends its children: the terminal hook cancels every
 //     child run the run started that is still active (cascading down the
 //     call tree), however the run ended (cancelled, failed, reconciled).
@@ -47,6 +58,18 @@
 //     first, deletes objects, then the KV records with the marker last, so
 //     a crash mid-sweep is finished by the next pass. The hook also drops
 //     at once the wait entry of a run that ended while waiting.
+//   - A bad signal never fails a run. The Interpreter is the runtime's
+//     SignalValidator: a signal whose receiving step is known (one waiting
+//     on its key, or one predicted at submission: a wait_signal whose
+//     with reads only input and run, under a key containing the run id,
+//     whose wait record rides the submission commit) is refused with
+//     runtime.ErrSignalRejected when it is not JSON or breaks the step's
+//     schema, before anything is written, whoever sends it. A payload that
+//     reaches the step anyway is set aside: an OutcomeSignalRejected
+//     history record (key, size, reason; never the payload), and the step
+//     waits on until its original deadline. A redelivery of that step sets
+//     the same signal aside again under the same history record, and a
+//     signal sent meanwhile stays buffered for the renewed wait.
 //   - Definitions (tqw/defs/<sha256>) are never deleted: they are small,
 //     content-addressed and shared by every run of the same file, so their
 //     number grows with workflow versions, not runs; and a definition is
@@ -64,13 +87,16 @@
 // commit; a call step's child submission costs another submit commit
 // (the child index rides in it). A definition not yet cached costs one GET.
 // Memo reads and writes cost one GET and one PUT each (llm and foreach
-// only).
+// only). A predicted wait is one KV record in the submission commit (at
+// most 16 per run); checking a signal (ValidateSignal, CheckSignal) costs
+// memory reads, plus one GET for a definition not cached yet.
 //
 // A termination costs the runtime's notification job (riding the
 // terminating commit) and its acknowledgement (one durable commit, which
 // carries the retention marker and stale wait deletes) for every run that
-// is a child, did not succeed, or ends while Retention is set; a succeeded
-// top-level run without Retention costs nothing extra. Cancelling children
+// is a child, did not succeed, has predicted waits, or ends while
+// Retention is set; a succeeded top-level run without any of these costs
+// nothing extra. Cancelling children
 // costs one Cancel (two durable commits) per child still active. A sweep
 // pass costs nothing when nothing expired; per expired run, one LIST per
 // 1,000 large-output objects, one DELETE per object and one durable commit

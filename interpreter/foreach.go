@@ -119,7 +119,7 @@ func (x *exec) runItem(ctx context.Context, a actions.Action, env *dsl.Env, i in
 		return nil, se, nil
 	}
 	call := &actions.Call{RunID: x.rs.RunID, StepID: fmt.Sprintf("%s[%d]", x.s.ID, i), Attempt: x.st.Attempt, Args: args,
-		Secret: x.secret, Memo: x.memo(fmt.Sprintf("i%d.", i)),
+		Secret: x.secret, Derived: x.red.derive, Memo: x.memo(fmt.Sprintf("i%d.", i)),
 		Logger: x.red.logger(x.it.log).With("run", x.rs.RunID, "step", x.s.ID, "item", i, "action", x.s.Foreach.Action)}
 	out, err := x.invoke(ctx, a, call)
 	if err != nil {

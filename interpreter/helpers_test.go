@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,12 +43,24 @@ type tenv struct {
 	// (0: the defaults); wrapStore wraps the interpreter's store.
 	retention, resultRetention time.Duration
 	wrapStore                  func(objstore.Store) objstore.Store
+	// ropts are extra runtime options.
+	ropts []runtime.Option
+	// client sends the http and llm actions' requests (nil: Go's default).
+	client *http.Client
 }
+
+// withHTTPClient makes the http and llm actions send through c.
+func withHTTPClient(c *http.Client) envOption { return func(e *tenv) { e.client = c } }
 
 type envOption func(*tenv)
 
 // withLease sets the step queue's lease duration.
 func withLease(d time.Duration) envOption { return func(e *tenv) { e.lease = d } }
+
+// withRuntimeOptions adds options to the runtime.
+func withRuntimeOptions(opts ...runtime.Option) envOption {
+	return func(e *tenv) { e.ropts = append(e.ropts, opts...) }
+}
 
 func withEnv(k, v string) envOption { return func(e *tenv) { e.env[k] = v } }
 func withLLM(url string) envOption  { return func(e *tenv) { e.llmURL = url } }
@@ -84,7 +97,7 @@ func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 		t.Fatalf("queue.Open: %v", err)
 	}
 	e.q = q
-	acts := builtin.New(builtin.Options{EnableShell: true, LLM: llm.Options{BaseURL: e.llmURL, Getenv: e.getenv}})
+	acts := builtin.New(builtin.Options{EnableShell: true, HTTPClient: e.client, LLM: llm.Options{BaseURL: e.llmURL, Getenv: e.getenv}})
 	istore := e.store
 	if e.wrapStore != nil {
 		istore = e.wrapStore(e.store)
@@ -104,6 +117,7 @@ func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 	if e.resultRetention > 0 {
 		ropts = append(ropts, runtime.WithResultRetention(e.resultRetention))
 	}
+	ropts = append(ropts, e.ropts...)
 	rt, err := runtime.New(q, e.store, it, ropts...)
 	if err != nil {
 		t.Fatal(err)

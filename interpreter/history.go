@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/tqw-dsl/tqw/dsl"
@@ -20,6 +19,18 @@ const (
 	OutcomeCaught    = "caught"    // the step failed; catch or on_timeout routed the run
 	OutcomeFailed    = "failed"    // the step failed the run
 	OutcomeSucceeded = "succeeded" // the step ended the run successfully
+)
+
+// Counters the interpreter adds to a run's totals (runtime.RunTotals).
+const (
+	TotalSteps      = "steps"        // steps finished (not counting retried attempts)
+	TotalAttempts   = "attempts"     // step attempts, retries included
+	TotalRetries    = "retries"      // attempts that failed and were retried
+	TotalLLMTokens  = "llm_tokens"   // tokens the llm steps reported
+	TotalLLMCostUSD = "llm_cost_usd" // their cost in USD from the price table
+	// OutcomeSignalRejected: a waiting step set aside a signal its schema
+	// refuses (HistoryRecord.Rejected) and waits on.
+	OutcomeSignalRejected = "signal_rejected"
 )
 
 // HistoryRecord is one attempt of one step, written in the settlement of
@@ -44,6 +55,21 @@ type HistoryRecord struct {
 	Until int64 `msgpack:"u,omitempty" json:"-"`
 	// WaitKey is the signal key a waiting step listens on.
 	WaitKey string `msgpack:"wk,omitempty" json:"wait_key,omitempty"`
+	// Rejected describes the signal a record with OutcomeSignalRejected
+	// set aside; its reason is also the record's Error.
+	Rejected *RejectedSignal `msgpack:"rj,omitempty" json:"rejected_signal,omitempty"`
+}
+
+// RejectedSignal is a signal a waiting step consumed and set aside because
+// its payload is not JSON or does not match the step's schema. The payload
+// itself is not kept: it may carry what a history must not (a sender's
+// secret, or anything an untrusted sender chose); the reason is the
+// validator's message with the workflow's secrets redacted.
+type RejectedSignal struct {
+	Key string `msgpack:"k" json:"key"`
+	// Size is the payload's length in bytes.
+	Size   int    `msgpack:"z" json:"size"`
+	Reason string `msgpack:"r" json:"reason"`
 }
 
 // StartTime returns Start as a time.
@@ -59,13 +85,18 @@ type outputRecord struct {
 	Ref    string `msgpack:"r,omitempty"`
 }
 
-// waitRecord is what tqw/wait/<key> holds while a step waits on key.
+// waitRecord is what tqw/wait/<key> holds while a step waits on key, or,
+// with Expected, from the run's submission on for a step the run will
+// wait in (see predictWaits).
 type waitRecord struct {
 	RunID string `msgpack:"r"`
 	Def   string `msgpack:"d"`
 	Step  int    `msgpack:"s"`
 	// Schema is the evaluated with.schema, nil when none.
 	Schema any `msgpack:"sc"`
+	// Expected marks a prediction written at submission: the run has not
+	// reached the step yet.
+	Expected bool `msgpack:"x,omitempty"`
 }
 
 func outKey(runID, stepID string) string { return kvOut + runID + "/" + stepID }
@@ -130,85 +161,6 @@ func readOutputObject(ctx context.Context, store objstore.Store, key string) (an
 	var v any
 	if err := decodeMsgpack(b, &v); err != nil {
 		return nil, err
-	}
-	return v, nil
-}
-
-// WaitingStep is what Waiting reports about the step waiting on a key.
-type WaitingStep struct {
-	RunID string
-	// Workflow is the waiting run's definition; Step the waiting step.
-	Workflow *dsl.Workflow
-	Step     *dsl.Step
-	// Schema is the JSON Schema the payload must satisfy; nil when none.
-	Schema any
-}
-
-// Waiting returns the step waiting on signal key, or nil when none is.
-func (it *Interpreter) Waiting(ctx context.Context, r Reader, key string) (*WaitingStep, error) {
-	b, err := r.KVGet(ctx, waitKey(key))
-	if errors.Is(err, queue.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("interpreter: read waiter of %q: %w", key, err)
-	}
-	var w waitRecord
-	if err := decodeMsgpack(b, &w); err != nil {
-		return nil, err
-	}
-	d, err := it.definition(ctx, w.Def)
-	if err != nil {
-		return nil, err
-	}
-	if w.Step < 0 || w.Step >= len(d.wf.Steps) {
-		return nil, fmt.Errorf("%w: waiter of %q names step %d", ErrCorruptState, key, w.Step)
-	}
-	return &WaitingStep{RunID: w.RunID, Workflow: d.wf, Step: d.wf.Steps[w.Step], Schema: w.Schema}, nil
-}
-
-// ValidateSignal checks payload (JSON; empty means null) against the
-// schema of the wait_signal step waiting on key, when one waits and its
-// schema is literal. It returns nil when nothing can be checked.
-func (it *Interpreter) ValidateSignal(ctx context.Context, r Reader, key string, payload []byte) error {
-	v, err := decodeSignalPayload(payload)
-	if err != nil {
-		return err
-	}
-	w, err := it.Waiting(ctx, r, key)
-	if err != nil || w == nil {
-		return err
-	}
-	return w.check(v)
-}
-
-// Check validates a signal payload (JSON; empty means null) against the
-// waiting step's schema.
-func (w *WaitingStep) Check(payload []byte) error {
-	v, err := decodeSignalPayload(payload)
-	if err != nil {
-		return err
-	}
-	return w.check(v)
-}
-
-func (w *WaitingStep) check(v any) error {
-	if w.Schema == nil {
-		return nil
-	}
-	if err := validateAgainst(w.Schema, v); err != nil {
-		return fmt.Errorf("the payload does not match the schema of step %q of run %s: %w", w.Step.ID, w.RunID, err)
-	}
-	return nil
-}
-
-func decodeSignalPayload(payload []byte) (any, error) {
-	if len(strings.TrimSpace(string(payload))) == 0 {
-		return nil, nil
-	}
-	v, err := DecodeJSON(payload)
-	if err != nil {
-		return nil, fmt.Errorf("signal payload is not JSON: %w", err)
 	}
 	return v, nil
 }

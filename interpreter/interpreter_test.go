@@ -14,6 +14,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/actions/llm/llmfake"
 	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/internal/allocbound"
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
@@ -40,8 +41,8 @@ steps:
   - id: done
     succeed: {size: "${ vars.size }", count: "${ vars.count }", doubled: "${ vars.doubled }"}
 `)
-	wantSucceeded(t, e.run(p, map[string]any{"n": 3}, "r-small"), `{"count":3,"doubled":12,"size":"small"}`)
-	wantSucceeded(t, e.run(p, map[string]any{"n": 30}, "r-big"), `{"count":30,"doubled":120,"size":"big"}`)
+	wantSucceeded(t, e.run(p, map[string]any{"n": 3}, "r-small"), `{"count":3,"doubled":6,"size":"small"}`)
+	wantSucceeded(t, e.run(p, map[string]any{"n": 30}, "r-big"), `{"count":30,"doubled":60,"size":"big"}`)
 	e.wantHistory("r-big", "start:ok decide:ok big:ok done:succeeded")
 	e.wantHistory("r-small", "start:ok decide:ok small:ok done:succeeded")
 }
@@ -332,14 +333,14 @@ func TestWaitSignal(t *testing.T) {
 	e := newTestEnv(t)
 	p := e.write("wait.yaml", waitYAML)
 	ch := e.submitUntil(p, map[string]any{}, "r1", "ask", OutcomeWaiting)
-	if err := e.it.ValidateSignal(e.ctx, e.q, "r1:ask", []byte(`{"approved": "yes"}`)); err == nil {
-		t.Fatal("ValidateSignal accepted a payload that breaks the schema")
+	if err := e.it.CheckSignal(e.ctx, e.q, "r1:ask", []byte(`{"approved": "yes"}`)); err == nil {
+		t.Fatal("CheckSignal accepted a payload that breaks the schema")
 	}
-	if err := e.it.ValidateSignal(e.ctx, e.q, "r1:ask", []byte(`{"approved"`)); err == nil {
-		t.Fatal("ValidateSignal accepted malformed JSON")
+	if err := e.it.CheckSignal(e.ctx, e.q, "r1:ask", []byte(`{"approved"`)); err == nil {
+		t.Fatal("CheckSignal accepted malformed JSON")
 	}
-	if err := e.it.ValidateSignal(e.ctx, e.q, "r1:ask", []byte(`{"approved": true}`)); err != nil {
-		t.Fatalf("ValidateSignal: %v", err)
+	if err := e.it.CheckSignal(e.ctx, e.q, "r1:ask", []byte(`{"approved": true}`)); err != nil {
+		t.Fatalf("CheckSignal: %v", err)
 	}
 	// Delivered or Buffered: the runtime may under-report a delivery that
 	// races with the waiter's registration, and never loses the signal.
@@ -506,7 +507,7 @@ func TestLLMIsNotPaidTwice(t *testing.T) {
 	fake := llmfake.New()
 	defer fake.Close()
 	fake.Enqueue(llmfake.Reply{Content: `{"label": "bug"}`, Usage: llmfake.Usage{PromptTokens: 7, CompletionTokens: 3}})
-	e := newTestEnv(t, withLLM(fake.URL()), withEnv("OPENAI_API_KEY", "sk-test"))
+	e := newTestEnv(t, withLLM(fake.URL()), withEnv("OPENAI_API_KEY", "sk-test-key"))
 	// The set fails on the first attempt (vars.boom is absent), and the
 	// retry re-runs the step: the llm answer must come from the memo.
 	p := e.write("llm.yaml", `
@@ -629,13 +630,30 @@ func TestStateRoundTrip(t *testing.T) {
 }
 
 func FuzzDecodeState(f *testing.F) {
-	s := &state{V: stateVersion, Def: "abc", Input: map[string]any{"a": int64(1)}, Step: 1}
-	b, _ := s.encode()
-	f.Add(b)
+	for _, s := range []*state{
+		{V: stateVersion, Def: "abc", Input: map[string]any{"a": int64(1)}, Step: 1},
+		{V: stateVersion, Def: strings.Repeat("d", 64), Input: map[string]any{"url": "http://x", "items": []any{int64(1), 2.5, "s", nil, true}},
+			Vars: map[string]any{"n": int64(3), "m": map[string]any{"k": []any{"v"}}}, Init: true, Step: 2, Attempt: 3, Visit: 7,
+			Prev: "p", Phase: phaseSignal, WaitKey: "approve", Child: "run-2", Started: 1_700_000_000_000,
+			Pin: &pin{Hash: "abc", Calls: map[string]*pin{"c": {Hash: "def", Calls: map[string]*pin{"d": {Hash: "ghi"}}}}}},
+	} {
+		b, err := s.encode()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, b := range hostileStates {
+		if len(b) < 1024 {
+			f.Add(b)
+		}
+	}
 	f.Add([]byte{})
 	f.Add([]byte{0x80})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		st, err := decodeState(b)
+		var st *state
+		var err error
+		allocbound.Check(t, len(b), func() { st, err = decodeState(b) })
 		if err != nil {
 			if !errors.Is(err, ErrCorruptState) {
 				t.Fatalf("error %v does not match ErrCorruptState", err)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -13,9 +15,9 @@ import (
 // PrepareRun is Submit for a process that is not the store's writer: it
 // validates input against w's input schema, pins w and every workflow it
 // calls in store, and returns the RunSpec Submit would submit, for a
-// runtime.Client to send to the writer's inbox. The definitions are plain
-// create-only objects under tqw/defs/, not kv state, so writing them from
-// any process is safe and disturbs no writer. Submit builds its spec
+// remote.Client (runtime/remote) to send to the writer's inbox. The
+// definitions are plain create-only objects under tqw/defs/, not kv
+// state, so writing them from any process is safe and disturbs no writer. Submit builds its spec
 // here, so submitting the same run id and input through either path is
 // the same submission.
 //
@@ -25,6 +27,11 @@ import (
 // finishes between this check and the writer applying the submission is
 // not caught here and fails at its first step instead. A nil r skips the
 // check.
+//
+// An empty runID is replaced by a fresh ULID. The spec carries the wait
+// records of the wait_signal steps whose key and schema are known at
+// submission (see ValidateSignal), so a signal sent before the run
+// reaches such a step is checked against its schema.
 //
 // An invalid input (errors.Is(err, dsl.ErrInputInvalid)), workflow or run
 // id writes nothing. Cost: one create-only PUT per definition in the call
@@ -47,6 +54,11 @@ func PrepareRun(ctx context.Context, store objstore.Store, r runtime.StateReader
 			}
 		}
 	}
+	if runID == "" {
+		// Chosen here rather than by the runtime, so the records that
+		// name the run (predicted waits) ride its submission.
+		runID = ulid.Make().String()
+	}
 	st := &state{V: stateVersion, Def: w.pin.Hash, Input: p}
 	if len(w.pin.Calls) > 0 {
 		st.Pin = w.pin
@@ -59,6 +71,9 @@ func PrepareRun(ctx context.Context, store objstore.Store, r runtime.StateReader
 		return runtime.RunSpec{}, err
 	}
 	spec := runtime.RunSpec{RunID: runID, Input: payload, Headers: map[string]string{HeaderWorkflow: w.Main.Name}}
+	if err := addPredictedWaits(&spec, w.Main); err != nil {
+		return runtime.RunSpec{}, err
+	}
 	for _, o := range opts {
 		o(&spec)
 	}

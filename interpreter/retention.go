@@ -122,9 +122,14 @@ func (it *Interpreter) cancelChildren(ctx context.Context, parent string) error 
 
 // staleWaits returns the wait entries that still name runID: a run that
 // ended while waiting (cancelled, or failed by the runtime) leaves its
-// entry behind, and Waiting must not report a run that is gone.
-func (it *Interpreter) staleWaits(ctx context.Context, runID string) ([]string, error) {
+// entry behind, as does a wait predicted at submission (the signal keys
+// in extra) in a step the run never reached, and Waiting must not report
+// a run that is gone.
+func (it *Interpreter) staleWaits(ctx context.Context, runID string, extra ...string) ([]string, error) {
 	keys := map[string]bool{}
+	for _, k := range extra {
+		keys[k] = true
+	}
 	err := scanKeys(ctx, it.q, histPrefix(runID), func(e queue.KVEntry) error {
 		var h HistoryRecord
 		if err := decodeMsgpack(e.Value, &h); err == nil && h.WaitKey != "" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/actions"
 	"github.com/tqw-dsl/tqw/dsl/duration"
+	"github.com/tqw-dsl/tqw/internal/msgpackcheck"
 )
 
 // stateVersion is the format of the Continue payload.
@@ -52,6 +53,9 @@ type state struct {
 	Child string `msgpack:"ch,omitempty"`
 	// Started is when the waiting step began (Unix ms), for durations.
 	Started int64 `msgpack:"st,omitempty"`
+	// Deadline is when a wait_signal's wait times out (Unix ms), kept
+	// while it waits on after setting a signal aside.
+	Deadline int64 `msgpack:"dl,omitempty"`
 }
 
 func encodeMsgpack(v any) ([]byte, error) {
@@ -65,10 +69,13 @@ func encodeMsgpack(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// decodeMsgpack decodes a stored record, checking its lengths and nesting
+// first (see internal/msgpackcheck): states and outputs carry user values,
+// which nest as deep as actions.Normalize allows.
 func decodeMsgpack(b []byte, v any) error {
-	dec := msgpack.NewDecoder(bytes.NewReader(b))
-	dec.UseLooseInterfaceDecoding(true) // numbers as int64, uint64, float64
-	if err := dec.Decode(v); err != nil {
+	// Numbers in interface values decode as int64, uint64 or float64.
+	opts := msgpackcheck.Options{MaxDepth: msgpackcheck.MaxDepth, LooseInterfaces: true}
+	if err := msgpackcheck.Unmarshal(b, v, opts); err != nil {
 		return fmt.Errorf("%w: %T: %w", ErrCorruptState, v, err)
 	}
 	return nil

@@ -69,7 +69,15 @@ func (rt *Runtime) Cancel(ctx context.Context, runID string) (bool, error) {
 				sef.KVDeletes = append(sef.KVDeletes, deliveredKey(runID, ptr.Step))
 			}
 		}
+		taken, err := rt.endTotals(ctx, sef, runID, cur.Nonce)
+		if err != nil {
+			return false, err
+		}
 		res, err := rt.q.Cancel(ctx, ptr.JobID, sef)
+		if err != nil || res != queue.CancelRemoved {
+			// Not ended here: the step that runs settles the totals.
+			rt.putBack(runID, taken)
+		}
 		if err != nil {
 			return false, fmt.Errorf("runtime: cancel run %s: job %s: %w", runID, ptr.JobID, err)
 		}

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	stdruntime "runtime"
 	"strconv"
+	"time"
 
+	"github.com/tqw-dsl/tqw/internal/invariants"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -27,6 +30,10 @@ type delivery struct {
 	// step when the settlement claimed it.
 	reserve func() bool
 	next    *queue.Claim
+	// counter counts the requests made for this delivery; kept is set
+	// once they went to the run's pending totals instead of a settlement.
+	counter counting.Counter
+	kept    bool
 }
 
 // onDurable returns the callback that reports the runner's outcome once
@@ -106,7 +113,10 @@ func (rt *Runtime) processStep(ctx context.Context, c *queue.Claim, release func
 		return nil, rt.q.Ack(sctx, c, nil)
 	}
 	d := &delivery{rt: rt, c: c, runID: runID, n: n, rec: rec, reserve: reserve}
-	err = d.process(ctx, sctx, release)
+	err = d.process(counting.WithCounter(ctx, &d.counter), counting.WithCounter(sctx, &d.counter), release)
+	if err != nil && !d.kept {
+		d.unsettled(nil)
+	}
 	return d.next, err
 }
 
@@ -148,12 +158,13 @@ func (d *delivery) process(ctx, sctx context.Context, release func()) error {
 	if !replayed {
 		// The runner starts only while the writer lease stays valid for
 		// the margin, and only if the claim survived the wait.
-		if err := rt.awaitLease(ctx); err != nil {
+		if err := rt.AwaitLease(ctx); err != nil {
 			return err
 		}
 		if _, held := rt.q.LeaseExpiry(d.c); !held {
 			return fmt.Errorf("runtime: step %d of run %s: %w", d.n, d.runID, queue.ErrClaimLost)
 		}
+		rt.checkLeaseValid(d)
 		eff = newEffects()
 		out, err = d.invoke(ctx, sig, eff)
 		// An external cancel overrides whatever the runner returned. Cancel
@@ -332,6 +343,11 @@ func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) e
 		return err
 	}
 	sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: stepKey(d.runID), Value: ptr})
+	totals, taken, err := d.totalsWrite(ctx)
+	if err != nil {
+		return err
+	}
+	sef.KVPuts = append(sef.KVPuts, totals)
 	sef.Enqueue = append(sef.Enqueue, queue.NewJob{Queue: rt.cfg.queueName, Payload: out.Payload, Options: opts})
 	// A next step due now is claimed in this settlement for this worker,
 	// when a slot is free for it: one commit instead of two, and no trip
@@ -348,11 +364,13 @@ func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) e
 	// A Cancel that reached the job since the runner returned wins: the
 	// next step must not be enqueued behind its back.
 	if err := rt.q.AckUnlessCancelled(ctx, d.c, sef); err != nil {
+		d.unsettled(taken)
 		if yielded, err := d.yieldToCancel(ctx, err); yielded {
 			return err
 		}
 		return d.settleFailed(ctx, err)
 	}
+	rt.pending.add(d.runID, &totalsRecord{Puts: sef.WALShare()})
 	if waitKey != "" {
 		rt.afterRegister(ctx, waitKey, jobID)
 	}
@@ -382,6 +400,19 @@ func (d *delivery) terminate(ctx context.Context, status TerminalStatus, result 
 	if mode == settleAck && eff != nil {
 		sef.OnDurable = d.onDurable()
 	}
+	// The run's totals end with it: kept with its result, else dropped.
+	var taken *totalsRecord
+	if rt.cfg.resultRetention > 0 {
+		var totals queue.KVWrite
+		if totals, taken, err = d.totalsWrite(ctx); err != nil {
+			return err
+		}
+		sef.KVPuts = append(sef.KVPuts, totals)
+	} else {
+		sef.KVDeletes = append(sef.KVDeletes, totalsKey(d.runID))
+		rt.pending.take(d.runID)
+	}
+	ended := false
 	if h := rt.beforeSettleCommit; h != nil && mode != settleCancelled {
 		h(d.runID, d.n)
 	}
@@ -389,24 +420,38 @@ func (d *delivery) terminate(ctx context.Context, status TerminalStatus, result 
 	case settleAck:
 		err = rt.q.AckUnlessCancelled(ctx, d.c, sef)
 		if yielded, yerr := d.yieldToCancel(ctx, err); yielded {
+			d.unsettled(taken)
 			return yerr
 		}
 		if err != nil {
+			d.unsettled(taken)
 			return d.settleFailed(ctx, err)
 		}
+		ended = true
 	case settleCancelled:
 		err = rt.q.Ack(ctx, d.c, sef)
+		ended = err == nil
 	case settleDeadLetter:
 		err = rt.q.DeadLetterUnlessCancelled(ctx, d.c, errMsg, sef)
 		if yielded, yerr := d.yieldToCancel(ctx, err); yielded {
+			d.unsettled(taken)
 			return yerr
 		}
+		ended = err == nil
 	case settleNack:
 		var res queue.NackResult
 		res, err = rt.q.Nack(ctx, d.c, errMsg, sef)
 		if err == nil && !res.Dead && !res.Cancelled {
 			rt.log.Info("step failed; retrying", "run", d.runID, "step", d.n, "attempt", d.c.Job.Attempts, "at", res.RunAt, "err", errMsg)
 		}
+		ended = err == nil && res.Dead
+	}
+	switch {
+	case !ended:
+		d.unsettled(taken)
+	case rt.cfg.resultRetention > 0 && notifies(sef, rt.cfg.notifyQueue):
+		// The notification's acknowledgement writes the last share.
+		rt.pending.add(d.runID, &totalsRecord{Puts: sef.WALShare()})
 	}
 	return err
 }
@@ -418,4 +463,27 @@ func addEffects(sef *queue.SettlementEffects, eff *Effects) {
 		sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: p.Key, Value: p.Value})
 	}
 	sef.KVDeletes = append(sef.KVDeletes, dels...)
+}
+
+// checkLeaseValid asserts (invariants builds) that a step starts only
+// while the writer lease is locally valid, for a gate that tells how long
+// it stays valid (lease.Lease does).
+func (rt *Runtime) checkLeaseValid(d *delivery) {
+	if !invariants.Enabled {
+		return
+	}
+	if g, ok := rt.cfg.gate.(interface{ ValidFor() time.Duration }); ok {
+		invariants.Check(g.ValidFor() > 0, "step %d of run %s starts without a locally valid writer lease", d.n, d.runID)
+	}
+}
+
+// notifies reports whether the settlement enqueues a termination
+// notification.
+func notifies(sef *queue.SettlementEffects, notifyQueue string) bool {
+	for _, j := range sef.Enqueue {
+		if j.Queue == notifyQueue {
+			return true
+		}
+	}
+	return false
 }

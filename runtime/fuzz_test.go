@@ -6,10 +6,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tqw-dsl/tqw/internal/allocbound"
 )
 
 // Decoders of every durable record: bad input is ErrCorruptRecord, never a
-// panic, and a good record round-trips.
+// panic nor more memory than in proportion to its size, and a good record
+// round-trips.
 
 func mustEncode(t testing.TB, v any) []byte {
 	b, err := encodeRecord(v)
@@ -26,6 +29,12 @@ func FuzzDecodeRecords(f *testing.F) {
 	f.Add(mustEncode(f, &resultRecord{Nonce: "n", Status: Failed, Error: "e", Step: 2}))
 	f.Add(mustEncode(f, newReplayRecord(ContinueOnSignal([]byte("p"), "k", time.Second), newEffects(), t0)))
 	f.Add(mustEncode(f, &RunOutcome{RunID: "r", Status: Succeeded, Result: []byte("x"), FinishedAt: t0}))
+	for _, b := range hostileRecords {
+		f.Add(b)
+	}
+	f.Add(encodeSignal([]byte("x")))
+	f.Add(encodeBufferedSignal([]byte(`{"ok":true}`), t0))
+	f.Add([]byte{signalFormatTimed, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{})
 	f.Add([]byte{0xc1})
 	f.Add([]byte{0x81, 0xa1, 'n', 0xc0})
@@ -35,6 +44,18 @@ func FuzzDecodeRecords(f *testing.F) {
 				t.Fatalf("error not ErrCorruptRecord: %v", err)
 			}
 		}
+		allocbound.Check(t, 7*len(b), func() {
+			for _, decode := range []func([]byte) error{
+				func(b []byte) error { return second(decodeRunRecord(b)) },
+				func(b []byte) error { return second(decodeStepPointer(b)) },
+				func(b []byte) error { return second(decodeResultRecord(b)) },
+				func(b []byte) error { return second(decodeReplayRecord(b)) },
+				func(b []byte) error { return second(decodeRunOutcome(b)) },
+				func(b []byte) error { return second(decodeSignal(b)) },
+			} {
+				check(decode(b))
+			}
+		})
 		if r, err := decodeRunRecord(b); err == nil {
 			if len(r.InputHash) != 32 || r.Nonce == "" {
 				t.Fatalf("accepted invalid run record %+v", r)
@@ -70,8 +91,12 @@ func FuzzDecodeRecords(f *testing.F) {
 		} else {
 			check(err)
 		}
-		if p, err := decodeSignal(b); err == nil {
-			if !bytes.Equal(encodeSignal(p), b) {
+		if p, at, err := decodeSignalTime(b); err == nil {
+			again := encodeSignal(p)
+			if b[0] == signalFormatTimed {
+				again = encodeBufferedSignal(p, at)
+			}
+			if !bytes.Equal(again, b) {
 				t.Fatalf("signal value does not round-trip")
 			}
 		} else {

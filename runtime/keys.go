@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Reserved names.
@@ -50,7 +51,13 @@ const (
 	kvSigBuf      = ReservedKVPrefix + "signals/buf/"
 	kvSigWait     = ReservedKVPrefix + "signals/wait/"
 	kvSigDelivery = ReservedKVPrefix + "signals/delivered/"
+	kvTotals      = ReservedKVPrefix + "totals/"
 )
+
+// ownKVPrefixes are the prefixes above: ControlKVPrefix leaves none of
+// their first segments to a control plane (TestControlKVPrefix checks
+// every prefix constant of this file is listed).
+var ownKVPrefixes = []string{kvRuns, kvSteps, kvCancel, kvResults, kvExpiry, kvTerminals, kvSigBuf, kvSigWait, kvSigDelivery, kvTotals}
 
 func runKey(runID string) string    { return kvRuns + runID }
 func stepKey(runID string) string   { return kvSteps + runID }
@@ -93,12 +100,19 @@ func ValidateRunID(id string) error {
 	if id[0] == '.' {
 		return fmt.Errorf("%w %q: may not start with '.'", ErrInvalidRunID, id)
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_.:@=+", c) >= 0
-		if !ok {
-			return fmt.Errorf("%w %q: character %q not allowed; use letters, digits and -_.:@=+", ErrInvalidRunID, id, c)
+	for i, r := range id {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:@=+", r)
+		if ok {
+			continue
 		}
+		// Name the offending character as it is: a rune, quoted and
+		// escaped when it does not print, or a byte that is not UTF-8
+		// (never a byte shown as the Latin-1 character of its value).
+		what := fmt.Sprintf("character %q", r)
+		if _, size := utf8.DecodeRuneInString(id[i:]); r == utf8.RuneError && size == 1 {
+			what = fmt.Sprintf("byte %#02x (not UTF-8)", id[i])
+		}
+		return fmt.Errorf("%w %q: %s not allowed; use letters, digits and -_.:@=+", ErrInvalidRunID, id, what)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/tqw-dsl/tqw/internal/msgpackcheck"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
@@ -144,7 +145,7 @@ func Memoized[T any](ctx context.Context, m *Memo, key string, compute func(cont
 		return zero, err
 	} else if found {
 		var v T
-		if msgpack.Unmarshal(b, &v) == nil {
+		if msgpackcheck.Unmarshal(b, &v, msgpackcheck.Options{MaxDepth: msgpackcheck.MaxDepth, Timestamps: true}) == nil {
 			return v, nil
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/tqw-dsl/tqw/internal/msgpackcheck"
 )
 
 // Durable records are MessagePack maps with short field names; a record
@@ -69,19 +71,14 @@ func encodeRecord(v any) ([]byte, error) {
 	return b, nil
 }
 
-// decodeRecord decodes b into v. The MessagePack library can panic on
-// malformed input (a nil where a struct is expected); that is corruption
-// too, not a crash.
-func decodeRecord(what string, b []byte, v any) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s: malformed MessagePack (%v)", ErrCorruptRecord, what, r)
-		}
-	}()
-	if err := checkMsgpack(b); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrCorruptRecord, what, err)
-	}
-	if err := msgpack.Unmarshal(b, v); err != nil {
+// decodeRecord decodes b into v, checking its lengths and nesting first
+// (see internal/msgpackcheck); a decoder panic is corruption too.
+func decodeRecord(what string, b []byte, v any) error {
+	return decodeRecordWith(what, b, v, msgpackcheck.Options{})
+}
+
+func decodeRecordWith(what string, b []byte, v any, opts msgpackcheck.Options) error {
+	if err := msgpackcheck.Unmarshal(b, v, opts); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrCorruptRecord, what, err)
 	}
 	return nil
@@ -89,7 +86,8 @@ func decodeRecord(what string, b []byte, v any) (err error) {
 
 func decodeRunOutcome(b []byte) (*RunOutcome, error) {
 	var o RunOutcome
-	if err := decodeRecord("notification", b, &o); err != nil {
+	// A notification carries its times as MessagePack timestamps.
+	if err := decodeRecordWith("notification", b, &o, msgpackcheck.Options{Timestamps: true}); err != nil {
 		return nil, err
 	}
 	if o.RunID == "" || !o.Status.valid() {
@@ -161,133 +159,4 @@ func (r *replayRecord) outcome(elapsed time.Duration) StepOutcome {
 		o.Trigger.Delay = max(o.Trigger.Delay-elapsed, 0)
 	}
 	return o
-}
-
-// Signal payloads are stored with a one-byte version prefix so an empty
-// payload is a non-empty value.
-const signalFormat byte = 1
-
-func encodeSignal(payload []byte) []byte {
-	return append([]byte{signalFormat}, payload...)
-}
-
-func decodeSignal(b []byte) ([]byte, error) {
-	if len(b) == 0 || b[0] != signalFormat {
-		return nil, fmt.Errorf("%w: signal value with unknown format", ErrCorruptRecord)
-	}
-	return append([]byte{}, b[1:]...), nil
-}
-
-// maxRecordDepth bounds the nesting of a decoded record; ours nest at most 3.
-const maxRecordDepth = 16
-
-// checkMsgpack walks b as one MessagePack value and rejects truncated
-// input, declared lengths beyond the input, unused type bytes and deep
-// nesting, so the decoder never allocates for lengths the input cannot hold.
-func checkMsgpack(b []byte) error {
-	n, err := msgpackValue(b, 0)
-	if err != nil {
-		return err
-	}
-	if n != len(b) {
-		return fmt.Errorf("%d trailing bytes", len(b)-n)
-	}
-	return nil
-}
-
-// msgpackFixed maps the fixed-size type bytes to their payload size.
-var msgpackFixed = map[byte]int{0xca: 4, 0xcb: 8, 0xcc: 1, 0xcd: 2, 0xce: 4, 0xcf: 8, 0xd0: 1, 0xd1: 2, 0xd2: 4, 0xd3: 8,
-	0xd4: 2, 0xd5: 3, 0xd6: 5, 0xd7: 9, 0xd8: 17}
-
-// msgpackValue returns the length of the value at the start of b.
-func msgpackValue(b []byte, depth int) (int, error) {
-	if depth > maxRecordDepth {
-		return 0, fmt.Errorf("nested deeper than %d", maxRecordDepth)
-	}
-	if len(b) == 0 {
-		return 0, fmt.Errorf("truncated")
-	}
-	t := b[0]
-	uintAt := func(size int) (int, error) {
-		if len(b) < 1+size {
-			return 0, fmt.Errorf("truncated length")
-		}
-		v := 0
-		for _, c := range b[1 : 1+size] {
-			v = v<<8 | int(c)
-		}
-		return v, nil
-	}
-	blob := func(size, extra int) (int, error) { // length-prefixed bytes
-		l, err := uintAt(size)
-		if err != nil {
-			return 0, err
-		}
-		end := 1 + size + extra + l
-		if l < 0 || end > len(b) {
-			return 0, fmt.Errorf("declared length %d beyond the input", l)
-		}
-		return end, nil
-	}
-	items := func(head, count int) (int, error) { // a container of count values
-		if count < 0 || count > len(b)-head {
-			return 0, fmt.Errorf("declared %d items beyond the input", count)
-		}
-		off := head
-		for range count {
-			n, err := msgpackValue(b[off:], depth+1)
-			if err != nil {
-				return 0, err
-			}
-			off += n
-		}
-		return off, nil
-	}
-	switch {
-	case t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3:
-		return 1, nil
-	case t >= 0x80 && t <= 0x8f:
-		return items(1, 2*int(t&0x0f))
-	case t >= 0x90 && t <= 0x9f:
-		return items(1, int(t&0x0f))
-	case t >= 0xa0 && t <= 0xbf:
-		if end := 1 + int(t&0x1f); end <= len(b) {
-			return end, nil
-		}
-		return 0, fmt.Errorf("truncated string")
-	}
-	if size, ok := msgpackFixed[t]; ok {
-		if 1+size > len(b) {
-			return 0, fmt.Errorf("truncated value")
-		}
-		return 1 + size, nil
-	}
-	switch t {
-	case 0xc4, 0xd9:
-		return blob(1, 0)
-	case 0xc5, 0xda:
-		return blob(2, 0)
-	case 0xc6, 0xdb:
-		return blob(4, 0)
-	case 0xc7:
-		return blob(1, 1)
-	case 0xc8:
-		return blob(2, 1)
-	case 0xc9:
-		return blob(4, 1)
-	case 0xdc, 0xdd, 0xde, 0xdf:
-		size := 2
-		if t == 0xdd || t == 0xdf {
-			size = 4
-		}
-		n, err := uintAt(size)
-		if err != nil {
-			return 0, err
-		}
-		if t >= 0xde {
-			n *= 2
-		}
-		return items(1+size, n)
-	}
-	return 0, fmt.Errorf("unused type byte 0x%02x", t)
 }

@@ -16,6 +16,8 @@ type SweepResult struct {
 	MemoRuns, MemoObjects int
 	// Results counts expired result records.
 	Results int
+	// Signals counts buffered signals dropped after the signal retention.
+	Signals int
 }
 
 // TerminalMarker records a run's termination for memo retention.
@@ -63,8 +65,11 @@ func (rt *Runtime) DeleteTerminalMarker(ctx context.Context, m TerminalMarker) e
 // Sweep runs one retention pass: with memo retention, it clears the memo
 // and replay entries of every run whose terminal marker is older than the
 // window, then the marker; with result retention, it drops expired result
-// records. Each pass reads markers oldest first and stops at the first
-// unexpired one. Cost: one LIST per run cleared plus one DELETE per entry.
+// records; with signal retention, it drops buffered signals older than
+// the window. Each pass reads markers oldest first and stops at the first
+// unexpired one. Cost: one LIST per run cleared plus one DELETE per entry;
+// buffered signals are scanned in memory and each expired one costs one
+// durable commit.
 func (rt *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
 	now := rt.clock.Now()
@@ -94,6 +99,12 @@ func (rt *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 			ok, err := rt.q.KVCompareAndDelete(ctx, resultKey(runID), b)
 			if ok {
 				res.Results++
+				// Its totals go with it (a later run starts its own).
+				if t, terr := kvGet(ctx, rt.q, totalsKey(runID)); terr == nil && t != nil {
+					if _, err := rt.q.KVCompareAndDelete(ctx, totalsKey(runID), t); err != nil {
+						return err
+					}
+				}
 			}
 			return err
 		})
@@ -101,7 +112,58 @@ func (rt *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 			return res, err
 		}
 	}
+	if ret := rt.cfg.signalRetention; ret > 0 {
+		n, err := rt.sweepSignals(ctx, now, ret)
+		res.Signals += n
+		if err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// sweepSignals drops the buffered signals older than ret. Each is removed
+// by a compare-delete of the value read, so a signal buffered under the
+// same key meanwhile stays. A signal without a buffering time (an older
+// version's) is stamped now, so it expires ret after the first sweep that
+// saw it (one too large to stamp is kept); an undecodable one is dropped.
+func (rt *Runtime) sweepSignals(ctx context.Context, now time.Time, ret time.Duration) (int, error) {
+	dropped, after := 0, ""
+	for {
+		page, err := rt.q.KVScan(ctx, kvSigBuf, after, 256)
+		if err != nil {
+			return dropped, fmt.Errorf("runtime: sweep buffered signals: %w", err)
+		}
+		for _, e := range page {
+			after = e.Key
+			p, at, err := decodeSignalTime(e.Value)
+			switch {
+			case err != nil:
+				rt.log.Warn("dropping an undecodable buffered signal", "key", e.Key, "err", err)
+			case at.IsZero():
+				if 1+signalTimeLen+len(p) > queue.MaxKVValueSize {
+					continue // too large to stamp: kept until consumed or cleared
+				}
+				if _, err := rt.q.KVCompareAndPut(ctx, e.Key, e.Value, encodeBufferedSignal(p, now)); err != nil {
+					return dropped, fmt.Errorf("runtime: sweep: stamp buffered signal %s: %w", e.Key, err)
+				}
+				continue
+			case now.Sub(at) < ret:
+				continue
+			}
+			ok, err := rt.q.KVCompareAndDelete(ctx, e.Key, e.Value)
+			if err != nil && !errors.Is(err, queue.ErrNotFound) {
+				return dropped, fmt.Errorf("runtime: sweep: drop buffered signal %s: %w", e.Key, err)
+			}
+			if ok {
+				dropped++
+				rt.log.Info("dropped a buffered signal no step waited for", "key", e.Key[len(kvSigBuf):], "buffered_at", at, "retention", ret)
+			}
+		}
+		if len(page) < 256 {
+			return dropped, nil
+		}
+	}
 }
 
 // sweepMarkers calls expire for every marker under prefix timed at or
@@ -137,7 +199,7 @@ func (rt *Runtime) sweepMarkers(ctx context.Context, prefix string, cutoff time.
 // sweepLoop sweeps at startup and then every sweep interval, while any
 // retention is configured.
 func (rt *Runtime) sweepLoop(ctx context.Context) {
-	if rt.cfg.memoRetention <= 0 && rt.cfg.resultRetention <= 0 {
+	if rt.cfg.memoRetention <= 0 && rt.cfg.resultRetention <= 0 && rt.cfg.signalRetention <= 0 {
 		return
 	}
 	for {
@@ -146,7 +208,7 @@ func (rt *Runtime) sweepLoop(ctx context.Context) {
 				rt.log.Error("retention sweep failed", "err", err)
 			}
 		} else if res != (SweepResult{}) {
-			rt.log.Debug("retention sweep", "memo_runs", res.MemoRuns, "memo_objects", res.MemoObjects, "results", res.Results)
+			rt.log.Debug("retention sweep", "memo_runs", res.MemoRuns, "memo_objects", res.MemoObjects, "results", res.Results, "signals", res.Signals)
 		}
 		if !rt.pause(ctx, rt.cfg.sweepInterval) {
 			return

@@ -11,6 +11,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -37,9 +38,14 @@ type Runtime struct {
 	log    *slog.Logger
 	memo   *MemoStore
 	insp   *Inspector
+	// validator checks signals before they are accepted (nil: none).
+	validator SignalValidator
 
 	idMu    sync.Mutex
 	entropy io.Reader
+
+	// pending holds per-run totals not written yet (totals.go).
+	pending pendingTotals
 
 	deadMu   sync.Mutex
 	lastDead int64 // dead count of the step queue at the last reconcile; -1 = never
@@ -61,10 +67,13 @@ type config struct {
 	hook            TerminalHook
 	memoPrefix      string
 	queuePrefix     string
-	namespaces      []Namespace
+	namespaces      []objstore.Namespace
 	replay          bool
 	memoRetention   time.Duration
 	resultRetention time.Duration
+	signalRetention time.Duration
+	validator       SignalValidator
+	validatorSet    bool
 	sweepInterval   time.Duration
 	reconcileEvery  time.Duration
 	clock           queue.Clock
@@ -98,9 +107,9 @@ func WithMemoPrefix(prefix string) Option { return func(c *config) { c.memoPrefi
 
 // WithStoreNamespaces declares the objects other components keep in the
 // runtime's store (an interpreter's definitions, a server's uploads), so
-// New and the inbox refuse a configuration in which two components share
-// keys.
-func WithStoreNamespaces(spaces ...Namespace) Option {
+// New and the inbox (runtime/remote) refuse a configuration in which two
+// components share keys (objstore.ErrNamespaceOverlap).
+func WithStoreNamespaces(spaces ...objstore.Namespace) Option {
 	return func(c *config) { c.namespaces = append(c.namespaces, spaces...) }
 }
 
@@ -164,7 +173,7 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 	}
 	cfg := config{
 		queueName: DefaultQueueName, hook: NoopTerminalHook{}, memoPrefix: DefaultMemoPrefix, queuePrefix: q.Prefix(),
-		resultRetention: DefaultResultRetention, sweepInterval: time.Minute, reconcileEvery: time.Second,
+		resultRetention: DefaultResultRetention, signalRetention: DefaultSignalRetention, sweepInterval: time.Minute, reconcileEvery: time.Second,
 		concurrency: 8, notifyConc: 2, shutdownTimeout: 30 * time.Second,
 	}
 	for _, o := range opts {
@@ -177,7 +186,7 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 		return nil, errors.New("runtime: WithTerminalHook: nil hook; use NoopTerminalHook{}")
 	case cfg.concurrency < 1 || cfg.notifyConc < 1:
 		return nil, fmt.Errorf("runtime: concurrency %d / notify concurrency %d: want at least 1", cfg.concurrency, cfg.notifyConc)
-	case cfg.memoRetention < 0 || cfg.resultRetention < 0:
+	case cfg.memoRetention < 0 || cfg.resultRetention < 0 || cfg.signalRetention < 0:
 		return nil, errors.New("runtime: retention must not be negative")
 	case cfg.sweepInterval <= 0 || cfg.reconcileEvery <= 0 || cfg.shutdownTimeout < 0:
 		return nil, errors.New("runtime: sweep and reconcile intervals must be positive, the shutdown timeout not negative")
@@ -190,12 +199,17 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 		return nil, fmt.Errorf("runtime: WithMemoPrefix: %w", err)
 	}
 	cfg.namespaces = append(runtimeNamespaces(cfg.queuePrefix, cfg.memoPrefix), cfg.namespaces...)
-	if err := CheckNamespaces(cfg.namespaces...); err != nil {
+	if err := objstore.CheckNamespaces(cfg.namespaces...); err != nil {
 		return nil, err
 	}
 	cfg.notifyQueue = cfg.queueName + "-notify"
+	// Requests made under a step's context count toward its run's totals.
+	store = counting.Scoped(store)
 	rt := &Runtime{q: q, store: store, runner: runner, cfg: cfg, clock: cfg.clock, log: cfg.logger,
-		entropy: cfg.entropy, lastDead: -1}
+		entropy: cfg.entropy, lastDead: -1, validator: cfg.validator}
+	if v, ok := runner.(SignalValidator); ok && !cfg.validatorSet {
+		rt.validator = v
+	}
 	if rt.clock == nil {
 		rt.clock = q.Clock()
 	}
@@ -223,10 +237,25 @@ func (rt *Runtime) NotifyQueueName() string { return rt.cfg.notifyQueue }
 // StoreNamespaces returns the object-key namespaces of the runtime's
 // store: the runtime's own (queue, memo, writer lease) and those declared
 // with WithStoreNamespaces, for a component that adds its own to check
-// with CheckNamespaces. The inbox's are checked when it is served.
-func (rt *Runtime) StoreNamespaces() []Namespace {
-	return append([]Namespace(nil), rt.cfg.namespaces...)
+// with objstore.CheckNamespaces (the inbox of runtime/remote does when it
+// is served).
+func (rt *Runtime) StoreNamespaces() []objstore.Namespace {
+	return append([]objstore.Namespace(nil), rt.cfg.namespaces...)
 }
+
+// Store returns the object store the runtime was opened on (New's
+// store), for a component that keeps its own objects beside the
+// runtime's, under a namespace checked against StoreNamespaces.
+func (rt *Runtime) Store() objstore.Store { return rt.store }
+
+// Clock returns the clock the runtime reads every time from (WithClock,
+// else the queue's), for a component that must agree with it.
+func (rt *Runtime) Clock() queue.Clock { return rt.clock }
+
+// Logger returns the runtime's logger (WithLogger, else slog.Default(),
+// with the runtime's component and queue attributes), for a component
+// serving the runtime to log beside it.
+func (rt *Runtime) Logger() *slog.Logger { return rt.log }
 
 // MemoStore returns the store of memo and replay entries.
 func (rt *Runtime) MemoStore() *MemoStore { return rt.memo }

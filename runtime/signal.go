@@ -3,15 +3,18 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Durable signals live in three caller-KV key spaces:
 //   - signals/buf/<key>: a signal that arrived while no waiter was
-//     registered (one per key, the latest wins);
+//     registered (one per key, the latest wins), with its buffering time;
+//     the retention sweep drops it after WithSignalRetention;
 //   - signals/wait/<key>: the job id of the step scheduled to wait on key;
 //   - signals/delivered/<run>/<step>: a buffered signal consumed for that
 //     step, so every redelivery of the step observes the same payload.
@@ -19,7 +22,9 @@ import (
 // ContinueOnSignal, consuming a buffered signal in the same commit; a
 // signal for a registered waiter wakes its scheduled job with the payload,
 // which stays on the job record for redeliveries; a waiter promoted by its
-// timeout consumes a signal buffered meanwhile when it is claimed.
+// timeout consumes a signal buffered meanwhile when it is claimed. A
+// signal is checked (SignalValidator, RequireWaiting) before its first
+// write, so a refused one leaves nothing.
 
 // SignalOutcome reports what Signal did.
 type SignalOutcome uint8
@@ -28,9 +33,10 @@ const (
 	// Delivered means a waiting run was woken with the payload.
 	Delivered SignalOutcome = iota + 1
 	// Buffered means no waiter was woken; the signal is held durably under
-	// its key for the next waiter, replacing any earlier buffered signal.
-	// A waiter registering at the same moment may still pick it up at
-	// once: Buffered never loses a signal, but may under-report delivery.
+	// its key for the next waiter, replacing any earlier buffered signal,
+	// until the signal retention drops it (WithSignalRetention). A waiter
+	// registering at the same moment may still pick it up at once:
+	// Buffered never loses a signal, but may under-report delivery.
 	Buffered
 )
 
@@ -45,25 +51,172 @@ func (o SignalOutcome) String() string {
 	return fmt.Sprintf("SignalOutcome(%d)", uint8(o))
 }
 
+// MaxSignalKeyLen bounds a signal key, in bytes.
+const MaxSignalKeyLen = maxSignalKeyLen
+
 // MaxSignalPayload bounds a signal's payload.
-const MaxSignalPayload = queue.MaxKVValueSize - 1
+const MaxSignalPayload = queue.MaxKVValueSize - 1 - signalTimeLen
+
+// DefaultSignalRetention is how long a buffered signal waits for a step to
+// wait on its key before the retention sweep drops it.
+const DefaultSignalRetention = 7 * 24 * time.Hour
+
+// Sentinel errors of signals; match them with errors.Is.
+var (
+	// ErrSignalRejected reports a payload the SignalValidator refused;
+	// nothing was written.
+	ErrSignalRejected = errors.New("runtime: signal payload rejected")
+	// ErrNoWaiter reports a signal sent with SignalOptions.RequireWaiting
+	// while no step waits on its key; nothing was written.
+	ErrNoWaiter = errors.New("runtime: no step is waiting on the signal key")
+)
+
+// SignalValidator checks a signal before it is buffered or delivered, so
+// a payload the waiting step would refuse is refused to its sender
+// instead. A StepRunner that implements it is the runtime's validator
+// unless WithSignalValidator sets another; Runtime.Signal, SendSignal and
+// the inbox (runtime/remote, through AdmitSignal) all consult it, so every
+// way of sending a signal behaves the same.
+//
+// ValidateSignal returns nil to accept the payload, an error wrapping
+// ErrSignalRejected to refuse it (its text is what the sender sees: say
+// what is wrong), and any other error when it could not decide (a store
+// error): the signal is then not sent, and the inbox retries it. It must
+// not write. It runs before every signal, so it must be cheap for keys it
+// knows nothing of.
+type SignalValidator interface {
+	ValidateSignal(ctx context.Context, key string, payload []byte) error
+}
+
+// SignalOptions adjust SendSignal.
+type SignalOptions struct {
+	// RequireWaiting refuses the signal with ErrNoWaiter, writing nothing,
+	// when no step is registered as waiting on the key, instead of
+	// buffering it. A step whose registration is settling at that moment
+	// does not count as waiting yet.
+	RequireWaiting bool
+}
+
+// SignalResult is what SendSignal did.
+type SignalResult struct {
+	Outcome SignalOutcome
+	// Expires is when a Buffered signal is dropped unless a step waits on
+	// its key first: the buffering time plus the signal retention in force
+	// on the writer. Zero when delivered, or when the writer keeps
+	// buffered signals until they are consumed.
+	Expires time.Time
+}
+
+// WithSignalRetention sets how long a buffered signal waits for a step
+// to wait on its key before the retention sweep drops it (default
+// DefaultSignalRetention, 7 days; 0 keeps buffered signals until they are
+// consumed or cleared). The age counts from the signal's buffering; a
+// signal buffered by a version without retention counts from the first
+// sweep that sees it.
+func WithSignalRetention(d time.Duration) Option {
+	return func(c *config) { c.signalRetention = d }
+}
+
+// WithSignalValidator sets the validator every signal passes before it is
+// accepted; nil turns validation off. By default a StepRunner that
+// implements SignalValidator is the validator.
+func WithSignalValidator(v SignalValidator) Option {
+	return func(c *config) { c.validator, c.validatorSet = v, true }
+}
+
+// SignalRetention returns how long a buffered signal is kept (0: until
+// consumed or cleared).
+func (rt *Runtime) SignalRetention() time.Duration { return rt.cfg.signalRetention }
 
 // Signal delivers payload to the run waiting on key, or buffers it for the
-// next waiter. The buffer write is durable before anything else, so a
-// signal is never lost once Signal returned; a waiter registering
-// concurrently picks it up in its own settlement. Cost: one durable commit
-// to buffer, plus one to wake a waiter.
+// next waiter; it is SendSignal without options.
 func (rt *Runtime) Signal(ctx context.Context, key string, payload []byte) (SignalOutcome, error) {
+	res, err := rt.SendSignal(ctx, key, payload, SignalOptions{})
+	return res.Outcome, err
+}
+
+// SendSignal delivers payload to the run waiting on key, or buffers it for
+// the next waiter. The SignalValidator checks it first: a refused payload
+// (ErrSignalRejected) writes nothing. The buffer write is durable before
+// anything else, so a signal is never lost once SendSignal returned; a
+// waiter registering concurrently picks it up in its own settlement.
+// Cost: one durable commit to buffer, plus one to wake a waiter; the
+// validator's reads, and with RequireWaiting one read of the waiter, are
+// memory reads on the writer.
+func (rt *Runtime) SendSignal(ctx context.Context, key string, payload []byte, opts SignalOptions) (SignalResult, error) {
+	if err := rt.AdmitSignal(ctx, key, payload, opts); err != nil {
+		return SignalResult{}, err
+	}
+	buf := encodeBufferedSignal(payload, rt.clock.Now())
+	if err := rt.q.KVPut(ctx, sigBufKey(key), buf); err != nil {
+		return SignalResult{}, fmt.Errorf("runtime: signal %q: buffer: %w", key, err)
+	}
+	out, err := rt.deliverBuffered(ctx, key, payload, buf)
+	res := SignalResult{Outcome: out}
+	if out == Buffered {
+		res.Expires = rt.SignalExpiry(buf)
+	}
+	return res, err
+}
+
+// ValidateSignal checks a signal's key (ErrInvalidSignalKey) and the
+// size of its payload (ErrValueTooLarge, over MaxSignalPayload) as
+// SendSignal does, without a runtime, so a process that sends signals to
+// another (runtime/remote's Client) refuses them before it sends them.
+func ValidateSignal(key string, payload []byte) error {
 	if err := validateSignalKey(key); err != nil {
-		return 0, err
+		return err
 	}
 	if len(payload) > MaxSignalPayload {
-		return 0, fmt.Errorf("runtime: signal %q: %w: payload of %d bytes, the limit is %d", key, ErrValueTooLarge, len(payload), MaxSignalPayload)
+		return fmt.Errorf("runtime: signal %q: %w: payload of %d bytes, the limit is %d", key, ErrValueTooLarge, len(payload), MaxSignalPayload)
 	}
-	buf := encodeSignal(payload)
-	if err := rt.q.KVPut(ctx, sigBufKey(key), buf); err != nil {
-		return 0, fmt.Errorf("runtime: signal %q: buffer: %w", key, err)
+	return nil
+}
+
+// AdmitSignal checks a signal as SendSignal does before anything is
+// written, and writes nothing: its key and size (ValidateSignal), the
+// SignalValidator (ErrSignalRejected), then with opts.RequireWaiting the
+// waiter (ErrNoWaiter). Any other error means it could not decide (a
+// store error); the signal must then not be sent. Cost: the validator's
+// reads and one read of the waiter, memory reads on the writer.
+func (rt *Runtime) AdmitSignal(ctx context.Context, key string, payload []byte, opts SignalOptions) error {
+	if err := ValidateSignal(key, payload); err != nil {
+		return err
 	}
+	if rt.validator != nil {
+		if err := rt.validator.ValidateSignal(ctx, key, payload); err != nil {
+			if errors.Is(err, ErrSignalRejected) {
+				return err // the validator's text names the step and the reason
+			}
+			return fmt.Errorf("runtime: signal %q: check the payload: %w", key, err)
+		}
+	}
+	if opts.RequireWaiting {
+		w, err := rt.liveWaiter(ctx, key)
+		if err != nil {
+			return fmt.Errorf("runtime: signal %q: look for its waiter: %w", key, err)
+		}
+		if w == "" {
+			return fmt.Errorf("runtime: signal %q: %w; nothing was buffered", key, ErrNoWaiter)
+		}
+	}
+	return nil
+}
+
+// SignalExpiry returns when the buffered signal value (SignalValue)
+// expires under the signal retention in force (WithSignalRetention): zero
+// when it never does, and for a value that does not decode.
+func (rt *Runtime) SignalExpiry(buf []byte) time.Time {
+	_, at, err := decodeSignalTime(buf)
+	if err != nil || at.IsZero() || rt.cfg.signalRetention <= 0 {
+		return time.Time{}
+	}
+	return at.Add(rt.cfg.signalRetention)
+}
+
+// deliverBuffered wakes the waiter of key, if one is registered, with the
+// signal just buffered as buf.
+func (rt *Runtime) deliverBuffered(ctx context.Context, key string, payload, buf []byte) (SignalOutcome, error) {
 	waiter, err := kvGet(ctx, rt.q, sigWaitKey(key))
 	if err != nil {
 		return Buffered, err
@@ -134,11 +287,26 @@ func (rt *Runtime) compareAndDelete(ctx context.Context, key string, expected []
 // liveWaiter returns the job id of the waiter registered for key while it
 // is still scheduled, or "".
 func (rt *Runtime) liveWaiter(ctx context.Context, key string) (string, error) {
-	w, err := kvGet(ctx, rt.q, sigWaitKey(key))
+	return liveWaiter(ctx, rt.q, key)
+}
+
+// SignalWaiter returns the queue job of the step registered as waiting on
+// key while it is still waiting, or "" when none is: what
+// SignalOptions.RequireWaiting asks for, read without writing. Cost:
+// memory reads (on a Reader, nothing beyond its Refresh).
+func (in *Inspector) SignalWaiter(ctx context.Context, key string) (string, error) {
+	if err := validateSignalKey(key); err != nil {
+		return "", err
+	}
+	return liveWaiter(ctx, in.r, key)
+}
+
+func liveWaiter(ctx context.Context, r StateReader, key string) (string, error) {
+	w, err := kvGet(ctx, r, sigWaitKey(key))
 	if err != nil || w == nil {
 		return "", err
 	}
-	job, err := rt.q.GetJob(ctx, string(w))
+	job, err := r.GetJob(ctx, string(w))
 	if errors.Is(err, queue.ErrNotFound) {
 		return "", nil
 	}
@@ -230,4 +398,105 @@ func (rt *Runtime) resolveSignal(ctx context.Context, job *queue.Job, runID stri
 	}
 	rt.compareAndDelete(ctx, sigBufKey(key), b)
 	return p, []string{dk}, nil
+}
+
+// Signal values (buffer entries, delivered records, inbox markers) carry a
+// one-byte format so an empty payload is a non-empty value:
+//   - format 1: the payload;
+//   - format 2: the buffering time (Unix ms, 8 bytes big-endian), then the
+//     payload. Every signal buffered since retention exists has it.
+const (
+	signalFormat      byte = 1
+	signalFormatTimed byte = 2
+	signalTimeLen          = 8
+)
+
+// encodeSignal returns the untimed value of payload (format 1).
+func encodeSignal(payload []byte) []byte {
+	return append([]byte{signalFormat}, payload...)
+}
+
+// encodeBufferedSignal returns the value of payload buffered at at (format 2).
+func encodeBufferedSignal(payload []byte, at time.Time) []byte {
+	b := make([]byte, 1+signalTimeLen, 1+signalTimeLen+len(payload))
+	b[0] = signalFormatTimed
+	binary.BigEndian.PutUint64(b[1:], uint64(max(at.UnixMilli(), 0)))
+	return append(b, payload...)
+}
+
+// decodeSignal returns the payload of a signal value of either format.
+func decodeSignal(b []byte) ([]byte, error) {
+	p, _, err := decodeSignalTime(b)
+	return p, err
+}
+
+// decodeSignalTime returns the payload of a signal value and when it was
+// buffered (zero for format 1).
+func decodeSignalTime(b []byte) ([]byte, time.Time, error) {
+	switch {
+	case len(b) > 0 && b[0] == signalFormat:
+		return append([]byte{}, b[1:]...), time.Time{}, nil
+	case len(b) >= 1+signalTimeLen && b[0] == signalFormatTimed:
+		ms := binary.BigEndian.Uint64(b[1:])
+		if ms > 1<<62 {
+			return nil, time.Time{}, fmt.Errorf("%w: signal value buffered at %d ms", ErrCorruptRecord, ms)
+		}
+		return append([]byte{}, b[1+signalTimeLen:]...), time.UnixMilli(int64(ms)), nil
+	}
+	return nil, time.Time{}, fmt.Errorf("%w: signal value with unknown format", ErrCorruptRecord)
+}
+
+// BufferedSignal is a signal held under its key for the next step that
+// waits on it.
+type BufferedSignal struct {
+	Key string
+	// Size is the payload's length in bytes.
+	Size int
+	// BufferedAt is when it was buffered; zero for a signal buffered by a
+	// version that did not record it.
+	BufferedAt time.Time
+}
+
+// SignalListOptions select buffered signals for ListSignals.
+type SignalListOptions struct {
+	// After lists keys that sort after it.
+	After string
+	// Limit caps the result; 0 means 100.
+	Limit int
+}
+
+// ListSignals returns buffered signals in key order; see
+// Inspector.ListSignals.
+func (rt *Runtime) ListSignals(ctx context.Context, opts SignalListOptions) ([]BufferedSignal, error) {
+	return rt.insp.ListSignals(ctx, opts)
+}
+
+// ListSignals returns the buffered signals (a signal no step has consumed
+// yet) in key order, without their payloads. It writes nothing; on a
+// Reader it costs nothing beyond the Reader's Refresh.
+func (in *Inspector) ListSignals(ctx context.Context, opts SignalListOptions) ([]BufferedSignal, error) {
+	limit := opts.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	after := ""
+	if opts.After != "" {
+		after = sigBufKey(opts.After)
+	}
+	page, err := in.r.KVScan(ctx, kvSigBuf, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list buffered signals: %w", err)
+	}
+	out := make([]BufferedSignal, 0, len(page))
+	for _, e := range page {
+		p, at, err := decodeSignalTime(e.Value)
+		if err != nil {
+			return nil, fmt.Errorf("buffered signal %q: %w", e.Key[len(kvSigBuf):], err)
+		}
+		out = append(out, BufferedSignal{Key: e.Key[len(kvSigBuf):], Size: len(p), BufferedAt: at})
+	}
+	if err := in.durable(ctx); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdruntime "runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +44,12 @@ func (w *waiter) RunStep(_ context.Context, s *Step) (StepOutcome, error) {
 		return StepOutcome{}, errors.New("transient")
 	}
 	return Succeed([]byte(v)), nil
+}
+
+// bufferHolds reports whether the buffer value b holds payload.
+func bufferHolds(b []byte, payload string) bool {
+	p, err := decodeSignal(b)
+	return b != nil && err == nil && string(p) == payload
 }
 
 func (w *waiter) attempts(runID string) []string {
@@ -301,6 +309,223 @@ func TestSignalBufferedDuringRegistrationIsKept(t *testing.T) {
 	e.submit(RunSpec{RunID: "r2"})
 	if o := e.outcome(); o.RunID != "r2" || string(o.Result) != "sig:second" {
 		t.Fatalf("outcome %+v", o)
+	}
+	assertNoSignalResidue(t, e)
+}
+
+// A buffered signal is kept for the signal retention, counted from its
+// buffering, then the sweep drops it; ListSignals shows key, size and
+// buffering time; one buffered before retention existed (format 1) is
+// stamped by the first sweep and kept a full window from then.
+func TestBufferedSignalRetentionAndListing(t *testing.T) {
+	e := newEnv(t, newWaiter(false), WithSignalRetention(time.Hour))
+	res, err := e.rt.SendSignal(e.ctx, "k:old", []byte("12345"), SignalOptions{})
+	if err != nil || res.Outcome != Buffered || !res.Expires.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("SendSignal = %+v, %v; want buffered until %v", res, err, t0.Add(time.Hour))
+	}
+	if err := e.q.KVPut(e.ctx, sigBufKey("k:legacy"), encodeSignal([]byte("ab"))); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(30 * time.Minute)
+	if _, err := e.rt.Signal(e.ctx, "k:new", nil); err != nil {
+		t.Fatal(err)
+	}
+	list, err := e.rt.ListSignals(e.ctx, SignalListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []BufferedSignal{{Key: "k:legacy", Size: 2}, {Key: "k:new", Size: 0, BufferedAt: t0.Add(30 * time.Minute)}, {Key: "k:old", Size: 5, BufferedAt: t0}}
+	if fmt.Sprint(list) != fmt.Sprint(want) {
+		t.Fatalf("ListSignals = %v\nwant %v", list, want)
+	}
+	if page, err := e.rt.ListSignals(e.ctx, SignalListOptions{After: "k:legacy", Limit: 1}); err != nil || len(page) != 1 || page[0].Key != "k:new" {
+		t.Fatalf("second page = %v, %v; want k:new", page, err)
+	}
+
+	sweep := func(wantDropped int, wantLeft ...string) {
+		t.Helper()
+		r, err := e.rt.Sweep(e.ctx)
+		if err != nil || r.Signals != wantDropped {
+			t.Fatalf("Sweep at %v = %+v, %v; want %d signals dropped", e.clock.Now().Sub(t0), r, err, wantDropped)
+		}
+		list, err := e.rt.ListSignals(e.ctx, SignalListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, s := range list {
+			keys = append(keys, s.Key)
+		}
+		if fmt.Sprint(keys) != fmt.Sprint(wantLeft) {
+			t.Fatalf("left after the sweep at %v: %v, want %v", e.clock.Now().Sub(t0), keys, wantLeft)
+		}
+	}
+	sweep(0, "k:legacy", "k:new", "k:old") // stamps k:legacy at +30m
+	e.clock.Advance(30*time.Minute - time.Millisecond)
+	sweep(0, "k:legacy", "k:new", "k:old")
+	e.clock.Advance(time.Millisecond) // k:old is an hour old
+	sweep(1, "k:legacy", "k:new")
+	e.clock.Advance(30 * time.Minute)
+	sweep(2)
+	assertNoSignalResidue(t, e)
+}
+
+// The worker's sweep loop applies the signal retention on its own.
+func TestSweepLoopDropsExpiredSignals(t *testing.T) {
+	e := newEnv(t, echo(), WithSignalRetention(time.Hour), WithResultRetention(0), WithSweepInterval(time.Minute))
+	if _, err := e.rt.Signal(e.ctx, "k:loop", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.clock.Advance(time.Hour)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := kvGet(e.ctx, e.q, sigBufKey("k:loop"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sweep loop kept a signal past its retention")
+		}
+		e.clock.Advance(time.Minute) // the next sweep
+		stdruntime.Gosched()
+	}
+}
+
+// RequireWaiting refuses a signal nobody waits for and writes nothing; a
+// waiting step receives it.
+func TestSignalRequireWaiting(t *testing.T) {
+	e := newEnv(t, newWaiter(false))
+	_, err := e.rt.SendSignal(e.ctx, "k:rq", []byte("x"), SignalOptions{RequireWaiting: true})
+	if !errors.Is(err, ErrNoWaiter) {
+		t.Fatalf("SendSignal to nobody: %v; want ErrNoWaiter", err)
+	}
+	assertNoSignalResidue(t, e)
+	e.start()
+	e.submit(RunSpec{RunID: "rq"})
+	e.waitRun("rq", inState(StateWaiting))
+	e.stop()
+	res, err := e.rt.SendSignal(e.ctx, "k:rq", []byte("x"), SignalOptions{RequireWaiting: true})
+	if err != nil || res.Outcome != Delivered || !res.Expires.IsZero() {
+		t.Fatalf("SendSignal to a waiter = %+v, %v; want delivered", res, err)
+	}
+	e.start()
+	if o := e.outcome(); string(o.Result) != "sig:x" {
+		t.Fatalf("outcome %+v", o)
+	}
+}
+
+// validatingWaiter is a waiter whose runner is also its SignalValidator:
+// it refuses the payload "bad" and cannot decide on "store-error".
+type validatingWaiter struct {
+	*waiter
+	checked []string
+}
+
+func (v *validatingWaiter) ValidateSignal(_ context.Context, key string, payload []byte) error {
+	v.mu.Lock()
+	v.checked = append(v.checked, key)
+	v.mu.Unlock()
+	switch string(payload) {
+	case "bad":
+		return fmt.Errorf("%w: %q is not a decision", ErrSignalRejected, payload)
+	case "store-error":
+		return errors.New("the store is away")
+	}
+	return nil
+}
+
+// A runner that implements SignalValidator checks every signal before it
+// is written: a refused or undecidable one leaves nothing.
+func TestSignalValidatorRefusesBeforeWriting(t *testing.T) {
+	v := &validatingWaiter{waiter: newWaiter(false)}
+	e := newEnv(t, v)
+	_, err := e.rt.Signal(e.ctx, "k:v", []byte("bad"))
+	if !errors.Is(err, ErrSignalRejected) || !strings.Contains(err.Error(), `"bad" is not a decision`) {
+		t.Fatalf("bad payload: %v; want ErrSignalRejected with the validator's reason", err)
+	}
+	if _, err := e.rt.Signal(e.ctx, "k:v", []byte("store-error")); err == nil || errors.Is(err, ErrSignalRejected) {
+		t.Fatalf("undecidable payload: %v; want a plain error", err)
+	}
+	assertNoSignalResidue(t, e)
+	if res, err := e.rt.Signal(e.ctx, "k:v", []byte("good")); err != nil || res != Buffered {
+		t.Fatalf("good payload: %v, %v", res, err)
+	}
+	if fmt.Sprint(v.checked) != "[k:v k:v k:v]" {
+		t.Fatalf("validator saw %v", v.checked)
+	}
+
+	// WithSignalValidator(nil) turns the runner's validation off.
+	off := newEnv(t, &validatingWaiter{waiter: newWaiter(false)}, WithSignalValidator(nil))
+	if res, err := off.rt.Signal(off.ctx, "k:v", []byte("bad")); err != nil || res != Buffered {
+		t.Fatalf("without a validator: %v, %v; want buffered", res, err)
+	}
+}
+
+// pickyWaiter waits on "k:<run>" until a deadline an hour after the run
+// began and sets aside any signal but "good", waiting on for what is left
+// of the hour, as the interpreter's wait_signal does. Its first attempt at
+// setting a signal aside fails after a "good" signal was sent: a crash
+// between the rejection and its settlement.
+type pickyWaiter struct {
+	rt      func() *Runtime
+	clock   *queue.MockClock
+	mu      sync.Mutex
+	seen    []string
+	crashed bool
+}
+
+func (w *pickyWaiter) RunStep(ctx context.Context, s *Step) (StepOutcome, error) {
+	key := "k:" + s.RunID
+	deadline := t0.Add(time.Hour)
+	if s.Number == 0 {
+		return ContinueOnSignal(nil, key, deadline.Sub(w.clock.Now())), nil
+	}
+	w.mu.Lock()
+	w.seen = append(w.seen, fmt.Sprintf("%d:%s", s.Number, s.Signal))
+	crash := !w.crashed && string(s.Signal) == "bad"
+	w.crashed = w.crashed || crash
+	w.mu.Unlock()
+	switch {
+	case s.Signal == nil:
+		return Fail("timed out"), nil
+	case string(s.Signal) == "good":
+		return Succeed(s.Signal), nil
+	case crash:
+		if res, err := w.rt().Signal(ctx, key, []byte("good")); err != nil || res != Buffered {
+			return StepOutcome{}, Permanent(fmt.Errorf("the good signal in the crash window: %v, %v; want buffered", res, err))
+		}
+		return StepOutcome{}, errors.New("crashed before the rejection settled")
+	}
+	return ContinueOnSignal(nil, key, deadline.Sub(w.clock.Now())), nil
+}
+
+// A step that set a signal aside and crashed before its settlement is
+// redelivered with the same signal (it sets it aside again) and then
+// receives the signal sent meanwhile: nothing is lost, nothing left over.
+func TestSetAsideSignalSurvivesACrashBeforeItsSettlement(t *testing.T) {
+	w := &pickyWaiter{}
+	e := newEnv(t, w)
+	w.rt, w.clock = func() *Runtime { return e.rt }, e.clock
+	if res, err := e.rt.Signal(e.ctx, "k:p", []byte("bad")); err != nil || res != Buffered {
+		t.Fatalf("Signal: %v %v", res, err)
+	}
+	e.start()
+	e.submit(RunSpec{RunID: "p"})
+	st := e.waitRun("p", func(st RunStatus) bool { return st.Step == 1 && st.State == StateScheduled })
+	e.waitJob(st.JobID, func(j queue.Job) bool { return j.Attempts == 1 })
+	e.clock.Advance(time.Minute) // the retry backoff
+	if o := e.outcome(); o.Status != Succeeded || string(o.Result) != "good" {
+		t.Fatalf("outcome %+v; want the good signal", o)
+	}
+	w.mu.Lock()
+	seen := fmt.Sprint(w.seen)
+	w.mu.Unlock()
+	if seen != "[1:bad 1:bad 2:good]" {
+		t.Fatalf("steps saw %s; want the bad signal twice at step 1 (the crash, then its redelivery) and the good one at step 2", seen)
 	}
 	assertNoSignalResidue(t, e)
 }

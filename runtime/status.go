@@ -86,6 +86,9 @@ type RunStatus struct {
 	SubmittedAt   time.Time
 	// FinishedAt is set for terminated runs.
 	FinishedAt time.Time
+	// Totals is what the run has cost so far, as of its last durable
+	// settlement (nil before its first); see RunTotals.
+	Totals *RunTotals
 }
 
 // StateReader is the read surface Inspector needs; *queue.Queue and
@@ -188,7 +191,23 @@ func (in *Inspector) status(ctx context.Context, runID string) (RunStatus, error
 	if err != nil {
 		return RunStatus{}, fmt.Errorf("run %s: %w", runID, err)
 	}
-	return terminalStatus(runID, res), nil
+	st := terminalStatus(runID, res)
+	if st.Totals, err = in.totals(ctx, runID, res.Nonce); err != nil {
+		return RunStatus{}, err
+	}
+	return st, nil
+}
+
+// totals reads the run's totals record of incarnation nonce, or nil.
+func (in *Inspector) totals(ctx context.Context, runID, nonce string) (*RunTotals, error) {
+	t, err := loadTotals(ctx, in.r, runID, nonce)
+	if err != nil {
+		return nil, err
+	}
+	if t.Puts+t.Gets+t.Lists+t.Deletes+t.Heads == 0 && len(t.Counters) == 0 {
+		return nil, nil
+	}
+	return t.totals(), nil
 }
 
 func terminalStatus(runID string, r *resultRecord) RunStatus {
@@ -198,6 +217,10 @@ func terminalStatus(runID string, r *resultRecord) RunStatus {
 
 func (in *Inspector) activeStatus(ctx context.Context, runID string, rec *runRecord) (RunStatus, error) {
 	st := RunStatus{RunID: runID, State: StatePending, Headers: rec.Headers, SubmittedAt: timeFromMs(rec.SubmittedMs)}
+	var err error
+	if st.Totals, err = in.totals(ctx, runID, rec.Nonce); err != nil {
+		return RunStatus{}, err
+	}
 	ptr, err := loadPointer(ctx, in.r, runID)
 	if err != nil {
 		return RunStatus{}, err

@@ -63,6 +63,7 @@ type Step struct {
 
 	durableMu sync.Mutex
 	onDurable []func()
+	totals    map[string]float64 // AddTotal
 }
 
 // OnDurable registers fn to run once the settlement that commits the

@@ -65,7 +65,17 @@ func (rt *Runtime) handleNotification(ctx context.Context, c *queue.Claim, _ fun
 		herr := rt.callHook(ctx, out, eff)
 		switch {
 		case herr == nil:
-			err = rt.q.Ack(sctx, c, eff.settlement())
+			sef := eff.settlement()
+			taken := rt.pending.take(out.RunID)
+			if w, ok := rt.finalTotals(sctx, out.RunID, taken); ok {
+				if sef == nil {
+					sef = &queue.SettlementEffects{}
+				}
+				sef.KVPuts = append(sef.KVPuts, w)
+			}
+			if err = rt.q.Ack(sctx, c, sef); err != nil && taken != nil {
+				rt.pending.add(out.RunID, taken)
+			}
 		case IsPermanent(herr):
 			err = rt.q.DeadLetter(sctx, c, herr.Error(), nil)
 		default:
@@ -177,8 +187,15 @@ func (rt *Runtime) reconcileJob(ctx context.Context, job *queue.Job) (bool, erro
 	if h := rt.beforeReconcileCommit; h != nil {
 		h(runID)
 	}
+	taken, err := rt.endTotals(ctx, sef, runID, rec.Nonce)
+	if err != nil {
+		return false, err
+	}
 	// The guard is what the commit removes: a repeat applies nothing.
 	ok, err := rt.q.ApplyEffects(ctx, sef, []queue.KVWrite{{Key: runKey(runID), Value: recBytes}, {Key: stepKey(runID), Value: ptrBytes}})
+	if err != nil || !ok {
+		rt.putBack(runID, taken)
+	}
 	if err != nil {
 		return false, fmt.Errorf("runtime: reconcile run %s: %w", runID, err)
 	}

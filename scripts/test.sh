@@ -4,7 +4,7 @@
 #   2. static checks: gofmt, go vet, staticcheck;
 #   3. starts versitygw (a real S3 server, posix backend) on 127.0.0.1 on a
 #      free port with a temporary folder and random credentials, creates the
-#      test bucket, exports TQW_TEST_S3_* and runs `go test -race` on every
+#      test bucket, exports TQW_TEST_S3_* and runs `go test -race -tags invariants` on every
 #      package; the server is stopped whatever happens, Ctrl-C included.
 #
 # Usage: scripts/test.sh [--check-only]
@@ -119,9 +119,9 @@ for a in "${extra[@]}"; do
   case "$a" in ./*|../*|github.com/*) pkgs=() ;; esac
 done
 log="$gw_dir/go-test.log"
-say "go test -race -count=1 -timeout ${TQW_GO_TEST_TIMEOUT:-30m} ${extra[*]} ${pkgs[*]}"
+say "go test -race -tags invariants -count=1 -timeout ${TQW_GO_TEST_TIMEOUT:-30m} ${extra[*]} ${pkgs[*]}"
 set +e
-go test -race -count=1 -timeout "${TQW_GO_TEST_TIMEOUT:-30m}" "${extra[@]}" "${pkgs[@]}" 2>&1 | tee "$log"
+go test -race -tags invariants -count=1 -timeout "${TQW_GO_TEST_TIMEOUT:-30m}" "${extra[@]}" "${pkgs[@]}" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 

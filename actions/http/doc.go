@@ -20,6 +20,10 @@
 //     header performs a retried request once.
 //   - A response larger than max_response_bytes fails the attempt
 //     (type http.response_too_large); it is never silently truncated.
+//   - HTTP Basic credentials it sends (from the URL's user info or an
+//     `Authorization: Basic` header) are reported through Call.Derive as
+//     user:password, so the interpreter redacts their base64 when they
+//     carry a secret; messages never repeat user info or query values.
 //
 // Errors and whether they are retryable:
 //

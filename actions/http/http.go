@@ -253,6 +253,15 @@ func (a *Action) buildRequest(call *actions.Call, args *Args) (*nethttp.Request,
 		header.Del("Host")
 	}
 	req.Header = header
+	// Basic credentials go out as base64 of user:password, in which an
+	// encoding of a secret user or password alone cannot be found.
+	if u := req.URL.User; u != nil && header.Get("Authorization") == "" {
+		pass, _ := u.Password()
+		call.Derive(u.Username() + ":" + pass) // what net/http sends for URL user info
+	}
+	if user, pass, ok := req.BasicAuth(); ok {
+		call.Derive(user + ":" + pass)
+	}
 	return req, maxBody, nil
 }
 

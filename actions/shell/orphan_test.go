@@ -151,10 +151,8 @@ func startWorker(t *testing.T, args map[string]any, mode string) (*crashtest.Chi
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := crashtest.Command(context.Background(), "^$", workerChildEnv+"="+string(req))
-	c := crashtest.Start(t, cmd)
-	t.Cleanup(func() { _ = c.Kill() })
-	return c, cmd.Process.Pid
+	c := crashtest.Start(t, crashtest.Command(context.Background(), "^$", workerChildEnv+"="+string(req)))
+	return c, c.Pid()
 }
 
 // TestWorkerSIGKILLLeavesNoProcess kills a worker with SIGKILL while its

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -13,7 +14,10 @@ import (
 func init() { commands = append(commands, newCancelCmd) }
 
 func newCancelCmd() *cobra.Command {
-	var store string
+	var (
+		store  string
+		asJSON bool
+	)
 	cmd := &cobra.Command{
 		Use:   "cancel RUN",
 		Short: "Cancel an active run",
@@ -25,7 +29,11 @@ When a worker (or run) holds the store, the cancellation is sent to it
 through the store's inbox and cancel waits for its answer (up to 2m;
 without one it exits 1 and the command stays in the inbox until a writer
 applies it). Otherwise cancel opens the store as its writer for the moment
-it takes.`,
+it takes.
+
+It prints "run RUN cancelled", or with --json {"run": RUN, "cancelled": true};
+a step that was running is stopped, and the run ends as cancelled once it
+has.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			runID := args[0]
@@ -70,10 +78,14 @@ it takes.`,
 			if !ok {
 				return failf(exitFailed, "run %s ended before it could be cancelled", runID)
 			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"run": runID, "cancelled": true})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "run %s cancelled\n", runID)
 			return nil
 		},
 	}
 	addStoreFlag(cmd, &store)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"run": RUN, "cancelled": true}`)
 	return cmd
 }

@@ -26,8 +26,8 @@ import (
 	"github.com/tqw-dsl/tqw/actions/llm/llmfake"
 	"github.com/tqw-dsl/tqw/internal/crashtest"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
-	"github.com/tqw-dsl/tqw/runtime/store/objstore/objstoretest"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/s3"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/s3/s3test"
 )
 
 // hexLLM is "llm/" hex-encoded, as it appears in the object key of an llm
@@ -48,7 +48,7 @@ func procIndex(s string) (int, bool) {
 // starts; the test is skipped without one.
 func s3CLI(t *testing.T) *cli {
 	t.Helper()
-	cfg := objstoretest.S3Config(t)
+	cfg := s3test.Config(t)
 	c := newCLI(t)
 	c.store = fmt.Sprintf("s3://%s/%s?endpoint=%s&insecure=1", cfg.Bucket, cfg.Prefix, cfg.Endpoint)
 	c.env = append(c.env, "AWS_ACCESS_KEY_ID="+cfg.AccessKey, "AWS_SECRET_ACCESS_KEY="+cfg.SecretKey)

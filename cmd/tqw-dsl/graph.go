@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -25,6 +26,9 @@ edges (dashed), and computed targets as a separate node.`,
 				return failf(exitUsage, "--format %q: want mermaid or dot", format)
 			}
 			w, diags, err := dsl.Load(args[0])
+			if err != nil && !errors.Is(err, dsl.ErrInvalid) {
+				return failf(exitUsage, "%v", err) // the file cannot be read
+			}
 			if err != nil {
 				fmt.Fprint(cmd.ErrOrStderr(), diags.String())
 				return failf(exitInvalid, "%v", err)

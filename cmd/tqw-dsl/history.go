@@ -34,11 +34,14 @@ func newHistoryCmd() *cobra.Command {
 		Long: `history prints every attempt of every step of RUN: when it started and
 ended, its outcome (ok, waiting, retry, caught, failed, succeeded), its
 error and its output. Secret values never reach the store, so they appear
-as ***. An unknown run is exit code 1.
+as ***. An unknown run is exit code 1; a run with no step recorded yet
+says so on stderr.
 
-It never opens the store as its writer, so it works while a worker (or run)
-holds the store and does not disturb it; it shows what that writer has made
-durable.`,
+It only reads the store: it never opens it as its writer, so it works while
+a worker (or run) holds the store and does not disturb it, showing what that
+writer has made durable; it creates and changes nothing, so it works on a
+store the user may only read; and a URL with no store at it is an error
+(exit 1) that names the URL and where it came from.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			runID := args[0]
@@ -56,9 +59,18 @@ durable.`,
 				return failf(exitFailed, "history of run %s: %v", runID, err)
 			}
 			if len(recs) == 0 {
-				if _, err := v.insp.Status(ctx, runID); errors.Is(err, runtime.ErrRunNotFound) {
+				st, err := v.insp.Status(ctx, runID)
+				if errors.Is(err, runtime.ErrRunNotFound) {
 					return failf(exitFailed, "no run %q in %s", runID, store)
 				}
+				if err != nil {
+					return failf(exitFailed, "status of run %s: %v", runID, err)
+				}
+				if !asJSON {
+					// On stderr, so stdout stays a (here empty) timeline.
+					fmt.Fprintf(cmd.ErrOrStderr(), "run %s has no step in its history yet (it is %s): %s\n", runID, st.State, noStepsYet(st))
+				}
+				return nil
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -105,4 +117,17 @@ durable.`,
 	addStoreFlag(cmd, &store)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per record")
 	return cmd
+}
+
+// noStepsYet says why a run has no history record, and what to do.
+func noStepsYet(st runtime.RunStatus) string {
+	switch {
+	case st.State == runtime.StatePending || st.State == runtime.StateScheduled:
+		return "its first step runs when a worker (tqw-dsl worker, or tqw-dsl run) works the store"
+	case st.State == runtime.StateRunning:
+		return "its first step is running; a step is recorded when it ends"
+	case st.State.Terminal():
+		return "it ended before any step was recorded"
+	}
+	return "a step is recorded when it ends"
 }

@@ -14,14 +14,14 @@ import (
 
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
-	"github.com/tqw-dsl/tqw/runtime/store/objstore/objstoretest"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/s3"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/s3/s3test"
 )
 
 // newS3CLI is newCLI on a fresh prefix of the test S3 server (skipped
 // without one); it also returns the store, for the test's own reads.
 func newS3CLI(t *testing.T) (*cli, objstore.Store) {
-	cfg := objstoretest.S3Config(t)
+	cfg := s3test.Config(t)
 	store, err := s3.New(cfg)
 	if err != nil {
 		t.Fatal(err)

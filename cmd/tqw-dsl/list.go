@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -56,9 +57,15 @@ func newListCmd() *cobra.Command {
 		Use:   "list",
 		Short: "List active runs and runs finished in the last 24h (read-only)",
 		Long: `list shows the active runs and those finished in the last 24h, by run id.
-It never opens the store as its writer, so it works while a worker
-(or run) holds the store and does not disturb it; it shows what that writer
-has made durable.`,
+DETAIL says what a run waits for: the signal key, "until" the time a
+sleeping, retrying or waiting step resumes at the latest, the error of the
+retry in progress, or the error a run failed with.
+
+It only reads the store: it never opens it as its writer, so it works while
+a worker (or run) holds the store and does not disturb it, showing what that
+writer has made durable; it creates and changes nothing, so it works on a
+store the user may only read; and a URL with no store at it is an error
+(exit 1) that names the URL and where it came from.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			states, err := parseStates(status)
@@ -91,16 +98,7 @@ has made durable.`,
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "RUN\tWORKFLOW\tSTATE\tSUBMITTED\tDETAIL")
 			for _, r := range runs {
-				detail := r.Error
-				if r.SignalKey != "" {
-					detail = "signal " + r.SignalKey
-				} else if r.LastError != "" {
-					detail = "last error: " + r.LastError
-				}
-				if len(detail) > 80 {
-					detail = detail[:77] + "..."
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Headers[interpreter.HeaderWorkflow], r.State, r.SubmittedAt.UTC().Format(time.RFC3339), detail)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Headers[interpreter.HeaderWorkflow], r.State, r.SubmittedAt.UTC().Format(time.RFC3339), listDetail(r))
 			}
 			return tw.Flush()
 		},
@@ -110,4 +108,32 @@ has made durable.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per run")
 	cmd.Flags().IntVar(&limit, "limit", 100, "list at most this many runs")
 	return cmd
+}
+
+// listDetail is the DETAIL column of a run: the signal it waits on, when
+// a waiting or scheduled step resumes (until), the error of the retry in
+// progress, or the error it failed with; at most 80 bytes, cut on a rune.
+func listDetail(r runtime.RunStatus) string {
+	var parts []string
+	if r.SignalKey != "" {
+		parts = append(parts, "signal "+r.SignalKey)
+	}
+	if !r.Until.IsZero() && !r.State.Terminal() {
+		parts = append(parts, "until "+r.Until.UTC().Format(time.RFC3339))
+	}
+	if r.LastError != "" {
+		parts = append(parts, "last error: "+r.LastError)
+	}
+	detail := strings.Join(parts, ", ")
+	if len(parts) == 0 {
+		detail = r.Error
+	}
+	if len(detail) > 80 {
+		cut := 77
+		for cut > 0 && !utf8.RuneStart(detail[cut]) {
+			cut--
+		}
+		detail = detail[:cut] + "..."
+	}
+	return detail
 }

@@ -1,35 +1,34 @@
 // Command tqw-dsl works with tqw workflow files: validate them, print the
-// schema editors use, draw their step graph and evaluate expressions.
+// schema editors use, draw their step graph and evaluate expressions; and
+// runs them durably in a store: run, submit, worker, signal, cancel, and
+// the read-only status, list and history.
 // Each subcommand lives in its own file and registers itself in init.
 //
-// Exit codes: 0 success, 1 an invalid workflow or a failed evaluation,
-// 2 a usage error.
+// Exit codes and environment variables: see exitCodes and envVars in
+// help.go, printed by 'tqw-dsl --help' and tabled in README.md.
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
-)
-
-// Exit codes.
-const (
-	exitOK      = 0
-	exitInvalid = 1
-	exitUsage   = 2
 )
 
 // exitError carries an exit code out of a command; its message, when not
 // empty, has not been printed yet.
 type exitError struct {
-	code int
-	msg  string
+	code  int
+	msg   string
+	cause error // for errors.Is, when a caller branches on why
 }
 
 func (e *exitError) Error() string { return e.msg }
+func (e *exitError) Unwrap() error { return e.cause }
 
 // failf returns an error that makes tqw-dsl exit with code after printing msg.
 func failf(code int, format string, args ...any) error {
@@ -41,18 +40,35 @@ func failf(code int, format string, args ...any) error {
 var commands []func() *cobra.Command
 
 func newRoot() *cobra.Command {
+	bi, ok := debug.ReadBuildInfo()
 	root := &cobra.Command{
-		Use:           "tqw-dsl",
-		Short:         "Validate, inspect and run tqw workflow files",
+		Use:   "tqw-dsl",
+		Short: "Validate, inspect and run tqw workflow files",
+		Long: `tqw-dsl validates, inspects and runs tqw workflow files (docs/DSL.md). A run
+lives in a store (--store, else TQW_STORE, else ` + defaultStore + `): every finished
+step is durable there, so 'tqw-dsl run' again or 'tqw-dsl worker' finishes
+what a crash interrupted. status, list, history and store check only read
+the store: they create and change nothing.`,
+		Version:       versionText(bi, ok),
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Record where --store came from, for errors that name the store.
+		PersistentPreRun: func(c *cobra.Command, _ []string) {
+			if f := c.Flags().Lookup("store"); f != nil {
+				c.SetContext(context.WithValue(c.Context(), storeSourceKey{}, storeSource(f.Changed)))
+			}
+		},
 	}
+	// Declared here so cobra does not add -v, which stays free.
+	root.Flags().Bool("version", false, "print the version, the VCS revision it was built from and the Go toolchain")
+	root.SetVersionTemplate("{{.Version}}")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return failf(exitUsage, "%v\nrun '%s --help' for usage", err, c.CommandPath())
 	})
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd())
 	}
+	installHelp(root)
 	return root
 }
 

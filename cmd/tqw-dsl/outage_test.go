@@ -15,8 +15,8 @@ import (
 
 	"github.com/tqw-dsl/tqw/internal/netfault"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
-	"github.com/tqw-dsl/tqw/runtime/store/objstore/objstoretest"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/s3"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/s3/s3test"
 )
 
 // outageWorkflow has steps that each record when they ran.
@@ -51,7 +51,7 @@ func TestStoreOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("outage test skipped in -short mode")
 	}
-	cfg := objstoretest.S3Config(t)
+	cfg := s3test.Config(t)
 	proxy, err := netfault.Start(cfg.Endpoint)
 	if err != nil {
 		t.Fatal(err)

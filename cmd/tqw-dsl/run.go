@@ -19,6 +19,7 @@ import (
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
+	"github.com/tqw-dsl/tqw/runtime/remote"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
@@ -58,11 +59,14 @@ also when it ended meanwhile. --new starts a fresh run regardless; --run-id
 names the run explicitly.
 
 On a terminal each step is shown as it starts and ends (a step is shown
-complete only once it is durable in the store), and the run id when it
-starts; --json prints one JSON event per line instead (run_start, the
-steps' start and end, store_unreachable/store_reachable), the last one
-(run_end) with the run's status and result. When the store stops
-answering, run says so and starts no step until it is back.
+complete only once it is durable in the store), the run id when it starts,
+under a step that waits for a signal the tqw-dsl signal command that sends
+it (with a payload shaped by the step's schema), and at the end the run id
+with the command that shows its history. --json prints one JSON event per
+line instead (run_start, the steps' start and end,
+store_unreachable/store_reachable), the last one (run_end) with the run's
+status and result. When the store stops answering, run says so and starts
+no step until it is back.
 
 Exit codes: 0 succeeded, 1 failed, 3 cancelled, 2 a usage, validation or
 input error (nothing is written then), 130 interrupted (the run continues
@@ -75,7 +79,7 @@ with 'tqw-dsl worker' or 'tqw-dsl run' again, or in the live writer).`,
 	addStoreFlag(cmd, &f.store)
 	cmd.Flags().StringVar(&f.input, "input", "", "run input: JSON, or @FILE to read it from a file (default {})")
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "run id (default: a new ULID); submitting an active run's id with the same input follows it")
-	cmd.Flags().BoolVar(&f.detach, "detach", false, "submit the run, print its id and exit without working it")
+	cmd.Flags().BoolVar(&f.detach, "detach", false, "submit the run, print its id and exit without working it (not on a mem:// store, which the run would not outlive)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print one JSON event per line")
 	cmd.Flags().BoolVar(&f.noShell, "no-shell", false, "refuse workflows that use the shell action, and do not run it")
 	cmd.Flags().BoolVar(&f.fresh, "new", false, "start a new run even if an earlier run of the same workflow and input was interrupted")
@@ -192,6 +196,11 @@ type endEvent struct {
 }
 
 func runRun(cmd *cobra.Command, path string, f *runFlags) error {
+	if f.detach {
+		if err := refuseMem(f.store, "run --detach"); err != nil {
+			return err
+		}
+	}
 	input, _, err := readJSONArg("--input", f.input, map[string]any{})
 	if err != nil {
 		return err
@@ -236,7 +245,12 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 	}
 	var progress func(interpreter.Event)
 	if !f.detach {
-		progress = newProgress(runID, out, errOut, f.json)
+		var hints *waitHints
+		if !f.json && isTerminal(errOut) {
+			hints = &waitHints{url: f.store, storeArg: storeArg(cmd, f.store), errOut: errOut}
+			defer hints.end()
+		}
+		progress = newProgress(runID, out, errOut, f.json, hints)
 	}
 	for {
 		s, err := openSession(context.WithoutCancel(ctx), f.store, engineOptions{noShell: f.noShell, events: progress, name: "run", brief: f.detach, inboxPoll: runInboxPoll})
@@ -255,6 +269,9 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 		}
 		if !errors.Is(err, errWriterGone) {
 			rc.release(ctx, s.store, runID, err)
+			if err == nil && !f.detach && !f.json && isTerminal(errOut) {
+				fmt.Fprintf(errOut, "run %s succeeded; its steps: tqw-dsl history %s%s\n", runID, shellQuote(runID), storeArg(cmd, f.store))
+			}
 			return err
 		}
 		// The run was submitted (or its submission waits in the inbox);
@@ -267,8 +284,15 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 // rerunClaim is run's claim on the run it follows (key empty: none),
 // which lets the same command started again resume it.
 type rerunClaim struct {
-	key     string
-	claimed bool
+	key      string
+	claimed  bool
+	reported bool // the run's end was printed
+}
+
+// reportRun prints the run's end and marks it reported, so the claim goes.
+func (rc *rerunClaim) reportRun(out, errOut io.Writer, o *runtime.RunOutcome, asJSON bool) error {
+	rc.reported = true
+	return report(out, errOut, o, asJSON)
 }
 
 func (rc *rerunClaim) claim(ctx context.Context, store objstore.Store, runID string) error {
@@ -282,14 +306,17 @@ func (rc *rerunClaim) claim(ctx context.Context, store objstore.Store, runID str
 	return nil
 }
 
-// release drops the claim once the run's end was reported (or the run
-// was refused); an interrupted run keeps it for the next attempt.
+// release drops the claim once the run's end was reported, or its
+// submission was refused (a usage error: nothing was written). Any other
+// failure keeps it: the run may exist (or its submission wait in an
+// inbox), and the next attempt of the command finds it.
 func (rc *rerunClaim) release(ctx context.Context, store objstore.Store, runID string, err error) {
 	if !rc.claimed {
 		return
 	}
 	var ee *exitError
-	if errors.As(err, &ee) && ee.code == exitInterrupted {
+	refused := errors.As(err, &ee) && ee.code == exitUsage
+	if !rc.reported && !refused {
 		return
 	}
 	if rerr := interpreter.ReleaseRun(context.WithoutCancel(ctx), store, rc.key, runID); rerr != nil {
@@ -316,6 +343,17 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 			opts = append(opts, interpreter.WithRunKey(rc.key))
 		}
 		sub, err := e.it.Submit(ctx, w, input, runID, opts...)
+		if err != nil && how == startResubmit && errors.Is(err, interpreter.ErrRunIDReused) {
+			// The interrupted run ended after all (its submission was
+			// applied late): report it.
+			st, serr := e.rt.Status(ctx, runID)
+			if serr == nil && st.State.Terminal() {
+				if err := e.Close(); err != nil {
+					return err
+				}
+				return rc.reportRun(out, errOut, outcomeOf(st), f.json)
+			}
+		}
 		if err != nil {
 			return submitError(runID, err)
 		}
@@ -340,7 +378,7 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 		if how == startResume {
 			announce(out, errOut, runID, how, from, f.json)
 		}
-		if _, err := e.rt.DrainInbox(ctx, runtime.InboxOptions{Writer: e.lease.Info().String()}); err != nil {
+		if _, err := remote.DrainInbox(ctx, e.rt, remote.InboxOptions{Writer: e.lease.Info().String()}); err != nil {
 			return failf(exitFailed, "applying the commands waiting in the inbox of %s: %v", e.url, err)
 		}
 		st, err := e.rt.Status(ctx, runID)
@@ -354,7 +392,7 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 			if err := e.Close(); err != nil {
 				return err
 			}
-			return report(out, errOut, outcomeOf(st), f.json)
+			return rc.reportRun(out, errOut, outcomeOf(st), f.json)
 		}
 	}
 	sv := e.serve(ctx)
@@ -388,7 +426,7 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 		}
 		return failf(exitInterrupted, "interrupted; run %s continues with 'tqw-dsl worker' or 'tqw-dsl run' again", runID)
 	}
-	return report(out, errOut, outcome, f.json)
+	return rc.reportRun(out, errOut, outcome, f.json)
 }
 
 // printSubmitted prints the id of a run submitted with --detach.
@@ -426,7 +464,12 @@ func runRemote(ctx context.Context, s *session, w *interpreter.Workflow, input a
 		sub, err := submitRemote(sctx, s, v, w, input, runID, opts...)
 		gone := errors.Is(context.Cause(sctx), errWriterGone)
 		stopWatch()
-		if err != nil && gone && !f.detach && errors.Is(err, runtime.ErrNoAnswer) {
+		if err != nil && how == startResubmit && errors.Is(err, interpreter.ErrRunIDReused) {
+			if st, serr := v.insp.Status(ctx, runID); serr == nil && st.State.Terminal() {
+				return rc.reportRun(out, errOut, outcomeOf(st), f.json)
+			}
+		}
+		if err != nil && gone && !f.detach && errors.Is(err, remote.ErrNoAnswer) {
 			// The submission waits in the inbox of a writer that
 			// stopped: the caller works the store and applies it.
 			return errWriterGone
@@ -453,7 +496,7 @@ func runRemote(ctx context.Context, s *session, w *interpreter.Workflow, input a
 	if st == nil {
 		return failf(exitInterrupted, "interrupted; run %s continues in %s", runID, s.holder)
 	}
-	return report(out, errOut, outcomeOf(*st), f.json)
+	return rc.reportRun(out, errOut, outcomeOf(*st), f.json)
 }
 
 // followOptions tune follow; the zero value is the CLI's.
@@ -592,9 +635,13 @@ func printResult(out io.Writer, o *runtime.RunOutcome) {
 }
 
 // newProgress returns the event printer of run: JSON lines on out, or
-// step lines on errOut when it is a terminal, for runID and its children.
-func newProgress(runID string, out, errOut io.Writer, asJSON bool) func(interpreter.Event) {
+// step lines on errOut when it is a terminal, for runID and its children,
+// with hints (when not nil) under the steps that wait for a signal.
+func newProgress(runID string, out, errOut io.Writer, asJSON bool, hints *waitHints) func(interpreter.Event) {
 	var mu sync.Mutex
+	if hints != nil {
+		hints.mu = &mu
+	}
 	mine := func(ev interpreter.Event) bool {
 		return ev.RunID == runID || strings.HasPrefix(ev.RunID, runID+":")
 	}
@@ -634,8 +681,25 @@ func newProgress(runID string, out, errOut io.Writer, asJSON bool) func(interpre
 				line += " → " + ev.Next
 			}
 			fmt.Fprintln(errOut, line)
+			switch {
+			case hints == nil:
+			case ev.Status == interpreter.OutcomeWaiting:
+				hints.waiting(ev.RunID, ev.Step, ev.Attempt)
+			case ev.RunID == runID && (ev.Status == interpreter.OutcomeSucceeded || ev.Status == interpreter.OutcomeFailed):
+				hints.ended = true // under mu
+			}
 		}
 	}
+}
+
+// storeArg is " --store URL" (shell-quoted) when the command was given
+// --store, for commands printed to be pasted in the same shell; "" when
+// the store came from TQW_STORE or the default, which that shell has too.
+func storeArg(cmd *cobra.Command, url string) string {
+	if !cmd.Flags().Changed("store") {
+		return ""
+	}
+	return " --store " + shellQuote(url)
 }
 
 func mark(status string) string {

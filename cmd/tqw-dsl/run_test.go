@@ -72,7 +72,7 @@ func (c *cli) openStore() objstore.Store {
 func newCLI(t *testing.T) *cli {
 	dir := t.TempDir()
 	return &cli{t: t, dir: dir, store: "file://" + filepath.Join(dir, "store"),
-		env: []string{"TQW_STORE=", "OPENAI_API_KEY=sk-test", "API_TOKEN=tok-s3cr3t-9876"}}
+		env: []string{"TQW_STORE=", "OPENAI_API_KEY=sk-test-key", "API_TOKEN=tok-s3cr3t-9876"}}
 }
 
 // run runs tqw-dsl args... with --store and returns exit code, stdout, stderr.
@@ -228,7 +228,7 @@ func TestRunLLM(t *testing.T) {
 		t.Fatalf("%d requests; want 3 (429, 500, then the answer)", len(reqs))
 	}
 	last := reqs[2]
-	if last.Authorization != "Bearer sk-test" || last.ResponseFormat == nil || len(last.Messages) != 2 {
+	if last.Authorization != "Bearer sk-test-key" || last.ResponseFormat == nil || len(last.Messages) != 2 {
 		t.Fatalf("request %+v", last)
 	}
 	// Invalid structured output is not retried and fails the run.

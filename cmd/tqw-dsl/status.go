@@ -31,6 +31,19 @@ type runJSON struct {
 	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
 	// LastStep is the workflow step of the latest history record.
 	LastStep *lastStep `json:"last_step,omitempty"`
+	// RejectedSignal is the last signal a waiting step set aside.
+	RejectedSignal *rejectedJSON `json:"rejected_signal,omitempty"`
+	// Totals is what the run cost so far (status only).
+	Totals *totalsJSON `json:"totals,omitempty"`
+}
+
+// rejectedJSON is a signal a waiting step set aside, as status shows it.
+type rejectedJSON struct {
+	Step   string    `json:"step"`
+	Key    string    `json:"key"`
+	Size   int       `json:"size"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
 }
 
 // lastStep summarizes the latest history record of a run.
@@ -40,14 +53,22 @@ type lastStep struct {
 	Outcome string `json:"outcome"`
 }
 
-// latestStep returns the run's latest history record, or nil.
-func latestStep(ctx context.Context, v *view, runID string) *lastStep {
+// latestStep returns the run's latest history record and the last signal
+// one of its steps set aside, each nil when there is none.
+func latestStep(ctx context.Context, v *view, runID string) (*lastStep, *rejectedJSON) {
 	recs, err := interpreter.History(ctx, v.r, nil, runID)
 	if err != nil || len(recs) == 0 {
-		return nil
+		return nil, nil
 	}
 	h := recs[len(recs)-1]
-	return &lastStep{Step: h.Step, Attempt: h.Attempt, Outcome: h.Outcome}
+	var rej *rejectedJSON
+	for i := len(recs) - 1; i >= 0; i-- {
+		if r := recs[i].Rejected; r != nil {
+			rej = &rejectedJSON{Step: recs[i].Step, Key: r.Key, Size: r.Size, Reason: r.Reason, At: recs[i].EndTime().UTC()}
+			break
+		}
+	}
+	return &lastStep{Step: h.Step, Attempt: h.Attempt, Outcome: h.Outcome}, rej
 }
 
 func toRunJSON(st runtime.RunStatus) runJSON {
@@ -78,7 +99,11 @@ func newStatusCmd() *cobra.Command {
 		Long: `status reads the store without writing to it and shows the run's state:
 pending, running, waiting (for a signal), scheduled (a retry or sleep),
 cancelling, succeeded, failed or cancelled, with the result or error of a
-finished run (kept 24h). An unknown run is exit code 1.
+finished run (kept 24h), the run's totals (steps, attempts, retries, LLM
+tokens and cost, wall time, and the object-store requests it caused, with
+their price at S3 list prices), and the last signal a waiting step set aside
+(a payload it could not use: it was not JSON or did not match the step's
+schema) with the reason. An unknown run is exit code 1.
 
 It never opens the store as its writer, so it works while a worker (or run)
 holds the store and does not disturb it; it shows what that writer has made
@@ -95,15 +120,21 @@ durable.`,
 			if err != nil {
 				return err
 			}
-			last := latestStep(ctx, v, st.RunID)
+			last, rej := latestStep(ctx, v, st.RunID)
 			if asJSON {
 				r := toRunJSON(st)
-				r.LastStep = last
+				r.LastStep, r.RejectedSignal = last, rej
+				r.Totals = toTotalsJSON(st, time.Now())
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
 			}
 			printStatus(cmd.OutOrStdout(), st)
+			printTotals(cmd.OutOrStdout(), toTotalsJSON(st, time.Now()))
 			if last != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "last step  %s (attempt %d, %s)\n", last.Step, last.Attempt, last.Outcome)
+			}
+			if rej != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "rejected   signal on %s (%d bytes) set aside by step %s at %s: %s\n",
+					rej.Key, rej.Size, rej.Step, rej.At.Format(time.RFC3339), rej.Reason)
 			}
 			return nil
 		},

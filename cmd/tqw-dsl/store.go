@@ -20,17 +20,11 @@ import (
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
+	"github.com/tqw-dsl/tqw/runtime/remote"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
-)
-
-// Exit codes of the run-time commands, besides exitOK, exitInvalid and exitUsage.
-const (
-	exitFailed      = 1   // the run failed, or the store could not be used
-	exitCancelled   = 3   // the run was cancelled
-	exitInterrupted = 130 // SIGINT/SIGTERM before the run ended
 )
 
 // stepAttempts is how many deliveries a step job gets before the queue
@@ -145,12 +139,64 @@ type engine struct {
 	closeErr  error
 }
 
+// storeSourceKey is the context key of where the command's --store value
+// came from (storeSource), set by the root command before any RunE.
+type storeSourceKey struct{}
+
+// storeSource says where a --store value came from: the flag, the
+// environment or the default.
+func storeSource(flagGiven bool) string {
+	switch {
+	case flagGiven:
+		return "from --store"
+	case os.Getenv("TQW_STORE") != "":
+		return "from TQW_STORE"
+	}
+	return "the default: neither --store nor TQW_STORE is set"
+}
+
+// openStore opens the store at url for reading and writing (a file
+// store's folder is created). A URL that names no store is a usage error;
+// a store that cannot be opened is a failure.
 func openStore(ctx context.Context, url string) (objstore.Store, error) {
 	s, err := storeurl.Open(ctx, url)
-	if err != nil {
+	if errors.Is(err, storeurl.ErrInvalid) {
 		return nil, failf(exitUsage, "--store: %v", err)
 	}
+	if err != nil {
+		return nil, failf(exitFailed, "opening the store %s: %v", url, err)
+	}
 	return s, nil
+}
+
+// openReadOnlyStore opens the store at url for a command that only reads
+// it: nothing is created or changed, every write fails, and a URL at which
+// nothing is stored is an error naming it and where it came from.
+func openReadOnlyStore(ctx context.Context, url string) (objstore.Store, error) {
+	s, err := storeurl.OpenReadOnly(ctx, url)
+	var none *storeurl.NoStoreError
+	switch {
+	case errors.As(err, &none):
+		source, _ := ctx.Value(storeSourceKey{}).(string)
+		if source == "" {
+			source = "from --store"
+		}
+		return nil, &exitError{code: exitFailed, msg: fmt.Sprintf("no store at %s (%s): %s; check the URL", url, source, none.Reason), cause: none}
+	case errors.Is(err, storeurl.ErrInvalid):
+		return nil, failf(exitUsage, "--store: %v", err)
+	case err != nil:
+		return nil, failf(exitFailed, "reading the store %s: %v", url, err)
+	}
+	return s, nil
+}
+
+// refuseMem refuses a mem:// store for a command whose run must outlive
+// the process (submit, run --detach): the store dies with it.
+func refuseMem(url, what string) error {
+	if strings.HasPrefix(url, "mem://") {
+		return failf(exitUsage, "%s with --store %s: a mem:// store lives only in this process, so the run would vanish when it exits; use a file:// or s3:// store", what, url)
+	}
+	return nil
 }
 
 // busyError reports a store a live writer holds: the caller sends its
@@ -394,7 +440,7 @@ type session struct {
 	url   string
 	store objstore.Store
 	e     *engine
-	c     *runtime.Client
+	c     *remote.Client
 	// holder is the live writer c sends to.
 	holder lease.Info
 }
@@ -417,7 +463,7 @@ func openSession(ctx context.Context, url string, o engineOptions) (*session, er
 	if !errors.As(err, &busy) {
 		return nil, err
 	}
-	c, err := runtime.NewClient(store, runtime.ClientOptions{Name: "tqw-dsl " + o.name, Logger: o.log, AnswerTimeout: answerTimeout,
+	c, err := remote.NewClient(store, remote.ClientOptions{Name: "tqw-dsl " + o.name, Logger: o.log, AnswerTimeout: answerTimeout,
 		Queue: queue.Options{Logger: o.log}, Lease: lease.Options{Logger: o.log}})
 	if err != nil {
 		return nil, failf(exitFailed, "sending commands to %s: %v", url, err)
@@ -494,17 +540,17 @@ func (s *session) watchWriter(ctx context.Context) (context.Context, func()) {
 // the command's failure: a missing answer says what to do. sctx is the
 // context from watchWriter the command was sent under.
 func (s *session) remoteError(sctx context.Context, what string, err error) error {
-	if errors.Is(err, runtime.ErrNoAnswer) && errors.Is(context.Cause(sctx), errWriterGone) {
+	if errors.Is(err, remote.ErrNoAnswer) && errors.Is(context.Cause(sctx), errWriterGone) {
 		return failf(exitFailed, "%s: %s stopped before it answered; the command waits in the store's inbox and is applied when a writer starts ('tqw-dsl worker')", what, s.holder)
 	}
-	if errors.Is(err, runtime.ErrNoAnswer) {
+	if errors.Is(err, remote.ErrNoAnswer) {
 		return failf(exitFailed, "%s: %v", what, err)
 	}
 	return failf(exitFailed, "%s (sent to %s): %v", what, s.holder, err)
 }
 
-// view is a store opened read-only: it writes nothing and does not
-// disturb a process working the store.
+// view is a store opened read-only: it writes nothing (every write to
+// its store fails) and does not disturb a process working the store.
 type view struct {
 	url   string
 	store objstore.Store
@@ -513,10 +559,11 @@ type view struct {
 	it    *interpreter.Interpreter
 }
 
-// openView opens the store at url read-only. A store that holds no queue
-// yet reads as empty.
+// openView opens the store at url read-only (openReadOnlyStore): a URL at
+// which nothing is stored is an error. A store that holds no queue yet
+// reads as empty.
 func openView(ctx context.Context, url string) (*view, error) {
-	store, err := openStore(ctx, url)
+	store, err := openReadOnlyStore(ctx, url)
 	if err != nil {
 		return nil, err
 	}
@@ -587,6 +634,9 @@ func loadWorkflow(cmd *cobra.Command, path string, noShell bool) (*interpreter.W
 	}
 	if noShell && w.UsesAction("shell") {
 		return nil, failf(exitUsage, "%s uses the shell action, which --no-shell refuses", path)
+	}
+	if err := w.CheckSecrets(os.Getenv); err != nil {
+		return nil, failf(exitUsage, "%s: %v", path, err)
 	}
 	return w, nil
 }

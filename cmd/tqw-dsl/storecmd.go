@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -60,7 +58,7 @@ Exit status: 0 healthy, 1 a problem found (or no store at --store),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := context.WithoutCancel(cmd.Context())
-			s, err := openExistingStore(ctx, store)
+			s, err := openReadOnlyStore(ctx, store)
 			if err != nil {
 				return err
 			}
@@ -148,7 +146,11 @@ the store to a checkpoint past them, so it opens again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := context.WithoutCancel(cmd.Context())
-			s, err := openExistingStore(ctx, store)
+			open := openReadOnlyStore // without --yes it only reads
+			if yes {
+				open = openExistingStore
+			}
+			s, err := open(ctx, store)
 			if err != nil {
 				return err
 			}
@@ -283,17 +285,12 @@ func noStore(url, prefix string) error {
 	return failf(exitFailed, "no store at %s: %s/manifest does not exist and nothing else of a store is there (check --store and --prefix)", url, prefix)
 }
 
-// openExistingStore opens the store at url without creating anything: a
-// file:// folder that does not exist is an error naming the URL, where
-// opening the file store would create it.
+// openExistingStore opens the store at url for writing once a read-only
+// open found a store there: a missing file:// folder is an error naming
+// the URL, where opening the file store would create it.
 func openExistingStore(ctx context.Context, url string) (objstore.Store, error) {
-	if path, ok := strings.CutPrefix(url, "file://"); ok && path != "" && !strings.ContainsAny(path, "?#") {
-		if strings.HasPrefix(path, "localhost/") {
-			path = strings.TrimPrefix(path, "localhost")
-		}
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, failf(exitFailed, "no store at %s: the folder %s does not exist (check --store)", url, path)
-		}
+	if _, err := openReadOnlyStore(ctx, url); err != nil {
+		return nil, err
 	}
 	return openStore(ctx, url)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/remote"
 )
 
 func init() { commands = append(commands, newSubmitCmd) }
@@ -29,11 +30,17 @@ When a worker (or run) holds the store, the run is sent to it through the
 store's inbox and submit waits for its answer (up to 2m); otherwise submit
 opens the store as its writer for the moment it takes.
 
+A mem:// store is refused (exit 2): it lives only in this process, so the
+run would vanish when submit exits.
+
 Exit codes: 0 submitted, 2 a usage, validation or input error (nothing is
 written then), 1 the store failed or the live writer did not answer (the
 command stays in the inbox and is applied when a writer drains it).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := refuseMem(store, "submit"); err != nil {
+				return err
+			}
 			in, _, err := readJSONArg("--input", input, map[string]any{})
 			if err != nil {
 				return err
@@ -68,7 +75,7 @@ command stays in the inbox and is applied when a writer drains it).`,
 				sub, err = submitRemote(sctx, s, v, w, in, runID)
 				stopWatch()
 				_ = v.Close()
-				if errors.Is(err, runtime.ErrNoAnswer) {
+				if errors.Is(err, remote.ErrNoAnswer) {
 					return s.remoteError(sctx, "submitting the run", err)
 				}
 			}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -10,11 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tqw-dsl/tqw/examples/internal/exampletest"
+	"github.com/tqw-dsl/tqw/internal/crashtest"
 )
 
 // childArgs names the environment variable that makes the test binary run
@@ -47,33 +46,22 @@ func killAndResume(t *testing.T, stages, units, stopStage, stopUnit int) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	first := child(ctx, append(args, "--stop-after", fmt.Sprintf("%d.%d", stopStage, stopUnit)))
-	stdout, err := first.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
+	first := crashtest.Start(t, child(ctx, append(args, "--stop-after", fmt.Sprintf("%d.%d", stopStage, stopUnit))))
 	var firstOut strings.Builder
-	sc := bufio.NewScanner(stdout)
-	stopped := false
 	stopLine := fmt.Sprintf("stopping after stage %d unit %d", stopStage, stopUnit)
-	for sc.Scan() {
-		firstOut.WriteString(sc.Text() + "\n")
-		if strings.HasPrefix(sc.Text(), stopLine) {
-			stopped = true
+	for {
+		line, ok := first.Line()
+		if !ok {
+			t.Fatalf("first process ended without reaching its stop point:\n%s", firstOut.String())
+		}
+		firstOut.WriteString(line + "\n")
+		if strings.HasPrefix(line, stopLine) {
 			break
 		}
 	}
-	if !stopped {
-		first.Wait()
-		t.Fatalf("first process ended without reaching its stop point:\n%s", firstOut.String())
-	}
-	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := first.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	first.Wait()
 
 	second := child(ctx, args)
 	var out bytes.Buffer

@@ -9,12 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tqw-dsl/tqw/actions/llm/llmfake"
 	"github.com/tqw-dsl/tqw/examples/internal/exampletest"
+	"github.com/tqw-dsl/tqw/internal/crashtest"
 )
 
 // childArgs names the environment variable that makes the test binary run
@@ -70,23 +70,26 @@ func TestCrashDoesNotRepeatPaidCalls(t *testing.T) {
 	args := []string{"--store", "file://" + filepath.ToSlash(filepath.Join(t.TempDir(), "store")),
 		"--run-id", "agent-t", "--base-url", fake.URL(), "--model", "test-model", "--api-key", "sk-test"}
 
-	first := child(ctx, args)
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- first.Wait() }()
+	first := crashtest.Start(t, child(ctx, args))
+	var firstOut strings.Builder
+	ended := make(chan struct{}) // its stdout closed: it exited
+	go func() {
+		defer close(ended)
+		for line, ok := first.Line(); ok; line, ok = first.Line() {
+			firstOut.WriteString(line + "\n")
+		}
+	}()
 	select {
 	case <-reached:
-	case err := <-exited:
-		t.Fatalf("first process exited before its third call: %v", err)
+	case <-ended:
+		t.Fatalf("first process exited before its third call:\n%s", firstOut.String())
 	case <-ctx.Done():
 		t.Fatal("the third call never came")
 	}
-	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := first.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-exited
+	<-ended
 
 	second := child(ctx, args)
 	out, err := second.Output()

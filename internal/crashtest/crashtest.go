@@ -107,11 +107,14 @@ type Child struct {
 	cmd      *exec.Cmd
 	lines    *bufio.Scanner
 	signaled bool
+	reaped   bool
 }
 
 // Start starts cmd with its stdout piped to the returned Child; the
 // caller reads it with Line or WaitReady, or leaves it to KillAfter.
-// Setting cmd.Stderr beforehand is allowed; cmd.Stdout must be nil.
+// Setting cmd.Stderr beforehand is allowed; cmd.Stdout must be nil. A
+// child not yet reaped when the test ends (it failed half-way) is killed
+// and reaped then, so no child outlives its test.
 func Start(t testing.TB, cmd *exec.Cmd) *Child {
 	t.Helper()
 	out, err := cmd.StdoutPipe()
@@ -121,8 +124,18 @@ func Start(t testing.TB, cmd *exec.Cmd) *Child {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	return &Child{cmd: cmd, lines: bufio.NewScanner(out)}
+	c := &Child{cmd: cmd, lines: bufio.NewScanner(out)}
+	t.Cleanup(func() {
+		if !c.reaped {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return c
 }
+
+// Pid returns the child's process id.
+func (c *Child) Pid() int { return c.cmd.Process.Pid }
 
 // Line returns the child's next stdout line, and false at the end of its
 // output (it exited or was killed).
@@ -167,6 +180,7 @@ func (c *Child) Reap() error {
 		}
 	}
 	err := c.cmd.Wait()
+	c.reaped = true
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		return fmt.Errorf("child ended on its own (%v) before the kill", err)
@@ -201,8 +215,10 @@ func (c *Child) KillAfter(d time.Duration) (killed bool, err error) {
 		c.signaled = true
 		_ = c.cmd.Process.Signal(syscall.SIGKILL) // it may have just exited; reaped below either way
 		<-exited
+		c.reaped = true
 		return true, nil
 	case err := <-exited:
+		c.reaped = true
 		return false, err
 	}
 }

@@ -2,9 +2,11 @@ package crashtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -132,5 +134,23 @@ func TestAppendLineReadLines(t *testing.T) {
 	}
 	if got := strings.Join(ReadLines(t, path), ","); got != "a 1,b 2,c 3" {
 		t.Fatalf("ReadLines = %q, want the three appended lines in order", got)
+	}
+}
+
+// A child the test never killed dies with the test.
+func TestStartKillsLeftoverChildAtCleanup(t *testing.T) {
+	var pid int
+	t.Run("leaves its child running", func(t *testing.T) {
+		c := start(t, "block")
+		if err := c.WaitReady("ready"); err != nil {
+			t.Fatal(err)
+		}
+		pid = c.Pid()
+		if err := syscall.Kill(pid, 0); err != nil {
+			t.Fatalf("child %d not running: %v", pid, err)
+		}
+	})
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("child %d after its test ended: signal 0 = %v; want ESRCH (killed and reaped)", pid, err)
 	}
 }

@@ -8,9 +8,10 @@
 // checks its invariants on what the children left behind. This package
 // holds the mechanics: [IfChild] dispatches the child in TestMain and
 // [Parent] skips the parent test inside it, [Command] builds the child,
-// [Start] runs it with its stdout read line by line, [Child.WaitReady]
-// waits for a marker line, [Child.Kill] and [Child.KillAfter] kill and reap
-// it, [Count] reads the kill count, [Rand] and [Delay] give the seeded kill
+// [Start] runs it with its stdout read line by line (and kills it when the
+// test ends, should the test fail before it does), [Child.WaitReady] waits
+// for a marker line, [Child.Kill] and [Child.KillAfter] kill and reap it,
+// [Count] reads the kill count, [Rand] and [Delay] give the seeded kill
 // moments, and [AppendLine] and [ReadLines] keep a log that survives the
 // kill.
 //

@@ -1,18 +1,17 @@
 package lease
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/crashtest"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
 )
 
@@ -66,79 +65,74 @@ func TestFlock(t *testing.T) {
 	}
 }
 
-const childEnv = "TQW_TEST_LEASE_CHILD"
+const childEnv = "TQW_TEST_LEASE_CHILD" // "<mechanism>:<folder>"; set only in the child
 
-// TestLeaseChild is the subprocess of the kill tests: it takes the lease
-// on the folder ("flock" or "object" mechanism), says so, and waits to be
-// killed.
-func TestLeaseChild(t *testing.T) {
-	spec := os.Getenv(childEnv)
-	if spec == "" {
-		t.Skip("subprocess of TestFlockKill and TestObjectKill")
-	}
+func TestMain(m *testing.M) {
+	crashtest.IfChild(childEnv, holdLease)
+	os.Exit(m.Run())
+}
+
+// holdLease is the child process of the kill tests: it takes the lease on
+// the folder with the mechanism ("flock" or "object") spec names, says so,
+// and waits to be killed.
+func holdLease(spec string) error {
 	mechanism, dir, _ := strings.Cut(spec, ":")
 	fs, err := file.Open(dir)
 	if err != nil {
-		fmt.Println("error:", err)
-		os.Exit(2)
+		return err
 	}
-	if _, err := Acquire(context.Background(), fs, Options{Owner: "child", ObjectLease: mechanism == MechanismObject}); err != nil {
-		fmt.Println("error:", err)
-		os.Exit(2)
+	held, err := Acquire(context.Background(), fs, Options{Owner: "child", ObjectLease: mechanism == MechanismObject})
+	if err != nil {
+		return err
 	}
 	fmt.Println("holding")
-	select {}
+	// Wait to be killed, keeping the lease referenced (its lock file's
+	// finalizer would drop the flock). A bare select{} can end the child
+	// as a deadlock once no timer is pending.
+	for {
+		time.Sleep(time.Hour)
+		runtime.KeepAlive(held)
+	}
 }
 
-// startChild starts TestLeaseChild holding the lease on dir and waits
-// until it holds it.
-func startChild(t *testing.T, mechanism, dir string) *exec.Cmd {
+// startHolder starts a child holding the lease (with mechanism) on a new
+// folder, waits until it holds it, and opens the folder for the test.
+func startHolder(t *testing.T, mechanism string) (*crashtest.Child, *file.Store) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childEnv+"="+mechanism+":"+dir)
-	out, err := cmd.StdoutPipe()
+	dir := t.TempDir()
+	c := crashtest.Start(t, crashtest.Command(context.Background(), "^$", childEnv+"="+mechanism+":"+dir))
+	if err := c.WaitReady("holding"); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := file.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "holding" {
-		t.Fatalf("child said %q, %v", line, err)
-	}
-	return cmd
+	t.Cleanup(func() { _ = fs.Close() })
+	return c, fs
 }
 
-func kill(t *testing.T, cmd *exec.Cmd) {
+func kill(t *testing.T, c *crashtest.Child) {
 	t.Helper()
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := c.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	_ = cmd.Wait()
 }
 
 // TestFlockKill checks that a holder killed with SIGKILL drops its file
 // lock at once: the next holder takes over without waiting.
 func TestFlockKill(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	cmd := startChild(t, MechanismFlock, dir)
-	fs, err := file.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
-	_, err = Acquire(ctx, fs, Options{Owner: "parent", Logger: quiet()})
+	child, fs := startHolder(t, MechanismFlock)
+	_, err := Acquire(ctx, fs, Options{Owner: "parent", Logger: quiet()})
 	var active *ActiveError
-	if !errors.As(err, &active) || active.Holder.Owner != "child" || active.Holder.PID != cmd.Process.Pid {
-		t.Fatalf("acquire while the child holds the lock: %v; want the child (pid %d) named", err, cmd.Process.Pid)
+	if !errors.As(err, &active) || active.Holder.Owner != "child" || active.Holder.PID != child.Pid() {
+		t.Fatalf("acquire while the child holds the lock: %v; want the child (pid %d) named", err, child.Pid())
 	}
-	if !strings.Contains(err.Error(), "pid "+strconv.Itoa(cmd.Process.Pid)) {
+	if !strings.Contains(err.Error(), "pid "+strconv.Itoa(child.Pid())) {
 		t.Fatalf("error does not name the holder's pid: %v", err)
 	}
-	kill(t, cmd)
+	kill(t, child)
 	if _, live, err := Live(ctx, fs, Options{}); err != nil || live {
 		t.Fatalf("Live after the kill = %v, %v; want none", live, err)
 	}
@@ -157,25 +151,19 @@ func TestObjectKill(t *testing.T) {
 		t.Skip("no boot id on this platform: a killed holder is replaced after its TTL")
 	}
 	ctx := context.Background()
-	dir := t.TempDir()
-	cmd := startChild(t, MechanismObject, dir)
-	fs, err := file.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
+	child, fs := startHolder(t, MechanismObject)
 	o := Options{Owner: "parent", ObjectLease: true, NoWait: true, Logger: quiet()}
-	_, err = Acquire(ctx, fs, o)
-	if active := wantActive(t, err, "child"); active.Holder.PID != cmd.Process.Pid || active.Holder.PIDStart == 0 {
-		t.Fatalf("holder %+v, want pid %d with its start time", active.Holder, cmd.Process.Pid)
+	_, err := Acquire(ctx, fs, o)
+	if active := wantActive(t, err, "child"); active.Holder.PID != child.Pid() || active.Holder.PIDStart == 0 {
+		t.Fatalf("holder %+v, want pid %d with its start time", active.Holder, child.Pid())
 	}
-	kill(t, cmd)
+	kill(t, child)
 	l, err := Acquire(ctx, fs, o)
 	if err != nil {
 		t.Fatalf("acquire after the holder was killed: %v", err)
 	}
 	defer release(t, l)
-	want := fmt.Sprintf("its process (pid %d) is gone", cmd.Process.Pid)
+	want := fmt.Sprintf("its process (pid %d) is gone", child.Pid())
 	if from, reason, took := l.TookOver(); !took || from.Owner != "child" || reason != want {
 		t.Fatalf("TookOver = %s, %q, %v; want %q", from, reason, took, want)
 	}

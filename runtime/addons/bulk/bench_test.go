@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/tqw-dsl/tqw/internal/queuetest"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -18,7 +19,7 @@ func BenchmarkBatch(b *testing.B) {
 		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
 			ctx := context.Background()
 			store := counting.New(mem.New())
-			q, err := queue.Open(ctx, store, queue.Options{Logger: quiet()})
+			q, err := queue.Open(ctx, store, queue.Options{Logger: queuetest.Quiet()})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -33,7 +34,7 @@ func BenchmarkBatch(b *testing.B) {
 					return in, nil
 				}},
 			}}
-			r, err := New(q, store, pipe, WithConcurrency(conc), WithLogger(quiet()))
+			r, err := New(q, store, pipe, WithConcurrency(conc), WithLogger(queuetest.Quiet()))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/addons/addon"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -183,45 +184,34 @@ type Progress struct {
 // Done reports whether every item finished.
 func (p Progress) Done() bool { return p.Pending == 0 }
 
-type config struct {
-	queueName   string
-	prefix      string
-	maxAttempts int
-	concurrency int
-	submitConc  int
-	logger      *slog.Logger
-	rtOpts      []runtime.Option
-}
-
-// Option configures New.
-type Option func(*config)
+// Option configures New. The options are addon's, shared with jobs.
+type Option = addon.Option
 
 // WithQueueName sets the runtime queue of item runs (default "bulk").
-func WithQueueName(name string) Option { return func(c *config) { c.queueName = name } }
+func WithQueueName(name string) Option { return addon.WithQueueName(name) }
 
-// WithKVPrefix sets the caller-KV prefix of batch records (default "bulk/").
-func WithKVPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+// WithKVPrefix sets the caller-KV prefix of batch records (default
+// "bulk/").
+func WithKVPrefix(prefix string) Option { return addon.WithKVPrefix(prefix) }
 
 // WithMaxAttempts sets how many times an item runs before a transient
 // error fails it (default 3).
-func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
+func WithMaxAttempts(n int) Option { return addon.WithMaxAttempts(n) }
 
 // WithConcurrency sets how many items run at once (default 8).
-func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
+func WithConcurrency(n int) Option { return addon.WithConcurrency(n) }
 
 // WithSubmitConcurrency sets how many item submissions Submit keeps in
 // flight, so their commits share WAL PUTs (default 32).
-func WithSubmitConcurrency(n int) Option { return func(c *config) { c.submitConc = n } }
+func WithSubmitConcurrency(n int) Option { return addon.WithSubmitConcurrency(n) }
 
 // WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+func WithLogger(l *slog.Logger) Option { return addon.WithLogger(l) }
 
-// WithRuntimeOptions passes options to runtime.New. The queue name, maximum
-// attempts, concurrency (steps and notifications: WithConcurrency, at least
-// 2) and terminal hook are the runner's own.
-func WithRuntimeOptions(opts ...runtime.Option) Option {
-	return func(c *config) { c.rtOpts = append(c.rtOpts, opts...) }
-}
+// WithRuntimeOptions passes options to runtime.New. The queue name,
+// maximum attempts, concurrency (steps and notifications:
+// WithConcurrency, at least 2) and terminal hook are the runner's own.
+func WithRuntimeOptions(opts ...runtime.Option) Option { return addon.WithRuntimeOptions(opts...) }
 
 // Runner runs one pipeline over batches of items. It owns one
 // runtime.Runtime on its own queue. Safe for concurrent use.
@@ -229,7 +219,7 @@ type Runner struct {
 	q    *queue.Queue
 	rt   *runtime.Runtime
 	pipe Pipeline
-	cfg  config
+	cfg  addon.Options
 	log  *slog.Logger
 
 	mu      sync.Mutex
@@ -254,33 +244,16 @@ type batchState struct {
 // New returns a runner of pipe on q, with memo entries in store (usually
 // the store q was opened on). It makes no request.
 func New(q *queue.Queue, store objstore.Store, pipe Pipeline, opts ...Option) (*Runner, error) {
-	cfg := config{queueName: DefaultQueueName, prefix: DefaultKVPrefix, maxAttempts: DefaultMaxAttempts, concurrency: 8, submitConc: 32}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	switch {
-	case cfg.maxAttempts < 1 || cfg.concurrency < 1 || cfg.submitConc < 1:
-		return nil, fmt.Errorf("%w: attempts %d, concurrency %d, submit concurrency %d: want at least 1 each",
-			ErrInvalidBatch, cfg.maxAttempts, cfg.concurrency, cfg.submitConc)
-	case cfg.prefix == "" || strings.HasPrefix(cfg.prefix, runtime.ReservedKVPrefix):
-		return nil, fmt.Errorf("%w: WithKVPrefix(%q): want a non-empty prefix outside %q", ErrInvalidBatch, cfg.prefix, runtime.ReservedKVPrefix)
+	cfg := addon.Options{QueueName: DefaultQueueName, KVPrefix: DefaultKVPrefix, MaxAttempts: DefaultMaxAttempts, Concurrency: 8, SubmitConcurrency: 32}
+	cfg.Apply(opts)
+	if err := cfg.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
 	}
 	if err := pipe.validate(); err != nil {
 		return nil, err
 	}
-	r := &Runner{q: q, pipe: pipe, cfg: cfg, log: cfg.logger, batches: map[string]*batchState{}, running: map[string]int{}}
-	if r.log == nil {
-		r.log = slog.Default()
-	}
-	r.log = r.log.With("component", "bulk")
-	rtOpts := append(append([]runtime.Option{}, cfg.rtOpts...),
-		runtime.WithQueueName(cfg.queueName), runtime.WithMaxAttempts(cfg.maxAttempts),
-		runtime.WithConcurrency(cfg.concurrency), runtime.WithNotifyConcurrency(max(2, cfg.concurrency)),
-		runtime.WithTerminalHook(hook{r}))
-	if cfg.logger != nil {
-		rtOpts = append(rtOpts, runtime.WithLogger(cfg.logger))
-	}
-	rt, err := runtime.New(q, store, stepRunner{r}, rtOpts...)
+	r := &Runner{q: q, pipe: pipe, cfg: cfg, log: cfg.Log("bulk"), batches: map[string]*batchState{}, running: map[string]int{}}
+	rt, err := cfg.NewRuntime(q, store, stepRunner{r}, hook{r})
 	if err != nil {
 		return nil, fmt.Errorf("bulk: %w", err)
 	}
@@ -300,9 +273,9 @@ func (r *Runner) Spawn(ctx context.Context) *runtime.Worker { return r.rt.Spawn(
 // RunID returns the run id of item index of batchID.
 func RunID(batchID string, index int) string { return batchID + "." + strconv.Itoa(index) }
 
-func (r *Runner) metaKey(batch string) string { return r.cfg.prefix + batch + "/meta" }
+func (r *Runner) metaKey(batch string) string { return r.cfg.KVPrefix + batch + "/meta" }
 func (r *Runner) itemPrefix(batch string) string {
-	return r.cfg.prefix + batch + "/i/"
+	return r.cfg.KVPrefix + batch + "/i/"
 }
 func (r *Runner) itemKey(batch string, i int) string {
 	return fmt.Sprintf("%s%010d", r.itemPrefix(batch), i)
@@ -458,7 +431,7 @@ func (r *Runner) Submit(ctx context.Context, batchID string, items [][]byte, th 
 	work := make(chan int)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
-	for range min(r.cfg.submitConc, max(len(items), 1)) {
+	for range min(r.cfg.SubmitConcurrency, max(len(items), 1)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -7,24 +7,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	stdruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/tqw-dsl/tqw/internal/allocbound"
+	"github.com/tqw-dsl/tqw/internal/queuetest"
+	"github.com/tqw-dsl/tqw/internal/rttest"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
-	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
-
-var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // pipe is a two-phase test pipeline: "measure" costs len(input) tokens,
 // "price" costs 7 micro_usd per token and upper-cases the input. Items
@@ -96,96 +90,67 @@ func (p *pipe) pipeline() Pipeline {
 	}}
 }
 
+// env is a bulk runner of a test pipe on an rttest env: a mem store
+// driven by a MockClock.
 type env struct {
-	t     *testing.T
-	ctx   context.Context
-	store objstore.Store
-	clock *queue.MockClock
-	q     *queue.Queue
-	r     *Runner
-	w     *runtime.Worker
-	p     *pipe
-	opts  []Option
+	*rttest.Env
+	r *Runner
+	p *pipe
 }
 
 func newEnv(t *testing.T, opts ...Option) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	e := &env{t: t, ctx: ctx, store: mem.New(), clock: queue.NewMockClock(t0), p: newPipe(), opts: opts}
-	e.open()
-	t.Cleanup(e.close)
+	e := &env{p: newPipe()}
+	opts = append([]Option{WithLogger(queuetest.Quiet()), WithRuntimeOptions(runtime.WithShutdownTimeout(0))}, opts...)
+	e.Env = rttest.New(t, func(q *queue.Queue, store objstore.Store) (*runtime.Runtime, error) {
+		r, err := New(q, store, e.p.pipeline(), opts...)
+		if err != nil {
+			return nil, err
+		}
+		e.r = r
+		return r.Runtime(), nil
+	})
+	// Runs before the env's cleanup: slow items return, so the worker stops.
+	t.Cleanup(func() {
+		select {
+		case <-e.p.release:
+		default:
+			close(e.p.release)
+		}
+	})
 	return e
-}
-
-func (e *env) open() {
-	e.t.Helper()
-	q, err := queue.Open(e.ctx, e.store, queue.Options{Clock: e.clock, Logger: quiet(), SweepInterval: -1,
-		DefaultConfig: queue.QueueConfig{LeaseDuration: 1000 * time.Hour, BackoffBase: time.Second, BackoffMax: time.Second}})
-	if err != nil {
-		e.t.Fatalf("queue.Open: %v", err)
-	}
-	e.q = q
-	opts := append([]Option{WithLogger(quiet()), WithRuntimeOptions(runtime.WithShutdownTimeout(0))}, e.opts...)
-	r, err := New(q, e.store, e.p.pipeline(), opts...)
-	if err != nil {
-		e.t.Fatalf("New: %v", err)
-	}
-	e.r = r
-}
-
-func (e *env) start() { e.w = e.r.Spawn(e.ctx) }
-
-func (e *env) close() {
-	select {
-	case <-e.p.release:
-	default:
-		close(e.p.release)
-	}
-	if e.w != nil {
-		_ = e.w.Shutdown(e.ctx)
-		e.w = nil
-	}
-	if e.q != nil {
-		_ = e.q.Close()
-		e.q = nil
-	}
 }
 
 // wait is Runner.Wait that also advances the clock past retry backoffs.
 func (e *env) wait(batch string) Progress {
-	e.t.Helper()
+	e.T.Helper()
 	type res struct {
 		p   Progress
 		err error
 	}
 	done := make(chan res, 1)
 	go func() {
-		p, err := e.r.Wait(e.ctx, batch)
+		p, err := e.r.Wait(e.Ctx, batch)
 		done <- res{p, err}
 	}()
-	for {
+	var r res
+	e.Until(func() bool {
 		select {
-		case r := <-done:
-			if r.err != nil {
-				e.t.Fatalf("Wait(%s): %v", batch, r.err)
-			}
-			return r.p
+		case r = <-done:
+			return true
 		default:
+			return false
 		}
-		for _, qn := range []string{DefaultQueueName, DefaultQueueName + "-notify"} {
-			if st, err := e.q.Stats(e.ctx, qn); err == nil && st.Scheduled > 0 {
-				e.clock.Advance(time.Second)
-			}
-		}
-		if e.ctx.Err() != nil {
-			p, err := e.r.Progress(context.Background(), batch)
-			st, _ := e.q.Stats(context.Background(), DefaultQueueName)
-			nst, _ := e.q.Stats(context.Background(), DefaultQueueName+"-notify")
-			e.t.Fatalf("Wait(%s) timed out: durable %+v %v; steps %+v notify %+v", batch, p, err, st, nst)
-		}
-		stdruntime.Gosched()
+	}, func() string {
+		p, err := e.r.Progress(context.Background(), batch)
+		st, _ := e.Q.Stats(context.Background(), DefaultQueueName)
+		nst, _ := e.Q.Stats(context.Background(), DefaultQueueName+"-notify")
+		return fmt.Sprintf("Wait(%s): durable %+v %v; steps %+v notify %+v", batch, p, err, st, nst)
+	}, DefaultQueueName, DefaultQueueName+"-notify")
+	if r.err != nil {
+		e.T.Fatalf("Wait(%s): %v", batch, r.err)
 	}
+	return r.p
 }
 
 func items(names ...string) [][]byte {
@@ -224,7 +189,7 @@ func sameCosts(a, b map[string]int64) bool {
 
 func TestProgressTotalsAndResults(t *testing.T) {
 	e := newEnv(t)
-	e.start()
+	e.Start()
 	var names, ok, bad []string
 	for i := range 20 {
 		n := fmt.Sprintf("item-%02d", i)
@@ -239,7 +204,7 @@ func TestProgressTotalsAndResults(t *testing.T) {
 		}
 		names = append(names, n)
 	}
-	if _, err := e.r.Submit(e.ctx, "b1", items(names...), Threshold{}); err != nil {
+	if _, err := e.r.Submit(e.Ctx, "b1", items(names...), Threshold{}); err != nil {
 		t.Fatal(err)
 	}
 	p := e.wait("b1")
@@ -253,7 +218,7 @@ func TestProgressTotalsAndResults(t *testing.T) {
 		t.Fatalf("measure ran %d times, want 20 (memoized across the flaky retries)", got)
 	}
 	var buf bytes.Buffer
-	n, err := e.r.WriteResults(e.ctx, "b1", &buf)
+	n, err := e.r.WriteResults(e.Ctx, "b1", &buf)
 	if err != nil || n != 20 {
 		t.Fatalf("WriteResults: %d %v", n, err)
 	}
@@ -279,7 +244,7 @@ func TestProgressTotalsAndResults(t *testing.T) {
 		}
 	}
 	buf.Reset()
-	if n, err := e.r.WriteResults(e.ctx, "b1", &buf, Failed); err != nil || n != len(bad) {
+	if n, err := e.r.WriteResults(e.Ctx, "b1", &buf, Failed); err != nil || n != len(bad) {
 		t.Fatalf("WriteResults(Failed): %d %v", n, err)
 	}
 }
@@ -299,9 +264,9 @@ func TestCostRollupNotDoubleCountedOnRedelivery(t *testing.T) {
 		}
 		return nil
 	}
-	e.start()
+	e.Start()
 	names := []string{"a", "bb", "ccc", "bad-d", "eeeee", "flaky-f"}
-	if _, err := e.r.Submit(e.ctx, "b2", items(names...), Threshold{}); err != nil {
+	if _, err := e.r.Submit(e.Ctx, "b2", items(names...), Threshold{}); err != nil {
 		t.Fatal(err)
 	}
 	p := e.wait("b2")
@@ -310,22 +275,14 @@ func TestCostRollupNotDoubleCountedOnRedelivery(t *testing.T) {
 		t.Fatalf("progress %+v, want costs %v", p, want)
 	}
 	// Every notification was delivered twice.
-	for {
-		st, _ := e.q.Stats(e.ctx, e.r.Runtime().NotifyQueueName())
+	notify := e.RT.NotifyQueueName()
+	e.Until(func() bool {
+		st, _ := e.Q.Stats(e.Ctx, notify)
 		mu.Lock()
 		n := len(failed)
 		mu.Unlock()
-		if n == len(names) && st.Pending+st.Scheduled+st.Claimed == 0 {
-			break
-		}
-		if st.Scheduled > 0 {
-			e.clock.Advance(time.Second)
-		}
-		if e.ctx.Err() != nil {
-			t.Fatal("notifications never settled")
-		}
-		stdruntime.Gosched()
-	}
+		return n == len(names) && st.Pending+st.Scheduled+st.Claimed == 0
+	}, func() string { return "notifications never settled" }, notify)
 	// The in-memory aggregate agrees with the durable records.
 	e.r.mu.Lock()
 	mem := e.r.batches["b2"].progress("b2")
@@ -333,7 +290,7 @@ func TestCostRollupNotDoubleCountedOnRedelivery(t *testing.T) {
 	if mem.Succeeded != 5 || mem.Failed != 1 || !sameCosts(mem.Costs, want) {
 		t.Fatalf("in-memory aggregate %+v", mem)
 	}
-	if p2, _ := e.r.Progress(e.ctx, "b2"); !sameCosts(p2.Costs, want) || p2.Succeeded != 5 {
+	if p2, _ := e.r.Progress(e.Ctx, "b2"); !sameCosts(p2.Costs, want) || p2.Succeeded != 5 {
 		t.Fatalf("durable progress %+v", p2)
 	}
 }
@@ -345,12 +302,12 @@ func TestFailureThresholdStopsBatch(t *testing.T) {
 	// could otherwise stop the batch before slow-0's step started at all,
 	// which cancels it before it enters "price".
 	e.p.badAfter = e.p.slow0
-	e.start()
+	e.Start()
 	names := []string{"slow-0", "bad-1", "bad-2"}
 	for i := 3; i < 10; i++ {
 		names = append(names, fmt.Sprintf("slow-%d", i))
 	}
-	if _, err := e.r.Submit(e.ctx, "b3", items(names...), Threshold{MaxFailed: 2}); err != nil {
+	if _, err := e.r.Submit(e.Ctx, "b3", items(names...), Threshold{MaxFailed: 2}); err != nil {
 		t.Fatal(err)
 	}
 	p := e.wait("b3")
@@ -381,15 +338,14 @@ func TestFailureThresholdStopsBatch(t *testing.T) {
 	if !started["slow-0"] || len(started) > 3 || len(started) == 3 && !(started["slow-3"] && started["slow-4"]) {
 		t.Fatalf("started %v", started)
 	}
-	st, err := e.r.Runtime().Status(e.ctx, RunID("b3", 0))
-	if err != nil || st.State != runtime.StateCancelled {
-		t.Fatalf("running item: %+v %v", st, err)
+	if st := e.Status(RunID("b3", 0)); st.State != runtime.StateCancelled {
+		t.Fatalf("running item: %+v", st)
 	}
 	if !subsetSum(p.Costs["tokens"]-tokens, maybe) || p.Costs["micro_usd"] != 0 {
 		t.Fatalf("costs of a stopped batch %v, want %d tokens (measure completed for the started items) plus some of %v (measured, never priced)", p.Costs, tokens, maybe)
 	}
 	// A later Submit of the stopped batch runs nothing new.
-	if p2, err := e.r.Submit(e.ctx, "b3", items(names...), Threshold{MaxFailed: 2}); err != nil || p2.Cancelled != 8 || p2.Costs["tokens"] != p.Costs["tokens"] {
+	if p2, err := e.r.Submit(e.Ctx, "b3", items(names...), Threshold{MaxFailed: 2}); err != nil || p2.Cancelled != 8 || p2.Costs["tokens"] != p.Costs["tokens"] {
 		t.Fatalf("resubmit: %+v %v", p2, err)
 	}
 }
@@ -407,9 +363,9 @@ func subsetSum(want int64, xs []int64) bool {
 
 func TestReplayFailedItems(t *testing.T) {
 	e := newEnv(t)
-	e.start()
+	e.Start()
 	names := []string{"ok-1", "bad-2", "ok-3", "bad-4"}
-	if _, err := e.r.Submit(e.ctx, "b4", items(names...), Threshold{}); err != nil {
+	if _, err := e.r.Submit(e.Ctx, "b4", items(names...), Threshold{}); err != nil {
 		t.Fatal(err)
 	}
 	if p := e.wait("b4"); p.Failed != 2 {
@@ -417,7 +373,7 @@ func TestReplayFailedItems(t *testing.T) {
 	}
 	measured := e.p.measured.Load()
 	e.p.broken.Store(false)
-	n, err := e.r.Replay(e.ctx, "b4")
+	n, err := e.r.Replay(e.Ctx, "b4")
 	if err != nil || n != 2 {
 		t.Fatalf("Replay: %d %v", n, err)
 	}
@@ -428,7 +384,7 @@ func TestReplayFailedItems(t *testing.T) {
 	if e.p.measured.Load() != measured {
 		t.Fatal("replay ran a memoized phase again")
 	}
-	if n, err := e.r.Replay(e.ctx, "b4"); err != nil || n != 0 {
+	if n, err := e.r.Replay(e.Ctx, "b4"); err != nil || n != 0 {
 		t.Fatalf("second Replay: %d %v", n, err)
 	}
 }
@@ -436,31 +392,31 @@ func TestReplayFailedItems(t *testing.T) {
 func TestSubmitIdempotent(t *testing.T) {
 	e := newEnv(t)
 	names := items("x", "y", "z")
-	if _, err := e.r.Submit(e.ctx, "b5", names, Threshold{}); err != nil {
+	if _, err := e.r.Submit(e.Ctx, "b5", names, Threshold{}); err != nil {
 		t.Fatal(err)
 	}
-	st, _ := e.q.Stats(e.ctx, DefaultQueueName)
-	if _, err := e.r.Submit(e.ctx, "b5", names, Threshold{}); err != nil {
+	st, _ := e.Q.Stats(e.Ctx, DefaultQueueName)
+	if _, err := e.r.Submit(e.Ctx, "b5", names, Threshold{}); err != nil {
 		t.Fatal(err)
 	}
-	if st2, _ := e.q.Stats(e.ctx, DefaultQueueName); st2 != st || st.Pending != 3 {
+	if st2, _ := e.Q.Stats(e.Ctx, DefaultQueueName); st2 != st || st.Pending != 3 {
 		t.Fatalf("resubmission enqueued: %+v -> %+v", st, st2)
 	}
-	if _, err := e.r.Submit(e.ctx, "b5", items("x", "Y", "z"), Threshold{}); !errors.Is(err, ErrInputMismatch) {
+	if _, err := e.r.Submit(e.Ctx, "b5", items("x", "Y", "z"), Threshold{}); !errors.Is(err, ErrInputMismatch) {
 		t.Fatalf("changed item: %v", err)
 	}
-	if _, err := e.r.Submit(e.ctx, "b5", items("x"), Threshold{}); !errors.Is(err, ErrBatchMismatch) {
+	if _, err := e.r.Submit(e.Ctx, "b5", items("x"), Threshold{}); !errors.Is(err, ErrBatchMismatch) {
 		t.Fatalf("changed count: %v", err)
 	}
 	for _, bad := range []string{"", "a.b", "a/b", strings.Repeat("x", 49)} {
-		if _, err := e.r.Submit(e.ctx, bad, names, Threshold{}); !errors.Is(err, ErrInvalidBatch) {
+		if _, err := e.r.Submit(e.Ctx, bad, names, Threshold{}); !errors.Is(err, ErrInvalidBatch) {
 			t.Fatalf("batch id %q: %v", bad, err)
 		}
 	}
-	if _, err := e.r.Submit(e.ctx, "b6", names, Threshold{MaxFailedRatio: 2}); !errors.Is(err, ErrInvalidBatch) {
+	if _, err := e.r.Submit(e.Ctx, "b6", names, Threshold{MaxFailedRatio: 2}); !errors.Is(err, ErrInvalidBatch) {
 		t.Fatalf("bad threshold: %v", err)
 	}
-	if _, err := e.r.Progress(e.ctx, "nope"); !errors.Is(err, ErrBatchNotFound) {
+	if _, err := e.r.Progress(e.Ctx, "nope"); !errors.Is(err, ErrBatchNotFound) {
 		t.Fatalf("unknown batch: %v", err)
 	}
 }
@@ -474,30 +430,28 @@ func TestResumeAfterAbruptStop(t *testing.T) {
 	for i := range 40 {
 		names = append(names, fmt.Sprintf("item-%02d", i))
 	}
-	e.start()
-	if _, err := e.r.Submit(e.ctx, "b7", items(names[:25]...), Threshold{}); err != nil {
+	e.Start()
+	if _, err := e.r.Submit(e.Ctx, "b7", items(names[:25]...), Threshold{}); err != nil {
 		t.Fatal(err)
 	}
 	// Wait until some items finished, then drop everything.
-	for {
-		p, err := e.r.Progress(e.ctx, "b7")
-		if err != nil {
+	var p Progress
+	e.Until(func() bool {
+		var err error
+		if p, err = e.r.Progress(e.Ctx, "b7"); err != nil {
 			t.Fatal(err)
 		}
-		if p.Succeeded >= 5 {
-			break
-		}
-		stdruntime.Gosched()
-	}
-	old := e.w
-	e.w, e.q = nil, nil // no Close: the old queue keeps running until fenced
-	e.open()
-	_ = old.Shutdown(e.ctx) // fenced: it stops with an error or nothing left to do
-	e.start()
-	if _, err := e.r.Submit(e.ctx, "b7", items(names[:25]...), Threshold{}); err != nil {
+		return p.Succeeded >= 5
+	}, func() string { return fmt.Sprintf("fewer than 5 items succeeded: %+v", p) })
+	old := e.W
+	e.W, e.Q = nil, nil // no Close: the old queue keeps running until fenced
+	e.Open()
+	_ = old.Shutdown(e.Ctx) // fenced: it stops with an error or nothing left to do
+	e.Start()
+	if _, err := e.r.Submit(e.Ctx, "b7", items(names[:25]...), Threshold{}); err != nil {
 		t.Fatalf("resubmit after restart: %v", err)
 	}
-	p := e.wait("b7")
+	p = e.wait("b7")
 	if p.Total != 25 || p.Succeeded != 25 || !sameCosts(p.Costs, expectCosts(names[:25], nil)) {
 		t.Fatalf("after resume %+v", p)
 	}
@@ -518,7 +472,16 @@ func FuzzDecodeRecords(f *testing.F) {
 	}
 	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{0x81, 0xa1, 'g', 0xc0})
+	for _, b := range hostileRecords {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		allocbound.Check(t, 3*len(b), func() {
+			_, _ = decodeMeta(b)
+			_, _ = decodeItem(b)
+			var pm phaseMemo
+			_ = decode("phase memo", b, &pm)
+		})
 		if m, err := decodeMeta(b); err == nil {
 			if m.Total < 0 || m.Threshold.validate() != nil {
 				t.Fatalf("accepted meta %+v", m)
@@ -533,7 +496,5 @@ func FuzzDecodeRecords(f *testing.F) {
 		} else if !errors.Is(err, ErrCorruptRecord) {
 			t.Fatalf("item error %v", err)
 		}
-		var pm phaseMemo
-		_ = decode("phase memo", b, &pm)
 	})
 }

@@ -100,7 +100,7 @@ func (s stepRunner) RunStep(ctx context.Context, step *runtime.Step) (runtime.St
 		if err != nil {
 			err = fmt.Errorf("phase %s: %w", ph.Name, err)
 			if phaseErr == nil || errors.Is(context.Cause(ctx), runtime.ErrShutdown) ||
-				!runtime.IsPermanent(phaseErr) && step.Attempt < r.cfg.maxAttempts {
+				!runtime.IsPermanent(phaseErr) && step.Attempt < r.cfg.MaxAttempts {
 				return runtime.StepOutcome{}, runtime.Transient(err)
 			}
 			rec.Status, rec.Error, rec.Costs = Failed, err.Error(), costs

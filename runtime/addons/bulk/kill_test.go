@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tqw-dsl/tqw/internal/crashtest"
+	"github.com/tqw-dsl/tqw/internal/queuetest"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -26,16 +27,20 @@ import (
 // how often they re-ran.
 
 const (
-	killDirEnv   = "TQW_BULK_KILL_DIR"
+	killDirEnv   = "TQW_BULK_KILL_DIR" // the test's folder; set only in the child
 	killItemsEnv = "TQW_BULK_KILL_ITEMS"
 	killKillsEnv = "TQW_BULK_KILL_KILLS"
 )
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
+func TestMain(m *testing.M) {
+	crashtest.IfChild(killDirEnv, func(dir string) error {
+		n, err := strconv.Atoi(os.Getenv(killItemsEnv))
+		if err != nil {
+			return fmt.Errorf("%s: %w", killItemsEnv, err)
+		}
+		return killChild(dir, n)
+	})
+	os.Exit(m.Run())
 }
 
 func killItems(n int) [][]byte {
@@ -81,20 +86,8 @@ func killPipeline(dir string) Pipeline {
 }
 
 func killQueueOptions() queue.Options {
-	return queue.Options{Logger: quiet(), ReapInterval: 100 * time.Millisecond,
+	return queue.Options{Logger: queuetest.Quiet(), ReapInterval: 100 * time.Millisecond,
 		DefaultConfig: queue.QueueConfig{BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond, LeaseDuration: 10 * time.Second}}
-}
-
-// TestKillChild is the child process; it does nothing in a normal run.
-func TestKillChild(t *testing.T) {
-	dir := os.Getenv(killDirEnv)
-	if dir == "" {
-		t.Skip("the kill test's child process; runs only under TestBulkResumeAfterSIGKILL")
-	}
-	if err := killChild(dir, envInt(killItemsEnv, 150)); err != nil {
-		fmt.Fprintln(os.Stderr, "kill child:", err)
-		os.Exit(3)
-	}
 }
 
 func killChild(dir string, n int) error {
@@ -111,7 +104,7 @@ func killChild(dir string, n int) error {
 	// A kill during a claim uses up an attempt (recovery counts it), so
 	// allow more attempts than kills: the test is about totals, not about
 	// attempt exhaustion.
-	r, err := New(q, store, killPipeline(dir), WithConcurrency(8), WithMaxAttempts(1000), WithLogger(quiet()))
+	r, err := New(q, store, killPipeline(dir), WithConcurrency(8), WithMaxAttempts(1000), WithLogger(queuetest.Quiet()))
 	if err != nil {
 		return err
 	}
@@ -134,11 +127,11 @@ func killChild(dir string, n int) error {
 
 func TestBulkResumeAfterSIGKILL(t *testing.T) {
 	crashtest.Parent(t, killDirEnv)
-	n, kills := envInt(killItemsEnv, 150), crashtest.Count(t, killKillsEnv, 8)
+	n, kills := crashtest.Count(t, killItemsEnv, 150), crashtest.Count(t, killKillsEnv, 8)
 	dir := t.TempDir()
 	rng := crashtest.Rand(t, 2)
 	child := func(ctx context.Context) *exec.Cmd {
-		return crashtest.Command(ctx, "^TestKillChild$", killDirEnv+"="+dir, killItemsEnv+"="+strconv.Itoa(n))
+		return crashtest.Command(ctx, "^$", killDirEnv+"="+dir, killItemsEnv+"="+strconv.Itoa(n))
 	}
 	killed, finishedEarly := 0, false
 	for i := 0; i < kills && !finishedEarly; i++ {
@@ -188,7 +181,7 @@ func TestBulkResumeAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	r, err := New(q, store, killPipeline(dir), WithLogger(quiet()))
+	r, err := New(q, store, killPipeline(dir), WithLogger(queuetest.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}

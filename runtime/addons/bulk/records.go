@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/tqw-dsl/tqw/internal/msgpackcheck"
 )
 
 // ErrCorruptRecord reports a batch or item record that failed to decode.
@@ -85,15 +87,10 @@ func encode(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// decode decodes b into v; a panic of the decoder on hostile input is
-// corruption, not a crash.
-func decode(what string, b []byte, v any) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %s: malformed MessagePack (%v)", ErrCorruptRecord, what, p)
-		}
-	}()
-	if err := msgpack.Unmarshal(b, v); err != nil {
+// decode decodes b into v, checking its lengths and nesting first (see
+// internal/msgpackcheck); a decoder panic is corruption too.
+func decode(what string, b []byte, v any) error {
+	if err := msgpackcheck.Unmarshal(b, v, msgpackcheck.Options{}); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrCorruptRecord, what, err)
 	}
 	return nil

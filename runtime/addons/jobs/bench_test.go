@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tqw-dsl/tqw/internal/queuetest"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -18,12 +19,12 @@ func BenchmarkSubmitAwait(b *testing.B) {
 		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
 			ctx := context.Background()
 			store := counting.New(mem.New())
-			q, err := queue.Open(ctx, store, queue.Options{Logger: quiet()})
+			q, err := queue.Open(ctx, store, queue.Options{Logger: queuetest.Quiet()})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer q.Close()
-			r, err := New(q, store, WithConcurrency(conc), WithLogger(quiet()))
+			r, err := New(q, store, WithConcurrency(conc), WithLogger(queuetest.Quiet()))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -4,99 +4,57 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	stdruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/tqw-dsl/tqw/internal/allocbound"
+	"github.com/tqw-dsl/tqw/internal/queuetest"
+	"github.com/tqw-dsl/tqw/internal/rttest"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/addons/addon"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
-	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
-var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// env is a queue and a jobs runner on a mem store driven by a MockClock.
+// env is a jobs runner on an rttest env: a mem store driven by a MockClock.
 type env struct {
-	t     *testing.T
-	ctx   context.Context
-	store objstore.Store
-	clock *queue.MockClock
-	q     *queue.Queue
-	r     *Runner
-	w     *runtime.Worker
+	*rttest.Env
+	r *Runner
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	e := &env{t: t, ctx: ctx, store: mem.New(), clock: queue.NewMockClock(t0)}
-	e.open()
-	t.Cleanup(e.close)
-	return e
-}
-
-func (e *env) open() {
-	e.t.Helper()
-	q, err := queue.Open(e.ctx, e.store, queue.Options{Clock: e.clock, Logger: quiet(), SweepInterval: -1,
-		DefaultConfig: queue.QueueConfig{LeaseDuration: 1000 * time.Hour, BackoffBase: time.Second, BackoffMax: time.Second}})
-	if err != nil {
-		e.t.Fatalf("queue.Open: %v", err)
-	}
-	e.q = q
-	r, err := New(q, e.store, WithLogger(quiet()), WithRuntimeOptions(runtime.WithShutdownTimeout(0)))
-	if err != nil {
-		e.t.Fatalf("New: %v", err)
-	}
-	e.r = r
-	for _, err := range []error{Register[Echo](r), Register[Flaky](r), Register[Gated](r)} {
+	e := &env{}
+	e.Env = rttest.New(t, func(q *queue.Queue, store objstore.Store) (*runtime.Runtime, error) {
+		r, err := New(q, store, WithLogger(queuetest.Quiet()), WithRuntimeOptions(runtime.WithShutdownTimeout(0)))
 		if err != nil {
-			e.t.Fatalf("Register: %v", err)
+			return nil, err
 		}
-	}
-}
-
-func (e *env) start() { e.w = e.r.Spawn(e.ctx) }
-
-func (e *env) close() {
-	if e.w != nil {
-		if err := e.w.Shutdown(e.ctx); err != nil {
-			e.t.Errorf("shutdown: %v", err)
+		for _, err := range []error{Register[Echo](r), Register[Flaky](r), Register[Gated](r)} {
+			if err != nil {
+				return nil, fmt.Errorf("Register: %w", err)
+			}
 		}
-		e.w = nil
-	}
-	if e.q != nil {
-		_ = e.q.Close()
-		e.q = nil
-	}
+		e.r = r
+		return r.Runtime(), nil
+	})
+	return e
 }
 
 // retryUntil advances the clock past the queue's backoff whenever a job
 // waits for a retry, until done is closed.
 func (e *env) retryUntil(done <-chan struct{}) {
-	e.t.Helper()
-	for {
+	e.T.Helper()
+	e.Until(func() bool {
 		select {
 		case <-done:
-			return
+			return true
 		default:
+			return false
 		}
-		if st, err := e.q.Stats(e.ctx, DefaultQueueName); err == nil && st.Scheduled > 0 {
-			e.clock.Advance(time.Second)
-		}
-		if e.ctx.Err() != nil {
-			e.t.Fatal("timed out")
-		}
-		stdruntime.Gosched()
-	}
+	}, func() string { return "the job never finished" }, DefaultQueueName)
 }
 
 // Echo returns its text upper-cased; Key makes it idempotent.
@@ -184,34 +142,33 @@ func (g Gated) Run(ctx context.Context, _ JobContext) (int, error) {
 
 func TestSubmitAwait(t *testing.T) {
 	e := newEnv(t)
-	e.start()
-	h, err := Submit(e.ctx, e.r, Echo{Text: "hello"})
+	e.Start()
+	h, err := Submit(e.Ctx, e.r, Echo{Text: "hello"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := h.Await(e.ctx)
+	out, err := h.Await(e.Ctx)
 	if err != nil {
 		t.Fatalf("Await: %v", err)
 	}
 	if out.Upper != "HELLO" || out.ID != h.ID || h.Deduplicated {
 		t.Fatalf("out %+v, handle %+v", out, h)
 	}
-	st, err := e.r.Runtime().Status(e.ctx, h.ID)
-	if err != nil || st.State != runtime.StateSucceeded {
-		t.Fatalf("run status %+v %v", st, err)
+	if st := e.Status(h.ID); st.State != runtime.StateSucceeded {
+		t.Fatalf("run status %+v", st)
 	}
 }
 
 func TestTypedErrors(t *testing.T) {
 	e := newEnv(t)
-	e.start()
+	e.Start()
 
 	// Permanent: fails at once with code and detail.
-	h, err := Submit(e.ctx, e.r, Flaky{FailFor: 10, Perm: true})
+	h, err := Submit(e.Ctx, e.r, Flaky{FailFor: 10, Perm: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.Await(e.ctx)
+	_, err = h.Await(e.Ctx)
 	var f *Failure
 	if !errors.As(err, &f) || !errors.Is(err, ErrJobFailed) || errors.Is(err, ErrJobCancelled) {
 		t.Fatalf("Await: %v", err)
@@ -225,25 +182,25 @@ func TestTypedErrors(t *testing.T) {
 	}
 
 	// Transient: retried with backoff, succeeds on the third attempt.
-	h, err = Submit(e.ctx, e.r, Flaky{FailFor: 2})
+	h, err = Submit(e.Ctx, e.r, Flaky{FailFor: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	var n int
-	go func() { defer close(done); n, err = h.Await(e.ctx) }()
+	go func() { defer close(done); n, err = h.Await(e.Ctx) }()
 	e.retryUntil(done)
 	if err != nil || n != 3 {
 		t.Fatalf("transient job: %d, %v", n, err)
 	}
 
 	// Transient until the attempts run out.
-	h, err = Submit(e.ctx, e.r, Flaky{FailFor: 5})
+	h, err = Submit(e.Ctx, e.r, Flaky{FailFor: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done = make(chan struct{})
-	go func() { defer close(done); _, err = h.Await(e.ctx) }()
+	go func() { defer close(done); _, err = h.Await(e.Ctx) }()
 	e.retryUntil(done)
 	if !errors.As(err, &f) || f.Class != Transient || f.Attempts != DefaultMaxAttempts || f.Code != "quota" {
 		t.Fatalf("exhausted job: %v (%+v)", err, f)
@@ -252,14 +209,14 @@ func TestTypedErrors(t *testing.T) {
 
 func TestIdempotencyBeforeAndAfterCompletion(t *testing.T) {
 	e := newEnv(t)
-	e.start()
+	e.Start()
 	before := gateRuns.Load()
 	key := fmt.Sprintf("idem-%d", gateSeq.Add(1))
-	h1, err := Submit(e.ctx, e.r, Gated{Key: key, N: 21})
+	h1, err := Submit(e.Ctx, e.r, Gated{Key: key, N: 21})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h2, err := Submit(e.ctx, e.r, Gated{Key: key, N: 21})
+	h2, err := Submit(e.Ctx, e.r, Gated{Key: key, N: 21})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,86 +224,83 @@ func TestIdempotencyBeforeAndAfterCompletion(t *testing.T) {
 		t.Fatalf("handles %+v %+v", h1, h2)
 	}
 	// A different input under the same key while the job runs.
-	if _, err := Submit(e.ctx, e.r, Gated{Key: key, N: 22}); !errors.Is(err, ErrInputMismatch) {
+	if _, err := Submit(e.Ctx, e.r, Gated{Key: key, N: 22}); !errors.Is(err, ErrInputMismatch) {
 		t.Fatalf("mismatch while running: %v", err)
 	}
-	if _, err := h1.FetchResult(e.ctx); !errors.Is(err, ErrNotDone) {
+	if _, err := h1.FetchResult(e.Ctx); !errors.Is(err, ErrNotDone) {
 		t.Fatalf("FetchResult while running: %v", err)
 	}
 	close(gateFor(key))
 	for _, h := range []*Handle[int]{h1, h2} {
-		if v, err := h.Await(e.ctx); err != nil || v != 42 {
+		if v, err := h.Await(e.Ctx); err != nil || v != 42 {
 			t.Fatalf("Await: %d %v", v, err)
 		}
 	}
 	// After completion: the stored outcome, no new run.
-	h3, err := Submit(e.ctx, e.r, Gated{Key: key, N: 21})
+	h3, err := Submit(e.Ctx, e.r, Gated{Key: key, N: 21})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !h3.Deduplicated || h3.ID != h1.ID {
 		t.Fatalf("after completion: %+v", h3)
 	}
-	if v, err := h3.FetchResult(e.ctx); err != nil || v != 42 {
+	if v, err := h3.FetchResult(e.Ctx); err != nil || v != 42 {
 		t.Fatalf("FetchResult after completion: %d %v", v, err)
 	}
-	if _, err := Submit(e.ctx, e.r, Gated{Key: key, N: 23}); !errors.Is(err, ErrInputMismatch) {
+	if _, err := Submit(e.Ctx, e.r, Gated{Key: key, N: 23}); !errors.Is(err, ErrInputMismatch) {
 		t.Fatalf("mismatch after completion: %v", err)
 	}
 	if got := gateRuns.Load() - before; got != 1 {
 		t.Fatalf("job ran %d times, want 1", got)
 	}
-	if _, err := e.r.Runtime().Status(e.ctx, h1.ID); err != nil {
-		t.Fatal(err)
-	}
+	e.Status(h1.ID)
 	// Forget frees the key: the job runs again.
-	if err := e.r.Forget(e.ctx, h1.ID); err != nil {
+	if err := e.r.Forget(e.Ctx, h1.ID); err != nil {
 		t.Fatal(err)
 	}
-	h4, err := Submit(e.ctx, e.r, Gated{Key: key, N: 5})
+	h4, err := Submit(e.Ctx, e.r, Gated{Key: key, N: 5})
 	if err != nil || h4.Deduplicated {
 		t.Fatalf("after Forget: %+v %v", h4, err)
 	}
-	if v, err := h4.Await(e.ctx); err != nil || v != 10 {
+	if v, err := h4.Await(e.Ctx); err != nil || v != 10 {
 		t.Fatalf("after Forget: %d %v", v, err)
 	}
 }
 
 func TestFetchResultAfterReopen(t *testing.T) {
 	e := newEnv(t)
-	e.start()
-	h, err := Submit(e.ctx, e.r, Echo{Text: "durable"})
+	e.Start()
+	h, err := Submit(e.Ctx, e.r, Echo{Text: "durable"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Await(e.ctx); err != nil {
+	if _, err := h.Await(e.Ctx); err != nil {
 		t.Fatal(err)
 	}
-	hk, err := Submit(e.ctx, e.r, Echo{Text: "keyed", Key: "k1"})
+	hk, err := Submit(e.Ctx, e.r, Echo{Text: "keyed", Key: "k1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hk.Await(e.ctx); err != nil {
+	if _, err := hk.Await(e.Ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.close()
-	e.open() // a fresh queue and runner on the same store, no worker
-	out, err := OpenHandle[EchoOut](e.r, h.ID).FetchResult(e.ctx)
+	e.Reopen() // a fresh queue and runner on the same store, no worker
+	out, err := OpenHandle[EchoOut](e.r, h.ID).FetchResult(e.Ctx)
 	if err != nil || out.Upper != "DURABLE" {
 		t.Fatalf("after reopen: %+v %v", out, err)
 	}
 	runs := echoRuns.Load()
-	h2, err := Submit(e.ctx, e.r, Echo{Text: "keyed", Key: "k1"})
+	h2, err := Submit(e.Ctx, e.r, Echo{Text: "keyed", Key: "k1"})
 	if err != nil || !h2.Deduplicated {
 		t.Fatalf("keyed resubmit after reopen: %+v %v", h2, err)
 	}
-	if out, err := h2.Await(e.ctx); err != nil || out.Upper != "KEYED" || echoRuns.Load() != runs {
+	if out, err := h2.Await(e.Ctx); err != nil || out.Upper != "KEYED" || echoRuns.Load() != runs {
 		t.Fatalf("keyed after reopen: %+v %v", out, err)
 	}
-	if _, err := Submit(e.ctx, e.r, Echo{Text: "other", Key: "k1"}); !errors.Is(err, ErrInputMismatch) {
+	if _, err := Submit(e.Ctx, e.r, Echo{Text: "other", Key: "k1"}); !errors.Is(err, ErrInputMismatch) {
 		t.Fatalf("mismatch after reopen: %v", err)
 	}
-	if _, err := OpenHandle[EchoOut](e.r, "nope").FetchResult(e.ctx); !errors.Is(err, ErrNotFound) {
+	if _, err := OpenHandle[EchoOut](e.r, "nope").FetchResult(e.Ctx); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown id: %v", err)
 	}
 }
@@ -355,14 +309,13 @@ func TestFetchResultAfterReopen(t *testing.T) {
 // its awaiter there gets the result.
 func TestAwaitAcrossRestart(t *testing.T) {
 	e := newEnv(t)
-	h, err := Submit(e.ctx, e.r, Echo{Text: "later"})
+	h, err := Submit(e.Ctx, e.r, Echo{Text: "later"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.close()
-	e.open()
-	e.start()
-	out, err := OpenHandle[EchoOut](e.r, h.ID).Await(e.ctx)
+	e.Reopen()
+	e.Start()
+	out, err := OpenHandle[EchoOut](e.r, h.ID).Await(e.Ctx)
 	if err != nil || out.Upper != "LATER" {
 		t.Fatalf("%+v %v", out, err)
 	}
@@ -373,21 +326,21 @@ func TestCancelledJob(t *testing.T) {
 	// Not started: the job is pending, Cancel removes it in one commit and
 	// the hook writes the record once the worker runs.
 	ckey := fmt.Sprintf("cancel-%d", gateSeq.Add(1))
-	h, err := Submit(e.ctx, e.r, Gated{Key: ckey, N: 1})
+	h, err := Submit(e.Ctx, e.r, Gated{Key: ckey, N: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := e.r.Cancel(e.ctx, h.ID); !ok || err != nil {
+	if ok, err := e.r.Cancel(e.Ctx, h.ID); !ok || err != nil {
 		t.Fatalf("Cancel: %v %v", ok, err)
 	}
-	e.start()
-	_, err = h.Await(e.ctx)
+	e.Start()
+	_, err = h.Await(e.Ctx)
 	var f *Failure
 	if !errors.Is(err, ErrJobCancelled) || !errors.As(err, &f) || f.Job != "gated" {
 		t.Fatalf("Await: %v", err)
 	}
 	// The record is durable: a resubmission under the key is deduplicated.
-	if h2, err := Submit(e.ctx, e.r, Gated{Key: ckey, N: 1}); err != nil || !h2.Deduplicated {
+	if h2, err := Submit(e.Ctx, e.r, Gated{Key: ckey, N: 1}); err != nil || !h2.Deduplicated {
 		t.Fatalf("resubmit: %+v %v", h2, err)
 	}
 }
@@ -400,7 +353,7 @@ func TestRegisterAndSubmitErrors(t *testing.T) {
 	if err := Register[badName](e.r); !errors.Is(err, ErrInvalidName) {
 		t.Fatalf("bad name: %v", err)
 	}
-	if _, err := Submit(e.ctx, e.r, unregistered{}); !errors.Is(err, ErrUnknownJob) {
+	if _, err := Submit(e.Ctx, e.r, unregistered{}); !errors.Is(err, ErrUnknownJob) {
 		t.Fatalf("unregistered: %v", err)
 	}
 	if got := JobID("echo", "a b"); !strings.HasPrefix(got, "echo=") || len(got) != len("echo=")+32 {
@@ -435,8 +388,13 @@ func FuzzDecodeRecord(f *testing.F) {
 	}
 	f.Add([]byte{0x81, 0xa1, 's', 0x07})
 	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff})
+	for _, b := range hostileRecords {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rec, err := decodeRecord(b)
+		var rec *record
+		var err error
+		allocbound.Check(t, len(b), func() { rec, err = decodeRecord(b) })
 		if err != nil {
 			if !errors.Is(err, ErrCorruptRecord) {
 				t.Fatalf("error %v is not ErrCorruptRecord", err)
@@ -447,4 +405,17 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("accepted invalid record %+v", rec)
 		}
 	})
+}
+
+// The options are shared with bulk; New rejects bulk's own instead of
+// ignoring it.
+func TestNewRejectsBulkOnlyOption(t *testing.T) {
+	e := newEnv(t)
+	_, err := New(e.Q, e.Store, addon.WithSubmitConcurrency(4))
+	if err == nil || !strings.Contains(err.Error(), "WithSubmitConcurrency(4)") {
+		t.Fatalf("New with WithSubmitConcurrency: %v; want an error naming it", err)
+	}
+	if _, err := New(e.Q, e.Store, WithMaxAttempts(0)); err == nil || !strings.Contains(err.Error(), "jobs: WithMaxAttempts(0)") {
+		t.Fatalf("New with WithMaxAttempts(0): %v", err)
+	}
 }

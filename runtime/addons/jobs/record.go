@@ -1,13 +1,13 @@
 package jobs
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/tqw-dsl/tqw/internal/msgpackcheck"
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
@@ -37,17 +37,11 @@ func encodeRecord(r *record) ([]byte, error) {
 	return b, nil
 }
 
-// decodeRecord decodes and validates an outcome record. The MessagePack
-// decoder can panic on hostile input; that is corruption, not a crash.
-func decodeRecord(b []byte) (r *record, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			r, err = nil, fmt.Errorf("%w: malformed MessagePack (%v)", ErrCorruptRecord, p)
-		}
-	}()
+// decodeRecord decodes and validates an outcome record, checking its
+// lengths and nesting first (see internal/msgpackcheck).
+func decodeRecord(b []byte) (*record, error) {
 	var rec record
-	dec := msgpack.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&rec); err != nil {
+	if err := msgpackcheck.Unmarshal(b, &rec, msgpackcheck.Options{}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorruptRecord, err)
 	}
 	switch {

@@ -9,10 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/addons/addon"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -35,41 +35,31 @@ const (
 	HeaderInputHash = "job.input_sha256"
 )
 
-type config struct {
-	queueName   string
-	prefix      string
-	maxAttempts int
-	concurrency int
-	logger      *slog.Logger
-	rtOpts      []runtime.Option
-}
-
-// Option configures New.
-type Option func(*config)
+// Option configures New. The options are addon's, shared with bulk.
+type Option = addon.Option
 
 // WithQueueName sets the runtime queue of job runs (default "jobs").
-func WithQueueName(name string) Option { return func(c *config) { c.queueName = name } }
+func WithQueueName(name string) Option { return addon.WithQueueName(name) }
 
-// WithKVPrefix sets the caller-KV prefix of outcome records (default "jobs/").
-func WithKVPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
+// WithKVPrefix sets the caller-KV prefix of outcome records (default
+// "jobs/").
+func WithKVPrefix(prefix string) Option { return addon.WithKVPrefix(prefix) }
 
-// WithMaxAttempts sets how many times a job runs before a transient error
-// fails it (default 3).
-func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
+// WithMaxAttempts sets how many times a job runs before a transient
+// error fails it (default 3).
+func WithMaxAttempts(n int) Option { return addon.WithMaxAttempts(n) }
 
 // WithConcurrency sets how many jobs run at once (default 8).
-func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
+func WithConcurrency(n int) Option { return addon.WithConcurrency(n) }
 
 // WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+func WithLogger(l *slog.Logger) Option { return addon.WithLogger(l) }
 
 // WithRuntimeOptions passes options to runtime.New (clock, retention,
 // replay...). The queue name, maximum attempts, concurrency (steps and
 // notifications: WithConcurrency, at least 2) and terminal hook are the
 // runner's own and override these.
-func WithRuntimeOptions(opts ...runtime.Option) Option {
-	return func(c *config) { c.rtOpts = append(c.rtOpts, opts...) }
-}
+func WithRuntimeOptions(opts ...runtime.Option) Option { return addon.WithRuntimeOptions(opts...) }
 
 // jobType is a registered job type with its types erased.
 type jobType struct {
@@ -84,7 +74,7 @@ type jobType struct {
 type Runner struct {
 	q   *queue.Queue
 	rt  *runtime.Runtime
-	cfg config
+	cfg addon.Options
 	log *slog.Logger
 
 	mu      sync.Mutex
@@ -96,31 +86,17 @@ type Runner struct {
 // was opened on). Register job types before starting the worker, so a job
 // recovered from the store finds its type. It makes no request.
 func New(q *queue.Queue, store objstore.Store, opts ...Option) (*Runner, error) {
-	cfg := config{queueName: DefaultQueueName, prefix: DefaultKVPrefix, maxAttempts: DefaultMaxAttempts, concurrency: 8}
-	for _, o := range opts {
-		o(&cfg)
+	// One submission in flight: a jobs Submit submits one job.
+	cfg := addon.Options{QueueName: DefaultQueueName, KVPrefix: DefaultKVPrefix, MaxAttempts: DefaultMaxAttempts, Concurrency: 8, SubmitConcurrency: 1}
+	cfg.Apply(opts)
+	if cfg.SubmitConcurrency != 1 {
+		return nil, fmt.Errorf("jobs: WithSubmitConcurrency(%d): an option of bulk; a jobs Submit submits one job", cfg.SubmitConcurrency)
 	}
-	switch {
-	case cfg.maxAttempts < 1:
-		return nil, fmt.Errorf("jobs: WithMaxAttempts(%d): want at least 1", cfg.maxAttempts)
-	case cfg.concurrency < 1:
-		return nil, fmt.Errorf("jobs: WithConcurrency(%d): want at least 1", cfg.concurrency)
-	case cfg.prefix == "" || strings.HasPrefix(cfg.prefix, runtime.ReservedKVPrefix):
-		return nil, fmt.Errorf("jobs: WithKVPrefix(%q): want a non-empty prefix outside %q", cfg.prefix, runtime.ReservedKVPrefix)
+	if err := cfg.Check(); err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	r := &Runner{q: q, cfg: cfg, log: cfg.logger, types: map[string]*jobType{}, waiters: map[string][]chan struct{}{}}
-	if r.log == nil {
-		r.log = slog.Default()
-	}
-	r.log = r.log.With("component", "jobs")
-	rtOpts := append(append([]runtime.Option{}, cfg.rtOpts...),
-		runtime.WithQueueName(cfg.queueName), runtime.WithMaxAttempts(cfg.maxAttempts),
-		runtime.WithConcurrency(cfg.concurrency), runtime.WithNotifyConcurrency(max(2, cfg.concurrency)),
-		runtime.WithTerminalHook(hook{r}))
-	if cfg.logger != nil {
-		rtOpts = append(rtOpts, runtime.WithLogger(cfg.logger))
-	}
-	rt, err := runtime.New(q, store, stepRunner{r}, rtOpts...)
+	r := &Runner{q: q, cfg: cfg, log: cfg.Log("jobs"), types: map[string]*jobType{}, waiters: map[string][]chan struct{}{}}
+	rt, err := cfg.NewRuntime(q, store, stepRunner{r}, hook{r})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
@@ -217,7 +193,7 @@ func JobID(name, key string) string {
 	return name + "=" + hex.EncodeToString(sum[:16])
 }
 
-func (r *Runner) resultKey(id string) string { return r.cfg.prefix + "results/" + id }
+func (r *Runner) resultKey(id string) string { return r.cfg.KVPrefix + "results/" + id }
 
 // load returns the outcome record of id, or nil.
 func (r *Runner) load(ctx context.Context, id string) (*record, error) {
@@ -418,11 +394,11 @@ func (s stepRunner) RunStep(ctx context.Context, step *runtime.Step) (runtime.St
 		rec.Message = fmt.Sprintf("%v: %q is not registered in the worker process; register it before starting the worker", ErrUnknownJob, name)
 		return r.finish(step, rec)
 	}
-	jc := JobContext{ID: step.RunID, Name: name, Attempt: step.Attempt, MaxAttempts: r.cfg.maxAttempts,
+	jc := JobContext{ID: step.RunID, Name: name, Attempt: step.Attempt, MaxAttempts: r.cfg.MaxAttempts,
 		Memo: step.Memo, Lease: step.Lease, Effects: step.Effects, KV: step.KV}
 	out, cls, err := jt.run(ctx, jc, step.Payload)
 	if err != nil {
-		if errors.Is(context.Cause(ctx), runtime.ErrShutdown) || cls == Transient && step.Attempt < r.cfg.maxAttempts {
+		if errors.Is(context.Cause(ctx), runtime.ErrShutdown) || cls == Transient && step.Attempt < r.cfg.MaxAttempts {
 			return runtime.StepOutcome{}, runtime.Transient(err)
 		}
 		rec.Status, rec.Class, rec.Message = runtime.Failed, cls, err.Error()

@@ -4,23 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	stdruntime "runtime"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/queuetest"
+	"github.com/tqw-dsl/tqw/internal/rttest"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
-var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+var t0 = queuetest.T0
 
 // delivery is one request the test server received.
 type delivery struct {
@@ -82,73 +80,30 @@ func (s *server) deliveries(run string) []delivery {
 	return append([]delivery{}, s.got[run]...)
 }
 
-type env struct {
-	t     *testing.T
-	ctx   context.Context
-	clock *queue.MockClock
-	q     *queue.Queue
-	rt    *runtime.Runtime
-}
+// env is an rttest env whose runtime runs h as its terminal hook; its
+// steps succeed with their input, or fail when the input is "fail".
+type env struct{ *rttest.Env }
 
 func newEnv(t *testing.T, h runtime.TerminalHook) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	e := &env{t: t, ctx: ctx, clock: queue.NewMockClock(t0)}
-	store := mem.New()
-	q, err := queue.Open(ctx, store, queue.Options{Clock: e.clock, Logger: quiet(), SweepInterval: -1,
-		DefaultConfig: queue.QueueConfig{MaxAttempts: 4, LeaseDuration: 1000 * time.Hour, BackoffBase: time.Second, BackoffMax: time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.q = q
-	t.Cleanup(func() { _ = q.Close() })
 	runner := runtime.StepRunnerFunc(func(_ context.Context, s *runtime.Step) (runtime.StepOutcome, error) {
 		if string(s.Payload) == "fail" {
 			return runtime.Fail("asked to fail"), nil
 		}
 		return runtime.Succeed(s.Payload), nil
 	})
-	rt, err := runtime.New(q, store, runner, runtime.WithTerminalHook(h), runtime.WithLogger(quiet()), runtime.WithShutdownTimeout(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.rt = rt
-	return e
-}
-
-func (e *env) start() {
-	w := e.rt.Spawn(e.ctx)
-	e.t.Cleanup(func() { _ = w.Shutdown(context.Background()) })
+	return &env{rttest.New(t, rttest.Runtime(runner, runtime.WithTerminalHook(h)), func(e *queuetest.Env) {
+		e.Options.DefaultConfig.MaxAttempts = 4
+	})}
 }
 
 func (e *env) submit(id, input, url string) {
-	e.t.Helper()
+	e.T.Helper()
 	h := map[string]string{"tenant": "t1"}
 	if url != "" {
 		h[CallbackURLHeader] = url
 	}
-	if _, err := e.rt.Submit(e.ctx, runtime.RunSpec{RunID: id, Input: []byte(input), Headers: h}); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-// terminated waits until every run in ids terminated; its notification job
-// then exists (it rides the terminating commit).
-func (e *env) terminated(ids ...string) {
-	e.t.Helper()
-	for _, id := range ids {
-		for {
-			st, err := e.rt.Status(e.ctx, id)
-			if err == nil && st.State.Terminal() {
-				break
-			}
-			if e.ctx.Err() != nil {
-				e.t.Fatalf("run %s never terminated: %+v %v", id, st, err)
-			}
-			stdruntime.Gosched()
-		}
-	}
+	e.Submit(runtime.RunSpec{RunID: id, Input: []byte(input), Headers: h})
 }
 
 // settle advances the clock past the notification backoff while
@@ -157,23 +112,19 @@ func (e *env) terminated(ids ...string) {
 // its counters one by one, so a zero active count alone can be a
 // transition seen half-way.)
 func (e *env) settle(srv *server, requests int, dead int64) queue.Stats {
-	e.t.Helper()
-	for {
-		st, err := e.q.Stats(e.ctx, e.rt.NotifyQueueName())
-		if err != nil {
-			e.t.Fatal(err)
+	e.T.Helper()
+	var st queue.Stats
+	notify := e.RT.NotifyQueueName()
+	e.Until(func() bool {
+		var err error
+		if st, err = e.Q.Stats(e.Ctx, notify); err != nil {
+			e.T.Fatal(err)
 		}
-		if st.Pending+st.Claimed+st.Scheduled == 0 && st.Dead == dead && srv.requests() == requests {
-			return st
-		}
-		if st.Scheduled > 0 {
-			e.clock.Advance(time.Second)
-		}
-		if e.ctx.Err() != nil {
-			e.t.Fatalf("notifications never settled: %+v, %d requests", st, srv.requests())
-		}
-		stdruntime.Gosched()
-	}
+		return st.Pending+st.Claimed+st.Scheduled == 0 && st.Dead == dead && srv.requests() == requests
+	}, func() string {
+		return fmt.Sprintf("notifications never settled: %+v, %d requests", st, srv.requests())
+	}, notify)
+	return st
 }
 
 func TestDeliveryAndRetries(t *testing.T) {
@@ -183,7 +134,7 @@ func TestDeliveryAndRetries(t *testing.T) {
 	secret := []byte("s3cret")
 	h := New(Options{Timeout: 200 * time.Millisecond, Secret: secret, Now: func() time.Time { return t0 }, UserAgent: "tqw-test"})
 	e := newEnv(t, h)
-	e.start()
+	e.Start()
 	runs := []string{"ok", "r503", "r408", "r429", "r404", "r400", "slow", "failed", "nocb"}
 	for _, id := range runs {
 		input, url := `{"n":1}`, srv.URL+"/cb"
@@ -197,7 +148,7 @@ func TestDeliveryAndRetries(t *testing.T) {
 		}
 		e.submit(id, input, url)
 	}
-	e.terminated(runs...)
+	e.Terminated(runs...)
 	// 1 + 3 + 2 + 2 + 1 + 1 + 2 + 1 requests; the 404 and 400 dead-letter.
 	e.settle(srv, 13, 2)
 	want := map[string][]int{"ok": {200}, "r503": {503, 502, 200}, "r408": {408, 200}, "r429": {429, 200},
@@ -244,7 +195,7 @@ func TestDeliveryAndRetries(t *testing.T) {
 		t.Fatal("run headers leaked into the body")
 	}
 	// The dead letters say why.
-	dead, err := e.q.DeadJobs(e.ctx, e.rt.NotifyQueueName(), "", 10)
+	dead, err := e.Q.DeadJobs(e.Ctx, e.RT.NotifyQueueName(), "", 10)
 	if err != nil || len(dead) != 2 {
 		t.Fatalf("dead jobs %v %v", dead, err)
 	}
@@ -259,9 +210,9 @@ func TestDeliveryAndRetries(t *testing.T) {
 func TestRetriesExhausted(t *testing.T) {
 	srv := newServer(t, map[string][]int{"down": {500, 500, 500, 500, 500}})
 	e := newEnv(t, New(Options{}))
-	e.start()
+	e.Start()
 	e.submit("down", "x", srv.URL)
-	e.terminated("down")
+	e.Terminated("down")
 	e.settle(srv, 4, 1) // MaxAttempts 4, then dead
 }
 
@@ -274,15 +225,15 @@ func TestNotificationCreatedWithTerminatingCommit(t *testing.T) {
 	e.submit("c1", "x", srv.URL)
 	e.submit("c2", "x", "")
 	for _, id := range []string{"c1", "c2"} {
-		if ok, err := e.rt.Cancel(e.ctx, id); !ok || err != nil {
+		if ok, err := e.RT.Cancel(e.Ctx, id); !ok || err != nil {
 			t.Fatalf("Cancel(%s): %v %v", id, ok, err)
 		}
 	}
-	st, err := e.q.Stats(e.ctx, e.rt.NotifyQueueName())
+	st, err := e.Q.Stats(e.Ctx, e.RT.NotifyQueueName())
 	if err != nil || st.Pending != 1 {
 		t.Fatalf("notification queue after Cancel: %+v %v; want exactly one pending job", st, err)
 	}
-	e.start()
+	e.Start()
 	e.settle(srv, 1, 0)
 	d := srv.deliveries("c1")
 	if len(d) != 1 || d[0].header.Get(HeaderRunStatus) != "cancelled" || len(srv.deliveries("c2")) != 0 {

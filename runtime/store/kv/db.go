@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tidwall/btree"
+	"github.com/tqw-dsl/tqw/internal/invariants"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
@@ -52,7 +53,8 @@ type DB struct {
 
 	queue       []*batch // batches not yet written, in order; the last may be open
 	inflight    *batch
-	lingerArmed bool // a linger timer will wake the flusher
+	lingerArmed bool   // a linger timer will wake the flusher
+	flushedLast uint64 // last commit sequence handed to the flusher (invariants)
 	nextWAL     uint64
 
 	manifest *manifest
@@ -114,9 +116,12 @@ type batch struct {
 	urgent bool
 	born   time.Time // when its first commit joined, for the linger
 	seq    uint64    // WAL sequence, set when the flusher takes it
-	drops  []largeDrop
-	done   chan struct{}
-	err    error // set before done is closed
+	// first and last are the commit sequences it holds (for the
+	// invariant that WAL order is commit order).
+	first, last uint64
+	drops       []largeDrop
+	done        chan struct{}
+	err         error // set before done is closed
 	// WAL totals after this batch was written, for checkpoint accounting.
 	totObjs, totBytes int64
 }
@@ -377,6 +382,11 @@ func (db *DB) minLiveLocked() uint64 {
 // deletes large objects no snapshot can read.
 func (db *DB) trimLocked() {
 	ml := db.minLiveLocked()
+	if invariants.Enabled {
+		for seq := range db.live {
+			invariants.Check(seq >= ml, "kv: snapshot at commit %d is older than minLive %d: trimming would drop what it may read", seq, ml)
+		}
+	}
 	i := 0
 	for ; i < len(db.recentLog) && db.recentLog[i].seq <= ml; i++ {
 		c := db.recentLog[i]
@@ -660,6 +670,10 @@ func (db *DB) commitLocked(tx *Tx, larges map[string]largeRef, urgent bool) (*ba
 	b := db.openBatchLocked()
 	b.buf = rec.appendTo(b.buf)
 	b.n++
+	if b.n == 1 {
+		b.first = seq
+	}
+	b.last = seq
 	if urgent {
 		b.urgent = true
 	} else if b.n == 1 && !b.urgent {
@@ -775,6 +789,7 @@ func (db *DB) flusher() {
 		db.lastBatchBytes = len(b.buf) - walHeaderRoom
 		b.seq = db.nextWAL
 		db.nextWAL++
+		db.checkFlushOrderLocked(b)
 		db.inflight = b
 		db.mu.Unlock()
 		start := time.Now()
@@ -952,4 +967,19 @@ func epochOfName(name string) (uint64, bool) {
 		n = n*10 + uint64(c-'0')
 	}
 	return n, true
+}
+
+// checkFlushOrderLocked asserts (invariants builds) that batches reach
+// the WAL in commit order, each right after the previous one's commits,
+// and never at or below a fence: WAL sequence order is commit order.
+func (db *DB) checkFlushOrderLocked(b *batch) {
+	if !invariants.Enabled {
+		return
+	}
+	invariants.Check(db.flushedLast == 0 || b.first == db.flushedLast+1,
+		"kv: WAL %d holds commits %d..%d but the previous WAL object ended at commit %d", b.seq, b.first, b.last, db.flushedLast)
+	db.flushedLast = b.last
+	for _, f := range db.fences {
+		invariants.Check(b.seq > f, "kv: WAL write at sequence %d, at or below the fence at %d", b.seq, f)
+	}
 }

@@ -3,6 +3,8 @@ package kv
 import (
 	"bytes"
 	"testing"
+
+	"github.com/tqw-dsl/tqw/internal/allocbound"
 )
 
 func walSeeds() [][]byte {
@@ -23,14 +25,18 @@ func walSeeds() [][]byte {
 	}
 }
 
-// FuzzDecodeWAL checks the WAL decoder never panics on any input and that
-// whatever it accepts re-encodes to the same bytes.
+// FuzzDecodeWAL checks the WAL decoder never panics on any input, allocates
+// in proportion to it, and that whatever it accepts re-encodes to the same
+// bytes.
 func FuzzDecodeWAL(f *testing.F) {
 	for _, s := range walSeeds() {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		h, recs, err := decodeWAL(data)
+		var h walHeader
+		var recs [][]walOp
+		var err error
+		allocbound.Check(t, len(data), func() { h, recs, err = decodeWAL(data) })
 		if err != nil {
 			return
 		}
@@ -56,8 +62,9 @@ func FuzzDecodeWAL(f *testing.F) {
 	})
 }
 
-// FuzzDecodeChunk checks the chunk decoder never panics, accepts only
-// strictly sorted keys, and round-trips what it accepts.
+// FuzzDecodeChunk checks the chunk decoder never panics, allocates in
+// proportion to its input, accepts only strictly sorted keys, and
+// round-trips what it accepts.
 func FuzzDecodeChunk(f *testing.F) {
 	var w chunkWriter
 	w.add(&entry{key: []byte("a"), val: []byte("1")})
@@ -67,7 +74,9 @@ func FuzzDecodeChunk(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("TQWC\x01\x00\x00\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		es, err := decodeChunk(data)
+		var es []entry
+		var err error
+		allocbound.Check(t, len(data), func() { es, err = decodeChunk(data) })
 		if err != nil {
 			return
 		}
@@ -84,8 +93,8 @@ func FuzzDecodeChunk(f *testing.F) {
 	})
 }
 
-// FuzzDecodeManifest checks the manifest decoder never panics and
-// round-trips what it accepts.
+// FuzzDecodeManifest checks the manifest decoder never panics, allocates in
+// proportion to its input, and round-trips what it accepts.
 func FuzzDecodeManifest(f *testing.F) {
 	m := &manifest{epoch: 5, firstLiveWAL: 9, checkpointID: 2, chunks: []chunkInfo{{name: "n", first: []byte("k"), count: 3, size: 99}}}
 	f.Add(m.encode())
@@ -93,7 +102,9 @@ func FuzzDecodeManifest(f *testing.F) {
 	f.Add((&manifest{epoch: 2, firstLiveWAL: 3, packedWAL: true}).encode())
 	f.Add([]byte("TQWM"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := decodeManifest(data)
+		var m *manifest
+		var err error
+		allocbound.Check(t, len(data), func() { m, err = decodeManifest(data) })
 		if err != nil {
 			return
 		}

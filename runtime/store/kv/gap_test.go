@@ -13,7 +13,7 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
-	"github.com/tqw-dsl/tqw/runtime/store/objstore/objstoretest"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/s3/s3test"
 )
 
 // backends are the stores the gap tests run on; S3 skips without the
@@ -31,7 +31,7 @@ var backends = []struct {
 		t.Cleanup(func() { s.Close() })
 		return s
 	}},
-	{"s3", func(t *testing.T) objstore.Store { return objstoretest.OpenS3(t) }},
+	{"s3", func(t *testing.T) objstore.Store { return s3test.Open(t) }},
 }
 
 const gapPrefix = "db"

@@ -465,6 +465,22 @@ func (d Durability) Done() <-chan struct{} {
 	return d.b.done
 }
 
+// Commits returns, once Done is closed, how many commits the WAL object
+// holding this one carries (its group-commit batch), so a caller can
+// charge itself 1/Commits of that PUT; 0 for a commit that wrote nothing
+// or whose write is not done.
+func (d Durability) Commits() int {
+	if d.b == nil {
+		return 0
+	}
+	select {
+	case <-d.b.done:
+		return d.b.n
+	default:
+		return 0
+	}
+}
+
 // Err returns, once Done is closed, nil when the commit is durable, else
 // the failure (wrapping ErrCommitUncertain).
 func (d Durability) Err() error {

@@ -7,6 +7,8 @@ import (
 	"math"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/tqw-dsl/tqw/internal/msgpackcheck"
 )
 
 // The job record is rewritten at every state change and read at every
@@ -114,8 +116,12 @@ func appendRecord(b []byte, r *record) []byte {
 }
 
 // readRecord decodes a record map (any MessagePack encoding of it; unknown
-// keys are skipped, as the library does).
+// keys are skipped, as the library does). The bytes are checked first: the
+// library allocates toward declared lengths before it finds them short.
 func readRecord(data []byte, r *record) (err error) {
+	if err := msgpackcheck.Check(data, msgpackcheck.Options{}); err != nil {
+		return err
+	}
 	dec := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(dec)
 	dec.Reset(bytes.NewReader(data))

@@ -58,6 +58,11 @@
 //     and ride the next durable commit's WAL object. A crash can undo them,
 //     which only returns a job to the state it was durably in; Open then
 //     requeues it if that state was claimed.
+//   - A stored job or cancel-effects record that does not decode (damage,
+//     or a hostile store: lengths beyond its bytes, nesting past 16 levels)
+//     fails the call that reads it with ErrCorrupt, at a cost in memory in
+//     proportion to the record's size; it never panics or exhausts the
+//     process.
 //   - Every timestamp and timer comes from Options.Clock; MockClock drives
 //     the scheduler, the reaper, the sweeper and Work's shutdown deadline.
 //

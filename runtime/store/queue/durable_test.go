@@ -307,3 +307,26 @@ func TestClaimFirstSurvivesAsInterrupted(t *testing.T) {
 		t.Fatalf("after a crash, job b = %+v, %v; want pending with 1 attempt counted", j, err)
 	}
 }
+
+// A durable settlement and an enqueue learn their share of the WAL PUT
+// that carried them.
+func TestWALShare(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, nil)
+	res, err := f.q.EnqueueWithKV(ctx, "q", nil, EnqueueOptions{ID: "a"}, nil)
+	if err != nil || res.WALShare <= 0 || res.WALShare > 1 {
+		t.Fatalf("EnqueueWithKV = %+v, %v; want a share in (0, 1]", res, err)
+	}
+	c, err := f.q.Claim(ctx, "q")
+	if err != nil || c == nil {
+		t.Fatal(c, err)
+	}
+	eff := &SettlementEffects{KVPuts: []KVWrite{{Key: "k", Value: []byte("v")}}}
+	if err := f.q.Ack(ctx, c, eff); err != nil {
+		t.Fatal(err)
+	}
+	// The lone ack and the claim that lingered for it share one PUT.
+	if got := eff.WALShare(); got != 0.5 {
+		t.Fatalf("WALShare = %v; want 0.5 (the claim rode the ack's PUT)", got)
+	}
+}

@@ -24,7 +24,9 @@ func (q *Queue) EnqueueWithKV(ctx context.Context, queue string, payload []byte,
 		return EnqueueResult{}, err
 	}
 	var res EnqueueResult
+	var share float64
 	err := q.update(ctx, "enqueue", true, func(t *txn) error {
+		t.shareTo = &share
 		var err error
 		if res, err = t.enqueue(&nj); err != nil || res.Duplicate {
 			return err
@@ -39,6 +41,7 @@ func (q *Queue) EnqueueWithKV(ctx context.Context, queue string, payload []byte,
 	if err != nil {
 		return EnqueueResult{}, err
 	}
+	res.WALShare = share
 	return res, nil
 }
 

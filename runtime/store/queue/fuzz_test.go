@@ -2,8 +2,11 @@ package queue
 
 import (
 	"bytes"
+	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/tqw-dsl/tqw/internal/allocbound"
 )
 
 func sampleRecord() *record {
@@ -56,18 +59,27 @@ func TestEffectsRoundTrip(t *testing.T) {
 	}
 }
 
-// FuzzDecodeRecord: decoding arbitrary bytes never panics, and whatever
-// decodes re-encodes to something that decodes to the same record.
+// FuzzDecodeRecord: decoding arbitrary bytes never panics, fails only with
+// ErrCorrupt, allocates in proportion to the input, and whatever decodes
+// re-encodes to something that decodes to the same record.
 func FuzzDecodeRecord(f *testing.F) {
-	b, _ := encodeRecord(sampleRecord())
-	f.Add(b)
-	b, _ = encodeRecord(&record{ID: "x", Queue: "y", State: StatePending})
-	f.Add(b)
+	for _, r := range []*record{sampleRecord(), {ID: "x", Queue: "y", State: StatePending}} {
+		b, _ := encodeRecord(r)
+		f.Add(b)
+	}
+	for _, b := range hostileRecords {
+		f.Add(b)
+	}
 	f.Add([]byte{})
 	f.Add([]byte{0x80})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := decodeRecord(data)
+		var r *record
+		var err error
+		allocbound.Check(t, len(data), func() { r, err = decodeRecord(data) })
 		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v is not ErrCorrupt", err)
+			}
 			return
 		}
 		b, err := encodeRecord(r)
@@ -81,14 +93,32 @@ func FuzzDecodeRecord(f *testing.F) {
 	})
 }
 
-// FuzzDecodeEffects: decoding arbitrary bytes never panics.
+// FuzzDecodeEffects: decoding arbitrary bytes never panics, fails only with
+// ErrCorrupt, allocates in proportion to the input, and what decodes
+// re-encodes.
 func FuzzDecodeEffects(f *testing.F) {
-	b, _ := encodeEffects(&SettlementEffects{KVPuts: []KVWrite{{"k", []byte("v")}}, Enqueue: []NewJob{{Queue: "q"}}})
-	f.Add(b)
+	p := 3
+	for _, e := range []*SettlementEffects{
+		{KVPuts: []KVWrite{{"k", []byte("v")}}, Enqueue: []NewJob{{Queue: "q"}}},
+		{Enqueue: []NewJob{{Queue: "steps", Payload: []byte("payload"), Options: EnqueueOptions{ID: "run:1", DedupKey: "run:r:2",
+			Priority: &p, RunAt: t0, MaxAttempts: 3, Headers: map[string]string{"workflow.run": "r"}}}},
+			KVDeletes: []string{"workflow/steps/r"}, KVCompareDeletes: []KVWrite{{"workflow/runs/r", []byte("old")}}},
+	} {
+		b, _ := encodeEffects(e)
+		f.Add(b)
+	}
+	for _, b := range hostileEffects {
+		f.Add(b)
+	}
 	f.Add([]byte{0x81, 0xa1, 'v', 0x01})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		e, err := decodeEffects(data)
+		var e *SettlementEffects
+		var err error
+		allocbound.Check(t, len(data), func() { e, err = decodeEffects(data) })
 		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v is not ErrCorrupt", err)
+			}
 			return
 		}
 		if _, err := encodeEffects(e); err != nil {

@@ -109,7 +109,7 @@ func (q *Queue) WakeScheduledKV(ctx context.Context, id string, payload []byte, 
 		}
 	}
 	var res WakeOutcome
-	err := q.update(ctx, "wake with KV", true, func(t *txn) error {
+	err := q.update(ctx, "wake", true, func(t *txn) error {
 		for _, c := range b.Expect {
 			cur, exists, err := t.get(kvKey(c.Key))
 			if err != nil {

@@ -3,6 +3,7 @@ package queue
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/tqw-dsl/tqw/internal/invariants"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
@@ -236,7 +238,9 @@ type txn struct {
 	// claims are jobs this transaction created claimed (ClaimFirst), with
 	// their payloads, registered as leases once it commits.
 	claims   []newClaim
+	counted  [][]byte           // counter keys added to (invariants builds)
 	claimFor *SettlementEffects // where the claim of ClaimFirst goes
+	shareTo  *float64           // where the commit's WAL share goes, once durable
 }
 
 type newClaim struct {
@@ -332,6 +336,9 @@ func (q *Queue) update(ctx context.Context, op string, durable bool, fn func(t *
 			}()
 			return wrapKV(op+" (applied; durability unknown)", err)
 		}
+		if n := pending.Commits(); n > 0 && t.shareTo != nil {
+			*t.shareTo = 1 / float64(n)
+		}
 		q.afterDurable(t)
 		return nil
 	}
@@ -341,6 +348,7 @@ func (q *Queue) update(ctx context.Context, op string, durable bool, fn func(t *
 // that may precede its durability: leases, cancel signals, the scheduler.
 // A durable transaction's jobs are gated until afterDurable.
 func (q *Queue) afterCommit(t *txn) {
+	q.checkCounters(t)
 	q.mu.Lock()
 	for _, d := range t.drops {
 		if l := q.leases[d.id]; l != nil && l.token == d.token {
@@ -451,7 +459,25 @@ func (t *txn) del(k []byte) error {
 
 func (t *txn) add(q string, st State, delta int64) error {
 	t.wrote = true
+	if invariants.Enabled {
+		t.counted = append(t.counted, countKey(q, st))
+	}
 	return t.tx.Add(countKey(q, st), delta)
+}
+
+// checkCounters asserts (invariants builds) that the state counters a
+// committed transaction changed are not negative.
+func (q *Queue) checkCounters(t *txn) {
+	if !invariants.Enabled {
+		return
+	}
+	for _, k := range t.counted {
+		v, err := q.db.Get(context.Background(), k)
+		if err != nil {
+			continue // deleted or the kv stopped
+		}
+		invariants.Check(len(v) == 8 && int64(binary.BigEndian.Uint64(v)) >= 0, "queue: counter %q is negative after a commit", k)
+	}
 }
 
 // get reads key; a missing key is (nil, false, nil).

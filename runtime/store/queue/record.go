@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/tqw-dsl/tqw/internal/msgpackcheck"
 )
 
 // recordVersion is the job record format written; decode accepts it and
@@ -17,8 +19,11 @@ const (
 	effectsVersion = 1
 )
 
-// errCorruptRecord reports a stored record that does not decode.
-var errCorruptRecord = errors.New("queue: corrupt record")
+// ErrCorrupt reports a stored job record or cancel-effects record that
+// does not decode or breaks the record format's rules; the message says
+// which kind of record and what is wrong. Retrying does not help: the
+// store needs repair.
+var ErrCorrupt = errors.New("queue: corrupt record")
 
 // record is the stored form of a job (key j/<id>). The payload lives apart
 // (p/<id>) so the record every state change rewrites stays small.
@@ -71,21 +76,21 @@ func encodeRecord(r *record) ([]byte, error) {
 func decodeRecord(b []byte) (*record, error) {
 	var r record
 	if err := readRecord(b, &r); err != nil {
-		return nil, fmt.Errorf("%w: job record: %w", errCorruptRecord, err)
+		return nil, fmt.Errorf("%w: job record: %w", ErrCorrupt, err)
 	}
 	if r.HasPayload && len(r.Inline) > 0 {
-		return nil, fmt.Errorf("%w: job record %q has both an inline and a separate payload", errCorruptRecord, r.ID)
+		return nil, fmt.Errorf("%w: job record %q has both an inline and a separate payload", ErrCorrupt, r.ID)
 	}
 	if r.V < minRecordVersion || r.V > recordVersion {
-		return nil, fmt.Errorf("%w: job record %q has format version %d; this build reads %d to %d", errCorruptRecord, r.ID, r.V, minRecordVersion, recordVersion)
+		return nil, fmt.Errorf("%w: job record %q has format version %d; this build reads %d to %d", ErrCorrupt, r.ID, r.V, minRecordVersion, recordVersion)
 	}
 	switch r.State {
 	case StatePending, StateScheduled, StateClaimed, StateDone, StateDead:
 	default:
-		return nil, fmt.Errorf("%w: job record %q has unknown state %q", errCorruptRecord, r.ID, r.State)
+		return nil, fmt.Errorf("%w: job record %q has unknown state %q", ErrCorrupt, r.ID, r.State)
 	}
 	if r.ID == "" || r.Queue == "" {
-		return nil, fmt.Errorf("%w: job record without id or queue", errCorruptRecord)
+		return nil, fmt.Errorf("%w: job record without id or queue", ErrCorrupt)
 	}
 	return &r, nil
 }
@@ -176,11 +181,11 @@ func encodeEffects(e *SettlementEffects) ([]byte, error) {
 
 func decodeEffects(b []byte) (*SettlementEffects, error) {
 	var s storedEffects
-	if err := msgpack.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%w: cancel effects: %w", errCorruptRecord, err)
+	if err := msgpackcheck.Unmarshal(b, &s, msgpackcheck.Options{}); err != nil {
+		return nil, fmt.Errorf("%w: cancel effects: %w", ErrCorrupt, err)
 	}
 	if s.V != effectsVersion {
-		return nil, fmt.Errorf("%w: cancel effects have format version %d; this build reads %d", errCorruptRecord, s.V, effectsVersion)
+		return nil, fmt.Errorf("%w: cancel effects have format version %d; this build reads %d", ErrCorrupt, s.V, effectsVersion)
 	}
 	e := &SettlementEffects{KVDeletes: s.KVDeletes}
 	for _, j := range s.Enqueue {
@@ -194,7 +199,7 @@ func decodeEffects(b []byte) (*SettlementEffects, error) {
 	}
 	for _, w := range s.KVCmpDels {
 		if w.Value == nil {
-			return nil, fmt.Errorf("%w: cancel effects: compare-delete of %q without a value", errCorruptRecord, w.Key)
+			return nil, fmt.Errorf("%w: cancel effects: compare-delete of %q without a value", ErrCorrupt, w.Key)
 		}
 		e.KVCompareDeletes = append(e.KVCompareDeletes, KVWrite(w))
 	}

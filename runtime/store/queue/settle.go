@@ -18,6 +18,9 @@ func (q *Queue) settle(ctx context.Context, op string, c *Claim, eff *Settlement
 		return fmt.Errorf("%s of job %q: %w", op, c.Job.ID, err)
 	}
 	err := q.update(ctx, op, false, func(t *txn) error {
+		if eff != nil {
+			t.shareTo = &eff.walShare
+		}
 		r, err := t.record(c.Job.ID)
 		if err != nil {
 			return err
@@ -264,39 +267,10 @@ func (q *Queue) Cancel(ctx context.Context, id string, eff *SettlementEffects) (
 // WakeScheduled promotes scheduled job id to pending now, recording payload
 // as its WakePayload and the time as WokenAt, in one durable commit. Exactly
 // one of concurrent wakes, the scheduler's promotion and a Cancel wins; the
-// others see the job no longer scheduled.
+// others see the job no longer scheduled. It is WakeScheduledKV with an
+// empty batch.
 func (q *Queue) WakeScheduled(ctx context.Context, id string, payload []byte) (WakeOutcome, error) {
-	if err := validName("job ID", id); err != nil {
-		return "", err
-	}
-	if len(payload) > MaxKVValueSize {
-		return "", fmt.Errorf("%w: wake payload for job %q is %d bytes; the limit is %d", ErrTooLarge, id, len(payload), MaxKVValueSize)
-	}
-	var res WakeOutcome
-	err := q.update(ctx, "wake", true, func(t *txn) error {
-		r, err := t.record(id)
-		if err != nil {
-			return err
-		}
-		switch {
-		case r == nil:
-			res = NotFound
-			return nil
-		case r.State != StateScheduled:
-			res = NotScheduled
-			return nil
-		}
-		res = Woken
-		if err := t.unindex(r); err != nil {
-			return err
-		}
-		r.WokenAt, r.WakePayload = t.now, payload
-		return t.makePending(r)
-	})
-	if err != nil {
-		return "", err
-	}
-	return res, nil
+	return q.WakeScheduledKV(ctx, id, payload, KVBatch{})
 }
 
 // RequeueDead moves dead job id back to pending with its attempts reset, in

@@ -234,6 +234,9 @@ type NewJob struct {
 type EnqueueResult struct {
 	ID        string
 	Duplicate bool
+	// WALShare is the enqueue's share of the WAL PUT that made it durable
+	// (see SettlementEffects.WALShare); 0 for a duplicate.
+	WALShare float64
 }
 
 // KVWrite is one caller-KV write.
@@ -271,7 +274,18 @@ type SettlementEffects struct {
 	// and AckUnlessCancelled honour it.
 	ClaimFirst bool
 
-	claimed *Claim
+	claimed  *Claim
+	walShare float64
+}
+
+// WALShare returns, once the settlement that applied these effects is
+// durable, its share of the WAL PUT that made it so: 1/n for a PUT that
+// carried n commits (group commit); 0 before, or when nothing was written.
+func (e *SettlementEffects) WALShare() float64 {
+	if e == nil {
+		return 0
+	}
+	return e.walShare
 }
 
 // Claimed returns the claim ClaimFirst made, or nil (none asked for, the

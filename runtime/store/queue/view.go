@@ -97,7 +97,7 @@ func (v view) stats(ctx context.Context, queue string) (Stats, error) {
 		}
 		if ok {
 			if len(b) != 8 {
-				return Stats{}, fmt.Errorf("%w: counter %s of queue %q is %d bytes, want 8", errCorruptRecord, f.st, queue, len(b))
+				return Stats{}, fmt.Errorf("%w: counter %s of queue %q is %d bytes, want 8", ErrCorrupt, f.st, queue, len(b))
 			}
 			*f.dst = int64(binary.BigEndian.Uint64(b))
 		}

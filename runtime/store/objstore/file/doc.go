@@ -147,4 +147,15 @@
 // see packed objects (kv marks its manifest so such builds refuse the
 // store). An fdatasync that fails leaves the folder unwritable for that
 // handle (reopen the store), since what the kernel kept is then unknown.
+//
+// What it does not do: keys "a" and "a/b" cannot both exist (a name is a
+// file or a folder); such a Put fails with ErrKeyConflict. Locks are
+// flock(2) locks, so the folder must not be shared over NFS or between
+// machines. Files edited in place by hand keep a stale cached ETag.
+//
+// OpenReadOnly opens a folder for reading only (a ReadOnly): it creates
+// nothing, sweeps nothing and holds no lock file, so it works on a
+// folder the process may only read and never changes a store it
+// inspects; its Put and Delete fail with ErrReadOnly. Its reads cost what
+// Store's do; opening costs one stat.
 package file

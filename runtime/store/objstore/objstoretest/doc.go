@@ -7,4 +7,7 @@
 // The suite makes a few thousand requests per run, most of them in the two
 // races. It never stores both "a" and "a/b": file-system backends (file,
 // and versitygw's posix backend behind s3) cannot hold both.
+//
+// It imports objstore only, never a backend: the connection to the S3 test
+// server lives in s3/s3test.
 package objstoretest

@@ -1,4 +1,4 @@
-package objstoretest
+package s3test
 
 import (
 	"crypto/rand"
@@ -13,19 +13,19 @@ import (
 // S3 environment variables set by `make test` (scripts/test.sh), which
 // starts a local versitygw server and creates the bucket.
 const (
-	EnvS3Endpoint  = "TQW_TEST_S3_ENDPOINT"
-	EnvS3AccessKey = "TQW_TEST_S3_ACCESS_KEY"
-	EnvS3SecretKey = "TQW_TEST_S3_SECRET_KEY"
-	EnvS3Bucket    = "TQW_TEST_S3_BUCKET"
+	EnvEndpoint  = "TQW_TEST_S3_ENDPOINT"
+	EnvAccessKey = "TQW_TEST_S3_ACCESS_KEY"
+	EnvSecretKey = "TQW_TEST_S3_SECRET_KEY"
+	EnvBucket    = "TQW_TEST_S3_BUCKET"
 )
 
-// S3Config returns the configuration of the test S3 server under a prefix
+// Config returns the configuration of the test S3 server under a prefix
 // no other test or run uses. With none of the variables set the test is
 // skipped with a message naming `make test`; with some but not all set it
 // fails, so a broken setup never passes as a skip.
-func S3Config(t testing.TB) s3.Config {
+func Config(t testing.TB) s3.Config {
 	t.Helper()
-	names := []string{EnvS3Endpoint, EnvS3AccessKey, EnvS3SecretKey, EnvS3Bucket}
+	names := []string{EnvEndpoint, EnvAccessKey, EnvSecretKey, EnvBucket}
 	var vals, missing []string
 	for _, n := range names {
 		v := os.Getenv(n)
@@ -51,11 +51,11 @@ func S3Config(t testing.TB) s3.Config {
 	}
 }
 
-// OpenS3 returns a store on the test S3 server under a fresh prefix, or
-// skips as S3Config does.
-func OpenS3(t testing.TB) *s3.Store {
+// Open returns a store on the test S3 server under a fresh prefix, or
+// skips as Config does.
+func Open(t testing.TB) *s3.Store {
 	t.Helper()
-	s, err := s3.New(S3Config(t))
+	s, err := s3.New(Config(t))
 	if err != nil {
 		t.Fatal(err)
 	}
