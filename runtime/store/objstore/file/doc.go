@@ -32,7 +32,9 @@
 // Cost in system calls: a create-only Put = openat(O_TMPFILE)+write+
 // fsetxattr+fsync+fstat of the temp file, linkat to the key's name, close,
 // fsync of the folder (where O_TMPFILE is refused: a named temp file,
-// linked, then unlinked). Other Puts = openat of a named temp file, the
+// linked, then unlinked; also on a retry after racing Deletes removed the
+// folder, since a named temp file keeps it from looking empty). Other
+// Puts = openat of a named temp file, the
 // same writes and fsync, renameat over the key under its lock, fsync of the
 // folder; If-Match adds open+fgetxattr+close of the current file. Folders
 // stay open (up to 256, least recently used first out), so a Put makes no
@@ -99,9 +101,15 @@
 //     crash the next writer makes a new segment, whose header declares
 //     where the valid records of the previous one end, and no byte past
 //     that point is ever read: not the remains of a torn write, not a
-//     record of a dead writer whose flush never finished (after a power
-//     failure an earlier record may be lost and a later one of the same
-//     unacknowledged write survive; it stays out). A torn last record was
+//     record of a dead writer whose flush never finished. After a power
+//     failure an earlier record of an unacknowledged write may be lost
+//     (its pages read back as the segment's zeros) and a later one
+//     survive; the log ends at the zeros, so the later one stays out. If
+//     the lost part left bytes that are no record instead (a page torn
+//     inside a record), the sealing writer reads past them as past damage
+//     and a later record of that write may count: its outcome was unknown
+//     anyway, and kv, with one WAL PUT in flight, cannot get a gap from
+//     it. A torn last record was
 //     never acknowledged, so losing it breaks no promise. TestKill9Packed
 //     kills a writer of such a log 200 times and checks every
 //     acknowledged object after each kill.
@@ -113,7 +121,8 @@
 //     at the end of the newest segment looks like its clean end.)
 //   - Other handles read new records without the writer's help: a Get or
 //     List first catches up from the end it knows (a pread of a record
-//     header, and an fstatat for a next segment, when nothing changed).
+//     header, an fstatat for a next segment and an fstat of the last,
+//     when nothing changed).
 //     A reader that meets bytes that are no record at the end of the log
 //     (a write in progress) waits on a shared flock for it and looks again;
 //     if they are still no record (torn or damaged), it reads on past them
@@ -121,6 +130,11 @@
 //     handle agrees on what the log holds.
 //     Within a process, no reader sees a record before its fdatasync; in
 //     another process one may, as with a file linked but not yet flushed.
+//   - A handle notices when others retired its segments while it was
+//     idle (its last one deleted, no next one): it reads the \log folder
+//     again, so it never decides a create-only write on a stale index or
+//     appends to a deleted segment. One that builds its index while a
+//     writer retires segments drops the ones deleted under it.
 //   - Delete appends a delete record. A segment that holds no current
 //     object is deleted (oldest first, each deletion flushed); one whose
 //     current objects are at most an eighth of it (kv's fences, kept
@@ -131,7 +145,7 @@
 //     A Put that replaces one writes a record, then removes the file;
 //     while both exist the record is the object.
 //
-// Cost of a packed write: flock, a catch-up (one fstatat), one pwrite
+// Cost of a packed write: flock, a catch-up (an fstatat and an fstat), one pwrite
 // and one fdatasync of the segment for the whole group, flock again. A
 // Get of a packed object: the catch-up and a pread of its data; Head and
 // List need no read of data. Each handle keeps an index of its packed
@@ -156,6 +170,9 @@
 // OpenReadOnly opens a folder for reading only (a ReadOnly): it creates
 // nothing, sweeps nothing and holds no lock file, so it works on a
 // folder the process may only read and never changes a store it
-// inspects; its Put and Delete fail with ErrReadOnly. Its reads cost what
-// Store's do; opening costs one stat.
+// inspects; its Put and Delete fail with ErrReadOnly. It reads packed
+// folders too (opening their lock file read-only, for the shared flock a
+// reader takes while an append is in progress). Its reads cost what
+// Store's do, and it keeps folders and segments open until Close;
+// opening costs one stat.
 package file

@@ -67,9 +67,12 @@ type Store struct {
 	packs   map[string]*packed // packed folders by key prefix, once seen
 	segMin  int64              // first segment size of a packed folder
 	segMax  int64
-	stripes [lockStripe]chan struct{}
-	locks   [lockStripe]*os.File
-	log     *slog.Logger
+	// readOnly: opened by OpenReadOnly, so nothing may be created, not
+	// even a packed folder's lock file.
+	readOnly bool
+	stripes  [lockStripe]chan struct{}
+	locks    [lockStripe]*os.File
+	log      *slog.Logger
 }
 
 var _ objstore.Store = (*Store)(nil)
@@ -325,9 +328,15 @@ func (s *Store) route(key string) (*packed, *dirHandle, error) {
 			return p, nil, err
 		case err == nil, errors.Is(err, unix.ENOENT) && !d.removed():
 			return nil, d, nil
-		case errors.Is(err, unix.ENOENT) && attempt == 0:
-			s.dirs.forget(d) // removed by another process: look at the live folder
+		case errors.Is(err, unix.ENOENT):
+			s.dirs.forget(d) // removed by a Delete: look at the live folder
 			s.dirs.release(d)
+			if attempt == 2 {
+				// Removed again and again by racing Deletes: a folder they
+				// can remove is empty, so holds no \log, and was not packed
+				// (callers create it again as they need it).
+				return nil, nil, nil
+			}
 		default:
 			s.dirs.release(d)
 			return nil, nil, err
@@ -518,7 +527,10 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, opts objstore.
 		var retry bool
 		var err error
 		if opts.IfNoneMatch {
-			info, retry, err = s.create(key, data, etag)
+			// After a folder vanished, a named temp file: a nameless one
+			// leaves the folder empty, so racing Deletes may remove it
+			// during every write and fsync; a name keeps it.
+			info, retry, err = s.create(key, data, etag, attempt == 0)
 		} else {
 			info, retry, err = s.replace(ctx, key, data, etag, opts.IfMatch)
 		}
@@ -569,13 +581,13 @@ func (s *Store) openTemp(d *dirHandle, nameless bool) (fd int, name string, retr
 
 // create is a create-only Put. retry reports that the folder vanished
 // before the link, so nothing was written.
-func (s *Store) create(key string, data []byte, etag string) (objstore.ObjectInfo, bool, error) {
+func (s *Store) create(key string, data []byte, etag string, nameless bool) (objstore.ObjectInfo, bool, error) {
 	d, err := s.folder(key)
 	if err != nil {
 		return objstore.ObjectInfo{}, stale(err), putErr(key, "", err)
 	}
 	defer s.dirs.release(d)
-	fd, tmp, retry, err := s.openTemp(d, true)
+	fd, tmp, retry, err := s.openTemp(d, nameless)
 	if err != nil {
 		return objstore.ObjectInfo{}, retry, putErr(key, "create temp file", err)
 	}

@@ -220,10 +220,33 @@ func (s *Store) openPacked(folder, dir string) (*packed, error) {
 	if p.logF, err = os.OpenFile(logDir, os.O_RDONLY|unix.O_DIRECTORY, 0); err != nil {
 		return fail(err)
 	}
+	if s.readOnly {
+		// A reader creates nothing; without a lock file no writer has
+		// appended yet, and flock opens it once one made it.
+		if err := p.openLockReadOnly(); err != nil {
+			return fail(err)
+		}
+		return p, nil
+	}
 	if p.lockF, err = os.OpenFile(filepath.Join(logDir, lockName), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 		return fail(err)
 	}
 	return p, nil
+}
+
+// openLockReadOnly opens the lock file for a handle of OpenReadOnly (a
+// shared flock needs no write access), leaving lockF nil while there is
+// none.
+func (p *packed) openLockReadOnly() error {
+	f, err := os.Open(filepath.Join(p.dir, logDirName, lockName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	p.lockF = f
+	return nil
 }
 
 // close releases the folder's files; no append may be in progress.
@@ -252,6 +275,11 @@ func (p *packed) shutdown() {
 }
 
 func (p *packed) flock(how int) error {
+	if p.lockF == nil { // a read-only handle, and no writer had made the lock file
+		if err := p.openLockReadOnly(); err != nil || p.lockF == nil {
+			return err
+		}
+	}
 	return withFd(p.lockF, func(fd int) error {
 		for {
 			err := unix.Flock(fd, how)
@@ -281,9 +309,18 @@ func (p *packed) buildLocked() error {
 	}
 	sort.Slice(nums, func(i, j int) bool { return nums[i] < nums[j] })
 	for _, n := range nums {
+		if testBeforeOpenSegment != nil {
+			testBeforeOpenSegment(n)
+		}
 		sg, err := p.openSegment(n)
 		if errors.Is(err, fs.ErrNotExist) {
-			continue // reclaimed by an appender meanwhile
+			// Reclaimed by an appender meanwhile. Reclaim goes oldest
+			// first, so the segments opened before it went too: drop
+			// them, or the next one would look like it follows a segment
+			// removed by hand, and the last of them would be read past
+			// the end its successor's header declares.
+			p.dropRetiredLocked()
+			continue
 		}
 		if err != nil {
 			return err
@@ -314,6 +351,32 @@ func (p *packed) buildLocked() error {
 		}
 	}
 	return nil
+}
+
+// testBeforeOpenSegment, when set by a test, runs before buildLocked
+// opens segment n.
+var testBeforeOpenSegment func(n uint64)
+
+// isRetired reports whether sg's file was deleted (by a reclaim).
+func isRetired(sg *segment) (bool, error) {
+	var st unix.Stat_t
+	if err := withFd(sg.f, func(fd int) error { return unix.Fstat(fd, &st) }); err != nil {
+		return false, err
+	}
+	return st.Nlink == 0, nil
+}
+
+// dropRetiredLocked closes and forgets the oldest known segments whose
+// files were deleted.
+func (p *packed) dropRetiredLocked() {
+	for len(p.segs) > 0 {
+		sg := p.segs[0]
+		if retired, err := isRetired(sg); err != nil || !retired {
+			return
+		}
+		sg.f.Close()
+		p.segs = p.segs[1:]
+	}
 }
 
 // nextSegment opens segment n if it exists: one fstatat when it does not.
@@ -479,7 +542,7 @@ func (p *packed) applyLocked(sg *segment, r rec) {
 
 // refreshLocked catches up with appends of other handles: new records in
 // the last segment, new segments. Cost when nothing changed: one pread of
-// a record header and one fstatat. exclusive is set when the caller holds
+// a record header, one fstatat and one fstat. exclusive is set when the caller holds
 // the flock, so no append can be in progress.
 func (p *packed) refreshLocked(exclusive bool) error {
 	if !p.built || len(p.segs) == 0 { // none yet: segments may have appeared; the folder is tiny
@@ -500,6 +563,21 @@ func (p *packed) refreshLocked(exclusive bool) error {
 		}
 		nsg, err := p.nextSegment(last.num + 1)
 		if errors.Is(err, fs.ErrNotExist) {
+			if retired, err := isRetired(last); err != nil || retired {
+				if err != nil {
+					return err
+				}
+				// Another handle made segments after it and retired them
+				// all while this one looked away (its own included):
+				// only the folder says which are left.
+				if err := p.rebuildLocked(); err != nil {
+					return err
+				}
+				if len(p.segs) == 0 {
+					return nil
+				}
+				continue
+			}
 			if last.stopped != stopJunk {
 				break
 			}

@@ -502,3 +502,112 @@ func TestPackedDamageInLastSegment(t *testing.T) {
 		t.Fatalf("k10 = %q", got)
 	}
 }
+
+// A handle that builds its index while a writer retires the oldest
+// segments must not take them for segments removed by hand: it would read
+// the last one it opened past the end its successor's header declares,
+// and find there a record its writer left out (here z2, which followed
+// a lost record).
+func TestPackedBuildRacesReclaim(t *testing.T) {
+	dir := t.TempDir()
+	func() {
+		s := packAt(t, dir, "", 4096)
+		for i := range 15 {
+			mustPut(t, s, fmt.Sprintf("a%02d", i), strings.Repeat("a", 100), objstore.CreateOnly())
+		}
+		mustPut(t, s, "z1", strings.Repeat("z", 100), objstore.CreateOnly())
+		mustPut(t, s, "z2", strings.Repeat("z", 100), objstore.CreateOnly())
+		s.Close()
+	}()
+	seg1 := segments(t, dir)[0]
+	offs := recordOffsets(t, seg1)
+	corruptFile(t, seg1, offs[15], make([]byte, recordSize(2, 100))) // z1 lost, z2 intact
+	w := packAt(t, dir, "", 4096)
+	if _, err := w.Head(bg, "z2"); !errors.Is(err, objstore.ErrNotExist) {
+		t.Fatalf("z2 after a lost record: %v, want ErrNotExist", err)
+	}
+	var tkeys []string
+	for i := 0; len(segments(t, dir)) < 3; i++ {
+		k := fmt.Sprintf("t%03d", i)
+		mustPut(t, w, k, strings.Repeat("t", 100), objstore.CreateOnly())
+		tkeys = append(tkeys, k)
+	}
+	raced := false
+	testBeforeOpenSegment = func(n uint64) {
+		if n != 2 || raced {
+			return
+		}
+		raced = true
+		// The reader opened segment 1; retire it and segment 2.
+		for i := range 15 {
+			if err := w.Delete(bg, fmt.Sprintf("a%02d", i)); err != nil {
+				t.Error(err)
+			}
+		}
+		for _, k := range tkeys {
+			if err := w.Delete(bg, k); err != nil {
+				t.Error(err)
+			}
+		}
+		for _, seg := range segments(t, dir) {
+			if filepath.Base(seg) <= segName(2) {
+				t.Errorf("segment %s not retired", seg)
+			}
+		}
+	}
+	t.Cleanup(func() { testBeforeOpenSegment = nil })
+	r, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Head(bg, "z2"); !errors.Is(err, objstore.ErrNotExist) {
+		t.Fatalf("a handle that built its index during a reclaim sees z2: %v, want ErrNotExist", err)
+	}
+	if !raced {
+		t.Fatal("the reclaim did not run during the build")
+	}
+	if got := listKeys(t, r, ""); len(got) != 0 {
+		t.Fatalf("List = %v, want nothing", got)
+	}
+}
+
+// A handle whose segments another handle retired while it was idle (it
+// made two segments since and deleted every object of the older ones)
+// must find the live ones: a writer that took its old segment for the
+// current one would decide create-only writes on a stale index and
+// append to a deleted file.
+func TestPackedIdleHandleOutlivesItsSegments(t *testing.T) {
+	dir := t.TempDir()
+	a, b := packAt(t, dir, "wal/", 4096), packAt(t, dir, "wal/", 4096)
+	mustPut(t, a, "wal/a", "a", objstore.CreateOnly()) // a makes and owns segment 1
+	first := segments(t, filepath.Join(dir, "wal"))[0]
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("wal/b%04d", i)
+		mustPut(t, b, k, strings.Repeat("b", 100), objstore.CreateOnly())
+		if err := b.Delete(bg, k); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Delete(bg, "wal/a"); err != nil {
+			t.Fatal(err)
+		}
+		segs := segments(t, filepath.Join(dir, "wal"))
+		if _, err := os.Stat(first); errors.Is(err, os.ErrNotExist) && filepath.Base(segs[0]) > segName(2) {
+			break // a's segment and the next are gone
+		}
+		if i > 1000 {
+			t.Fatalf("segments 1 and 2 never retired: %v", segs)
+		}
+	}
+	mustPut(t, b, "wal/taken", "b", objstore.CreateOnly())
+	if _, err := a.Put(bg, "wal/taken", []byte("a"), objstore.CreateOnly()); !errors.Is(err, objstore.ErrPrecondition) {
+		t.Fatalf("a's create-only over b's object = %v, want ErrPrecondition", err)
+	}
+	mustPut(t, a, "wal/later", "a", objstore.CreateOnly())
+	if got := mustGet(t, b, "wal/later"); got != "a" {
+		t.Fatalf("b reads a's later object as %q", got)
+	}
+	if _, err := a.Head(bg, "wal/a"); !errors.Is(err, objstore.ErrNotExist) {
+		t.Fatalf("a still sees the object b deleted: %v", err)
+	}
+}

@@ -22,7 +22,8 @@ var ErrNoFolder = errors.New("file: no store folder")
 
 // ReadOnly is a file store opened by OpenReadOnly: Get, Head and List
 // read the folder exactly as Store does; Put and Delete fail with
-// ErrReadOnly. It holds no lock file and no open file between calls.
+// ErrReadOnly. It holds no lock file; it keeps folders (and the segments
+// of packed folders) open between calls, as Store does, until Close.
 type ReadOnly struct {
 	s *Store
 }
@@ -52,9 +53,9 @@ func OpenReadOnly(dir string) (*ReadOnly, error) {
 	case !fi.IsDir():
 		return nil, fmt.Errorf("%w: %s is not a folder", ErrNoFolder, root)
 	}
-	// Reads use only root and log; the lock files and the process id
-	// serve writes.
-	return &ReadOnly{s: &Store{root: root, log: slog.Default().With("store", "file://"+root)}}, nil
+	// Reads use only root, log and the caches of open folders; the lock
+	// files and the process id serve writes.
+	return &ReadOnly{s: &Store{root: root, readOnly: true, log: slog.Default().With("store", "file://"+root)}}, nil
 }
 
 // Root returns the absolute folder the store lives in.
@@ -85,6 +86,6 @@ func (r *ReadOnly) Delete(_ context.Context, key string) error {
 	return fmt.Errorf("file: delete %q: %w", key, ErrReadOnly)
 }
 
-// Close releases nothing (a ReadOnly holds no file between calls); it
-// exists so a ReadOnly closes like a Store.
-func (r *ReadOnly) Close() error { return nil }
+// Close releases the open folders and segments. The ReadOnly must not be
+// used afterwards.
+func (r *ReadOnly) Close() error { return r.s.Close() }

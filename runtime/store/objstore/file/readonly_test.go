@@ -173,6 +173,56 @@ func TestReadOnlyOnAReadOnlyFolder(t *testing.T) {
 	}
 }
 
+// TestReadOnlyReadsAPackedFolder reads kv's kind of WAL folder, packed,
+// with no lock file in it (no writer opened it since the last one went):
+// the reader creates none, and catches up with what a writer adds later.
+func TestReadOnlyReadsAPackedFolder(t *testing.T) {
+	w := openTemp(t)
+	if err := w.Pack(bg, "wal/"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := w.Put(bg, fmt.Sprintf("wal/%d", i), []byte(fmt.Sprint("v", i)), objstore.CreateOnly()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := w.Root()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(root, "wal", `\log`, "lock")); err != nil {
+		t.Fatal(err)
+	}
+	before := tree(t, root)
+	r, err := file.OpenReadOnly(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := r.List(bg, "wal/", "", 0)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("List = %v, %v; want the 3 packed objects", got, err)
+	}
+	if b, _, err := r.Get(bg, "wal/1"); err != nil || string(b) != "v1" {
+		t.Fatalf("Get = %q, %v", b, err)
+	}
+	if after := tree(t, root); after != before {
+		t.Fatalf("reading a packed folder changed the store:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+
+	w2, err := file.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	if _, err := w2.Put(bg, "wal/3", []byte("v3"), objstore.CreateOnly()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _, err := r.Get(bg, "wal/3"); err != nil || string(b) != "v3" {
+		t.Fatalf("Get of an object written after the reader opened = %q, %v", b, err)
+	}
+}
+
 // chmodTree removes (writable false) or restores the write bits of every
 // entry under root.
 func chmodTree(t *testing.T, root string, writable bool) {
