@@ -274,10 +274,19 @@ func (p *packed) shutdown() {
 	p.segs = nil
 }
 
+// errNoLockFile: a read-only handle found no lock file to take.
+var errNoLockFile = errors.New("no lock file")
+
 func (p *packed) flock(how int) error {
 	if p.lockF == nil { // a read-only handle, and no writer had made the lock file
-		if err := p.openLockReadOnly(); err != nil || p.lockF == nil {
+		if err := p.openLockReadOnly(); err != nil {
 			return err
+		}
+		if p.lockF == nil {
+			if how == unix.LOCK_UN {
+				return nil
+			}
+			return errNoLockFile
 		}
 	}
 	return withFd(p.lockF, func(fd int) error {
@@ -593,7 +602,9 @@ func (p *packed) refreshLocked(exclusive bool) error {
 			}
 			// A write in progress, or one torn by a crash: wait for any
 			// append to end and look again.
-			if err := p.flock(unix.LOCK_SH); err != nil {
+			if err := p.flock(unix.LOCK_SH); errors.Is(err, errNoLockFile) {
+				break // a reader of a folder whose lock file is gone: no read past them unlocked
+			} else if err != nil {
 				return err
 			}
 			err := p.refreshLocked(true)
