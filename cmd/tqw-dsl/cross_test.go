@@ -247,9 +247,10 @@ func TestCommandsWhileAWorkerRuns(t *testing.T) {
 		}
 	}
 	// A signal nobody waits for yet is buffered by the worker.
-	out, _ = c.must(0, "signal", "later:key", `1`)
-	if !strings.Contains(out, "buffered") {
-		t.Fatalf("early signal: %q", out)
+	out, _ = c.must(0, "signal", "later:key", `1`, "--json")
+	var sig signalOutcome
+	if err := json.Unmarshal([]byte(out), &sig); err != nil || sig.Key != "later:key" || sig.Outcome != "buffered" || sig.Expires == nil || !sig.Expires.After(time.Now()) {
+		t.Fatalf("early signal --json: %q (%v)", out, err)
 	}
 
 	// cancel.
@@ -289,7 +290,10 @@ func TestCommandsWhileAWorkerRuns(t *testing.T) {
 	// run follows to the same exit codes: 1 failed, 3 cancelled.
 	r3 := c.start("run", wait, "--run-id", "w3")
 	c.awaitState("w3", "waiting")
-	c.must(0, "signal", "w3:ask", `{"approved": false}`)
+	out, _ = c.must(0, "signal", "w3:ask", `{"approved": false}`, "--json")
+	if strings.TrimSpace(out) != `{"key":"w3:ask","outcome":"delivered"}` {
+		t.Fatalf("signal --json: %q", out)
+	}
 	if code, _, errOut := r3.wait(); code != exitFailed || !strings.Contains(errOut, "run w3 failed: rejected") {
 		t.Fatalf("run of a rejected w3: exit %d, %s", code, errOut)
 	}
