@@ -156,5 +156,5 @@ func TestDuplicateActionRefused(t *testing.T) {
 
 type named string
 
-func (n named) Name() string                                     { return string(n) }
+func (n named) Name() string                                      { return string(n) }
 func (named) Execute(context.Context, *actions.Call) (any, error) { return nil, nil }
