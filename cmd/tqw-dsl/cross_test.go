@@ -23,6 +23,22 @@ import (
 // under -race at once; a passing test never waits for it.
 const waitDeadline = time.Minute
 
+// pollUntil polls cond (every 20 ms, up to waitDeadline) until it holds;
+// what names it in the failure. Every CLI test's bounded wait uses it.
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(waitDeadline)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%s: not within %v", what, waitDeadline)
+		}
+	}
+}
+
 // bg is a tqw-dsl process running in the background.
 type bg struct {
 	t    *testing.T
@@ -406,22 +422,14 @@ func TestRunTakesOverAnUnansweredSubmit(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := c.start("run", abs(t, "../../workflows/hello.yaml"), "--run-id", "u1")
-	// Poll (bounded) for the submission in the inbox.
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(waitDeadline)
-	for sent := false; !sent; {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("run sent nothing to the inbox:\n%s", r.stderr())
-		}
+	// The submission reaches the inbox.
+	pollUntil(t, "run sending its submission to the inbox", func() bool {
 		objs, err := store.List(ctx, remote.DefaultInboxPrefix+"/", "", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sent = len(objs) == 1
-	}
+		return len(objs) == 1
+	})
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
