@@ -12,7 +12,9 @@ func (x *exec) waitSignal(ctx context.Context, env *dsl.Env) (runtime.StepOutcom
 	args, e := x.evalWith(env, x.s.With)
 	if e != nil {
 		if x.st.Phase == phaseSignal {
-			_ = x.rs.Effects.Delete(waitKey(x.st.WaitKey))
+			if err := x.rs.Effects.Delete(waitKey(x.st.WaitKey)); err != nil {
+				return runtime.StepOutcome{}, runtime.Permanent(err)
+			}
 		}
 		return x.handleError(ctx, env, e)
 	}

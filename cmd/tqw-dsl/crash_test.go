@@ -95,6 +95,7 @@ type crashWorld struct {
 	seed    uint64
 	log     string // the shell step's side-effect file
 	httpURL string
+	procs   []*crashProc // every process started, in order
 
 	mu         sync.Mutex
 	effects    []effect
@@ -217,7 +218,9 @@ type crashProc struct {
 	k      int
 	cmd    *exec.Cmd
 	out    bytes.Buffer
+	errOut bytes.Buffer
 	exited chan error
+	err    error // how it exited, once it did
 }
 
 func (w *crashWorld) start(k int, args ...string) *crashProc {
@@ -227,12 +230,16 @@ func (w *crashWorld) start(k int, args ...string) *crashProc {
 	p.cmd.Env = append(os.Environ(), w.c.env...)
 	p.cmd.Env = append(p.cmd.Env, procEnv+"="+procName(k))
 	p.cmd.Stdout = &p.out
-	var errOut bytes.Buffer
-	p.cmd.Stderr = &errOut
+	p.cmd.Stderr = &p.errOut
 	if err := p.cmd.Start(); err != nil {
 		w.t.Fatal(err)
 	}
-	go func() { p.exited <- p.cmd.Wait() }()
+	w.procs = append(w.procs, p)
+	go func() {
+		err := p.cmd.Wait()
+		p.err = err
+		p.exited <- err
+	}()
 	return p
 }
 
@@ -283,17 +290,24 @@ func crashKill(t *testing.T, c *cli, kills int) {
 	k := 0
 	var reported []effect
 	results := map[int]string{} // logical run -> its run id, once ended
-	finish := func(n int, p *crashProc, err error) {
+	// finish records what process p of logical run n reported and says
+	// whether the command ended: it printed the run's end. A process
+	// killed after printing it (while it deleted its rerun claim or
+	// exited) ended its command too: its user saw the result, and the
+	// same command started again would rightly start a new run.
+	finish := func(n int, p *crashProc, err error) bool {
 		complete, end := p.reports()
 		reported = append(reported, complete...)
-		if err != nil {
-			return
+		right := end != nil && end.Status == "succeeded" && string(end.Result) == want(n, end.Run)
+		if err != nil && !right {
+			return false
 		}
-		if end == nil || end.Status != "succeeded" || string(end.Result) != want(n, end.Run) {
+		if !right {
 			t.Errorf("logical run %d: process %d ended with %+v; want succeeded with %s\n%s", n, p.k, end, want(n, "<run>"), p.out.String())
-			return
+			return true
 		}
 		results[n] = end.Run
+		return true
 	}
 	start := time.Now()
 	p := w.start(k, "run", wf, "--input", w.input(0), "--json")
@@ -322,11 +336,8 @@ func crashKill(t *testing.T, c *cli, kills int) {
 		select {
 		case err := <-p.exited:
 			timer.Stop()
-			if n >= 0 {
-				finish(n, p, err)
-				if err == nil {
-					pending = removeInt(pending, n)
-				}
+			if n >= 0 && finish(n, p, err) {
+				pending = removeInt(pending, n)
 			}
 		case <-timer.C:
 			_ = p.cmd.Process.Signal(syscall.SIGKILL)
@@ -334,11 +345,8 @@ func crashKill(t *testing.T, c *cli, kills int) {
 			if err != nil && strings.Contains(err.Error(), "killed") {
 				killed++
 			}
-			if n >= 0 {
-				finish(n, p, err)
-				if err == nil {
-					pending = removeInt(pending, n)
-				}
+			if n >= 0 && finish(n, p, err) {
+				pending = removeInt(pending, n)
 			}
 		}
 	}
@@ -347,8 +355,7 @@ func crashKill(t *testing.T, c *cli, kills int) {
 		p = w.start(k, "run", wf, "--input", w.input(n), "--json")
 		k++
 		err := <-p.exited
-		finish(n, p, err)
-		if err != nil {
+		if !finish(n, p, err) || err != nil {
 			t.Errorf("logical run %d: the last start of its command failed: %v\n%s", n, err, p.out.String())
 		}
 	}
@@ -386,6 +393,7 @@ func crashKill(t *testing.T, c *cli, kills int) {
 	if len(top) != presubmitted+len(results) {
 		t.Errorf("%d runs in the store; want %d (one per command, %d commands, plus %d presubmitted): %v",
 			len(top), presubmitted+len(results), len(results), presubmitted, top)
+		w.explainExtraRuns(t, top, results)
 	}
 	if len(results) != next {
 		t.Errorf("%d of %d commands ended", len(results), next)
@@ -440,6 +448,27 @@ func crashKill(t *testing.T, c *cli, kills int) {
 	}
 	t.Logf("%d kills, %d processes; %d commands and %d presubmitted runs ended right; %d steps reported complete, %d side effects (%d shell), %d re-runs of a reported step; %d http 500s injected; %d llm calls repeated before their memo was written",
 		killed, k+1, len(results), presubmitted, len(first), len(effects), shellLines, reruns, len(w.failedOnce), repeated)
+}
+
+// explainExtraRuns logs, for each run in top that no command ended and
+// that was not presubmitted, what every process that named it printed.
+func (w *crashWorld) explainExtraRuns(t *testing.T, top []string, results map[int]string) {
+	ended := map[string]bool{}
+	for _, id := range results {
+		ended[id] = true
+	}
+	for _, id := range top {
+		if ended[id] || strings.HasPrefix(id, "p") {
+			continue
+		}
+		t.Logf("run %s: no command ended it; the processes that named it:", id)
+		for _, p := range w.procs {
+			if !bytes.Contains(p.out.Bytes(), []byte(id)) && !bytes.Contains(p.errOut.Bytes(), []byte(id)) {
+				continue
+			}
+			t.Logf("process %d %v (exit %v)\nstdout:\n%s\nstderr:\n%s", p.k, p.cmd.Args[1:], p.err, p.out.String(), p.errOut.String())
+		}
+	}
 }
 
 func removeInt(s []int, v int) []int {

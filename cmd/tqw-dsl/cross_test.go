@@ -23,6 +23,22 @@ import (
 // under -race at once; a passing test never waits for it.
 const waitDeadline = time.Minute
 
+// pollUntil polls cond (every 20 ms, up to waitDeadline) until it holds;
+// what names it in the failure. Every CLI test's bounded wait uses it.
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(waitDeadline)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%s: not within %v", what, waitDeadline)
+		}
+	}
+}
+
 // bg is a tqw-dsl process running in the background.
 type bg struct {
 	t    *testing.T
@@ -247,9 +263,10 @@ func TestCommandsWhileAWorkerRuns(t *testing.T) {
 		}
 	}
 	// A signal nobody waits for yet is buffered by the worker.
-	out, _ = c.must(0, "signal", "later:key", `1`)
-	if !strings.Contains(out, "buffered") {
-		t.Fatalf("early signal: %q", out)
+	out, _ = c.must(0, "signal", "later:key", `1`, "--json")
+	var sig signalOutcome
+	if err := json.Unmarshal([]byte(out), &sig); err != nil || sig.Key != "later:key" || sig.Outcome != "buffered" || sig.Expires == nil || !sig.Expires.After(time.Now()) {
+		t.Fatalf("early signal --json: %q (%v)", out, err)
 	}
 
 	// cancel.
@@ -289,7 +306,10 @@ func TestCommandsWhileAWorkerRuns(t *testing.T) {
 	// run follows to the same exit codes: 1 failed, 3 cancelled.
 	r3 := c.start("run", wait, "--run-id", "w3")
 	c.awaitState("w3", "waiting")
-	c.must(0, "signal", "w3:ask", `{"approved": false}`)
+	out, _ = c.must(0, "signal", "w3:ask", `{"approved": false}`, "--json")
+	if strings.TrimSpace(out) != `{"key":"w3:ask","outcome":"delivered"}` {
+		t.Fatalf("signal --json: %q", out)
+	}
 	if code, _, errOut := r3.wait(); code != exitFailed || !strings.Contains(errOut, "run w3 failed: rejected") {
 		t.Fatalf("run of a rejected w3: exit %d, %s", code, errOut)
 	}
@@ -402,22 +422,14 @@ func TestRunTakesOverAnUnansweredSubmit(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := c.start("run", abs(t, "../../workflows/hello.yaml"), "--run-id", "u1")
-	// Poll (bounded) for the submission in the inbox.
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(waitDeadline)
-	for sent := false; !sent; {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("run sent nothing to the inbox:\n%s", r.stderr())
-		}
+	// The submission reaches the inbox.
+	pollUntil(t, "run sending its submission to the inbox", func() bool {
 		objs, err := store.List(ctx, remote.DefaultInboxPrefix+"/", "", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sent = len(objs) == 1
-	}
+		return len(objs) == 1
+	})
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -37,21 +36,6 @@ func (c *cli) with(env ...string) *cli {
 	d := *c
 	d.env = append(slices.Clone(c.env), env...)
 	return &d
-}
-
-// pollUntil polls cond (every 20 ms, up to waitDeadline) until it holds.
-func pollUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(waitDeadline)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%s: not within %v", what, waitDeadline)
-		}
-	}
 }
 
 // kill9 SIGKILLs p and waits until it is reaped.

@@ -1,7 +1,11 @@
-// Command tqw-dsl works with tqw workflow files: validate them, print the
-// schema editors use, draw their step graph and evaluate expressions; and
-// runs them durably in a store: run, submit, worker, signal, cancel, and
-// the read-only status, list and history.
+// Command tqw-dsl works with tqw workflow files and the stores that run
+// them. On files: validate, schema (for editors), graph, eval and lsp (a
+// language server). On a store: run (works the store until the run ends;
+// started again after a crash, it resumes the run it left), worker,
+// submit, signal, cancel; the read-only status, list, history and
+// signals; and store check/truncate for a damaged write-ahead log. A
+// command that changes a store either holds its writer lease or sends the
+// change to the live writer through the store inbox.
 // Each subcommand lives in its own file and registers itself in init.
 //
 // Exit codes and environment variables: see exitCodes and envVars in

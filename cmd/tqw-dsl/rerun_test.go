@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // rerunWorkflow has three slow steps that each append their name to a log.
@@ -45,9 +44,8 @@ func rerunSetup(t *testing.T) (c *cli, wf, input, log string) {
 func killAfterStep(t *testing.T, c *cli, step string, args ...string) string {
 	t.Helper()
 	p := c.start(append([]string{"run", "--json"}, args...)...)
-	deadline := time.Now().Add(waitDeadline)
-	for {
-		runID := ""
+	runID := ""
+	pollUntil(t, "run reporting step "+step, func() bool {
 		done := false
 		sc := bufio.NewScanner(strings.NewReader(p.stdout()))
 		for sc.Scan() {
@@ -62,21 +60,19 @@ func killAfterStep(t *testing.T, c *cli, step string, args ...string) string {
 				done = true
 			}
 		}
-		if done {
-			if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			p.wait()
-			if runID == "" {
-				t.Fatal("run --json printed no run_start event")
-			}
-			return runID
+		if !done && !p.running() {
+			t.Fatalf("run exited before reporting step %s:\n%s\n%s", step, p.stdout(), p.stderr())
 		}
-		if !p.running() || time.Now().After(deadline) {
-			t.Fatalf("run did not report step %s:\n%s\n%s", step, p.stdout(), p.stderr())
-		}
-		time.Sleep(10 * time.Millisecond)
+		return done
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
 	}
+	p.wait()
+	if runID == "" {
+		t.Fatal("run --json printed no run_start event")
+	}
+	return runID
 }
 
 func logLines(t *testing.T, path string) []string {

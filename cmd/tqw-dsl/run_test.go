@@ -344,16 +344,10 @@ func TestWorkerDrainsOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Follow the run from another process through the read-only view.
-	deadline := time.Now().Add(waitDeadline)
-	for {
+	pollUntil(t, "the worker finishing run h1", func() bool {
 		code, out, _ := c.run("status", "h1", "--json")
-		if code == 0 && strings.Contains(out, `"succeeded"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the worker did not finish the run: %s", out)
-		}
-	}
+		return code == 0 && strings.Contains(out, `"succeeded"`)
+	})
 	// A second worker is refused instead of fencing this one.
 	code, _, errOut2 := c.run("worker")
 	if code != exitFailed || !strings.Contains(errOut2, "a second worker would fence it") {

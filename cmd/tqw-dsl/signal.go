@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ func newSignalCmd() *cobra.Command {
 	var (
 		store          string
 		requireWaiting bool
+		asJSON         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "signal KEY [JSON|@FILE]",
@@ -50,6 +52,9 @@ store's inbox, which applies it exactly once, and signal waits for its
 answer (up to 2m; without one it exits 1 and the signal stays in the inbox
 until a writer applies it). Otherwise signal opens the store as its writer
 for the moment it takes.
+
+--json prints one line: {"key": KEY, "outcome": "delivered"} or, when
+buffered, {"key": KEY, "outcome": "buffered", "expires": TIME}.
 
 Exit codes: 0 delivered or buffered; 2 a usage error or a payload the
 receiving step refuses (nothing written); 1 no run waits on KEY with
@@ -117,6 +122,9 @@ writer did not answer.`,
 			if err := sess.Close(); err != nil {
 				return err
 			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(signalOutcomeOf(key, res))
+			}
 			switch res.Outcome {
 			case runtime.Delivered:
 				fmt.Fprintf(cmd.OutOrStdout(), "signal %q delivered\n", key)
@@ -129,7 +137,27 @@ writer did not answer.`,
 	}
 	addStoreFlag(cmd, &store)
 	cmd.Flags().BoolVar(&requireWaiting, "require-waiting", false, "exit 1 without buffering when no run waits on KEY")
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"key": KEY, "outcome": "delivered"|"buffered", "expires": TIME}`)
 	return cmd
+}
+
+// signalOutcome is what signal --json prints.
+type signalOutcome struct {
+	Key     string     `json:"key"`
+	Outcome string     `json:"outcome"` // "delivered" or "buffered"
+	Expires *time.Time `json:"expires,omitempty"`
+}
+
+func signalOutcomeOf(key string, res runtime.SignalResult) signalOutcome {
+	o := signalOutcome{Key: key, Outcome: "delivered"}
+	if res.Outcome != runtime.Delivered {
+		o.Outcome = "buffered"
+		if !res.Expires.IsZero() {
+			e := res.Expires.UTC()
+			o.Expires = &e
+		}
+	}
+	return o
 }
 
 // checkSignal refuses, before anything is written, a payload the step

@@ -18,6 +18,7 @@ import (
 	"github.com/tqw-dsl/tqw/actions/builtin"
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/interpreter"
+	tqwengine "github.com/tqw-dsl/tqw/interpreter/engine"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/remote"
@@ -26,20 +27,6 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
-
-// stepAttempts is how many deliveries a step job gets before the queue
-// gives up on it. Workflow retries are the interpreter's (durable delays);
-// these attempts absorb crashes and store errors (with the queue's backoff,
-// up to 5 minutes apart), so only a step that takes the process down this
-// many times, or a store failing for hours, fails its run. Every process
-// that opens the store claims every runnable step at once, so a crash loop
-// burns an attempt of each of them: the bound must be far above the
-// attempts a workflow's own retries need.
-const stepAttempts = 100
-
-// memoRetention is how long memo entries (paid llm answers, finished
-// foreach items) outlive their run.
-const memoRetention = 7 * 24 * time.Hour
 
 // defaultStore is where runs live when neither --store nor TQW_STORE says.
 const defaultStore = "file://.tqw"
@@ -88,14 +75,6 @@ type engineOptions struct {
 	errOut io.Writer
 }
 
-// sweepInterval is how often a writer with the given retention looks for
-// expired runs: a tenth of the retention, between 100 ms and a minute, so
-// a short retention is honored closely and a long one costs one pass a
-// minute (a pass costs nothing when nothing expired).
-func sweepInterval(retention time.Duration) time.Duration {
-	return min(max(retention/10, 100*time.Millisecond), interpreter.DefaultSweepInterval)
-}
-
 // leaseOwner names a writer lease holder: tqw-dsl-<command>-<ULID>, with
 // the command "brief" for one that holds the store only for a moment.
 func (o engineOptions) leaseOwner() string {
@@ -131,6 +110,7 @@ type engine struct {
 	q     *queue.Queue
 	rt    *runtime.Runtime
 	it    *interpreter.Interpreter
+	core  *tqwengine.Engine
 	log   *slog.Logger
 	// inboxPoll is InboxOptions.MaxInterval of serve (0: the default).
 	inboxPoll time.Duration
@@ -238,48 +218,17 @@ func openEngineOn(ctx context.Context, url string, store objstore.Store, o engin
 	if err != nil {
 		return nil, failf(exitFailed, "taking the writer lease of %s: %v", url, err)
 	}
-	e := &engine{url: url, store: store, lease: held, log: o.log, inboxPoll: o.inboxPoll}
-	fail := func(err error) (*engine, error) {
-		if e.q != nil {
-			_ = e.q.Close()
-		}
-		e.releaseLease()
-		return nil, err
-	}
-	e.q, err = queue.Open(ctx, store, queue.Options{Logger: o.log, DefaultConfig: queue.QueueConfig{MaxAttempts: stepAttempts}})
-	if err != nil {
-		e.q = nil
-		return fail(failf(exitFailed, "opening the store %s: %v", url, err))
-	}
-	// The interpreter's records (history, outputs) expire with the
-	// runtime's result, so a run's id is free again once both are gone.
-	retention := o.retention
-	if retention <= 0 {
-		retention = runtime.DefaultResultRetention
-	}
-	e.it, err = interpreter.New(store, interpreter.Options{
-		Actions: builtin.New(builtin.Options{EnableShell: !o.noShell}),
-		Logger:  o.log, Events: o.events,
-		Retention: retention, SweepInterval: sweepInterval(retention),
+	core, err := tqwengine.New(ctx, store, held, tqwengine.Options{
+		Shell: !o.noShell, Concurrency: o.concurrency, Retention: o.retention,
+		Events: o.events, Logger: o.log, InboxPoll: o.inboxPoll,
 	})
 	if err != nil {
-		return fail(err)
+		e := &engine{lease: held, log: o.log}
+		e.releaseLease()
+		return nil, failf(exitFailed, "opening the store %s: %v", url, err)
 	}
-	// No step starts and no command is applied unless the lease stays
-	// valid for its margin: a writer that lost the store stops before
-	// another may take over.
-	opts := []runtime.Option{runtime.WithTerminalHook(e.it), runtime.WithLogger(o.log), runtime.WithMemoRetention(memoRetention),
-		runtime.WithResultRetention(retention), runtime.WithSweepInterval(sweepInterval(retention)),
-		runtime.WithLeaseGate(e.lease, e.lease.Margin()), runtime.WithStoreNamespaces(interpreter.StoreNamespaces()...)}
-	if o.concurrency > 0 {
-		opts = append(opts, runtime.WithConcurrency(o.concurrency))
-	}
-	e.rt, err = runtime.New(e.q, store, e.it, opts...)
-	if err != nil {
-		return fail(err)
-	}
-	e.it.Bind(e.rt)
-	return e, nil
+	return &engine{url: url, store: store, lease: held, core: core, q: core.Runtime().Queue(), rt: core.Runtime(),
+		it: core.Interpreter(), log: o.log, inboxPoll: o.inboxPoll}, nil
 }
 
 // acquireLease takes the store's writer lease. A dead holder on this
@@ -423,9 +372,7 @@ func (e *engine) releaseLease() {
 // the next writer finds everything durable. It is idempotent.
 func (e *engine) Close() error {
 	e.closeOnce.Do(func() {
-		err := e.q.Close()
-		e.releaseLease()
-		if err != nil {
+		if err := e.core.Close(context.Background()); err != nil {
 			e.closeErr = failf(exitFailed, "closing the store: %v", err)
 		}
 	})

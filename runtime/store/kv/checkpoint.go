@@ -318,6 +318,7 @@ func (db *DB) collectGarbage(m *manifest, snap *btree.BTreeG[*entry]) {
 	})
 	larges, err := db.o.list(ctx, db.o.pfx+"large/", "")
 	if err != nil {
+		db.gcListFailed("large/", err)
 		return
 	}
 	for _, in := range larges {
@@ -332,6 +333,7 @@ func (db *DB) collectGarbage(m *manifest, snap *btree.BTreeG[*entry]) {
 	}
 	chunks, err := db.o.list(ctx, db.o.pfx+"chunk/", "")
 	if err != nil {
+		db.gcListFailed("chunk/", err)
 		return
 	}
 	for _, in := range chunks {
@@ -342,6 +344,7 @@ func (db *DB) collectGarbage(m *manifest, snap *btree.BTreeG[*entry]) {
 	}
 	wals, err := db.o.list(ctx, db.o.pfx+"wal/", "")
 	if err != nil {
+		db.gcListFailed("wal/", err)
 		return
 	}
 	for _, in := range wals {
@@ -361,6 +364,17 @@ func (db *DB) collectGarbage(m *manifest, snap *btree.BTreeG[*entry]) {
 		db.opts.Logger.Info("kv: collecting objects left by earlier writers", "prefix", db.opts.Prefix, "objects", len(garbage))
 		db.deleteAll(ctx, garbage)
 	}
+}
+
+// gcListFailed logs a LIST that stopped collectGarbage: what it left is
+// collected by the next Open (nothing else depends on it), unless the
+// store is closing.
+func (db *DB) gcListFailed(folder string, err error) {
+	if db.bgCtx.Err() != nil {
+		return
+	}
+	db.opts.Logger.Warn("kv: listing objects left by earlier writers failed; the next Open collects them",
+		"prefix", db.opts.Prefix, "folder", folder, "err", err)
 }
 
 // maxFenceSize bounds the size of a fence object (header only, varints at

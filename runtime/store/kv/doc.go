@@ -67,9 +67,10 @@
 // # Costs in object-store requests
 //
 //   - Open: 1 GET + 1 conditional PUT of the manifest, 1 GET per chunk
-//     (parallel), 1 LIST per 1000 WAL objects and 1 GET per WAL object since
-//     the checkpoint (parallel), 1 create-only PUT for the fence, and, in
-//     the background, 3 LISTs to collect objects of crashed writers. A gap
+//     (parallel), 1 + ⌊n/1000⌋ LISTs and n GETs (parallel) for the n WAL
+//     objects written since the checkpoint, 1 create-only
+//     PUT for the fence, and, in the background, one such paged LIST of
+//     each of wal/, chunk/ and large/ to collect objects of crashed writers. A gap
 //     costs 1 more GET (to confirm it) and 1 GET of the manifest.
 //   - Reader Refresh: 2 GETs of the manifest, 1 LIST per 1000 new WAL
 //     objects and 1 GET per new WAL object; a new checkpoint adds 1 GET per

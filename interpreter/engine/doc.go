@@ -1,0 +1,35 @@
+// Package engine is the one door for a Go program that embeds tqw: open
+// an engine on a store URL, register custom actions once (with the with
+// schema they declare), start its worker, submit workflows and await
+// their outcomes.
+//
+//	e, err := engine.Open(ctx, "file://./store", engine.Options{Actions: []actions.Action{myAction}})
+//	defer e.Close()
+//	w, err := e.Load("workflow.tqw.yaml")
+//	e.Start(ctx)
+//	o, err := e.Run(ctx, w, input)
+//
+// What it wires, so the embedder does not: the store (storeurl), the
+// store's writer lease (runtime/lease), the queue, the step runtime with
+// the lease gate (no step starts unless the lease is locally valid), the
+// interpreter with the built-in actions plus the given ones, the
+// retention sweep, and the store inbox, so `tqw-dsl status`, `signal`,
+// `cancel` and `submit` run from other processes reach this one.
+//
+// Guarantees: those of the layers below (a step reported complete is
+// durable; a run's outcome reaches Await only once its commit is durable).
+// An Engine is the store's only writer while it is open: Open fails with
+// an error wrapping *lease.ActiveError when another live process holds
+// the store. Store wrappers (counting, faults) are transparent to the
+// lease: a wrapped file store still takes the flock.
+//
+// Costs in object-store requests: Open costs the queue's reopen (one GET
+// of the kv manifest, one LIST of the WAL plus one GET per WAL object
+// after the last checkpoint) and the lease's (on a file store a flock and
+// one PUT; elsewhere a GET and a PUT, then one PUT per renewal, every
+// TTL/3: 12 a minute at the default TTL). The inbox costs one LIST per
+// poll while idle (see runtime/remote). Steps cost what the runtime and
+// the interpreter state (a durable commit per step, batched across
+// concurrent steps). Close drains the worker and makes everything
+// durable before it releases the lease.
+package engine
