@@ -62,7 +62,9 @@
 // by an earlier build) keep replaying, and the first checkpoint deletes
 // them. Packing is recorded in the manifest (format version 2), so a
 // build from before packed folders, which would not see the packed WAL
-// and take the log for shorter than it is, refuses the store instead.
+// and take the log for shorter than it is, refuses the store instead (it
+// reports the manifest as damaged: "unknown format version 2 (this build
+// reads 1)"; docs/OPERATIONS.md says what that means).
 //
 // # Costs in object-store requests
 //
