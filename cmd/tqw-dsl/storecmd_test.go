@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -10,18 +11,28 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
 )
 
-// walObjects lists the WAL object names of the queue's kv in a file store.
-func walObjects(t *testing.T, walDir string) []string {
+// walObjects lists the WAL object names of the queue's kv in the file
+// store at root, through the store: kv packs its WAL folder there, so the
+// objects are records of a log, not files.
+func walObjects(t *testing.T, root string) []string {
 	t.Helper()
-	ents, err := os.ReadDir(walDir) // sorted by name: 20-digit sequences sort in order
+	r, err := file.OpenReadOnly(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	infos, err := r.List(context.Background(), "queue/wal/", "", 0) // in key order: 20-digit sequences sort in order
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
+	for _, info := range infos {
+		names = append(names, strings.TrimPrefix(info.Key, "queue/wal/"))
 	}
 	return names
 }
@@ -34,19 +45,26 @@ func walObjects(t *testing.T, walDir string) []string {
 func TestStoreWithAHole(t *testing.T) {
 	c := newCLI(t)
 	hello := abs(t, "../../workflows/hello.yaml")
-	walDir := filepath.Join(c.dir, "store", "queue", "wal")
+	root := filepath.Join(c.dir, "store")
 	c.must(0, "run", hello, "--run-id", "before1")
 	c.must(0, "run", hello, "--run-id", "before2")
-	kept := walObjects(t, walDir)
+	kept := walObjects(t, root)
 	c.must(0, "run", hello, "--run-id", "after1")
 	c.must(0, "run", hello, "--run-id", "after2")
-	all := walObjects(t, walDir)
+	all := walObjects(t, root)
 	// all[len(kept)] is the fence of the process that ran after1; the
 	// object after it holds after1's first commits.
 	hole, lastGood := "queue/wal/"+all[len(kept)+1], "queue/wal/"+all[len(kept)]
-	if err := os.Remove(filepath.Join(c.dir, "store", filepath.FromSlash(hole))); err != nil {
-		t.Fatal(err)
-	}
+	func() { // deleted by hand, through the store
+		s, err := file.Open(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if err := s.Delete(context.Background(), hole); err != nil {
+			t.Fatal(err)
+		}
+	}()
 
 	for _, args := range [][]string{{"list"}, {"status", "before1"}, {"run", hello, "--run-id", "later"}} {
 		code, out, errOut := c.run(args...)
@@ -56,8 +74,13 @@ func TestStoreWithAHole(t *testing.T) {
 				strings.Join(args, " "), code, exitFailed, out, errOut)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(c.dir, "store", filepath.FromSlash(hole))); !errors.Is(err, fs.ErrNotExist) {
+	if r, err := file.OpenReadOnly(root); err != nil {
+		t.Fatal(err)
+	} else if _, err := r.Head(context.Background(), hole); !errors.Is(err, objstore.ErrNotExist) {
+		r.Close()
 		t.Fatalf("a refused writer wrote into the hole: %v", err)
+	} else {
+		r.Close()
 	}
 
 	before := c.snapshot()
