@@ -86,6 +86,11 @@ type engineOptions struct {
 	retention time.Duration
 	// errOut receives the lease takeover countdown (default os.Stderr).
 	errOut io.Writer
+	// wrapStore, when set, wraps the store the writer works through (for
+	// metrics).
+	wrapStore func(objstore.Store) objstore.Store
+	// inboxAnswered, when set, observes the commands the inbox answers.
+	inboxAnswered func(remote.Answered)
 }
 
 // sweepInterval is how often a writer with the given retention looks for
@@ -134,6 +139,8 @@ type engine struct {
 	log   *slog.Logger
 	// inboxPoll is InboxOptions.MaxInterval of serve (0: the default).
 	inboxPoll time.Duration
+	// inboxAnswered is InboxOptions.OnAnswered of serve.
+	inboxAnswered func(remote.Answered)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -226,6 +233,9 @@ func openEngineOn(ctx context.Context, url string, store objstore.Store, o engin
 	if o.log == nil {
 		o.log = logger(os.Stderr)
 	}
+	if o.wrapStore != nil {
+		store = o.wrapStore(store)
+	}
 	held, err := acquireLease(ctx, store, o)
 	var active *lease.ActiveError
 	if errors.As(err, &active) {
@@ -238,7 +248,7 @@ func openEngineOn(ctx context.Context, url string, store objstore.Store, o engin
 	if err != nil {
 		return nil, failf(exitFailed, "taking the writer lease of %s: %v", url, err)
 	}
-	e := &engine{url: url, store: store, lease: held, log: o.log, inboxPoll: o.inboxPoll}
+	e := &engine{url: url, store: store, lease: held, log: o.log, inboxPoll: o.inboxPoll, inboxAnswered: o.inboxAnswered}
 	fail := func(err error) (*engine, error) {
 		if e.q != nil {
 			_ = e.q.Close()
@@ -463,7 +473,7 @@ func openSession(ctx context.Context, url string, o engineOptions) (*session, er
 	if !errors.As(err, &busy) {
 		return nil, err
 	}
-	c, err := remote.NewClient(store, remote.ClientOptions{Name: "tqw-dsl " + o.name, Logger: o.log, AnswerTimeout: answerTimeout,
+	c, err := remote.NewClient(store, remote.ClientOptions{Name: "tqw-dsl " + o.name, Logger: o.log, AnswerTimeout: answerTimeout, RingBell: true,
 		Queue: queue.Options{Logger: o.log}, Lease: lease.Options{Logger: o.log}})
 	if err != nil {
 		return nil, failf(exitFailed, "sending commands to %s: %v", url, err)
