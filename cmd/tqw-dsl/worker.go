@@ -128,7 +128,7 @@ default; the retention of a run is judged by whichever writer runs then.`,
 	addStoreFlag(cmd, &store)
 	cmd.Flags().BoolVar(&noShell, "no-shell", false, "do not run the shell action (steps using it fail)")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 8, "steps run at once")
-	cmd.Flags().DurationVar(&inboxPoll, "inbox-poll", 5*time.Second, "longest pause between two reads of the inbox when no command came: how long another process's command may wait (an idle worker LISTs the inbox once per pause, 17,280 LISTs a day at 5s)")
+	cmd.Flags().DurationVar(&inboxPoll, "inbox-poll", 5*time.Second, "longest pause between two LISTs of the inbox when no command came (an idle worker LISTs it once per pause, 17,280 LISTs a day at 5s); commands from tqw-dsl arrive sooner: on file:// the worker is notified at once, elsewhere it HEADs the inbox doorbell every 500ms")
 	cmd.Flags().DurationVar(&retention, "retention", runtime.DefaultResultRetention, "how long a finished run's status, result, history and outputs are kept before the worker deletes them")
 	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464); nothing else is served there")
 	cmd.Flags().BoolVar(&idleExit, "idle-exit", false, "stop once no step is runnable or running, none is due within a second and no command waits in the inbox (runs that wait or sleep longer stay in the store)")
