@@ -107,10 +107,12 @@ type ClientOptions struct {
 // come before the deadline, the error wraps both ErrOutcomeUncertain and
 // ErrNoAnswer; the writer goes on resolving the command.
 //
-// Cost per command: one create-only PUT, one GET per poll of the answer
-// (PollMin doubling to PollMax, so about three plus one per PollMax of
-// waiting) and one DELETE of the answer once read; an uncertain answer
-// only prolongs the polling. The writer's side is described at
+// Cost per command: one create-only PUT, one PUT of the doorbell with
+// RingBell, one GET per poll of the answer (every PollMin for PollFastFor,
+// then doubling to PollMax: at the defaults one per 100 ms of waiting for
+// 2 s, then one per second; on a local file store, woken when the answer
+// is written, PollMin doubling from the start) and one DELETE of the
+// answer once read; an uncertain answer only prolongs the polling. The writer's side is described at
 // InboxOptions. Status and ListRuns cost a Reader Refresh
 // (one GET of the kv manifest plus one GET per WAL object written since
 // the last Refresh) and no request for the reads themselves.
