@@ -185,14 +185,22 @@ func (x *exec) addLLMTotals(out any) {
 		if m == nil {
 			continue
 		}
+		var use LLMUsage
+		use.Model, _ = m["model"].(string)
 		if u, ok := m["usage"].(map[string]any); ok {
 			if n, ok := toFloat(u["total_tokens"]); ok {
 				x.rs.AddTotal(TotalLLMTokens, n)
 			}
+			p, _ := toFloat(u["prompt_tokens"])
+			c, _ := toFloat(u["completion_tokens"])
+			use.PromptTokens, use.CompletionTokens = int64(p), int64(c)
 		}
 		if c, ok := toFloat(m["cost"]); ok {
 			x.rs.AddTotal(TotalLLMCostUSD, c)
+			use.CostUSD = c
 		}
+		use.CostKnown, _ = m["cost_known"].(bool)
+		x.llm = append(x.llm, use)
 	}
 }
 

@@ -208,6 +208,26 @@ type Event struct {
 	Next    string         `json:"next,omitempty"`
 	// Job is the runtime job that carried the step; it settles after "end".
 	Job string `json:"job,omitempty"`
+	// Workflow, Action (the step's action, "" for other kinds; the
+	// action of a foreach) and Number (the run's step number: 0 is its
+	// first step) are for observers such as metrics; they are not part of
+	// the --json event stream.
+	Workflow string `json:"-"`
+	Action   string `json:"-"`
+	Number   int    `json:"-"`
+	// LLM lists, on an "end" event, the model calls the attempt paid for
+	// or replayed from its memo, as the step's output reports them.
+	LLM []LLMUsage `json:"-"`
+}
+
+// LLMUsage is one model call of a step, as its output reports it.
+type LLMUsage struct {
+	Model                          string
+	PromptTokens, CompletionTokens int64
+	// CostUSD is the call's cost; CostKnown is false when the model's
+	// price is unknown.
+	CostUSD   float64
+	CostKnown bool
 }
 
 // StoreNamespaces are the object prefixes the interpreter writes under

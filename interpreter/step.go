@@ -25,6 +25,8 @@ type exec struct {
 	red   *redactor
 	start time.Time
 	hist  HistoryRecord
+	// llm gathers the model calls of this attempt, for its end event.
+	llm []LLMUsage
 }
 
 // RunStep executes the current DSL step of a run: one durable step.
@@ -116,7 +118,8 @@ func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 		return x.failRun(newStepErr(TypeValidation, "%v", errors.Join(errs...)))
 	}
 	if st.Phase == phaseRun {
-		x.it.emit(Event{Time: x.start, RunID: x.rs.RunID, Step: s.ID, Kind: "start", Attempt: x.hist.Attempt, Job: x.rs.JobID})
+		x.it.emit(Event{Time: x.start, RunID: x.rs.RunID, Step: s.ID, Kind: "start", Attempt: x.hist.Attempt, Job: x.rs.JobID,
+			Workflow: x.wf.Name, Action: stepAction(s), Number: x.rs.Number})
 	} else if st.Started > 0 {
 		x.hist.Start = st.Started
 	}
@@ -149,6 +152,18 @@ func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 		return x.call(ctx, env)
 	}
 	return runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("%w: step %q has unknown kind %q", ErrCorruptState, s.ID, s.Kind))
+}
+
+// stepAction is the action a step calls ("" for other kinds), for
+// observers.
+func stepAction(s *dsl.Step) string {
+	switch {
+	case s.Kind == dsl.KindAction:
+		return s.Action
+	case s.Kind == dsl.KindForeach && s.Foreach != nil:
+		return s.Foreach.Action
+	}
+	return ""
 }
 
 func kindName(s *dsl.Step) string {

@@ -73,6 +73,11 @@ type engineOptions struct {
 	retention time.Duration
 	// errOut receives the lease takeover countdown (default os.Stderr).
 	errOut io.Writer
+	// wrapStore, when set, wraps the store the writer works through (for
+	// metrics).
+	wrapStore func(objstore.Store) objstore.Store
+	// inboxAnswered, when set, observes the commands the inbox answers.
+	inboxAnswered func(remote.Answered)
 }
 
 // leaseOwner names a writer lease holder: tqw-dsl-<command>-<ULID>, with
@@ -114,6 +119,8 @@ type engine struct {
 	log   *slog.Logger
 	// inboxPoll is InboxOptions.MaxInterval of serve (0: the default).
 	inboxPoll time.Duration
+	// inboxAnswered is InboxOptions.OnAnswered of serve.
+	inboxAnswered func(remote.Answered)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -206,6 +213,9 @@ func openEngineOn(ctx context.Context, url string, store objstore.Store, o engin
 	if o.log == nil {
 		o.log = logger(os.Stderr)
 	}
+	if o.wrapStore != nil {
+		store = o.wrapStore(store)
+	}
 	held, err := acquireLease(ctx, store, o)
 	var active *lease.ActiveError
 	if errors.As(err, &active) {
@@ -228,7 +238,7 @@ func openEngineOn(ctx context.Context, url string, store objstore.Store, o engin
 		return nil, failf(exitFailed, "opening the store %s: %v", url, err)
 	}
 	return &engine{url: url, store: store, lease: held, core: core, q: core.Runtime().Queue(), rt: core.Runtime(),
-		it: core.Interpreter(), log: o.log, inboxPoll: o.inboxPoll}, nil
+		it: core.Interpreter(), log: o.log, inboxPoll: o.inboxPoll, inboxAnswered: o.inboxAnswered}, nil
 }
 
 // acquireLease takes the store's writer lease. A dead holder on this
@@ -410,7 +420,7 @@ func openSession(ctx context.Context, url string, o engineOptions) (*session, er
 	if !errors.As(err, &busy) {
 		return nil, err
 	}
-	c, err := remote.NewClient(store, remote.ClientOptions{Name: "tqw-dsl " + o.name, Logger: o.log, AnswerTimeout: answerTimeout,
+	c, err := remote.NewClient(store, remote.ClientOptions{Name: "tqw-dsl " + o.name, Logger: o.log, AnswerTimeout: answerTimeout, RingBell: true,
 		Queue: queue.Options{Logger: o.log}, Lease: lease.Options{Logger: o.log}})
 	if err != nil {
 		return nil, failf(exitFailed, "sending commands to %s: %v", url, err)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -15,6 +18,7 @@ import (
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/remote"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
+	"github.com/tqw-dsl/tqw/server/metrics"
 )
 
 func init() { commands = append(commands, newWorkerCmd) }
@@ -27,6 +31,7 @@ func newWorkerCmd() *cobra.Command {
 		idleExit    bool
 		inboxPoll   time.Duration
 		retention   time.Duration
+		metricsAddr string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -69,7 +74,13 @@ default; the retention of a run is judged by whichever writer runs then.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			e, err := openEngine(context.WithoutCancel(ctx), store, engineOptions{noShell: noShell, concurrency: concurrency, name: "worker", inboxPoll: inboxPoll, retention: retention})
+			eo := engineOptions{noShell: noShell, concurrency: concurrency, name: "worker", inboxPoll: inboxPoll, retention: retention}
+			var m *metrics.Metrics
+			if metricsAddr != "" {
+				m = metrics.New()
+				eo.wrapStore, eo.events, eo.inboxAnswered = m.WrapStore, m.Events, m.InboxAnswered
+			}
+			e, err := openEngine(context.WithoutCancel(ctx), store, eo)
 			var busy *busyError
 			if errors.As(err, &busy) {
 				return failf(exitFailed, "%v; a second worker would fence it: send it commands (submit, signal, cancel, run) or stop it first", busy)
@@ -78,6 +89,13 @@ default; the retention of a run is judged by whichever writer runs then.`,
 				return err
 			}
 			defer e.Close()
+			if m != nil {
+				stopMetrics, err := serveMetrics(cmd.ErrOrStderr(), metricsAddr, m, e)
+				if err != nil {
+					return err
+				}
+				defer stopMetrics()
+			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "tqw-dsl worker: working %s (stop with Ctrl-C)\n", store)
 			if idleExit {
 				var cancel context.CancelFunc
@@ -110,10 +128,37 @@ default; the retention of a run is judged by whichever writer runs then.`,
 	addStoreFlag(cmd, &store)
 	cmd.Flags().BoolVar(&noShell, "no-shell", false, "do not run the shell action (steps using it fail)")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 8, "steps run at once")
-	cmd.Flags().DurationVar(&inboxPoll, "inbox-poll", 5*time.Second, "longest pause between two reads of the inbox when no command came: how long another process's command may wait (an idle worker LISTs the inbox once per pause, 17,280 LISTs a day at 5s)")
+	cmd.Flags().DurationVar(&inboxPoll, "inbox-poll", 5*time.Second, "longest pause between two LISTs of the inbox when no command came (an idle worker LISTs it once per pause, 17,280 LISTs a day at 5s); commands from tqw-dsl arrive sooner: on file:// the worker is notified at once, elsewhere it HEADs the inbox doorbell every 500ms")
 	cmd.Flags().DurationVar(&retention, "retention", runtime.DefaultResultRetention, "how long a finished run's status, result, history and outputs are kept before the worker deletes them")
+	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464); nothing else is served there")
 	cmd.Flags().BoolVar(&idleExit, "idle-exit", false, "stop once no step is runnable or running, none is due within a second and no command waits in the inbox (runs that wait or sleep longer stay in the store)")
 	return cmd
+}
+
+// serveMetrics serves m at http://addr/metrics until the returned stop is
+// called, reading the gauges from e.
+func serveMetrics(errOut io.Writer, addr string, m *metrics.Metrics, e *engine) (stop func(), err error) {
+	if err := m.Watch(metrics.Source{Runtime: e.rt, Lease: e.lease}); err != nil {
+		return nil, failf(exitFailed, "--metrics: %v", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, failf(exitUsage, "--metrics %s: %v", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			e.log.Warn("the metrics server stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+	fmt.Fprintf(errOut, "tqw-dsl worker: metrics at http://%s/metrics\n", ln.Addr())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 // serving is the writer's work in this process: the runtime's worker, the
@@ -143,7 +188,7 @@ func (e *engine) serve(ctx context.Context) *serving {
 	base := context.WithoutCancel(ctx)
 	ictx, stopInbox := context.WithCancel(base)
 	sctx, stopSweep := context.WithCancel(base)
-	s := &serving{e: e, inboxOpts: remote.InboxOptions{Writer: e.lease.Info().String(), MaxInterval: e.inboxPoll},
+	s := &serving{e: e, inboxOpts: remote.InboxOptions{Writer: e.lease.Info().String(), MaxInterval: e.inboxPoll, OnAnswered: e.inboxAnswered},
 		worker: e.rt.Spawn(base), stopInbox: stopInbox, inboxDone: make(chan struct{}),
 		stopSweep: stopSweep, sweepDone: make(chan struct{}),
 		stopped: make(chan struct{}), quit: make(chan struct{})}

@@ -199,6 +199,13 @@ func (l *Lease) acquireObject(ctx context.Context) error {
 // reports a live holder: longer than any momentary Live probe.
 const flockBusyWait = 2 * time.Second
 
+// flockHeldChecks is how many checks in a row, 20 ms apart, must find the
+// lock file held exclusively for acquireFlock to report its holder at
+// once: longer than another process's momentary exclusive hold (one that
+// takes the lock, finds a live lease object and lets go), far shorter than
+// flockBusyWait.
+const flockHeldChecks = 5
+
 func (l *Lease) acquireFlock(ctx context.Context) error {
 	path := filepath.Join(l.opts.LockDir, l.opts.LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
@@ -206,8 +213,13 @@ func (l *Lease) acquireFlock(ctx context.Context) error {
 		return fmt.Errorf("lease: open the lock file %s: %w", path, err)
 	}
 	// Live probes hold a shared lock for a moment, longer on a loaded
-	// machine; retry for a while before concluding a holder has it.
+	// machine; retry for a while before concluding a holder has it. A
+	// lock that stays exclusive (a shared one cannot be taken either)
+	// for flockHeldChecks checks in a row is a holder's, as Live judges
+	// it: waiting flockBusyWait for it would only delay every command
+	// sent to a live worker.
 	giveUp := l.opts.Clock.Now().Add(flockBusyWait)
+	held := 0
 	for {
 		busy, err := tryFlock(f, true)
 		if err == nil && !busy {
@@ -217,7 +229,18 @@ func (l *Lease) acquireFlock(ctx context.Context) error {
 			_ = f.Close()
 			return fmt.Errorf("lease: lock %s: %w", path, err)
 		}
-		if !l.opts.Clock.Now().Before(giveUp) {
+		exclusive, err := tryFlock(f, false)
+		if err != nil {
+			_ = f.Close()
+			return fmt.Errorf("lease: lock %s: %w", path, err)
+		}
+		if exclusive {
+			held++
+		} else {
+			unflock(f)
+			held = 0
+		}
+		if held >= flockHeldChecks || !l.opts.Clock.Now().Before(giveUp) {
 			holder, _ := readLockInfo(f)
 			_ = f.Close()
 			holder.Mechanism = MechanismFlock

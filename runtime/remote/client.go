@@ -32,9 +32,24 @@ type ClientOptions struct {
 	// lease's key (objstore.ErrNamespaceOverlap).
 	InboxPrefix string
 	// PollMin and PollMax bound the wait between two reads of a
-	// command's answer (defaults 100 ms and 1 s; it doubles after every
-	// miss).
+	// command's answer (defaults 100 ms and 1 s). It stays PollMin for
+	// the first PollFastFor of the wait, then doubles after every miss.
 	PollMin, PollMax time.Duration
+	// PollFastFor is how long after sending a command its answer is read
+	// every PollMin (default 2 s; negative: doubling from the first
+	// miss). On a local file store, where the Client is woken as soon as
+	// the answer is written, the wait doubles from the first miss.
+	PollFastFor time.Duration
+	// NoNotify makes the Client poll for answers on a local file store as
+	// on any other, without change notification.
+	NoNotify bool
+	// RingBell makes the Client overwrite the inbox's doorbell object
+	// (<InboxPrefix>-bell) after each command it sends, one PUT more per
+	// command, so that a writer polling the doorbell (InboxOptions.BellEvery)
+	// applies the command within BellEvery instead of at its next LIST of
+	// the inbox, up to InboxOptions.MaxInterval later. A writer woken by
+	// change notification (a local file store) needs no ring.
+	RingBell bool
 	// AnswerTimeout bounds the wait for a command's outcome, the
 	// resolution of an uncertain answer included, when ctx has no earlier
 	// deadline (default 30 s).
@@ -92,10 +107,12 @@ type ClientOptions struct {
 // come before the deadline, the error wraps both ErrOutcomeUncertain and
 // ErrNoAnswer; the writer goes on resolving the command.
 //
-// Cost per command: one create-only PUT, one GET per poll of the answer
-// (PollMin doubling to PollMax, so about three plus one per PollMax of
-// waiting) and one DELETE of the answer once read; an uncertain answer
-// only prolongs the polling. The writer's side is described at
+// Cost per command: one create-only PUT, one PUT of the doorbell with
+// RingBell, one GET per poll of the answer (every PollMin for PollFastFor,
+// then doubling to PollMax: at the defaults one per 100 ms of waiting for
+// 2 s, then one per second; on a local file store, woken when the answer
+// is written, PollMin doubling from the start) and one DELETE of the
+// answer once read; an uncertain answer only prolongs the polling. The writer's side is described at
 // InboxOptions. Status and ListRuns cost a Reader Refresh
 // (one GET of the kv manifest plus one GET per WAL object written since
 // the last Refresh) and no request for the reads themselves.
@@ -148,6 +165,9 @@ func NewClient(store objstore.Store, opts ClientOptions) (*Client, error) {
 	}
 	if opts.PollMax == 0 {
 		opts.PollMax = time.Second
+	}
+	if opts.PollFastFor == 0 {
+		opts.PollFastFor = 2 * time.Second
 	}
 	if opts.AnswerTimeout == 0 {
 		opts.AnswerTimeout = 30 * time.Second
@@ -342,11 +362,27 @@ func (c *Client) do(ctx context.Context, cmd *inboxCommand) (*inboxAnswer, error
 	if closed {
 		return nil, fmt.Errorf("remote: client: %w", queue.ErrClosed)
 	}
+	// Watch for the answer before sending, not to miss it.
+	var watch *folderWatch
+	if !c.opts.NoNotify {
+		var err error
+		watch, err = watchFolder(c.store, c.opts.InboxPrefix+"-answers", func(name string) bool { return validCommandID(name) == nil }, c.log)
+		if err != nil {
+			c.log.Debug("no change notification for answers; polling", "err", err)
+		}
+		defer watch.Close()
+	}
 	id, err := c.send(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
-	ans, err := c.await(ctx, id, cmd.Kind)
+	if c.opts.RingBell {
+		if err := ring(ctx, c.store, c.opts.InboxPrefix, id); err != nil {
+			// The writer's next LIST finds the command all the same.
+			c.log.Debug("the writer finds the command at its next LIST", "err", err)
+		}
+	}
+	ans, err := c.await(ctx, id, cmd.Kind, watch)
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +420,7 @@ func (c *Client) send(ctx context.Context, cmd *inboxCommand) (string, error) {
 // await polls for the answer to command id until a final one arrives or
 // the deadline passes, then deletes it. An uncertain answer is left for
 // the writer to replace; the polls that follow come every PollMax.
-func (c *Client) await(ctx context.Context, id string, kind CommandKind) (*inboxAnswer, error) {
+func (c *Client) await(ctx context.Context, id string, kind CommandKind, watch *folderWatch) (*inboxAnswer, error) {
 	start := c.opts.Clock.Now()
 	wctx := ctx
 	if d, ok := ctx.Deadline(); !ok || d.Sub(start) > c.opts.AnswerTimeout {
@@ -405,7 +441,7 @@ func (c *Client) await(ctx context.Context, id string, kind CommandKind) (*inbox
 	delay := c.opts.PollMin
 	var uncertain *inboxAnswer
 	for {
-		if !sleepClock(wctx, c.opts.Clock, delay) {
+		if !waitWake(wctx, c.opts.Clock, delay, watch.C()) {
 			return nil, c.noAnswer(ctx, id, kind, c.opts.Clock.Now().Sub(start), uncertain)
 		}
 		b, _, err := c.store.Get(wctx, key)
@@ -437,7 +473,9 @@ func (c *Client) await(ctx context.Context, id string, kind CommandKind) (*inbox
 		default:
 			c.log.Warn("reading a command's answer failed; retrying", "key", key, "err", err)
 		}
-		delay = min(2*delay, c.opts.PollMax)
+		if watch != nil || c.opts.Clock.Now().Sub(start) >= c.opts.PollFastFor {
+			delay = min(2*delay, c.opts.PollMax)
+		}
 	}
 }
 

@@ -31,6 +31,10 @@
 //	inbox-answers/<id>  its answer (JSON), written create-only by the
 //	                    writer, read and deleted by the Client; the writer
 //	                    sweeps abandoned ones after InboxOptions.AnswerTTL
+//	inbox-bell          the doorbell (JSON: "tqw":"inbox-bell" and the id
+//	                    of the last command sent), overwritten by Clients
+//	                    that ring it, only ever HEADed by the writer, never
+//	                    deleted
 //
 // and, in the queue's caller KV, workflow/inbox/<id>: the command's
 // applied-marker (MessagePack) while it is in flight. These formats are
@@ -101,15 +105,44 @@
 // writer lease is not valid (runtime.Runtime.AwaitLease), and ServeInbox
 // ends with the lost lease.
 //
+// # Latency: how a command reaches the writer, and its answer the client
+//
+// On a local file store (file://) the writer watches the inbox folder and
+// the Client the answers folder through the operating system's change
+// notification (github.com/fsnotify/fsnotify: inotify, kqueue), so a
+// command is applied as soon as its object is created and its answer read
+// as soon as it is written. Notification only shortens waits: every
+// waiter keeps polling as below, since a file system may send no events
+// (network mounts) or drop some (a queue overflow).
+//
+// Elsewhere (S3) the writer polls adaptively: right after a pass found a
+// command it LISTs again after MinInterval (200 ms), doubling after every
+// empty pass up to MaxInterval (5 s). Between two LISTs it reads the
+// inbox's doorbell with a HEAD every BellEvery (500 ms): a single object,
+// <prefix>-bell, that a Client with ClientOptions.RingBell (the CLI's)
+// overwrites with the command's id after each command it sends, so a
+// command sent to an idle writer is applied within about half a second
+// instead of up to 5 s. The Client reads its answer every PollMin (100 ms)
+// for PollFastFor (2 s), then backs off to PollMax (1 s).
+//
 // # Cost in object-store requests
 //
-// On the writer, about four requests per command (a GET of the answer, a
-// GET of the command, the answer's PUT, the command's DELETE) plus the
-// command's own commits, and one LIST per polling interval (an idle
-// writer: one every 5 s, 17,280 a day); see InboxOptions. On the Client,
-// three per command (the command's PUT, a GET per poll of the answer, the
-// answer's DELETE); Status and ListRuns cost a Reader Refresh; see Client.
-// docs/BENCHMARKS.md ("inbox") has the measured figures.
+// An idle writer makes, per minute: on S3, 12 LISTs (one per MaxInterval)
+// and 120 HEADs of the doorbell (one per BellEvery), 132 requests, about
+// $0.16 a day at $0.005 per 1,000 LISTs and $0.0004 per 1,000 HEADs
+// (17,280 LISTs ≈ $0.086 and 172,800 HEADs ≈ $0.069); on a file store 12
+// LISTs and no HEAD (change notification replaces the doorbell). The
+// writer lease's renewals come on top (see runtime/lease). Per command the
+// writer adds about four requests (a GET of the answer, a GET of the
+// command, the answer's PUT, the command's DELETE) plus the command's own
+// commits, and the passes that follow it (LISTs at 200 ms, 400 ms, ...
+// until it is idle again: about seven more LISTs in the next 5 s).
+// On the Client, per command: the command's PUT, the doorbell's PUT (with
+// RingBell), a GET per poll of the answer (one every 100 ms while it
+// waits, for up to 2 s, then doubling to one per second), and the answer's
+// DELETE; on a file store with notification the polls double from the
+// start. Status and ListRuns cost a Reader Refresh; see Client.
+// docs/BENCHMARKS.md ("inbox", "signal-latency") has the measured figures.
 //
 // # Design
 //

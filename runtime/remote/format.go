@@ -328,6 +328,7 @@ func inboxNamespaces(prefix, setting string) []objstore.Namespace {
 	return []objstore.Namespace{
 		{Owner: "inbox commands, " + setting, Prefix: prefix},
 		{Owner: "inbox answers, " + setting + ` + "-answers"`, Prefix: prefix + "-answers"},
+		{Owner: "inbox doorbell, " + setting + ` + "-bell"`, Key: bellKey(prefix)},
 	}
 }
 

@@ -58,7 +58,11 @@ const maxForeignTracked = 10000
 // (17,280 PUTs a day at its 15 s TTL, about $0.086; see runtime/lease) an
 // idle writer costs about $0.17 a day.
 // MinInterval bounds the answer latency under load, MaxInterval when idle
-// (a command sent to an idle writer waits up to MaxInterval).
+// (a command sent to an idle writer waits up to MaxInterval) unless the
+// writer is woken earlier: on a local file store by change notification
+// (no request), elsewhere by the doorbell, one HEAD per BellEvery between
+// LISTs (120 a minute at 500 ms, 172,800 a day, about $0.069 at $0.0004
+// per 1,000), which a Client with RingBell rings after each command.
 //
 // Per command the writer adds one GET of the answer (is it answered
 // already?), one GET of the command, one PUT (the answer) and one DELETE,
@@ -82,6 +86,15 @@ type InboxOptions struct {
 	// MinInterval and MaxInterval bound the polling interval (defaults
 	// 200 ms and 5 s).
 	MinInterval, MaxInterval time.Duration
+	// BellEvery is how often, between two LISTs, a writer on a store
+	// without change notification reads the doorbell that clients ring
+	// after each command (default 500 ms; negative: never, commands wait
+	// for the next LIST). On a local file store the writer is woken by
+	// the operating system instead and never reads the doorbell.
+	BellEvery time.Duration
+	// NoNotify makes the writer poll a local file store as it polls any
+	// other (doorbell and LIST), without change notification.
+	NoNotify bool
 	// AnswerTTL is how long an unread answer is kept (default 1 h), judged
 	// by the store's modification time against the writer's clock.
 	AnswerTTL time.Duration
@@ -105,6 +118,21 @@ type InboxOptions struct {
 	Writer string
 	// Clock times polling and the sweep (default the runtime's clock).
 	Clock queue.Clock
+	// OnAnswered, when set, is called after each command's final answer
+	// is written (not for an uncertain one), for metrics. It must not
+	// block.
+	OnAnswered func(Answered)
+}
+
+// Answered describes one command the writer answered.
+type Answered struct {
+	Kind CommandKind
+	// Code is "" for a command applied, else the rejection's code
+	// (InboxOptions, Outcomes).
+	Code string
+	// SentAt is when the client sent it (the client's clock), AnsweredAt
+	// when its answer was written (the writer's clock).
+	SentAt, AnsweredAt time.Time
 }
 
 func (o InboxOptions) withDefaults(rt *runtime.Runtime) (InboxOptions, error) {
@@ -119,6 +147,9 @@ func (o InboxOptions) withDefaults(rt *runtime.Runtime) (InboxOptions, error) {
 	}
 	if o.MaxInterval == 0 {
 		o.MaxInterval = 5 * time.Second
+	}
+	if o.BellEvery == 0 {
+		o.BellEvery = 500 * time.Millisecond
 	}
 	if o.AnswerTTL == 0 {
 		o.AnswerTTL = time.Hour
@@ -218,7 +249,17 @@ func DrainInbox(ctx context.Context, rt *runtime.Runtime, opts InboxOptions) (in
 }
 
 func (ib *inbox) serve(ctx context.Context) error {
+	var watch *folderWatch
+	if !ib.opts.NoNotify {
+		var err error
+		watch, err = watchFolder(ib.store, ib.opts.Prefix, func(name string) bool { return validCommandID(name) == nil }, ib.log)
+		if err != nil {
+			ib.log.Warn("no change notification for the inbox; polling it", "err", err)
+		}
+		defer watch.Close()
+	}
 	interval := ib.opts.MinInterval
+	var lastBell string
 	for {
 		n, err := ib.drain(ctx)
 		if ctx.Err() != nil {
@@ -244,7 +285,7 @@ func (ib *inbox) serve(ctx context.Context) error {
 		} else {
 			interval = min(2*interval, ib.opts.MaxInterval)
 		}
-		if !sleepClock(ctx, ib.opts.Clock, interval) {
+		if !waitForChange(ctx, ib.opts.Clock, interval, watch, ib.store, bellKey(ib.opts.Prefix), ib.opts.BellEvery, &lastBell, ib.log) {
 			return nil
 		}
 	}
@@ -379,6 +420,9 @@ func (ib *inbox) handle(ctx context.Context, o objstore.ObjectInfo) (bool, error
 		ib.log.Warn("inbox command may have been applied; answered uncertain, kept and retried at every pass until it resolves",
 			"key", o.Key, "kind", cmd.Kind, "err", ans.Error)
 		return true, nil
+	}
+	if ib.opts.OnAnswered != nil {
+		ib.opts.OnAnswered(Answered{Kind: cmd.Kind, Code: ans.Code, SentAt: cmd.SentAt, AnsweredAt: ans.AppliedAt})
 	}
 	return true, ib.finish(ctx, o.Key, id)
 }

@@ -1,0 +1,52 @@
+// Package metrics is the Prometheus instrumentation of a tqw writer
+// process (`tqw-dsl worker --metrics ADDR`, `tqw-dsl serve`): New returns a
+// Metrics whose Handler serves /metrics, and whose hooks the process
+// wires in:
+//
+//   - Events, an observer of the interpreter's step events
+//     (interpreter.Options.Events): tqw_runs_started_total{workflow},
+//     tqw_runs_finished_total{workflow,outcome},
+//     tqw_step_attempts_total and tqw_step_duration_seconds
+//     {workflow,step,action,outcome}, tqw_llm_tokens_total{model,kind},
+//     tqw_llm_cost_usd_total{model}, tqw_llm_unpriced_calls_total{model}.
+//   - WrapStore, a wrapper of the objstore.Store everything writes through:
+//     tqw_objstore_requests_total{op,outcome} and
+//     tqw_objstore_request_duration_seconds{op}.
+//   - InboxAnswered (remote.InboxOptions.OnAnswered) and
+//     ObserveSignalDelivery: tqw_inbox_commands_total{kind,outcome},
+//     tqw_signal_delivery_latency_seconds{path}.
+//   - Watch, gauges read at scrape time: tqw_runs{state},
+//     tqw_queue_jobs{queue,state}, tqw_queue_oldest_ready_age_seconds{queue},
+//     tqw_writer_lease_state{state}, and from the kv's Stats
+//     tqw_kv_commits_total, tqw_kv_durable_commits_total,
+//     tqw_kv_wal_puts_total, tqw_kv_commits_per_wal_put and
+//     tqw_kv_wal_put_duration_seconds (the latency a durable commit waits).
+//
+// Names follow the Prometheus conventions (base units in names, _total on
+// counters). Label values come from bounded sets: workflow names and step
+// ids of the definitions the process runs, action and model names, fixed
+// outcome and state names. No label carries a run id, a signal key or
+// any other per-run value.
+//
+// Step events are counted when the interpreter reports them: an attempt's
+// "end" after its settlement is durable, so a step is never counted as
+// done before it is; a worker that crashes between a step's start and its
+// end counts the start again when the step runs again (at least once).
+// Runs ended by a cancellation have no step event: they appear in
+// tqw_runs{state="cancelled"} while their result is retained.
+//
+// # Cost
+//
+// Counters and histograms cost memory only, no object-store request. A
+// scrape reads the writer's in-memory state: every run record (ListRuns,
+// pages of 1,000: O(runs retained)), both queues' stats and the first
+// 100 pending jobs of each; on the writer these are memtable reads and
+// make no object-store request (a read waits for a WAL PUT under way, a
+// read barrier). The store wrapper adds a clock read and a map lookup per
+// request.
+//
+// # What it does not do
+//
+// It does not serve HTTP itself (the caller mounts Handler), does not
+// push, and does not trace; counters start at zero with each process.
+package metrics

@@ -1,0 +1,226 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tqw-dsl/tqw/actions/builtin"
+	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/interpreter"
+	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/remote"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
+)
+
+const workflowYAML = `
+tqw: v1
+name: metered
+steps:
+  - id: hello
+    action: shell
+    with: {command: "echo hi"}
+  - id: wait
+    action: wait_signal
+    with: {key: "go:${ run.id }", timeout: 1h}
+  - id: done
+    succeed: "${ output }"
+`
+
+// TestMetricsAfterARealRun runs a workflow (a shell step, a wait for a
+// signal sent through the inbox, a succeed) on a writer wired as the
+// worker wires it, then scrapes: counters, histograms and gauges carry
+// the run, and no label holds its id.
+func TestMetricsAfterARealRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m := New()
+	store := m.WrapStore(mem.New())
+	q, err := queue.Open(ctx, store, queue.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	it, err := interpreter.New(store, interpreter.Options{Actions: builtin.New(builtin.Options{EnableShell: true}), Logger: quiet, Events: m.Events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := runtime.New(q, store, it, runtime.WithTerminalHook(it), runtime.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	it.Bind(rt)
+	if err := m.Watch(Source{Runtime: rt}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "metered.yaml")
+	if err := os.WriteFile(path, []byte(workflowYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := interpreter.Load(path, dsl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const runID = "run-7f3a"
+	done, _ := it.Watch(runID)
+	if _, err := it.Submit(ctx, w, nil, runID); err != nil {
+		t.Fatal(err)
+	}
+	worker := rt.Spawn(ctx)
+	defer worker.Shutdown(context.Background())
+
+	// Wait for the run to reach its wait, then signal it through the
+	// inbox as another process would.
+	for {
+		st, err := rt.Status(ctx, runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State == runtime.StateWaiting {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("run never waited; state %v", st.State)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	c, err := remote.NewClient(store, remote.ClientOptions{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sent := make(chan error, 1)
+	go func() {
+		_, err := c.Signal(ctx, "go:"+runID, []byte(`"yes"`))
+		sent <- err
+	}()
+	for answered := false; !answered; {
+		if _, err := remote.DrainInbox(ctx, rt, remote.InboxOptions{OnAnswered: m.InboxAnswered}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-sent:
+			if err != nil {
+				t.Fatal(err)
+			}
+			answered = true
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	out := <-done
+	if out.Status.String() != "succeeded" {
+		t.Fatalf("run ended %s, want succeeded", out.Status)
+	}
+
+	checks := map[string]float64{
+		`tqw_runs_started_total{workflow="metered"}`:                                                     1,
+		`tqw_runs_finished_total{outcome="succeeded",workflow="metered"}`:                                1,
+		`tqw_step_attempts_total{action="shell",outcome="ok",step="hello",workflow="metered"}`:           1,
+		`tqw_step_duration_seconds_count{action="shell",outcome="ok",step="hello",workflow="metered"}`:   1,
+		`tqw_step_attempts_total{action="wait_signal",outcome="waiting",step="wait",workflow="metered"}`: 1,
+		`tqw_inbox_commands_total{kind="signal",outcome="ok"}`:                                           1,
+		`tqw_signal_delivery_latency_seconds_count{path="inbox"}`:                                        1,
+		`tqw_runs{state="succeeded"}`:                                                                    1,
+		`tqw_runs{state="waiting"}`:                                                                      0,
+		`tqw_queue_jobs{queue="` + rt.QueueName() + `",state="pending"}`:                                 0,
+	}
+	text := scrape(t, m)
+	for series, want := range checks {
+		got, ok := value(text, series)
+		if !ok {
+			t.Errorf("no series %s in the scrape", series)
+			continue
+		}
+		if got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+	for _, series := range []string{`tqw_objstore_requests_total{op="put",outcome="ok"}`, `tqw_kv_durable_commits_total`, `tqw_kv_wal_puts_total`,
+		`tqw_kv_wal_put_duration_seconds_count`, `tqw_objstore_request_duration_seconds_count{op="put"}`} {
+		if got, ok := value(text, series); !ok || got <= 0 {
+			t.Errorf("%s = %v (present %v), want > 0", series, got, ok)
+		}
+	}
+	if strings.Contains(text, runID) {
+		t.Errorf("the scrape names the run id %s: unbounded label", runID)
+	}
+	problems, err := testutil.GatherAndLint(m.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "tqw_") {
+			t.Errorf("lint: %s: %s", p.Metric, p.Text)
+		}
+	}
+}
+
+// TestLLMUsage counts tokens and cost by model from end events, and a
+// call without a known price apart.
+func TestLLMUsage(t *testing.T) {
+	m := New()
+	m.Events(interpreter.Event{Kind: "end", Workflow: "w", Step: "ask", Action: "llm", Status: interpreter.OutcomeSucceeded,
+		LLM: []interpreter.LLMUsage{{Model: "gpt-x", PromptTokens: 10, CompletionTokens: 5, CostUSD: 0.25, CostKnown: true},
+			{Model: "gpt-x", PromptTokens: 1, CompletionTokens: 2, CostUSD: 0.5, CostKnown: true},
+			{Model: "local", PromptTokens: 3}}})
+	for series, want := range map[string]float64{
+		`tqw_llm_tokens_total{kind="prompt",model="gpt-x"}`:         11,
+		`tqw_llm_tokens_total{kind="completion",model="gpt-x"}`:     7,
+		`tqw_llm_cost_usd_total{model="gpt-x"}`:                     0.75,
+		`tqw_llm_unpriced_calls_total{model="local"}`:               1,
+		`tqw_runs_finished_total{outcome="succeeded",workflow="w"}`: 1,
+	} {
+		if got, ok := value(scrape(t, m), series); !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
+		}
+	}
+}
+
+// scrape GETs the handler as Prometheus does.
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: %s\n%s", resp.Status, b)
+	}
+	return string(b)
+}
+
+// value finds a series line ("name{labels} value") in a text scrape.
+func value(text, series string) (float64, bool) {
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, series+" ")
+		if !ok {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(rest, &v); err != nil {
+			return 0, false
+		}
+		return v, true
+	}
+	return 0, false
+}
