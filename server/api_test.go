@@ -384,8 +384,8 @@ func TestReadyzReportsTheReason(t *testing.T) {
 // and an undeclared status are refused.
 func TestConformanceCheckerCatchesDrift(t *testing.T) {
 	c := sharedConformance(t)
-	good := `{"run_id":"x","workflow":"w","state":"waiting","started_at":"2026-01-02T03:04:05Z","ended_at":null,"current_step":null,` +
-		`"definition_hash":"h","input":null,"result":null,"error":null,"totals":{"steps":0,"attempts":0,"retries":0,"llm_tokens":0,"llm_cost_usd":0,"wall_seconds":0,` +
+	good := `{"run_id":"x","workflow":"w","state":"waiting","started_at":"2026-01-02T03:04:05Z","ended_at":null,"current_step":null,"step_number":1,"error":null,` +
+		`"definition_hash":"h","input":null,"result":null,"totals":{"steps":0,"attempts":0,"retries":0,"llm_tokens":0,"llm_cost_usd":0,"wall_seconds":0,` +
 		`"requests":{"put":0,"get":0,"list":0,"delete":0,"head":0},"requests_usd_at_s3_list_price":0},"waiting":null,"visited_steps":[]}`
 	for name, tc := range map[string]struct {
 		status int

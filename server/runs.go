@@ -53,6 +53,16 @@ type RunSummary struct {
 	CurrentStep *string    `json:"current_step"`
 	// SignalKey is the key a waiting run waits on.
 	SignalKey string `json:"signal_key,omitempty"`
+	// StepNumber is the runtime step (as status --json's step_number),
+	// Attempt the deliveries of the current step so far.
+	StepNumber int `json:"step_number"`
+	Attempt    int `json:"attempt,omitempty"`
+	// Until is when a waiting or scheduled step resumes at the latest.
+	Until *time.Time `json:"until,omitempty"`
+	// LastError is the current step's last error (a retry in progress);
+	// Error the error a run failed with.
+	LastError string  `json:"last_error,omitempty"`
+	Error     *string `json:"error"`
 }
 
 // Run is one run's detail: GET /v1/runs/{id}.
@@ -62,9 +72,6 @@ type Run struct {
 	Input          any             `json:"input"`
 	Result         json.RawMessage `json:"result"`
 	ResultOmitted  bool            `json:"result_omitted,omitempty"`
-	Error          *string         `json:"error"`
-	LastError      string          `json:"last_error,omitempty"`
-	Until          *time.Time      `json:"until,omitempty"`
 	Totals         Totals          `json:"totals"`
 	Waiting        *Waiting        `json:"waiting"`
 	VisitedSteps   []string        `json:"visited_steps"`
@@ -332,16 +339,9 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 func (s *Server) runDetail(r *http.Request, st runtime.RunStatus) (Run, error) {
 	ctx := r.Context()
 	run := Run{RunSummary: s.summary(r.Context(), st), DefinitionHash: st.Headers[interpreter.HeaderDefinition], ResultOmitted: st.ResultOmitted,
-		LastError: st.LastError, Totals: TotalsOf(st, s.rt.Clock().Now()), VisitedSteps: []string{}}
+		Totals: TotalsOf(st, s.rt.Clock().Now()), VisitedSteps: []string{}}
 	if json.Valid(st.Result) {
 		run.Result = st.Result
-	}
-	if st.Error != "" {
-		run.Error = &st.Error
-	}
-	if !st.Until.IsZero() && !st.State.Terminal() {
-		u := st.Until.UTC()
-		run.Until = &u
 	}
 	if st.JobID != "" {
 		if pos, err := s.it.Position(ctx, s.rt.Queue(), st.JobID); err == nil {
@@ -388,7 +388,15 @@ func (s *Server) runDetail(r *http.Request, st runtime.RunStatus) (Run, error) {
 // read from its step job (no object-store request on the writer).
 func (s *Server) summary(ctx context.Context, st runtime.RunStatus) RunSummary {
 	sum := RunSummary{RunID: st.RunID, Workflow: st.Headers[interpreter.HeaderWorkflow], State: st.State.String(),
-		StartedAt: st.SubmittedAt.UTC(), SignalKey: st.SignalKey}
+		StartedAt: st.SubmittedAt.UTC(), SignalKey: st.SignalKey, StepNumber: st.Step, Attempt: st.Attempt, LastError: st.LastError}
+	if st.Error != "" {
+		e := st.Error
+		sum.Error = &e
+	}
+	if !st.Until.IsZero() && !st.State.Terminal() {
+		u := st.Until.UTC()
+		sum.Until = &u
+	}
 	if !st.FinishedAt.IsZero() {
 		f := st.FinishedAt.UTC()
 		sum.EndedAt = &f

@@ -221,6 +221,11 @@ type RunSummary struct {
 	EndedAt     *time.Time `json:"ended_at"`
 	CurrentStep *string    `json:"current_step"`
 	SignalKey   string     `json:"signal_key,omitempty"`
+	StepNumber  int        `json:"step_number"`
+	Attempt     int        `json:"attempt,omitempty"`
+	Until       *time.Time `json:"until,omitempty"`
+	LastError   string     `json:"last_error,omitempty"`
+	Error       *string    `json:"error"`
 }
 
 // Totals is what a run cost so far.
@@ -258,9 +263,6 @@ type Run struct {
 	Input          any             `json:"input"`
 	Result         json.RawMessage `json:"result"`
 	ResultOmitted  bool            `json:"result_omitted,omitempty"`
-	Error          *string         `json:"error"`
-	LastError      string          `json:"last_error,omitempty"`
-	Until          *time.Time      `json:"until,omitempty"`
 	Totals         Totals          `json:"totals"`
 	Waiting        *Waiting        `json:"waiting"`
 	VisitedSteps   []string        `json:"visited_steps"`
