@@ -30,6 +30,11 @@ type subscriber struct {
 	goneOnce sync.Once
 	// last is the run state this stream was last told (run streams).
 	last string
+	// final is the terminal state event held back until the run's last
+	// step_end arrives (it is emitted once its settlement is durable,
+	// which status may show first) or finalAt passes.
+	final   *sseEvent
+	finalAt time.Time
 }
 
 func (sub *subscriber) drop() { sub.goneOnce.Do(func() { close(sub.gone) }) }
@@ -186,12 +191,30 @@ func (b *broker) publishStep(ctx context.Context, ev interpreter.Event) {
 	for _, id := range []string{ev.RunID, ownerOf(ev.RunID)} {
 		for _, sub := range run[id] {
 			send(sub, sseEvent{name: name, data: data})
+			if id == ev.RunID && ev.Kind == "end" && (ev.Status == interpreter.OutcomeSucceeded || ev.Status == interpreter.OutcomeFailed) {
+				sub.finalAt = time.Time{} // the run's last step: end now
+			}
 		}
 		if id == ownerOf(ev.RunID) {
 			break
 		}
 	}
 	b.check(ctx, ev.RunID, run[ev.RunID], all)
+	b.endStreams(run[ev.RunID])
+}
+
+// endStreams sends the held-back terminal state of streams whose run
+// ended and drops them: the handler drains the queued events, then
+// returns.
+func (b *broker) endStreams(subs []*subscriber) {
+	now := time.Now()
+	for _, sub := range subs {
+		if sub.final != nil && !now.Before(sub.finalAt) {
+			send(sub, *sub.final)
+			sub.final = nil
+			sub.drop()
+		}
+	}
 }
 
 // check reads runID's state and publishes a change to its streams and
@@ -221,12 +244,12 @@ func (b *broker) publishState(ctx context.Context, st runtime.RunStatus, runSubs
 			continue
 		}
 		sub.last = state
-		send(sub, sseEvent{name: "state", data: encode()})
+		ev := sseEvent{name: "state", data: encode()}
 		if st.State.Terminal() {
-			// The stream ends once its run has: the handler drains
-			// the queued events, then returns.
-			sub.drop()
+			sub.final, sub.finalAt = &ev, time.Now().Add(b.s.cfg.Heartbeat)
+			continue
 		}
+		send(sub, ev)
 	}
 	if len(all) > 0 {
 		b.seed(ctx)
@@ -272,6 +295,7 @@ func (b *broker) poll(ctx context.Context) {
 	run, all := b.snapshot()
 	for id, subs := range run {
 		b.check(ctx, id, subs, nil)
+		b.endStreams(subs)
 	}
 	if len(all) == 0 {
 		// Nobody follows every run: forget, and seed anew on the next.
