@@ -8,9 +8,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/lease"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
 const serveToken = "serve-test-token-0123456789"
@@ -47,7 +47,18 @@ func startServe(t *testing.T, c *cli, extra ...string) (*bg, string) {
 // to do with a wrong token; serve advertises its address in the lease
 // and stops cleanly on SIGTERM.
 func TestServeCommandsOverHTTP(t *testing.T) {
-	c := newCLI(t)
+	testServeCommandsOverHTTP(t, newCLI(t))
+}
+
+// TestServeCommandsOverHTTPS3 is TestServeCommandsOverHTTP on the test
+// S3 server, whose lease is an object rather than a file lock.
+func TestServeCommandsOverHTTPS3(t *testing.T) {
+	c, store := newS3CLI(t)
+	c.open = func() (objstore.Store, error) { return store, nil }
+	testServeCommandsOverHTTP(t, c)
+}
+
+func testServeCommandsOverHTTP(t *testing.T, c *cli) {
 	c.env = append(c.env, apiTokenEnv+"="+serveToken)
 	wf := filepath.Join(c.dir, "wf", "approval.tqw.yaml")
 	p, addr := startServe(t, c)
@@ -63,7 +74,7 @@ func TestServeCommandsOverHTTP(t *testing.T) {
 		t.Fatalf("submit with a bad input: %d %s", code, errOut)
 	}
 	var st runJSON
-	waitFor(t, "h1 waiting", func() bool {
+	pollUntil(t, "h1 waiting", func() bool {
 		code, out, _ := c.run("status", "h1", "--json")
 		return code == exitOK && json.Unmarshal([]byte(out), &st) == nil && st.State == "waiting"
 	})
@@ -76,15 +87,14 @@ func TestServeCommandsOverHTTP(t *testing.T) {
 	if code, _, errOut := c.run("signal", "approve:h1", `{"approved":"yes"}`); code != exitUsage || !strings.Contains(errOut, "boolean") {
 		t.Fatalf("a payload the schema refuses: %d %s", code, errOut)
 	}
-	bad := *c
-	bad.env = append(append([]string{}, c.env...), apiTokenEnv+"=wrong-token-0123456789")
+	bad := c.with(apiTokenEnv + "=wrong-token-0123456789")
 	if code, _, errOut := bad.run("signal", "approve:h1", `{"approved":true}`); code != exitFailed || !strings.Contains(errOut, apiTokenEnv) {
 		t.Fatalf("a wrong token: %d %s", code, errOut)
 	}
 	if code, out, errOut := c.run("signal", "approve:h1", `{"approved":true,"by":"bo"}`); code != exitOK || !strings.Contains(out, "delivered") {
 		t.Fatalf("signal: %d %s %s", code, out, errOut)
 	}
-	waitFor(t, "h1 succeeded", func() bool {
+	pollUntil(t, "h1 succeeded", func() bool {
 		code, out, _ := c.run("status", "h1", "--json")
 		return code == exitOK && json.Unmarshal([]byte(out), &st) == nil && st.State == "succeeded"
 	})
@@ -125,17 +135,5 @@ func TestServeRefusesNonLoopbackWithoutToken(t *testing.T) {
 	}
 	if code, _, errOut := c.run("serve", "--addr", "0.0.0.0:0", "--token-file", tok); code != exitUsage || !strings.Contains(errOut, "at least 16") {
 		t.Fatalf("a short token: %d %s", code, errOut)
-	}
-}
-
-// waitFor polls cond until it holds, failing after waitDeadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitDeadline)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, waitDeadline)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
