@@ -10,10 +10,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
@@ -51,44 +49,12 @@ steps:
 // start to the step_start event of the step after the wait, whose time
 // the server stamps with the same machine's clock.
 func runSignal(ctx context.Context, cfg *config) error {
-	bin := signalBinary
-	dir, err := os.MkdirTemp("", "tqw-bench-signal-")
+	addr, bin, store, stop, err := startServe(ctx, signalBinary, signalWorkflow, "--inbox-poll", "1h")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	if bin == "" {
-		bin = filepath.Join(dir, "tqw-dsl")
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tqw-dsl").CombinedOutput(); err != nil {
-			return fmt.Errorf("building tqw-dsl (run from the repository root or pass --tqw-dsl): %v\n%s", err, out)
-		}
-	}
-	wfDir := filepath.Join(dir, "wf")
-	if err := os.MkdirAll(wfDir, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(wfDir, "signal.yaml"), []byte(signalWorkflow), 0o644); err != nil {
-		return err
-	}
-	store := "file://" + filepath.Join(dir, "store")
+	defer stop()
 	env := append(os.Environ(), "TQW_API_TOKEN=", "TQW_STORE=")
-	srv := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0", "--store", store, "--workflows", wfDir, "--inbox-poll", "1h")
-	srv.Env = env
-	stderr, err := srv.StderrPipe()
-	if err != nil {
-		return err
-	}
-	if err := srv.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		_ = srv.Process.Signal(syscall.SIGTERM)
-		_ = srv.Wait()
-	}()
-	addr, err := serveAddress(stderr)
-	if err != nil {
-		return err
-	}
 	c := client.New(addr, client.Options{})
 	var lats Latencies
 	start := time.Now()
@@ -120,7 +86,7 @@ func serveAddress(r io.Reader) (string, error) {
 
 func signalOnce(ctx context.Context, c *client.Client, bin, store string, env []string, n int64) (time.Duration, error) {
 	id := fmt.Sprintf("sig-%d-%d", time.Now().UnixNano(), n)
-	if _, err := c.Submit(ctx, client.SubmitRequest{Workflow: "signal.yaml", RunID: id}); err != nil {
+	if _, err := c.Submit(ctx, client.SubmitRequest{Workflow: "bench.yaml", RunID: id}); err != nil {
 		return 0, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
