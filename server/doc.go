@@ -32,8 +32,11 @@
 //     signal (kept HookDedupWindow).
 //   - Event streams (server-sent events) report a run's state from durable
 //     records; step_end events are sent once the step's settlement is
-//     durable. A stream that falls behind by 256 events is closed (the
-//     client reconnects and reads the state again).
+//     durable. A run's stream sends its terminal state after the run's
+//     last step_end (held back at most one Config.Heartbeat) and ends. A
+//     stream that falls behind by 256 events is closed (the client
+//     reconnects and reads the state again). State changes made by other
+//     processes (inbox commands) reach the streams within a heartbeat.
 //
 // # Cost in object-store requests
 //
