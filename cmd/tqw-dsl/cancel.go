@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/server/client"
 )
 
 func init() { commands = append(commands, newCancelCmd) }
@@ -38,6 +40,9 @@ has.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			runID := args[0]
 			ctx := context.WithoutCancel(cmd.Context())
+			if a := liveAPI(ctx, store); a != nil {
+				return cancelHTTP(cmd, a, runID, asJSON)
+			}
 			v, err := openView(ctx, store)
 			if err != nil {
 				return err
@@ -88,4 +93,25 @@ has.`,
 	addStoreFlag(cmd, &store)
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"run": RUN, "cancelled": true}`)
 	return cmd
+}
+
+// cancelHTTP cancels the run through the live writer's HTTP API.
+func cancelHTTP(cmd *cobra.Command, a *apiWriter, runID string, asJSON bool) error {
+	_, err := a.c.Cancel(context.WithoutCancel(cmd.Context()), runID)
+	var ce *client.Error
+	switch {
+	case errors.As(err, &ce) && ce.Status == http.StatusNotFound:
+		return failf(exitFailed, "%s", ce.Message)
+	case errors.As(err, &ce) && ce.Code == "already_ended":
+		return failf(exitFailed, "%s", ce.Message)
+	case errors.As(err, &ce) && ce.Status == http.StatusBadRequest:
+		return failf(exitUsage, "%s", ce.Message)
+	case err != nil:
+		return a.apiError("cancel run "+runID, err)
+	}
+	if asJSON {
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"run": runID, "cancelled": true})
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "run %s cancelled\n", runID)
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/server/client"
 )
 
 func init() { commands = append(commands, newHistoryCmd) }
@@ -49,22 +50,51 @@ store the user may only read; and a URL with no store at it is an error
 				return failf(exitUsage, "%v", err)
 			}
 			ctx := context.WithoutCancel(cmd.Context())
-			v, err := openView(ctx, store)
-			if err != nil {
-				return err
-			}
-			defer v.Close()
-			recs, err := interpreter.History(ctx, v.r, v.store, runID)
-			if err != nil {
-				return failf(exitFailed, "history of run %s: %v", runID, err)
-			}
-			if len(recs) == 0 {
-				st, err := v.insp.Status(ctx, runID)
-				if errors.Is(err, runtime.ErrRunNotFound) {
+			var (
+				recs   []interpreter.HistoryRecord
+				status func() (runtime.RunStatus, error)
+			)
+			if a := liveAPI(ctx, store); a != nil {
+				got, err := a.c.History(ctx, runID)
+				if errors.Is(err, client.ErrNotFound) {
 					return failf(exitFailed, "no run %q in %s", runID, store)
 				}
 				if err != nil {
-					return failf(exitFailed, "status of run %s: %v", runID, err)
+					return a.apiError("history of run "+runID, err)
+				}
+				recs = historyOf(got)
+				status = func() (runtime.RunStatus, error) {
+					run, err := a.c.Run(ctx, runID)
+					if err != nil {
+						return runtime.RunStatus{}, a.apiError("status of run "+runID, err)
+					}
+					return statusOf(run.RunSummary), nil
+				}
+			} else {
+				v, err := openView(ctx, store)
+				if err != nil {
+					return err
+				}
+				defer v.Close()
+				recs, err = interpreter.History(ctx, v.r, v.store, runID)
+				if err != nil {
+					return failf(exitFailed, "history of run %s: %v", runID, err)
+				}
+				status = func() (runtime.RunStatus, error) {
+					st, err := v.insp.Status(ctx, runID)
+					if errors.Is(err, runtime.ErrRunNotFound) {
+						return st, failf(exitFailed, "no run %q in %s", runID, store)
+					}
+					if err != nil {
+						return st, failf(exitFailed, "status of run %s: %v", runID, err)
+					}
+					return st, nil
+				}
+			}
+			if len(recs) == 0 {
+				st, err := status()
+				if err != nil {
+					return err
 				}
 				if !asJSON {
 					// On stderr, so stdout stays a (here empty) timeline.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/server/client"
 )
 
 func init() { commands = append(commands, newListCmd) }
@@ -76,14 +77,21 @@ store the user may only read; and a URL with no store at it is an error
 				return failf(exitUsage, "--limit %d: want at least 1", limit)
 			}
 			ctx := context.WithoutCancel(cmd.Context())
-			v, err := openView(ctx, store)
-			if err != nil {
-				return err
-			}
-			defer v.Close()
-			runs, err := v.insp.ListRuns(ctx, runtime.ListOptions{States: states, Limit: limit})
-			if err != nil {
-				return failf(exitFailed, "list runs: %v", err)
+			var runs []runtime.RunStatus
+			if a := liveAPI(ctx, store); a != nil {
+				if runs, err = listHTTP(ctx, a, states, limit); err != nil {
+					return err
+				}
+			} else {
+				v, err := openView(ctx, store)
+				if err != nil {
+					return err
+				}
+				defer v.Close()
+				runs, err = v.insp.ListRuns(ctx, runtime.ListOptions{States: states, Limit: limit})
+				if err != nil {
+					return failf(exitFailed, "list runs: %v", err)
+				}
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -136,4 +144,29 @@ func listDetail(r runtime.RunStatus) string {
 		detail = detail[:cut] + "..."
 	}
 	return detail
+}
+
+// listHTTP lists runs through the live writer's HTTP API, page by page
+// up to limit.
+func listHTTP(ctx context.Context, a *apiWriter, states []runtime.RunState, limit int) ([]runtime.RunStatus, error) {
+	var names []string
+	for _, st := range states {
+		names = append(names, st.String())
+	}
+	var out []runtime.RunStatus
+	cursor := ""
+	for len(out) < limit {
+		page, err := a.c.ListRuns(ctx, client.ListOptions{Status: names, Cursor: cursor, Limit: min(limit-len(out), 1000)})
+		if err != nil {
+			return nil, a.apiError("list runs", err)
+		}
+		for _, r := range page.Runs {
+			out = append(out, statusOf(r))
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		cursor = *page.NextCursor
+	}
+	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/remote"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
+	"github.com/tqw-dsl/tqw/server/client"
 )
 
 func init() { commands = append(commands, newSignalCmd) }
@@ -80,6 +81,9 @@ writer did not answer.`,
 				return failf(exitUsage, "the signal payload is %d bytes; the limit is %d", len(raw), runtime.MaxSignalPayload)
 			}
 			ctx := context.WithoutCancel(cmd.Context())
+			if a := liveAPI(ctx, store); a != nil {
+				return signalHTTP(cmd, a, key, raw, requireWaiting)
+			}
 			// A store that holds nothing yet has no run to check the
 			// payload against: the signal is buffered for a run to come.
 			var target *interpreter.WaitingStep
@@ -225,4 +229,30 @@ func noteBuffered(w io.Writer, key string, target *interpreter.WaitingStep, expi
 		return
 	}
 	fmt.Fprintf(w, "tqw-dsl: warning: no run is waiting on %q; the signal stays buffered %s for the next step that waits on it ('tqw-dsl signals' lists buffered signals; --require-waiting refuses instead)\n", key, stays)
+}
+
+// signalHTTP sends the signal to the live writer's HTTP API, which checks
+// it as the store path does and answers once it is durable.
+func signalHTTP(cmd *cobra.Command, a *apiWriter, key string, raw []byte, requireWaiting bool) error {
+	res, err := a.c.Signal(context.WithoutCancel(cmd.Context()), key, raw, requireWaiting)
+	var ce *client.Error
+	switch {
+	case errors.As(err, &ce) && ce.Code == "no_waiter":
+		return noWaiter(key)
+	case errors.As(err, &ce) && ce.Code == "signal_rejected":
+		return failf(exitUsage, "%s", ce.Message)
+	case err != nil:
+		return a.apiError(fmt.Sprintf("signal %q", key), err)
+	}
+	if res.Delivered == "now" {
+		fmt.Fprintf(cmd.OutOrStdout(), "signal %q delivered\n", key)
+		return nil
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "signal %q buffered: no step waits on it yet; the next one to wait on it receives it\n", key)
+	var expires time.Time
+	if res.Expires != nil {
+		expires = *res.Expires
+	}
+	noteBuffered(cmd.ErrOrStderr(), key, nil, expires)
+	return nil
 }

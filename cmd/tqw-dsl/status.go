@@ -57,7 +57,16 @@ type lastStep struct {
 // one of its steps set aside, each nil when there is none.
 func latestStep(ctx context.Context, v *view, runID string) (*lastStep, *rejectedJSON) {
 	recs, err := interpreter.History(ctx, v.r, nil, runID)
-	if err != nil || len(recs) == 0 {
+	if err != nil {
+		return nil, nil
+	}
+	return latestOf(recs)
+}
+
+// latestOf returns the latest of recs and the last signal a step set
+// aside, each nil when there is none.
+func latestOf(recs []interpreter.HistoryRecord) (*lastStep, *rejectedJSON) {
+	if len(recs) == 0 {
 		return nil, nil
 	}
 	h := recs[len(recs)-1]
@@ -111,24 +120,47 @@ durable.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := context.WithoutCancel(cmd.Context())
-			v, err := openView(ctx, store)
-			if err != nil {
-				return err
+			var (
+				st     runtime.RunStatus
+				last   *lastStep
+				rej    *rejectedJSON
+				totals *totalsJSON
+			)
+			if a := liveAPI(ctx, store); a != nil {
+				if err := runtime.ValidateRunID(args[0]); err != nil {
+					return failf(exitUsage, "%v", err)
+				}
+				run, err := a.c.Run(ctx, args[0])
+				if err != nil {
+					return a.apiError("status of run "+args[0], err)
+				}
+				recs, err := a.c.History(ctx, args[0])
+				if err != nil {
+					return a.apiError("history of run "+args[0], err)
+				}
+				st, totals = statusOf(run.RunSummary), totalsOf(run.Totals)
+				st.Result, st.ResultOmitted = runResult(run), run.ResultOmitted
+				last, rej = latestOf(historyOf(recs))
+			} else {
+				v, err := openView(ctx, store)
+				if err != nil {
+					return err
+				}
+				defer v.Close()
+				if st, err = v.status(ctx, store, args[0]); err != nil {
+					return err
+				}
+				last, rej = latestStep(ctx, v, st.RunID)
+				totals = toTotalsJSON(st, time.Now())
 			}
-			defer v.Close()
-			st, err := v.status(ctx, store, args[0])
-			if err != nil {
-				return err
-			}
-			last, rej := latestStep(ctx, v, st.RunID)
 			if asJSON {
 				r := toRunJSON(st)
 				r.LastStep, r.RejectedSignal = last, rej
-				r.Totals = toTotalsJSON(st, time.Now())
+				r.Totals = totals
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
 			}
 			printStatus(cmd.OutOrStdout(), st)
-			printTotals(cmd.OutOrStdout(), toTotalsJSON(st, time.Now()))
+			printTotals(cmd.OutOrStdout(), totals)
 			if last != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "last step  %s (attempt %d, %s)\n", last.Step, last.Attempt, last.Outcome)
 			}

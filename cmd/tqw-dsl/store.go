@@ -78,6 +78,9 @@ type engineOptions struct {
 	wrapStore func(objstore.Store) objstore.Store
 	// inboxAnswered, when set, observes the commands the inbox answers.
 	inboxAnswered func(remote.Answered)
+	// endpoint is the HTTP address the writer serves (serve), advertised
+	// in its lease for other processes (lease.Info.Endpoint).
+	endpoint string
 }
 
 // leaseOwner names a writer lease holder: tqw-dsl-<command>-<ULID>, with
@@ -256,7 +259,7 @@ func acquireLease(ctx context.Context, store objstore.Store, o engineOptions) (*
 		errOut = os.Stderr
 	}
 	p := &waitPrinter{w: errOut, name: o.name, tty: isTerminal(errOut)}
-	opts := lease.Options{Owner: o.leaseOwner(), Logger: o.log, TTL: ttl, OnWait: p.wait}
+	opts := lease.Options{Owner: o.leaseOwner(), Logger: o.log, TTL: ttl, OnWait: p.wait, Endpoint: o.endpoint}
 	deadline := time.Now().Add(briefWait)
 	delay := 20 * time.Millisecond
 	for {

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/remote"
+	"github.com/tqw-dsl/tqw/server/client"
 )
 
 func init() { commands = append(commands, newSubmitCmd) }
@@ -41,7 +43,7 @@ command stays in the inbox and is applied when a writer drains it).`,
 			if err := refuseMem(store, "submit"); err != nil {
 				return err
 			}
-			in, _, err := readJSONArg("--input", input, map[string]any{})
+			in, rawInput, err := readJSONArg("--input", input, map[string]any{})
 			if err != nil {
 				return err
 			}
@@ -58,6 +60,9 @@ command stays in the inbox and is applied when a writer drains it).`,
 				}
 			}
 			ctx := context.WithoutCancel(cmd.Context())
+			if a := liveAPI(ctx, store); a != nil && !callsOthers(w) {
+				return submitHTTP(cmd, a, w, rawInput, runID, asJSON)
+			}
 			s, err := openSession(ctx, store, engineOptions{noShell: noShell, name: "submit", brief: true})
 			if err != nil {
 				return err
@@ -113,4 +118,33 @@ func submitRemote(ctx context.Context, s *session, v *view, w *interpreter.Workf
 		return sub, fmt.Errorf("sent to %s: %w", s.holder, err)
 	}
 	return sub, err
+}
+
+// callsOthers reports whether w's file calls other workflow files, which
+// only the store path pins from this machine's folder.
+func callsOthers(w *interpreter.Workflow) bool {
+	for _, s := range w.Main.Steps {
+		if s.Call != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// submitHTTP submits the run through the live writer's HTTP API, sending
+// the file's text, which the server validates again and pins.
+func submitHTTP(cmd *cobra.Command, a *apiWriter, w *interpreter.Workflow, input []byte, runID string, asJSON bool) error {
+	sub, err := a.c.Submit(context.WithoutCancel(cmd.Context()), client.SubmitRequest{YAML: string(w.Main.Source), Input: input, RunID: runID})
+	var ce *client.Error
+	switch {
+	case errors.As(err, &ce) && ce.Status == http.StatusConflict:
+		return failf(exitUsage, "%s", ce.Message)
+	case err != nil:
+		return a.apiError("submitting the run", err)
+	}
+	if asJSON {
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"run": sub.RunID, "new": sub.New})
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), sub.RunID)
+	return nil
 }

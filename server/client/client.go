@@ -1,0 +1,577 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client calls one server.
+type Client struct {
+	base  string
+	token string
+	hc    *http.Client
+}
+
+// Options configure New.
+type Options struct {
+	// Token is sent as "Authorization: Bearer <Token>" when set.
+	Token string
+	// HTTPClient makes the requests (default: a client without timeout;
+	// bound calls with their context).
+	HTTPClient *http.Client
+}
+
+// New returns a client of the server at baseURL ("http://127.0.0.1:7700").
+func New(baseURL string, opts Options) *Client {
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), token: opts.Token, hc: hc}
+}
+
+// BaseURL returns the server's address.
+func (c *Client) BaseURL() string { return c.base }
+
+// Sentinel errors an *Error matches (errors.Is) by its HTTP status.
+var (
+	ErrUnauthorized = errors.New("client: unauthorized (401)")
+	ErrNotFound     = errors.New("client: not found (404)")
+	ErrConflict     = errors.New("client: conflict (409)")
+	ErrRejected     = errors.New("client: rejected (422)")
+	ErrBadRequest   = errors.New("client: bad request (400)")
+	ErrUnavailable  = errors.New("client: unavailable (503)")
+)
+
+// Error is a non-2xx answer.
+type Error struct {
+	Status      int
+	Code        string       `json:"code"`
+	Message     string       `json:"message"`
+	Field       string       `json:"field,omitempty"`
+	Diagnostics []Diagnostic `json:"diagnostics,omitempty"`
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s (HTTP %d, %s, field %s)", e.Message, e.Status, e.Code, e.Field)
+	}
+	return fmt.Sprintf("%s (HTTP %d, %s)", e.Message, e.Status, e.Code)
+}
+
+// Is matches the sentinel of e's status.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrUnauthorized:
+		return e.Status == http.StatusUnauthorized
+	case ErrNotFound:
+		return e.Status == http.StatusNotFound
+	case ErrConflict:
+		return e.Status == http.StatusConflict
+	case ErrRejected:
+		return e.Status == http.StatusUnprocessableEntity
+	case ErrBadRequest:
+		return e.Status == http.StatusBadRequest
+	case ErrUnavailable:
+		return e.Status == http.StatusServiceUnavailable
+	}
+	return false
+}
+
+// do sends a request and decodes a 2xx JSON answer into out (nil: drop).
+func (c *Client) do(ctx context.Context, method, path string, body io.Reader, ctype string, out any) (int, error) {
+	resp, err := c.send(ctx, method, path, body, ctype)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("client: %s %s: reading the answer: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return resp.StatusCode, decodeError(resp.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("client: %s %s: decoding the answer: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader, ctype string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s %s: %w", method, path, err)
+	}
+	return resp, nil
+}
+
+func decodeError(status int, b []byte) error {
+	var env struct {
+		Error *Error `json:"error"`
+	}
+	if err := json.Unmarshal(b, &env); err != nil || env.Error == nil {
+		msg := strings.TrimSpace(string(b))
+		if len(msg) > 200 {
+			msg = msg[:200] + "..."
+		}
+		return &Error{Status: status, Code: "http_" + strconv.Itoa(status), Message: msg}
+	}
+	env.Error.Status = status
+	return env.Error
+}
+
+func jsonBody(v any) (io.Reader, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("client: encoding the request: %w", err)
+	}
+	return bytes.NewReader(b), nil
+}
+
+// Health is /healthz and /readyz's answer.
+type Health struct {
+	OK     bool   `json:"ok"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Healthz reports whether the process is up.
+func (c *Client) Healthz(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/healthz", nil, "", nil)
+	return err
+}
+
+// Readyz reports whether the server holds the writer lease and reaches
+// the store: nil when ready, an *Error with the reason (503) otherwise.
+func (c *Client) Readyz(ctx context.Context) error {
+	resp, err := c.send(ctx, http.MethodGet, "/readyz", nil, "")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var h Health
+	_ = json.NewDecoder(resp.Body).Decode(&h)
+	if resp.StatusCode != http.StatusOK {
+		return &Error{Status: resp.StatusCode, Code: "not_ready", Message: h.Reason}
+	}
+	return nil
+}
+
+// OpenAPI returns the server's OpenAPI document.
+func (c *Client) OpenAPI(ctx context.Context) (json.RawMessage, error) {
+	var raw json.RawMessage
+	_, err := c.do(ctx, http.MethodGet, "/v1/openapi.json", nil, "", &raw)
+	return raw, err
+}
+
+// SubmitRequest is a run to submit: exactly one of Workflow and YAML.
+type SubmitRequest struct {
+	Workflow string          `json:"workflow,omitempty"`
+	YAML     string          `json:"yaml,omitempty"`
+	Input    json.RawMessage `json:"input,omitempty"`
+	RunID    string          `json:"run_id,omitempty"`
+}
+
+// SubmitResponse reports a submission; New is false when the same run
+// id and input existed already (nothing was written).
+type SubmitResponse struct {
+	RunID string `json:"run_id"`
+	New   bool   `json:"new"`
+}
+
+// Submit submits a run.
+func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResponse, error) {
+	var out SubmitResponse
+	body, err := jsonBody(req)
+	if err != nil {
+		return out, err
+	}
+	_, err = c.do(ctx, http.MethodPost, "/v1/runs", body, "application/json", &out)
+	return out, err
+}
+
+// RunSummary is a run as lists show it.
+type RunSummary struct {
+	RunID       string     `json:"run_id"`
+	Workflow    string     `json:"workflow"`
+	State       string     `json:"state"`
+	StartedAt   time.Time  `json:"started_at"`
+	EndedAt     *time.Time `json:"ended_at"`
+	CurrentStep *string    `json:"current_step"`
+	SignalKey   string     `json:"signal_key,omitempty"`
+	StepNumber  int        `json:"step_number"`
+	Attempt     int        `json:"attempt,omitempty"`
+	Until       *time.Time `json:"until,omitempty"`
+	LastError   string     `json:"last_error,omitempty"`
+	Error       *string    `json:"error"`
+}
+
+// Totals is what a run cost so far.
+type Totals struct {
+	Steps       float64  `json:"steps"`
+	Attempts    float64  `json:"attempts"`
+	Retries     float64  `json:"retries"`
+	LLMTokens   float64  `json:"llm_tokens"`
+	LLMCostUSD  float64  `json:"llm_cost_usd"`
+	WallSeconds float64  `json:"wall_seconds"`
+	Requests    Requests `json:"requests"`
+	RequestsUSD float64  `json:"requests_usd_at_s3_list_price"`
+}
+
+// Requests counts object-store requests by kind.
+type Requests struct {
+	Put    float64 `json:"put"`
+	Get    float64 `json:"get"`
+	List   float64 `json:"list"`
+	Delete float64 `json:"delete"`
+	Head   float64 `json:"head"`
+}
+
+// Waiting is the step a waiting run waits in.
+type Waiting struct {
+	SignalKey string `json:"signal_key"`
+	Step      string `json:"step"`
+	Schema    any    `json:"schema"`
+}
+
+// Run is one run's detail.
+type Run struct {
+	RunSummary
+	DefinitionHash string          `json:"definition_hash"`
+	Input          any             `json:"input"`
+	Result         json.RawMessage `json:"result"`
+	ResultOmitted  bool            `json:"result_omitted,omitempty"`
+	Totals         Totals          `json:"totals"`
+	Waiting        *Waiting        `json:"waiting"`
+	VisitedSteps   []string        `json:"visited_steps"`
+	Mermaid        string          `json:"mermaid,omitempty"`
+}
+
+// Run returns a run's detail.
+func (c *Client) Run(ctx context.Context, id string) (Run, error) {
+	var out Run
+	_, err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, "", &out)
+	return out, err
+}
+
+// ListOptions filter ListRuns; zero values do not filter.
+type ListOptions struct {
+	// Status holds states (pending, running, waiting, scheduled,
+	// cancelling, succeeded, failed, cancelled).
+	Status        []string
+	Workflow      string
+	StartedAfter  time.Time
+	StartedBefore time.Time
+	Cursor        string
+	Limit         int
+}
+
+// RunList is a page of runs.
+type RunList struct {
+	Runs       []RunSummary   `json:"runs"`
+	NextCursor *string        `json:"next_cursor"`
+	Counts     map[string]int `json:"counts"`
+}
+
+// ListRuns returns a page of runs, by run id.
+func (c *Client) ListRuns(ctx context.Context, o ListOptions) (RunList, error) {
+	q := url.Values{}
+	if len(o.Status) > 0 {
+		q.Set("status", strings.Join(o.Status, ","))
+	}
+	if o.Workflow != "" {
+		q.Set("workflow", o.Workflow)
+	}
+	if !o.StartedAfter.IsZero() {
+		q.Set("started_after", o.StartedAfter.UTC().Format(time.RFC3339Nano))
+	}
+	if !o.StartedBefore.IsZero() {
+		q.Set("started_before", o.StartedBefore.UTC().Format(time.RFC3339Nano))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	path := "/v1/runs"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out RunList
+	_, err := c.do(ctx, http.MethodGet, path, nil, "", &out)
+	return out, err
+}
+
+// ErrorInfo is a step's error.
+type ErrorInfo struct {
+	Type      string `json:"type"`
+	Message   string `json:"message"`
+	Status    int    `json:"status,omitempty"`
+	Retryable bool   `json:"retryable,omitempty"`
+}
+
+// RejectedSignal is a signal a waiting step set aside.
+type RejectedSignal struct {
+	Key    string `json:"key"`
+	Size   int    `json:"size"`
+	Reason string `json:"reason"`
+}
+
+// HistoryRecord is one attempt of one step.
+type HistoryRecord struct {
+	Step      string          `json:"step"`
+	Kind      string          `json:"kind"`
+	Attempt   int             `json:"attempt"`
+	StartedAt time.Time       `json:"started_at"`
+	EndedAt   time.Time       `json:"ended_at"`
+	Status    string          `json:"status"`
+	Output    any             `json:"output"`
+	Error     *ErrorInfo      `json:"error"`
+	Next      string          `json:"next,omitempty"`
+	WaitKey   string          `json:"wait_key,omitempty"`
+	Until     *time.Time      `json:"until,omitempty"`
+	Rejected  *RejectedSignal `json:"rejected_signal,omitempty"`
+}
+
+// History returns every attempt of every step of a run, in order.
+func (c *Client) History(ctx context.Context, id string) ([]HistoryRecord, error) {
+	var out struct {
+		Records []HistoryRecord `json:"records"`
+	}
+	_, err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/history", nil, "", &out)
+	return out.Records, err
+}
+
+// CancelResponse reports a cancellation.
+type CancelResponse struct {
+	RunID string `json:"run_id"`
+	State string `json:"state"`
+}
+
+// Cancel cancels an active run.
+func (c *Client) Cancel(ctx context.Context, id string) (CancelResponse, error) {
+	var out CancelResponse
+	_, err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/cancel", nil, "", &out)
+	return out, err
+}
+
+// SignalResponse reports a signal: Delivered is "now" or "buffered".
+type SignalResponse struct {
+	Delivered string     `json:"delivered"`
+	Expires   *time.Time `json:"expires,omitempty"`
+}
+
+// Signal sends payload (JSON; nil is null) to the step waiting on key.
+func (c *Client) Signal(ctx context.Context, key string, payload []byte, requireWaiting bool) (SignalResponse, error) {
+	path := "/v1/signals/" + url.PathEscape(key)
+	if requireWaiting {
+		path += "?require_waiting=true"
+	}
+	var out SignalResponse
+	_, err := c.do(ctx, http.MethodPost, path, bytes.NewReader(payload), "application/json", &out)
+	return out, err
+}
+
+// WorkflowInfo is one file of the server's workflows folder.
+type WorkflowInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Steps       int    `json:"steps"`
+	Valid       bool   `json:"valid"`
+	Error       string `json:"error,omitempty"`
+}
+
+// Workflows lists the server's workflow files.
+func (c *Client) Workflows(ctx context.Context) ([]WorkflowInfo, error) {
+	var out struct {
+		Workflows []WorkflowInfo `json:"workflows"`
+	}
+	_, err := c.do(ctx, http.MethodGet, "/v1/workflows", nil, "", &out)
+	return out.Workflows, err
+}
+
+// WorkflowDetail is a workflow file with its graph.
+type WorkflowDetail struct {
+	Name        string `json:"name"`
+	YAML        string `json:"yaml"`
+	Mermaid     string `json:"mermaid"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+}
+
+// Workflow returns a workflow file of the server's folder.
+func (c *Client) Workflow(ctx context.Context, name string) (WorkflowDetail, error) {
+	var out WorkflowDetail
+	_, err := c.do(ctx, http.MethodGet, "/v1/workflows/"+url.PathEscape(name), nil, "", &out)
+	return out, err
+}
+
+// Diagnostic is one problem of a workflow file.
+type Diagnostic struct {
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Col      int    `json:"col"`
+	EndLine  int    `json:"end_line"`
+	EndCol   int    `json:"end_col"`
+	Severity string `json:"severity"`
+	Code     string `json:"code"`
+	Message  string `json:"message"`
+	Hint     string `json:"hint,omitempty"`
+}
+
+// ValidateReport is a workflow's validation.
+type ValidateReport struct {
+	File        string       `json:"file"`
+	Valid       bool         `json:"valid"`
+	Hash        string       `json:"hash,omitempty"`
+	Diagnostics []Diagnostic `json:"diagnostics"`
+}
+
+// Validate validates workflow YAML; filename names it in diagnostics.
+func (c *Client) Validate(ctx context.Context, filename string, src []byte) (ValidateReport, error) {
+	path := "/v1/validate"
+	if filename != "" {
+		path += "?filename=" + url.QueryEscape(filename)
+	}
+	var out ValidateReport
+	_, err := c.do(ctx, http.MethodPost, path, bytes.NewReader(src), "application/yaml", &out)
+	return out, err
+}
+
+// Schema returns the workflow JSON Schema.
+func (c *Client) Schema(ctx context.Context) (json.RawMessage, error) {
+	var raw json.RawMessage
+	_, err := c.do(ctx, http.MethodGet, "/v1/schema", nil, "", &raw)
+	return raw, err
+}
+
+// Event is one server-sent event: Name is state, step_start, step_end
+// (run streams) or run (the stream of every run); Data its JSON.
+type Event struct {
+	Name string
+	Data json.RawMessage
+}
+
+// Stream is an open event stream. Close it when done.
+type Stream struct {
+	body io.ReadCloser
+	sc   *bufio.Scanner
+}
+
+// Next returns the next event; io.EOF once the server ended the stream
+// (a run stream ends after its run ended).
+func (s *Stream) Next() (Event, error) {
+	var ev Event
+	var data []string
+	for s.sc.Scan() {
+		line := s.sc.Text()
+		switch {
+		case line == "":
+			if ev.Name != "" || len(data) > 0 {
+				ev.Data = json.RawMessage(strings.Join(data, "\n"))
+				return ev, nil
+			}
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "event:"):
+			ev.Name = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+		case strings.HasPrefix(line, "data:"):
+			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		}
+	}
+	if err := s.sc.Err(); err != nil {
+		return Event{}, fmt.Errorf("client: reading the event stream: %w", err)
+	}
+	return Event{}, io.EOF
+}
+
+// Close ends the stream.
+func (s *Stream) Close() error { return s.body.Close() }
+
+func (c *Client) stream(ctx context.Context, path string) (*Stream, error) {
+	resp, err := c.send(ctx, http.MethodGet, path, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return nil, decodeError(resp.StatusCode, b)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	return &Stream{body: resp.Body, sc: sc}, nil
+}
+
+// RunEvents opens the event stream of one run: first its current state,
+// then step_start, step_end and state events until it ends.
+func (c *Client) RunEvents(ctx context.Context, id string) (*Stream, error) {
+	return c.stream(ctx, "/v1/runs/"+url.PathEscape(id)+"/events")
+}
+
+// Events opens the stream of every run's state changes (event run).
+func (c *Client) Events(ctx context.Context) (*Stream, error) {
+	return c.stream(ctx, "/v1/events")
+}
+
+// HookResponse is a webhook's answer.
+type HookResponse struct {
+	RunID     string `json:"run_id,omitempty"`
+	New       bool   `json:"new,omitempty"`
+	Delivered string `json:"delivered,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+}
+
+// Hook posts body to the webhook name with the given extra headers (the
+// signature, the delivery id), as a sender such as GitHub would.
+func (c *Client) Hook(ctx context.Context, name string, body []byte, header http.Header) (HookResponse, int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/hooks/"+url.PathEscape(name), bytes.NewReader(body))
+	if err != nil {
+		return HookResponse{}, 0, fmt.Errorf("client: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return HookResponse{}, 0, fmt.Errorf("client: POST hook %s: %w", name, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return HookResponse{}, resp.StatusCode, fmt.Errorf("client: reading the answer: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return HookResponse{}, resp.StatusCode, decodeError(resp.StatusCode, b)
+	}
+	var out HookResponse
+	if err := json.Unmarshal(b, &out); err != nil {
+		return out, resp.StatusCode, fmt.Errorf("client: decoding the answer: %w", err)
+	}
+	return out, resp.StatusCode, nil
+}
