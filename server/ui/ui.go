@@ -91,23 +91,35 @@ func Assets() []string {
 // /ui/...). It is safe for concurrent use and needs no token: the assets
 // hold no data, and the pages send the API token themselves.
 func Handler() http.Handler {
-	h := &handler{assets: map[string]*asset{}}
+	tableOnce.Do(func() {
+		table = buildTable()
+		// Hash and compress in the background now, so the first page
+		// does not wait for the Mermaid bundle's gzip.
+		go func() {
+			for _, a := range table {
+				a.load()
+			}
+		}()
+	})
+	return &handler{assets: table}
+}
+
+var (
+	tableOnce sync.Once
+	table     map[string]*asset
+)
+
+func buildTable() map[string]*asset {
+	assets := map[string]*asset{}
 	for _, name := range Assets() {
 		ct, ok := ContentType(name)
 		raw, err := embedded.ReadFile("assets/" + name)
 		if !ok || err != nil {
 			continue
 		}
-		h.assets[name] = &asset{name: name, ctype: ct, raw: raw}
+		assets[name] = &asset{name: name, ctype: ct, raw: raw}
 	}
-	// Hash and compress in the background now, so the first page does not
-	// wait for the Mermaid bundle's gzip (a few hundred ms on one core).
-	go func() {
-		for _, a := range h.assets {
-			a.load()
-		}
-	}()
-	return h
+	return assets
 }
 
 type handler struct {
