@@ -65,7 +65,7 @@ func (x *exec) call(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, err
 		// The child index lands with the child's submission, so a parent
 		// ending at any point after it finds the child to cancel.
 		spec := runtime.RunSpec{RunID: childID, Input: payload,
-			Headers:  map[string]string{HeaderParent: key, HeaderWorkflow: cd.wf.Name},
+			Headers:  map[string]string{HeaderParent: key, HeaderWorkflow: cd.wf.Name, HeaderDefinition: child.Hash},
 			KVWrites: map[string][]byte{childIndexKey(x.rs.RunID, childID): {}}}
 		if err := addPredictedWaits(&spec, cd.wf); err != nil {
 			return runtime.StepOutcome{}, runtime.Permanent(err)

@@ -210,6 +210,28 @@ func Load(path string, opts dsl.Options) (*Workflow, error) {
 	return w, nil
 }
 
+// LoadSource is Load for a workflow given as text (an HTTP request's
+// inline YAML): src is parsed as the file named name, and the files its
+// call steps name are read relative to the folder of name. Nothing is
+// stored.
+func LoadSource(name string, src []byte, opts dsl.Options) (*Workflow, error) {
+	w := &Workflow{all: map[string]*dsl.Workflow{}}
+	wf, diags, err := dsl.ParseWith(name, src, opts)
+	if err != nil {
+		return nil, &LoadError{File: name, Diagnostics: diags, Err: err}
+	}
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return nil, &LoadError{File: name, Err: err}
+	}
+	p, err := w.addTree(name, wf, diags, opts, []string{abs})
+	if err != nil {
+		return nil, err
+	}
+	w.Main, w.pin = wf, p
+	return w, nil
+}
+
 func loadTree(path string, opts dsl.Options, w *Workflow, stack []string) (*pin, *dsl.Workflow, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -225,6 +247,13 @@ func loadTree(path string, opts dsl.Options, w *Workflow, stack []string) (*pin,
 	if err != nil {
 		return nil, nil, &LoadError{File: path, Diagnostics: diags, Err: err}
 	}
+	p, err := w.addTree(path, wf, diags, opts, append(stack, abs))
+	return p, wf, err
+}
+
+// addTree records wf, parsed from path, and loads the files its call
+// steps name; stack holds the absolute paths of the callers and path's.
+func (w *Workflow) addTree(path string, wf *dsl.Workflow, diags dsl.Diagnostics, opts dsl.Options, stack []string) (*pin, error) {
 	w.Diagnostics = append(w.Diagnostics, diags...)
 	w.all[wf.Hash] = wf
 	p := &pin{Hash: wf.Hash}
@@ -236,20 +265,20 @@ func loadTree(path string, opts dsl.Options, w *Workflow, stack []string) (*pin,
 		if !filepath.IsAbs(child) {
 			child = filepath.Join(filepath.Dir(path), child)
 		}
-		cp, _, err := loadTree(child, opts, w, append(stack, abs))
+		cp, _, err := loadTree(child, opts, w, stack)
 		if err != nil {
 			var le *LoadError
 			if errors.As(err, &le) && le.Diagnostics == nil && le.File == child {
 				le.Err = fmt.Errorf("step %q calls it: %w", s.ID, le.Err)
 			}
-			return nil, nil, err
+			return nil, err
 		}
 		if p.Calls == nil {
 			p.Calls = map[string]*pin{}
 		}
 		p.Calls[s.ID] = cp
 	}
-	return p, wf, nil
+	return p, nil
 }
 
 // ValidateInput checks a run input (plain or JSON-decoded values) against

@@ -53,6 +53,10 @@ const HeaderParent = "tqw.parent"
 // listings.
 const HeaderWorkflow = "tqw.workflow"
 
+// HeaderDefinition is the run header carrying the content hash of the
+// definition the run is pinned to, so a finished run still names it.
+const HeaderDefinition = "tqw.definition"
+
 // InlineOutputLimit is the largest encoded output kept in the KV record;
 // larger ones go to their own object.
 const InlineOutputLimit = 64 << 10

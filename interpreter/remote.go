@@ -70,7 +70,7 @@ func PrepareRun(ctx context.Context, store objstore.Store, r runtime.StateReader
 	if err := pinDefinitions(ctx, store, w); err != nil {
 		return runtime.RunSpec{}, err
 	}
-	spec := runtime.RunSpec{RunID: runID, Input: payload, Headers: map[string]string{HeaderWorkflow: w.Main.Name}}
+	spec := runtime.RunSpec{RunID: runID, Input: payload, Headers: map[string]string{HeaderWorkflow: w.Main.Name, HeaderDefinition: w.pin.Hash}}
 	if err := addPredictedWaits(&spec, w.Main); err != nil {
 		return runtime.RunSpec{}, err
 	}

@@ -54,10 +54,11 @@ var exitCodes = []exitCode{
 
 // How tqw-dsl comes to read an environment variable.
 const (
-	readByName    = iota // the code reads it by name (os.Getenv("NAME"))
-	readAsSecret         // read as a workflow's secret (the interpreter's getenv)
-	readInherited        // passed on to shell commands (the shell action's LookupEnv)
-	readByGo             // read by Go's standard library
+	readByName       = iota // the code reads it by name (os.Getenv("NAME"))
+	readAsSecret            // read as a workflow's secret (the interpreter's getenv)
+	readInherited           // passed on to shell commands (the shell action's LookupEnv)
+	readByGo                // read by Go's standard library
+	readAsHookSecret        // named by a --hooks file (serve's webhooks)
 )
 
 // envVar is one row of the environment table: variables that share a
@@ -73,7 +74,11 @@ type envVar struct {
 var dynamicReaders = map[string]int{
 	"github.com/tqw-dsl/tqw/interpreter":   readAsSecret,
 	"github.com/tqw-dsl/tqw/actions/shell": readInherited,
+	"github.com/tqw-dsl/tqw/server":        readAsHookSecret,
 }
+
+// hookSecretPlaceholder stands for the names a --hooks file gives as secret_env.
+const hookSecretPlaceholder = "<hook secret>"
 
 // secretPlaceholder stands for the names a workflow lists under secrets:.
 const secretPlaceholder = "<secret>"
@@ -85,10 +90,12 @@ var envVars = []envVar{
 	{[]string{"TQW_STORE"}, "the store URL of every command that takes --store, when --store is not given (default " + defaultStore + ")", readByName},
 	{[]string{"TQW_LOG"}, "debug or info: log more to stderr (default: warnings and errors only)", readByName},
 	{[]string{leaseTTLEnv}, fmt.Sprintf("the writer lease's TTL on stores without a file lock (s3://), a duration from 100ms to %v (default %v)", lease.MaxTTL, lease.DefaultTTL), readByName},
+	{[]string{apiTokenEnv}, "the HTTP API's bearer token: serve requires it on the API when set (or --token-file); signal, cancel, submit, status, list and history send it to a serving writer", readByName},
 	{[]string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}, "the credentials of s3:// stores (both are required)", readByName},
 	{[]string{"OPENAI_BASE_URL"}, "the llm action's API base URL when a step gives no base_url (default " + llm.DefaultBaseURL + ")", readByName},
 	{[]string{llm.DefaultAPIKeySecret}, "the llm action's API key when a step gives no api_key_secret; read only when the workflow lists it under secrets:", readAsSecret},
 	{[]string{secretPlaceholder}, "every variable a workflow lists under secrets:, read by the process that runs its steps (run or worker) and redacted from outputs, history and errors", readAsSecret},
+	{[]string{hookSecretPlaceholder}, "every variable a --hooks file names as secret_env: the webhooks' HMAC secrets and bearer tokens, read by serve when it starts", readAsHookSecret},
 	{shell.DefaultInherit, "passed on to the shell action's commands, the only variables of the worker's environment they see (a step's env: adds others)", readInherited},
 	{[]string{"HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY"}, "proxies of the http and llm actions and of s3:// stores (read by Go's net/http, also in lower case)", readByGo},
 	{[]string{"TQW_SHELL_SUPERVISOR"}, "set by tqw-dsl on the process that supervises a shell command (tqw-dsl's own binary); never set it yourself", readByName},

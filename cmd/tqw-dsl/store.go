@@ -86,6 +86,9 @@ type engineOptions struct {
 	retention time.Duration
 	// errOut receives the lease takeover countdown (default os.Stderr).
 	errOut io.Writer
+	// endpoint is the HTTP address the writer serves (serve), advertised
+	// in its lease for other processes (lease.Info.Endpoint).
+	endpoint string
 }
 
 // sweepInterval is how often a writer with the given retention looks for
@@ -297,7 +300,7 @@ func acquireLease(ctx context.Context, store objstore.Store, o engineOptions) (*
 		errOut = os.Stderr
 	}
 	p := &waitPrinter{w: errOut, name: o.name, tty: isTerminal(errOut)}
-	opts := lease.Options{Owner: o.leaseOwner(), Logger: o.log, TTL: ttl, OnWait: p.wait}
+	opts := lease.Options{Owner: o.leaseOwner(), Logger: o.log, TTL: ttl, OnWait: p.wait, Endpoint: o.endpoint}
 	deadline := time.Now().Add(briefWait)
 	delay := 20 * time.Millisecond
 	for {

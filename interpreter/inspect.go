@@ -1,0 +1,61 @@
+package interpreter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
+)
+
+// Definition returns the parsed workflow pinned under hash (a run's
+// HeaderDefinition). Cost: one GET on a cache miss, none after; an
+// unknown hash matches ErrDefinitionMissing.
+func (it *Interpreter) Definition(ctx context.Context, hash string) (*dsl.Workflow, error) {
+	d, err := it.definition(ctx, hash)
+	if err != nil {
+		return nil, err
+	}
+	return d.wf, nil
+}
+
+// Position is where an active run stands, read from the payload of its
+// current step job.
+type Position struct {
+	// Definition is the content hash of the pinned definition.
+	Definition string
+	// Input is the run's input.
+	Input any
+	// Step is the id of the DSL step the job runs (or waits in).
+	Step string
+}
+
+// Position reads where the active run whose current step job is jobID
+// stands (runtime.RunStatus.JobID). A job that is gone (the run moved on
+// or ended) matches runtime.ErrRunNotFound. Cost: a read of the job from
+// r (no object-store request on the writer's queue) and, on a definition
+// cache miss, one GET.
+func (it *Interpreter) Position(ctx context.Context, r runtime.StateReader, jobID string) (Position, error) {
+	job, err := r.GetJob(ctx, jobID)
+	if errors.Is(err, queue.ErrNotFound) {
+		return Position{}, fmt.Errorf("%w: job %s is gone", runtime.ErrRunNotFound, jobID)
+	}
+	if err != nil {
+		return Position{}, fmt.Errorf("interpreter: read job %s: %w", jobID, err)
+	}
+	st, err := decodeState(job.Payload)
+	if err != nil {
+		return Position{}, err
+	}
+	pos := Position{Definition: st.Def, Input: st.Input}
+	d, err := it.definition(ctx, st.Def)
+	if err != nil {
+		return pos, err
+	}
+	if st.Step < len(d.wf.Steps) {
+		pos.Step = d.wf.Steps[st.Step].ID
+	}
+	return pos, nil
+}

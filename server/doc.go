@@ -1,0 +1,62 @@
+// Package server is the HTTP API of a store's writer: 'tqw-dsl serve' is a
+// worker that also serves it. New takes what the process already opened
+// (the runtime and interpreter of the writer) and opens nothing itself; the
+// document of the API is openapi.json (OpenAPI 3.1, embedded as OpenAPI and
+// served at /v1/openapi.json), and docs/API.md describes it for people.
+//
+// # Guarantees
+//
+//   - A command answered 2xx is durable: submit, cancel and signal return
+//     after the runtime's durable commit, as the CLI's do.
+//   - Bad input changes nothing: a request is checked (body shape, run id,
+//     workflow, input against its schema, signal payload against the
+//     waiting step's schema) before anything is written, and refused with a
+//     4xx JSON error {"error":{"code","message","field"}} naming the field.
+//   - No panic escapes a handler: it is logged and answered 500.
+//   - With Config.Token set, every endpoint except /healthz, /readyz,
+//     /metrics, the UI's assets and the webhooks (which carry their own
+//     signature or token) requires "Authorization: Bearer <token>",
+//     compared in constant time. Without a token the caller must listen on
+//     loopback only (CheckListenAddr). No CORS headers are sent, so a
+//     browser allows only same-origin calls; the token travels in a header,
+//     never a cookie, so cross-site requests carry no credential.
+//   - No response carries a secret's value: outputs, errors and history are
+//     redacted by the interpreter before they are stored, and the server
+//     serves only what is stored.
+//   - Webhooks: a request whose HMAC-SHA256 signature (GitHub or Stripe
+//     style) or bearer token does not match is answered 401 and writes
+//     nothing. A replayed delivery id is answered {"duplicate":true} and
+//     writes nothing: a workflow hook's run id is derived from the delivery
+//     id (idempotent submission, for as long as the run is retained), a
+//     signal hook's delivery id is recorded in the same commit as the
+//     signal (kept HookDedupWindow).
+//   - Event streams (server-sent events) report a run's state from durable
+//     records; step_end events are sent once the step's settlement is
+//     durable. A stream that falls behind by 256 events is closed (the
+//     client reconnects and reads the state again).
+//
+// # Cost in object-store requests
+//
+// The server is the store's writer, so reads are memory reads of the
+// writer's kv (its memtable), except where noted:
+//
+//   - GET /healthz, /v1/openapi.json, /v1/schema, /v1/workflows[/{name}],
+//     POST /v1/validate: none (the workflows folder is read from disk).
+//   - GET /readyz: Config.Ready's (serve: one HEAD of the lease object, a
+//     stat on file://).
+//   - GET /v1/runs: none; it scans every retained run's record in memory
+//     (for the counts), so its CPU cost grows with the runs retained.
+//   - GET /v1/runs/{id}: none, plus one GET for a definition this process
+//     has not parsed yet (cached after).
+//   - GET /v1/runs/{id}/history: one GET per step output over
+//     interpreter.InlineOutputLimit (kept in its own object).
+//   - POST /v1/runs: one PUT per workflow file not pinned yet, plus the
+//     submission's durable commit (one WAL PUT, shared with concurrent
+//     commits by group commit).
+//   - POST /v1/runs/{id}/cancel: one durable commit.
+//   - POST /v1/signals/{key}: one durable commit to buffer, one more to
+//     wake a waiting step.
+//   - POST /v1/hooks/{name}: as submit or signal.
+//   - Event streams: none; the broker polls the writer's memory once per
+//     Config.Heartbeat while a stream is open.
+package server

@@ -1,0 +1,8 @@
+package server
+
+import _ "embed"
+
+// OpenAPI is the API's OpenAPI 3.1 document, served at /v1/openapi.json.
+//
+//go:embed openapi.json
+var OpenAPI []byte

@@ -1,0 +1,610 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/interpreter"
+	"github.com/tqw-dsl/tqw/runtime"
+)
+
+// maxSubmitBody bounds a submission: an inline workflow (the DSL's own
+// file bound) plus its input.
+var maxSubmitBody = int64(2*dsl.DefaultLimits.MaxFileBytes) + 64<<10
+
+// SubmitRequest is the body of POST /v1/runs: exactly one of Workflow and
+// YAML.
+type SubmitRequest struct {
+	// Workflow names a file of the server's workflows folder.
+	Workflow string `json:"workflow,omitempty"`
+	// YAML is a workflow given inline.
+	YAML string `json:"yaml,omitempty"`
+	// Input is the run's input (default {}).
+	Input json.RawMessage `json:"input,omitempty"`
+	// RunID names the run (default a new ULID); submitting the same id
+	// and input again is answered new=false.
+	RunID string `json:"run_id,omitempty"`
+}
+
+// SubmitResponse is the answer of POST /v1/runs.
+type SubmitResponse struct {
+	RunID string `json:"run_id"`
+	New   bool   `json:"new"`
+}
+
+// RunSummary is a run as /v1/runs lists it.
+type RunSummary struct {
+	RunID       string     `json:"run_id"`
+	Workflow    string     `json:"workflow"`
+	State       string     `json:"state"`
+	StartedAt   time.Time  `json:"started_at"`
+	EndedAt     *time.Time `json:"ended_at"`
+	CurrentStep *string    `json:"current_step"`
+	// SignalKey is the key a waiting run waits on.
+	SignalKey string `json:"signal_key,omitempty"`
+}
+
+// Run is one run's detail: GET /v1/runs/{id}.
+type Run struct {
+	RunSummary
+	DefinitionHash string          `json:"definition_hash"`
+	Input          any             `json:"input"`
+	Result         json.RawMessage `json:"result"`
+	ResultOmitted  bool            `json:"result_omitted,omitempty"`
+	Error          *string         `json:"error"`
+	LastError      string          `json:"last_error,omitempty"`
+	Until          *time.Time      `json:"until,omitempty"`
+	Totals         Totals          `json:"totals"`
+	Waiting        *Waiting        `json:"waiting"`
+	VisitedSteps   []string        `json:"visited_steps"`
+	// Mermaid is the step graph of the pinned definition, when known.
+	Mermaid string `json:"mermaid,omitempty"`
+}
+
+// Waiting is the wait_signal step a waiting run waits in.
+type Waiting struct {
+	SignalKey string `json:"signal_key"`
+	Step      string `json:"step"`
+	Schema    any    `json:"schema"`
+}
+
+// RunList is the answer of GET /v1/runs.
+type RunList struct {
+	Runs       []RunSummary   `json:"runs"`
+	NextCursor *string        `json:"next_cursor"`
+	Counts     map[string]int `json:"counts"`
+}
+
+// HistoryRecord is one attempt of one step.
+type HistoryRecord struct {
+	Step      string                      `json:"step"`
+	Kind      string                      `json:"kind"`
+	Attempt   int                         `json:"attempt"`
+	StartedAt time.Time                   `json:"started_at"`
+	EndedAt   time.Time                   `json:"ended_at"`
+	Status    string                      `json:"status"`
+	Output    any                         `json:"output"`
+	Error     *dsl.ErrorInfo              `json:"error"`
+	Next      string                      `json:"next,omitempty"`
+	WaitKey   string                      `json:"wait_key,omitempty"`
+	Until     *time.Time                  `json:"until,omitempty"`
+	Rejected  *interpreter.RejectedSignal `json:"rejected_signal,omitempty"`
+}
+
+// History is the answer of GET /v1/runs/{id}/history.
+type History struct {
+	Records []HistoryRecord `json:"records"`
+}
+
+// CancelResponse is the answer of POST /v1/runs/{id}/cancel.
+type CancelResponse struct {
+	RunID string `json:"run_id"`
+	State string `json:"state"`
+}
+
+// decodeBody decodes a JSON request body into v, refusing unknown fields
+// and trailing data; a failure has been answered (400 or 413).
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("the request body is over %d bytes", limit))
+		return false
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "", "reading the request body: "+err.Error())
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		field := ""
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field = te.Field
+		}
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			field = strings.Trim(f, `"`)
+		}
+		writeError(w, http.StatusBadRequest, "bad_request", field, "the request body is not the JSON object this endpoint takes: "+err.Error())
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "bad_request", "", "the request body holds more than one JSON value")
+		return false
+	}
+	return true
+}
+
+func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
+	var req SubmitRequest
+	if !decodeBody(w, r, maxSubmitBody, &req) {
+		return
+	}
+	wf, ok := s.loadRequested(w, req)
+	if !ok {
+		return
+	}
+	input := any(map[string]any{})
+	if len(req.Input) > 0 {
+		v, err := interpreter.DecodeJSON(req.Input)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", "input", "input is not valid JSON: "+err.Error())
+			return
+		}
+		input = v
+	}
+	out, status, ok := s.submit(w, wf, input, req.RunID, r)
+	if ok {
+		writeJSON(w, status, out)
+	}
+}
+
+// loadRequested loads the workflow a submission names or carries,
+// answering the failure when it cannot.
+func (s *Server) loadRequested(w http.ResponseWriter, req SubmitRequest) (*interpreter.Workflow, bool) {
+	switch {
+	case req.Workflow != "" && req.YAML != "":
+		writeError(w, http.StatusBadRequest, "bad_request", "yaml", "give either workflow (a file name) or yaml (inline), not both")
+		return nil, false
+	case req.Workflow == "" && req.YAML == "":
+		writeError(w, http.StatusBadRequest, "bad_request", "workflow", "give workflow (a file of the server's workflows folder) or yaml (the workflow inline)")
+		return nil, false
+	}
+	var (
+		wf    *interpreter.Workflow
+		err   error
+		field = "yaml"
+	)
+	if req.Workflow != "" {
+		field = "workflow"
+		path, ok := s.workflowPath(w, req.Workflow, "workflow")
+		if !ok {
+			return nil, false
+		}
+		wf, err = interpreter.Load(path, s.cfg.DSL)
+	} else {
+		dir := s.cfg.WorkflowsDir
+		if dir == "" {
+			dir = "."
+		}
+		wf, err = interpreter.LoadSource(filepath.Join(dir, "(inline)"), []byte(req.YAML), s.cfg.DSL)
+	}
+	if err != nil {
+		var le *interpreter.LoadError
+		if errors.As(err, &le) && len(le.Diagnostics) > 0 {
+			writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: errorBody{Code: "invalid_workflow", Field: field,
+				Message: fmt.Sprintf("%s is not a valid workflow: %s", le.File, strings.TrimSpace(le.Diagnostics.Errors().String())), Diagnostics: le.Diagnostics}})
+			return nil, false
+		}
+		writeError(w, http.StatusUnprocessableEntity, "invalid_workflow", field, err.Error())
+		return nil, false
+	}
+	if s.cfg.NoShell && wf.UsesAction("shell") {
+		writeError(w, http.StatusUnprocessableEntity, "invalid_workflow", field, fmt.Sprintf("%s uses the shell action, which this server refuses (--no-shell)", wf.Main.File))
+		return nil, false
+	}
+	if err := wf.CheckSecrets(s.cfg.Getenv); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, "missing_secret", field, fmt.Sprintf("%s: %v (set it in the server's environment)", wf.Main.File, err))
+		return nil, false
+	}
+	return wf, true
+}
+
+// workflowPath resolves the name of a file of the workflows folder,
+// answering the failure when it names none.
+func (s *Server) workflowPath(w http.ResponseWriter, name, field string) (string, bool) {
+	if s.cfg.WorkflowsDir == "" {
+		writeError(w, http.StatusNotFound, "not_found", field, "this server has no workflows folder (--workflows); send the workflow inline as yaml")
+		return "", false
+	}
+	if name != filepath.Base(name) || strings.HasPrefix(name, ".") || !isWorkflowFile(name) {
+		writeError(w, http.StatusBadRequest, "bad_request", field, fmt.Sprintf("%q is not a workflow file name: want NAME.yaml or NAME.yml of the workflows folder, without a path", name))
+		return "", false
+	}
+	path := filepath.Join(s.cfg.WorkflowsDir, name)
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+		writeError(w, http.StatusNotFound, "not_found", field, fmt.Sprintf("the workflows folder has no file %q; GET /v1/workflows lists them", name))
+		return "", false
+	}
+	return path, true
+}
+
+func isWorkflowFile(name string) bool {
+	ext := filepath.Ext(name)
+	return ext == ".yaml" || ext == ".yml"
+}
+
+// submit validates input and runID and submits the run, answering a
+// refusal itself (ok false).
+func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input any, runID string, r *http.Request) (SubmitResponse, int, bool) {
+	if err := wf.ValidateInput(input); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, "invalid_input", "input", fmt.Sprintf("input of %s: %v", wf.Main.File, err))
+		return SubmitResponse{}, 0, false
+	}
+	if runID != "" {
+		if err := runtime.ValidateRunID(runID); err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", "run_id", err.Error())
+			return SubmitResponse{}, 0, false
+		}
+	}
+	sub, err := s.it.Submit(r.Context(), wf, input, runID)
+	switch {
+	case errors.Is(err, runtime.ErrInputMismatch):
+		writeError(w, http.StatusConflict, "run_id_in_use", "run_id", fmt.Sprintf("run id %q is in use by an active run with a different workflow or input; pick another run_id", runID))
+	case errors.Is(err, interpreter.ErrRunIDReused):
+		writeError(w, http.StatusConflict, "run_id_in_use", "run_id", err.Error())
+	case errors.Is(err, runtime.ErrInvalidRunID):
+		writeError(w, http.StatusBadRequest, "bad_request", "run_id", err.Error())
+	case errors.Is(err, dsl.ErrInputInvalid):
+		writeError(w, http.StatusUnprocessableEntity, "invalid_input", "input", err.Error())
+	case err != nil:
+		s.storeFailed(w, "submitting the run", err)
+	default:
+		s.events.touch(sub.RunID)
+		status := http.StatusCreated
+		if !sub.NewlySubmitted {
+			status = http.StatusOK
+		}
+		return SubmitResponse{RunID: sub.RunID, New: sub.NewlySubmitted}, status, true
+	}
+	return SubmitResponse{}, 0, false
+}
+
+// storeFailed answers a failure of the store (or the writer) with 503.
+func (s *Server) storeFailed(w http.ResponseWriter, what string, err error) {
+	s.log.Warn(what+" failed", "err", err)
+	writeError(w, http.StatusServiceUnavailable, "unavailable", "", fmt.Sprintf("%s: %v", what, err))
+}
+
+// runID reads and checks the {id} of the path, answering a bad one.
+func runIDParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if err := runtime.ValidateRunID(id); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "id", err.Error())
+		return "", false
+	}
+	return id, true
+}
+
+// status reads a run's status, answering not_found or a store failure.
+func (s *Server) status(w http.ResponseWriter, r *http.Request, id string) (runtime.RunStatus, bool) {
+	st, err := s.insp.Status(r.Context(), id)
+	if errors.Is(err, runtime.ErrRunNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("no run %q (a finished run is kept for the server's retention)", id))
+		return st, false
+	}
+	if err != nil {
+		s.storeFailed(w, "reading run "+id, err)
+		return st, false
+	}
+	return st, true
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	id, ok := runIDParam(w, r)
+	if !ok {
+		return
+	}
+	st, ok := s.status(w, r, id)
+	if !ok {
+		return
+	}
+	run, err := s.runDetail(r, st)
+	if err != nil {
+		s.storeFailed(w, "reading run "+id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+func (s *Server) runDetail(r *http.Request, st runtime.RunStatus) (Run, error) {
+	ctx := r.Context()
+	run := Run{RunSummary: s.summary(r.Context(), st), DefinitionHash: st.Headers[interpreter.HeaderDefinition], ResultOmitted: st.ResultOmitted,
+		LastError: st.LastError, Totals: TotalsOf(st, s.rt.Clock().Now()), VisitedSteps: []string{}}
+	if json.Valid(st.Result) {
+		run.Result = st.Result
+	}
+	if st.Error != "" {
+		run.Error = &st.Error
+	}
+	if !st.Until.IsZero() && !st.State.Terminal() {
+		u := st.Until.UTC()
+		run.Until = &u
+	}
+	if st.JobID != "" {
+		if pos, err := s.it.Position(ctx, s.rt.Queue(), st.JobID); err == nil {
+			run.Input = pos.Input
+			if run.DefinitionHash == "" {
+				run.DefinitionHash = pos.Definition
+			}
+		}
+	}
+	recs, err := interpreter.History(ctx, s.rt.Queue(), nil, st.RunID)
+	if err != nil {
+		return run, err
+	}
+	seen := map[string]bool{}
+	for _, h := range recs {
+		if !seen[h.Step] {
+			seen[h.Step] = true
+			run.VisitedSteps = append(run.VisitedSteps, h.Step)
+		}
+	}
+	if st.State == runtime.StateWaiting && st.SignalKey != "" {
+		ws, err := s.it.Waiting(ctx, s.rt.Queue(), st.SignalKey)
+		if err == nil && ws != nil && ws.RunID == st.RunID {
+			run.Waiting = &Waiting{SignalKey: st.SignalKey, Step: ws.Step.ID, Schema: ws.Schema}
+		} else {
+			run.Waiting = &Waiting{SignalKey: st.SignalKey}
+		}
+		if run.Waiting.Step != "" {
+			run.CurrentStep = &run.Waiting.Step
+		}
+	}
+	if run.DefinitionHash != "" {
+		if wf, err := s.it.Definition(ctx, run.DefinitionHash); err == nil {
+			var b strings.Builder
+			if wf.WriteMermaid(&b) == nil {
+				run.Mermaid = b.String()
+			}
+		}
+	}
+	return run, nil
+}
+
+// summary is st as a RunSummary; the current step of an active run is
+// read from its step job (no object-store request on the writer).
+func (s *Server) summary(ctx context.Context, st runtime.RunStatus) RunSummary {
+	sum := RunSummary{RunID: st.RunID, Workflow: st.Headers[interpreter.HeaderWorkflow], State: st.State.String(),
+		StartedAt: st.SubmittedAt.UTC(), SignalKey: st.SignalKey}
+	if !st.FinishedAt.IsZero() {
+		f := st.FinishedAt.UTC()
+		sum.EndedAt = &f
+	}
+	if st.JobID != "" && !st.State.Terminal() {
+		if pos, err := s.it.Position(ctx, s.rt.Queue(), st.JobID); err == nil && pos.Step != "" {
+			sum.CurrentStep = &pos.Step
+		}
+	}
+	return sum
+}
+
+// listPage is how many runs one ListRuns call reads while filtering.
+const listPage = 256
+
+// maxListLimit bounds ?limit.
+const maxListLimit = 1000
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f, ok := parseListFilter(w, q)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	out := RunList{Runs: []RunSummary{}, Counts: map[string]int{}}
+	for _, st := range stateNames {
+		out.Counts[st.String()] = 0
+	}
+	after := ""
+	var last string
+	more := false
+	for {
+		page, err := s.insp.ListRuns(ctx, runtime.ListOptions{After: after, Limit: listPage})
+		if err != nil {
+			s.storeFailed(w, "listing runs", err)
+			return
+		}
+		for _, st := range page {
+			if !f.matchesExceptState(st) {
+				continue
+			}
+			out.Counts[st.State.String()]++
+			if st.RunID <= f.cursor || !f.matchesState(st) {
+				continue
+			}
+			if len(out.Runs) == f.limit {
+				more = true
+				continue
+			}
+			out.Runs = append(out.Runs, s.summary(ctx, st))
+			last = st.RunID
+		}
+		if len(page) < listPage {
+			break
+		}
+		after = page[len(page)-1].RunID
+	}
+	if more {
+		out.NextCursor = &last
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+var stateNames = []runtime.RunState{
+	runtime.StatePending, runtime.StateRunning, runtime.StateWaiting, runtime.StateScheduled, runtime.StateCancelling,
+	runtime.StateSucceeded, runtime.StateFailed, runtime.StateCancelled,
+}
+
+// listFilter is GET /v1/runs's query.
+type listFilter struct {
+	states                      map[runtime.RunState]bool
+	workflow                    string
+	startedAfter, startedBefore time.Time
+	cursor                      string
+	limit                       int
+}
+
+func (f listFilter) matchesExceptState(st runtime.RunStatus) bool {
+	if f.workflow != "" && st.Headers[interpreter.HeaderWorkflow] != f.workflow {
+		return false
+	}
+	if !f.startedAfter.IsZero() && !st.SubmittedAt.After(f.startedAfter) {
+		return false
+	}
+	if !f.startedBefore.IsZero() && !st.SubmittedAt.Before(f.startedBefore) {
+		return false
+	}
+	return true
+}
+
+func (f listFilter) matchesState(st runtime.RunStatus) bool {
+	return len(f.states) == 0 || f.states[st.State]
+}
+
+func parseListFilter(w http.ResponseWriter, q map[string][]string) (listFilter, bool) {
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	f := listFilter{workflow: get("workflow"), cursor: get("cursor"), limit: 100}
+	if v := get("status"); v != "" {
+		f.states = map[runtime.RunState]bool{}
+		for _, name := range strings.Split(v, ",") {
+			st, ok := parseState(strings.TrimSpace(name))
+			if !ok {
+				writeError(w, http.StatusBadRequest, "bad_request", "status", fmt.Sprintf("status %q: want one or more of %s, separated by commas", name, stateList()))
+				return f, false
+			}
+			f.states[st] = true
+		}
+	}
+	for _, p := range []struct {
+		name string
+		t    *time.Time
+	}{{"started_after", &f.startedAfter}, {"started_before", &f.startedBefore}} {
+		if v := get(p.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "bad_request", p.name, fmt.Sprintf("%s %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", p.name, v))
+				return f, false
+			}
+			*p.t = t
+		}
+	}
+	if v := get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListLimit {
+			writeError(w, http.StatusBadRequest, "bad_request", "limit", fmt.Sprintf("limit %q: want a whole number from 1 to %d", v, maxListLimit))
+			return f, false
+		}
+		f.limit = n
+	}
+	if f.cursor != "" {
+		if err := runtime.ValidateRunID(f.cursor); err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", "cursor", "cursor is not one this server gave out: "+err.Error())
+			return f, false
+		}
+	}
+	return f, true
+}
+
+func parseState(name string) (runtime.RunState, bool) {
+	for _, st := range stateNames {
+		if st.String() == name {
+			return st, true
+		}
+	}
+	return 0, false
+}
+
+func stateList() string {
+	var names []string
+	for _, st := range stateNames {
+		names = append(names, st.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+func (s *Server) runHistory(w http.ResponseWriter, r *http.Request) {
+	id, ok := runIDParam(w, r)
+	if !ok {
+		return
+	}
+	if _, ok := s.status(w, r, id); !ok {
+		return
+	}
+	recs, err := interpreter.History(r.Context(), s.rt.Queue(), s.rt.Store(), id)
+	if err != nil {
+		s.storeFailed(w, "reading the history of run "+id, err)
+		return
+	}
+	out := History{Records: make([]HistoryRecord, 0, len(recs))}
+	for _, h := range recs {
+		rec := HistoryRecord{Step: h.Step, Kind: h.Kind, Attempt: h.Attempt, StartedAt: h.StartTime().UTC(), EndedAt: h.EndTime().UTC(),
+			Status: h.Outcome, Output: h.Output, Error: h.Error, Next: h.Next, WaitKey: h.WaitKey, Rejected: h.Rejected}
+		if h.Until > 0 {
+			u := time.UnixMilli(h.Until).UTC()
+			rec.Until = &u
+		}
+		out.Records = append(out.Records, rec)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	id, ok := runIDParam(w, r)
+	if !ok {
+		return
+	}
+	st, ok := s.status(w, r, id)
+	if !ok {
+		return
+	}
+	if st.State.Terminal() {
+		writeError(w, http.StatusConflict, "already_ended", "id", fmt.Sprintf("run %s already ended: %s", id, st.State))
+		return
+	}
+	done, err := s.rt.Cancel(r.Context(), id)
+	if errors.Is(err, runtime.ErrRunNotFound) {
+		done, err = false, nil
+	}
+	if err != nil {
+		s.storeFailed(w, "cancelling run "+id, err)
+		return
+	}
+	if !done {
+		writeError(w, http.StatusConflict, "already_ended", "id", fmt.Sprintf("run %s ended before it could be cancelled", id))
+		return
+	}
+	s.events.touch(id)
+	state := runtime.StateCancelling.String()
+	if st, err := s.insp.Status(r.Context(), id); err == nil {
+		state = st.State.String()
+	}
+	writeJSON(w, http.StatusAccepted, CancelResponse{RunID: id, State: state})
+}

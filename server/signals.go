@@ -1,0 +1,110 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime"
+)
+
+// SignalResponse is the answer of POST /v1/signals/{key}.
+type SignalResponse struct {
+	// Delivered is "now" (a step waited on the key and was woken) or
+	// "buffered" (kept for the next step that waits on it).
+	Delivered string `json:"delivered"`
+	// Expires is when a buffered signal is dropped unless a step waits
+	// on its key first; absent when delivered or kept until consumed.
+	Expires *time.Time `json:"expires,omitempty"`
+}
+
+func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	if key == "" {
+		writeError(w, http.StatusBadRequest, "bad_request", "key", "the signal key is empty: POST /v1/signals/{key}")
+		return
+	}
+	if len(key) > runtime.MaxSignalKeyLen {
+		writeError(w, http.StatusBadRequest, "bad_request", "key", fmt.Sprintf("the signal key is %d bytes; the limit is %d", len(key), runtime.MaxSignalKeyLen))
+		return
+	}
+	requireWaiting := false
+	if v := r.URL.Query().Get("require_waiting"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", "require_waiting", fmt.Sprintf("require_waiting %q: want true or false", v))
+			return
+		}
+		requireWaiting = b
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(runtime.MaxSignalPayload)))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "payload", fmt.Sprintf("the signal payload is over %d bytes", runtime.MaxSignalPayload))
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "payload", "reading the payload: "+err.Error())
+		return
+	}
+	if len(strings.TrimSpace(string(raw))) == 0 {
+		raw = []byte("null")
+	}
+	if !json.Valid(raw) {
+		writeError(w, http.StatusBadRequest, "bad_request", "payload", "the signal payload (the request body) is not valid JSON")
+		return
+	}
+	res, status, ok := s.signal(w, r, key, raw, requireWaiting)
+	if ok {
+		writeJSON(w, status, res)
+	}
+}
+
+// signal checks and sends a signal, answering a refusal itself.
+func (s *Server) signal(w http.ResponseWriter, r *http.Request, key string, raw []byte, requireWaiting bool) (SignalResponse, int, bool) {
+	ctx := r.Context()
+	// Checked before anything is written; the runtime checks again.
+	if err := s.it.CheckSignal(ctx, s.rt.Queue(), key, raw); err != nil {
+		s.signalRefused(w, key, err)
+		return SignalResponse{}, 0, false
+	}
+	// The run to tell the event streams about, read while it waits.
+	waiter := ""
+	if ws, err := s.it.Waiting(ctx, s.rt.Queue(), key); err == nil && ws != nil {
+		waiter = ws.RunID
+	}
+	res, err := s.rt.SendSignal(ctx, key, raw, runtime.SignalOptions{RequireWaiting: requireWaiting})
+	if err != nil {
+		s.signalRefused(w, key, err)
+		return SignalResponse{}, 0, false
+	}
+	out := SignalResponse{Delivered: "now"}
+	if res.Outcome != runtime.Delivered {
+		out.Delivered = "buffered"
+		if !res.Expires.IsZero() {
+			e := res.Expires.UTC()
+			out.Expires = &e
+		}
+	}
+	if waiter != "" {
+		s.events.touch(waiter)
+	}
+	return out, http.StatusAccepted, true
+}
+
+func (s *Server) signalRefused(w http.ResponseWriter, key string, err error) {
+	switch {
+	case errors.Is(err, runtime.ErrSignalRejected):
+		msg := strings.TrimPrefix(err.Error(), runtime.ErrSignalRejected.Error()+": ")
+		writeError(w, http.StatusUnprocessableEntity, "signal_rejected", "payload", fmt.Sprintf("signal %q refused, nothing sent: %s", key, msg))
+	case errors.Is(err, runtime.ErrNoWaiter):
+		writeError(w, http.StatusConflict, "no_waiter", "key", fmt.Sprintf("no run is waiting on %q; nothing was sent (require_waiting; without it the signal is buffered for the next step that waits on the key)", key))
+	default:
+		s.storeFailed(w, fmt.Sprintf("signal %q", key), err)
+	}
+}

@@ -1,0 +1,136 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/schemas"
+)
+
+// WorkflowInfo is one file of the workflows folder.
+type WorkflowInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Steps       int    `json:"steps"`
+	// Valid is false for a file that does not load; Error says why.
+	Valid bool   `json:"valid"`
+	Error string `json:"error,omitempty"`
+}
+
+// WorkflowList is the answer of GET /v1/workflows.
+type WorkflowList struct {
+	Workflows []WorkflowInfo `json:"workflows"`
+}
+
+// WorkflowDetail is the answer of GET /v1/workflows/{name}.
+type WorkflowDetail struct {
+	Name    string `json:"name"`
+	YAML    string `json:"yaml"`
+	Mermaid string `json:"mermaid"`
+	// Title is the workflow's own name (its name: field).
+	Title       string `json:"title"`
+	Description string `json:"description"`
+}
+
+// ValidateReport is the answer of POST /v1/validate: one file's part of
+// 'tqw-dsl validate --json'.
+type ValidateReport struct {
+	File        string          `json:"file"`
+	Valid       bool            `json:"valid"`
+	Hash        string          `json:"hash,omitempty"`
+	Diagnostics dsl.Diagnostics `json:"diagnostics"`
+}
+
+func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
+	out := WorkflowList{Workflows: []WorkflowInfo{}}
+	if s.cfg.WorkflowsDir == "" {
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	entries, err := os.ReadDir(s.cfg.WorkflowsDir)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "", fmt.Sprintf("reading the workflows folder: %v", err))
+		return
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") || !isWorkflowFile(e.Name()) {
+			continue
+		}
+		info := WorkflowInfo{Name: e.Name()}
+		wf, diags, err := dsl.LoadWith(filepath.Join(s.cfg.WorkflowsDir, e.Name()), s.cfg.DSL)
+		switch {
+		case err == nil:
+			info.Valid, info.Description, info.Steps = true, wf.Description, len(wf.Steps)
+		case errors.Is(err, dsl.ErrInvalid):
+			info.Error = strings.TrimSpace(diags.Errors().String())
+		default:
+			info.Error = err.Error()
+		}
+		out.Workflows = append(out.Workflows, info)
+	}
+	sort.Slice(out.Workflows, func(i, j int) bool { return out.Workflows[i].Name < out.Workflows[j].Name })
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	path, ok := s.workflowPath(w, name, "name")
+	if !ok {
+		return
+	}
+	wf, diags, err := dsl.LoadWith(path, s.cfg.DSL)
+	if err != nil {
+		if errors.Is(err, dsl.ErrInvalid) {
+			writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: errorBody{Code: "invalid_workflow", Field: "name",
+				Message: fmt.Sprintf("%s is not a valid workflow: %s", name, strings.TrimSpace(diags.Errors().String())), Diagnostics: diags}})
+			return
+		}
+		writeError(w, http.StatusInternalServerError, "internal", "", err.Error())
+		return
+	}
+	var b strings.Builder
+	if err := wf.WriteMermaid(&b); err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "", "drawing the graph: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, WorkflowDetail{Name: name, YAML: string(wf.Source), Mermaid: b.String(), Title: wf.Name, Description: wf.Description})
+}
+
+func (s *Server) validate(w http.ResponseWriter, r *http.Request) {
+	limit := int64(dsl.DefaultLimits.MaxFileBytes)
+	// One byte past the bound, so the loader reports file.too-large.
+	src, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "", "reading the request body: "+err.Error())
+		return
+	}
+	name := r.URL.Query().Get("filename")
+	if name == "" {
+		name = "<request>"
+	}
+	wf, diags, err := dsl.ParseWith(name, src, s.cfg.DSL)
+	if err != nil && !errors.Is(err, dsl.ErrInvalid) {
+		writeError(w, http.StatusInternalServerError, "internal", "", err.Error())
+		return
+	}
+	if diags == nil {
+		diags = dsl.Diagnostics{}
+	}
+	rep := ValidateReport{File: name, Valid: wf != nil, Diagnostics: diags}
+	if wf != nil {
+		rep.Hash = wf.Hash
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+func (s *Server) schema(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/schema+json")
+	_, _ = w.Write(schemas.WorkflowJSON)
+}
