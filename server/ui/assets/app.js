@@ -314,6 +314,10 @@
     box.innerHTML = svg; // Mermaid's strict level sanitizes its output (DOMPurify).
     const el = box.querySelector('svg');
     if (el) {
+      // Mermaid sizes the drawing with an inline max-width, which the CSP
+      // refuses: give it its natural width as an attribute instead.
+      const vb = el.viewBox && el.viewBox.baseVal;
+      if (vb && vb.width) { el.setAttribute('width', String(Math.ceil(vb.width))); el.removeAttribute('height'); }
       el.setAttribute('role', 'img');
       const parts = ['Step graph'];
       if (current) parts.push('current step ' + current);
@@ -417,7 +421,7 @@
       const total = STATES.reduce((n, s) => n + (c[s] || 0), 0);
       const btn = (label, value, n) => h('li', {}, h('button', {type: 'button', 'aria-pressed': String(f.status === value), 'data-count': value || 'all',
         onclick: () => { f.status = value; status.value = value; syncURL(); load(true); }}, label, h('span', {class: 'n'}, String(n))));
-      counts.replaceChildren(btn('all', '', total), STATES.filter((s) => c[s] || s === f.status).map((s) => btn(s, s, c[s] || 0)));
+      counts.replaceChildren(btn('all', '', total), ...STATES.filter((s) => c[s] || s === f.status).map((s) => btn(s, s, c[s] || 0)));
     }
     async function openSearched() {
       const q = search.value.trim();
@@ -513,7 +517,7 @@
         row('LLM', `${t.llm_tokens || 0} tokens, $${(t.llm_cost_usd || 0).toFixed(6)}`, 'llm'),
         row('Store requests', h('span', {title: `PUT ${req.put || 0}, GET ${req.get || 0}, LIST ${req.list || 0}, DELETE ${req.delete || 0}, HEAD ${req.head || 0}`},
           `${+reqTotal.toFixed(2)} (≈ $${(t.requests_usd_at_s3_list_price || 0).toFixed(8)} at S3 list prices)`), 'requests'));
-      const parts = [facts, h('details', {}, h('summary', {}, 'Input'), h('pre', {'data-field': 'input'}, json(r.input === undefined ? null : r.input)))];
+      const parts = [facts, h('details', {open: true}, h('summary', {}, 'Input'), h('pre', {'data-field': 'input'}, json(r.input === undefined ? null : r.input)))];
       if (r.result !== undefined && r.result !== null) parts.push(h('h2', {}, 'Result'), h('pre', {'data-field': 'result'}, json(r.result)));
       if (r.error) parts.push(h('h2', {}, 'Error'), h('pre', {class: 'error', 'data-field': 'error'}, String(r.error)));
       header.replaceChildren(...parts);
@@ -742,10 +746,11 @@
           if (f && fieldError(f, d.message || String(d))) placed = true;
         }
         if (e.status === 422) {
-          // The schema check names properties in its message ('by', /by).
-          for (const f of fields) {
-            if (f.name && new RegExp(`['"/]${f.name.replace(/[^A-Za-z0-9_]/g, '\\$&')}\\b`).test(e.message) && fieldError(f.name, e.message)) placed = true;
-          }
+          // The schema check names the property: "at '/score': ..." or
+          // "missing property 'score'"; the part after "schema: " is the reason.
+          const reason = e.message.replace(/^.*does not match the schema: /, '');
+          const named = [...e.message.matchAll(/at '\/([^'/]+)|property '([^']+)'/g)].map((m) => m[1] || m[2]);
+          for (const name of named) if (fieldError(name, reason)) placed = true;
         }
         top.textContent = placed ? '' : (e.status === 422 ? 'The server refused the payload: ' : 'The signal was not sent: ') + e.message;
         const first = fields.find((f) => f.input.getAttribute('aria-invalid') === 'true');
