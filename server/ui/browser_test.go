@@ -457,6 +457,27 @@ func TestBrowserApprovalFlow(t *testing.T) {
 	}
 	shot("review-succeeded")
 
+	// Cancel asks first, then cancels.
+	const cancelID = "ui-browser-cancel"
+	srv.api(t, "POST", "/v1/runs", map[string]any{"workflow": "approval.tqw.yaml", "input": map[string]any{"request": "r-43"}, "run_id": cancelID}, &sub)
+	step("open the run to cancel", chromedp.Navigate(srv.base+"/ui/runs/"+cancelID))
+	until("the run waits", `document.querySelector('#run-header [data-field=state] [data-state=waiting]') !== null`)
+	step("ask to cancel, then keep it running",
+		chromedp.Click(chromedp.CSS(`#cancel`)),
+		chromedp.WaitVisible(chromedp.CSS(`#cancel-yes`)),
+		chromedp.Click(chromedp.CSS(`#cancel-no`)),
+		chromedp.WaitVisible(chromedp.CSS(`#cancel`)))
+	srv.api(t, "GET", "/v1/runs/"+cancelID, nil, &waitingRun)
+	if waitingRun.State != "waiting" {
+		t.Fatalf("after keeping it running the run is %s, want waiting", waitingRun.State)
+	}
+	step("ask to cancel", chromedp.Click(chromedp.CSS(`#cancel`)), chromedp.WaitVisible(chromedp.CSS(`#cancel-yes`)))
+	shot("cancel-confirm")
+	step("confirm", chromedp.Click(chromedp.CSS(`#cancel-yes`)))
+	until("the run is cancelled and the form gone",
+		`document.querySelector('#run-header [data-field=state] [data-state=cancelled]') !== null && document.querySelector('#approval-form') === null && document.querySelector('#cancel') === null`)
+	shot("cancelled")
+
 	mu.Lock()
 	defer mu.Unlock()
 	if len(elsewhere) > 0 {

@@ -525,15 +525,33 @@
     }
 
     const actionMsg = h('p', {class: 'alert', role: 'alert'});
+    // Cancelling asks to confirm in the page (no window.confirm: it blocks
+    // the page and is clumsy with a screen reader); a refresh keeps the question.
+    let actionsFor = '';
     function renderActions(r) {
-      if (TERMINAL.has(r.state) || r.state === 'cancelling') { actions.replaceChildren(actionMsg); return; }
-      const btn = h('button', {type: 'button', class: 'danger', id: 'cancel', onclick: async () => {
-        if (!window.confirm(`Cancel run ${id}? Its current step is interrupted and no further step runs.`)) return;
-        btn.disabled = true;
+      const live = !(TERMINAL.has(r.state) || r.state === 'cancelling');
+      if ((live ? 'live' : 'ended') === actionsFor) return;
+      actionsFor = live ? 'live' : 'ended';
+      if (!live) { actions.replaceChildren(actionMsg); return; }
+      const ask = h('button', {type: 'button', class: 'danger', id: 'cancel', 'aria-expanded': 'false', 'aria-controls': 'cancel-confirm'}, 'Cancel run');
+      const yes = h('button', {type: 'button', class: 'danger', id: 'cancel-yes'}, 'Yes, cancel it');
+      const no = h('button', {type: 'button', class: 'secondary', id: 'cancel-no'}, 'Keep it running');
+      const confirmBox = h('span', {id: 'cancel-confirm', class: 'actions', hidden: true},
+        h('span', {}, 'Interrupt the current step and run no further step?'), yes, no);
+      ask.addEventListener('click', () => { confirmBox.hidden = false; ask.hidden = true; ask.setAttribute('aria-expanded', 'true'); yes.focus(); });
+      no.addEventListener('click', () => { confirmBox.hidden = true; ask.hidden = false; ask.setAttribute('aria-expanded', 'false'); ask.focus(); });
+      yes.addEventListener('click', async () => {
+        yes.disabled = no.disabled = true;
         actionMsg.textContent = '';
-        try { await call('POST', '/v1/runs/' + encodeURIComponent(id) + '/cancel'); await refresh(); } catch (e) { actionMsg.textContent = 'Cancel failed: ' + e.message; btn.disabled = false; }
-      }}, 'Cancel run');
-      actions.replaceChildren(btn, actionMsg);
+        try {
+          await call('POST', '/v1/runs/' + encodeURIComponent(id) + '/cancel');
+          await refresh();
+        } catch (e) {
+          actionMsg.textContent = 'Cancel failed: ' + e.message;
+          yes.disabled = no.disabled = false;
+        }
+      });
+      actions.replaceChildren(ask, confirmBox, actionMsg);
     }
 
     function renderApproval(r) {
