@@ -25,4 +25,5 @@ bench-smoke:
 ui-vendor:
 	cd server/ui && npm ci --no-audit --no-fund --loglevel=error
 	cp server/ui/node_modules/mermaid/dist/mermaid.min.js server/ui/assets/vendor/mermaid.min.js
+	gzip -9 -n -c server/ui/assets/vendor/mermaid.min.js > server/ui/assets/vendor/mermaid.min.js.gz
 	cp server/ui/node_modules/mermaid/LICENSE server/ui/assets/vendor/mermaid.LICENSE

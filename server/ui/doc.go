@@ -16,9 +16,11 @@
 //     Authorization: Bearer header; nothing is a cookie, so a cross-site
 //     request carries no authority (CSRF-safe). The assets hold no data,
 //     so the handler itself needs no token.
-//   - Cheap: assets are hashed and gzipped once per process, in the
+//   - Cheap: the Mermaid bundle is gzipped ahead (assets/vendor/*.gz, made
+//     by `make ui-vendor`; a test checks it inflates to the bundle); the
+//     other assets are hashed and gzipped once per process, in the
 //     background from the first call of Handler (a command that does not
-//     serve pays nothing); a
+//     serve pays nothing). A
 //     page costs one request per asset with a strong ETag (304 when
 //     unchanged). The handler never touches the store: every object-store
 //     request the UI causes is one the API it calls states.

@@ -32,8 +32,9 @@ type asset struct {
 	ctype string
 	raw   []byte
 	once  sync.Once
-	gz    []byte // nil when gzip does not make it smaller
-	etag  string
+	gz    []byte // nil when gzip does not make it smaller; set ahead from NAME.gz
+
+	etag string
 }
 
 func (a *asset) load() {
@@ -41,6 +42,9 @@ func (a *asset) load() {
 		raw := a.raw
 		sum := sha256.Sum256(raw)
 		a.etag = `"` + hex.EncodeToString(sum[:12]) + `"`
+		if a.gz != nil {
+			return // compressed ahead (make ui-vendor)
+		}
 		var buf bytes.Buffer
 		zw, _ := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
 		_, _ = zw.Write(raw)
@@ -75,11 +79,12 @@ func ContentType(name string) (string, bool) {
 }
 
 // Assets returns the names of the embedded assets (relative to the assets
-// folder, as served under AssetPrefix), in lexical order.
+// folder, as served under AssetPrefix), in lexical order. A file NAME.gz
+// is not one: it is NAME compressed ahead, served to clients that accept gzip.
 func Assets() []string {
 	var names []string
 	_ = fs.WalkDir(embedded, "assets", func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
+		if err == nil && !d.IsDir() && !strings.HasSuffix(p, ".gz") {
 			names = append(names, strings.TrimPrefix(p, "assets/"))
 		}
 		return err
@@ -117,7 +122,13 @@ func buildTable() map[string]*asset {
 		if !ok || err != nil {
 			continue
 		}
-		assets[name] = &asset{name: name, ctype: ct, raw: raw}
+		a := &asset{name: name, ctype: ct, raw: raw}
+		// The Mermaid bundle comes compressed ahead: gzipping 5 MB at
+		// start would cost a second of CPU, many under -race.
+		if gz, err := embedded.ReadFile("assets/" + name + ".gz"); err == nil {
+			a.gz = gz
+		}
+		assets[name] = a
 	}
 	return assets
 }
