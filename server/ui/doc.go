@@ -20,10 +20,10 @@
 //     by `make ui-vendor`; a test checks it inflates to the bundle); the
 //     other assets are hashed and gzipped once per process, in the
 //     background from the first call of Handler (a command that does not
-//     serve pays nothing). A
-//     page costs one request per asset with a strong ETag (304 when
-//     unchanged). The handler never touches the store: every object-store
-//     request the UI causes is one the API it calls states.
+//     serve pays nothing). A page costs one request per asset, each with
+//     a strong ETag (304 when unchanged). The handler never touches the
+//     store: every object-store request the UI causes is one of the API
+//     calls it makes, whose costs the server states.
 //
 // Routes: / redirects to /ui/; /ui/assets/NAME is an asset; any other path
 // under /ui/ is the page shell (index.html), which routes in the browser:
