@@ -16,12 +16,14 @@ want() { # name version-file version package
 want versitygw "$VERSITYGW_VERSION" github.com/versity/versitygw/cmd/versitygw
 want staticcheck "$STATICCHECK_VERSION" honnef.co/go/tools/cmd/staticcheck
 
-# Editor and schema tests: Node.js with npm, and Neovim for its LSP client
-# (Debian packages, installed only when missing; the machine is root).
+# Editor and schema tests: Node.js with npm, and Neovim for its LSP client;
+# the web UI's browser test: Chromium, headless (Debian packages, installed
+# only when missing; the machine is root).
 missing=()
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v nvim >/dev/null 2>&1 || missing+=(neovim)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing ${missing[*]} (apt-get)" >&2
   apt-get update -qq

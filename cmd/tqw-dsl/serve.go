@@ -22,6 +22,7 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/server"
+	"github.com/tqw-dsl/tqw/server/ui"
 )
 
 func init() { commands = append(commands, newServeCmd) }
@@ -123,7 +124,7 @@ then drains as worker does and exits 0.`,
 			s, err := server.New(server.Config{
 				Runtime: e.rt, Interpreter: e.it, WorkflowsDir: workflows, NoShell: noShell, Token: token, Hooks: hooks,
 				DSL:   interpreter.LoadOptions(builtin.New(builtin.Options{EnableShell: !noShell}), dsl.Options{}),
-				Ready: e.ready, Logger: e.log,
+				Ready: e.ready, Logger: e.log, UI: ui.Handler(),
 			})
 			if err != nil {
 				return failf(exitUsage, "%v", err)

@@ -1,0 +1,492 @@
+package ui_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath is Debian's chromium (scripts/tools.sh installs it);
+// TQW_CHROMIUM names another binary.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("TQW_CHROMIUM")
+	if p == "" {
+		p = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(p); err != nil {
+		msg := fmt.Sprintf("browser test: no Chromium at %s (scripts/tools.sh installs Debian's chromium; TQW_CHROMIUM names another): %v", p, err)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return p
+}
+
+// servedProcess is a real `tqw-dsl serve` started by the test.
+type servedProcess struct {
+	base  string // http://127.0.0.1:PORT
+	token string
+	cmd   *exec.Cmd
+	log   *bytes.Buffer
+}
+
+// startServe builds tqw-dsl and starts `serve` on a free loopback port with
+// a file store and the repository's workflows folder; cleanup stops it by
+// its PID (SIGTERM, then SIGKILL after 30 s).
+func startServe(t *testing.T) *servedProcess {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tqw-dsl")
+	build := exec.Command("go", "build", "-o", bin, "github.com/tqw-dsl/tqw/cmd/tqw-dsl")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build tqw-dsl: %v\n%s", err, out)
+	}
+	workflows, err := filepath.Abs(filepath.Join("..", "..", "workflows"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := make([]byte, 16)
+	_, _ = rand.Read(tok)
+	p := &servedProcess{token: hex.EncodeToString(tok), log: &bytes.Buffer{}}
+	p.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--store", "file://"+filepath.Join(dir, "store"), "--workflows", workflows)
+	p.cmd.Env = append(os.Environ(), "TQW_API_TOKEN="+p.token)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stdout = io.Discard
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting tqw-dsl serve: %v", err)
+	}
+	var logMu sync.Mutex
+	addr := make(chan string, 1)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		served := regexp.MustCompile(`serving (http://127\.0\.0\.1:[0-9]+)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logMu.Lock()
+			p.log.WriteString(sc.Text() + "\n")
+			logMu.Unlock()
+			if m := served.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() { <-copied; exited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-exited
+			t.Errorf("tqw-dsl serve (pid %d) did not stop within 30s of SIGTERM; killed", p.cmd.Process.Pid)
+		}
+		if t.Failed() {
+			logMu.Lock()
+			t.Logf("tqw-dsl serve log:\n%s", p.log)
+			logMu.Unlock()
+		}
+	})
+	select {
+	case p.base = <-addr:
+	case err := <-exited:
+		t.Fatalf("tqw-dsl serve exited before serving: %v\n%s", err, p.log)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("tqw-dsl serve printed no address within 60s:\n%s", p.log)
+	}
+	t.Logf("tqw-dsl serve pid %d at %s", p.cmd.Process.Pid, p.base)
+	return p
+}
+
+// api calls the server's API with the token and decodes the JSON answer.
+func (p *servedProcess) api(t *testing.T, method, path string, body, out any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, p.base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode >= 300 {
+		t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, path, err, b)
+		}
+	}
+}
+
+// screenshotDir is where the test keeps its screenshots: TQW_UI_SCREENSHOTS,
+// else a new folder under the system temp dir that outlives the test, so
+// the pictures can be looked at (the test prints their paths).
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv("TQW_UI_SCREENSHOTS"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	d, err := os.MkdirTemp("", "tqw-ui-screenshots-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestBrowserApprovalFlow drives headless Chromium through the UI of a real
+// `tqw-dsl serve`: the token dialog, a run submitted through the API
+// appearing and reaching its wait in the live runs list without a reload,
+// the run page's graph highlighting the waiting step, the approval form
+// sending the signal, the run succeeding with the graph marking the steps
+// it visited, and the workflows pages. It asserts every request the pages
+// made went to the server itself and no script threw.
+func TestBrowserApprovalFlow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test: builds tqw-dsl and runs Chromium; skipped with -short")
+	}
+	chrome := chromiumPath(t)
+	srv := startServe(t)
+	shots := screenshotDir(t)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome),
+		chromedp.NoSandbox, // the test machines run as root
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 1000),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithErrorf(t.Logf))
+	defer cancelTab()
+
+	base, _ := url.Parse(srv.base)
+	var (
+		mu        sync.Mutex
+		elsewhere []string
+		thrown    []string
+		console   []string
+	)
+	listenErr := chromedp.Listen(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			u, err := url.Parse(e.Request.URL)
+			if err != nil || (u.Scheme != "data" && u.Host != base.Host) {
+				elsewhere = append(elsewhere, e.Request.URL)
+			}
+		case *cdpruntime.EventExceptionThrown:
+			d := e.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil && d.Exception.Description != "" {
+				msg += " " + d.Exception.Description
+			}
+			thrown = append(thrown, fmt.Sprintf("%s:%d: %s", d.URL, d.LineNumber+1, msg))
+		case *cdpruntime.EventConsoleAPICalled:
+			var args []string
+			for _, a := range e.Args {
+				args = append(args, string(a.Value)+a.Description)
+			}
+			console = append(console, string(e.Type)+": "+strings.Join(args, " "))
+		case *cdplog.EventEntryAdded:
+			console = append(console, string(e.Entry.Level)+": "+e.Entry.Text)
+		}
+	})
+	if listenErr != nil {
+		t.Fatalf("starting Chromium: %v", listenErr)
+	}
+
+	// On a failure the test prints what the page said.
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("page exceptions: %v\npage console:\n%s", thrown, strings.Join(console, "\n"))
+		}
+	})
+	n := 0
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Errorf("screenshot %s: %v", name, err)
+			return
+		}
+		n++
+		p := filepath.Join(shots, fmt.Sprintf("%02d-%s.png", n, name))
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			t.Errorf("screenshot %s: %v", name, err)
+			return
+		}
+		t.Logf("screenshot: %s", p)
+	}
+	// step runs actions with one generous deadline and fails naming what
+	// did not happen, with a screenshot of the page as it was.
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			shot("failed")
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	// until polls a JavaScript expression until it is true.
+	until := func(what, expr string) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		if _, err := chromedp.Run(sctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(45*time.Second))); err != nil {
+			shot("failed")
+			t.Fatalf("%s: %v (waited for %s)", what, err, expr)
+		}
+	}
+	// eval evaluates a JavaScript expression.
+	eval := func(what, expr string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
+	}
+	// text is the rendered text of the first element sel matches.
+	text := func(what, sel string) string {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		v, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			shot("failed")
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
+	}
+
+	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatalf("enabling the network domain: %v", err)
+	}
+	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
+		t.Fatalf("enabling the log domain: %v", err)
+	}
+
+	// The runs list asks for the token once, then streams.
+	step("open the runs list and meet the token dialog",
+		chromedp.Navigate(srv.base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#token-input`)))
+	shot("token-dialog")
+	step("enter the token",
+		chromedp.SendKeys(chromedp.CSS(`#token-input`), srv.token),
+		chromedp.Click(chromedp.CSS(`#token-form button[type=submit]`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#token-dialog`)))
+	until("the runs list connects to /v1/events", `document.querySelector('#live.on') !== null && document.querySelector('[data-count=all]') !== null`)
+	if stored := eval("read session storage", `sessionStorage.getItem('tqw.apiToken') || ''`); stored != srv.token {
+		t.Fatalf("sessionStorage holds %q, want the token", stored)
+	}
+	// A marker on window survives only as long as the page is not reloaded.
+	eval("mark the page", `window.tqwNoReload = 'still here'`)
+	shot("runs-empty")
+
+	const runID = "ui-browser-approval"
+	var sub struct {
+		RunID string `json:"run_id"`
+		New   bool   `json:"new"`
+	}
+	srv.api(t, "POST", "/v1/runs", map[string]any{"workflow": "approval.tqw.yaml", "input": map[string]any{"request": "r-42"}, "run_id": runID}, &sub)
+	if sub.RunID != runID || !sub.New {
+		t.Fatalf("submit: %+v, want a new run %s", sub, runID)
+	}
+	until("the submitted run appears in the list and reaches its wait", fmt.Sprintf(`document.querySelector('tr[data-run=%q][data-state=waiting]') !== null`, runID))
+	until("the count of waiting runs says 1", `(document.querySelector('[data-count=waiting] .n') || {}).textContent === '1'`)
+	if marker := eval("read the marker", `window.tqwNoReload || ''`); marker != "still here" {
+		t.Fatalf("the runs list reloaded (the window marker is %q)", marker)
+	}
+	shot("runs-waiting")
+
+	step("open the run page", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-run=%q] a`, runID))))
+	until("the approval form is generated from the wait's schema",
+		`document.querySelector('#approval-form input[name=approved][type=checkbox][role=switch]') !== null && document.querySelector('#approval-form input[name=by][type=text]') !== null`)
+	until("the graph highlights the waiting step, and only it",
+		`(() => { const c = [...document.querySelectorAll('#graph svg g.node.current')]; return c.length === 1 && /s_ask/.test(c[0].id); })()`)
+	header := text("read the header", `#run-header`)
+	for _, want := range []string{"approval", "waiting", "ask", "r-42"} {
+		if !strings.Contains(header, want) {
+			t.Errorf("run header lacks %q:\n%s", want, header)
+		}
+	}
+	shot("run-waiting")
+
+	step("approve in the form",
+		chromedp.Click(chromedp.CSS(`#approval-form input[name=approved]`)),
+		chromedp.SendKeys(chromedp.CSS(`#approval-form input[name=by]`), "browser test"))
+	shot("run-approval-filled")
+	step("send the signal", chromedp.Click(chromedp.CSS(`#approval-form button[type=submit]`)))
+	until("the run succeeds", `document.querySelector('#run-header [data-field=state] [data-state=succeeded]') !== null`)
+	until("the graph marks the visited steps and no current one",
+		`(() => { const v = [...document.querySelectorAll('#graph svg g.node.visited')].map(e => e.id).join(' ');
+		          return /s_ask/.test(v) && /s_approved/.test(v) && !/s_rejected/.test(v) && document.querySelector('#graph svg g.node.current') === null; })()`)
+	until("the timeline shows the approved step", `document.querySelector('#timeline li[data-step=approved]') !== null`)
+	result := text("read the result", `[data-field=result]`)
+	if !strings.Contains(result, `"approved_by": "browser test"`) || !strings.Contains(result, `"request": "r-42"`) {
+		t.Errorf("result shows %s, want approved_by \"browser test\" for request r-42", result)
+	}
+	var run struct {
+		State  string          `json:"state"`
+		Result json.RawMessage `json:"result"`
+	}
+	srv.api(t, "GET", "/v1/runs/"+runID, nil, &run)
+	if run.State != "succeeded" {
+		t.Errorf("the API says the run is %s, want succeeded", run.State)
+	}
+	shot("run-succeeded")
+
+	scheme := func(v string) {
+		t.Helper()
+		if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: v}}}); err != nil {
+			t.Fatalf("emulating prefers-color-scheme %s: %v", v, err)
+		}
+	}
+	scheme("dark")
+	if bg := eval("read the dark background", `getComputedStyle(document.body).backgroundColor`); bg == "rgb(255, 255, 255)" {
+		t.Errorf("with prefers-color-scheme dark the page background is %s", bg)
+	}
+	shot("run-succeeded-dark")
+	scheme("light")
+
+	step("back to the runs list", chromedp.Click(chromedp.CSS(`nav a[data-nav=runs]`)))
+	until("the list shows the run succeeded", fmt.Sprintf(`document.querySelector('tr[data-run=%q][data-state=succeeded]') !== null`, runID))
+	shot("runs-succeeded")
+
+	step("open the workflows page", chromedp.Click(chromedp.CSS(`nav a[data-nav=workflows]`)))
+	until("the workflows page lists approval.tqw.yaml", `document.querySelector('#workflows li[data-workflow="approval.tqw.yaml"]') !== null`)
+	shot("workflows")
+	step("open the approval workflow", chromedp.Click(chromedp.CSS(`#workflows li[data-workflow="approval.tqw.yaml"] a`)))
+	until("the workflow page draws its graph and lists the run",
+		fmt.Sprintf(`document.querySelector('#graph svg g.node') !== null && document.querySelector('#recent-body tr[data-run=%q]') !== null`, runID))
+	shot("workflow")
+
+	// The form draws each kind of field, refuses bad values inline in the
+	// browser, and shows the server's schema refusal next to its field.
+	yaml, err := os.ReadFile(filepath.Join("testdata", "review.tqw.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const reviewID = "ui-browser-review"
+	srv.api(t, "POST", "/v1/runs", map[string]any{"yaml": string(yaml), "run_id": reviewID}, &sub)
+	step("open the review run's page", chromedp.Navigate(srv.base+"/ui/runs/"+reviewID))
+	until("the form has a select, a number, a text field and a switch",
+		`!!document.querySelector('#approval-form select[name=decision]') && !!document.querySelector('#approval-form input[name=score][type=number][min="1"][max="5"]') &&
+		 !!document.querySelector('#approval-form input[name=note][type=text][minlength="3"]') && !!document.querySelector('#approval-form input[name=urgent][role=switch]')`)
+	until("the graph of the inline workflow highlights its waiting step",
+		`(() => { const c = [...document.querySelectorAll('#graph svg g.node.current')]; return c.length === 1 && /s_review/.test(c[0].id); })()`)
+	step("send the empty form", chromedp.Click(chromedp.CSS(`#approval-form button[type=submit]`)))
+	until("each required field says what is wrong, inline",
+		`['decision', 'score', 'note'].every((n) => { const i = document.querySelector('#approval-form [name=' + n + ']');
+		   return i.getAttribute('aria-invalid') === 'true' && document.getElementById(i.getAttribute('aria-describedby').split(' ').pop()).textContent !== ''; })`)
+	shot("review-invalid")
+	var waitingRun struct {
+		State string `json:"state"`
+	}
+	srv.api(t, "GET", "/v1/runs/"+reviewID, nil, &waitingRun)
+	if waitingRun.State != "waiting" {
+		t.Fatalf("after an invalid form the run is %s, want still waiting", waitingRun.State)
+	}
+	step("fill the form with a score only the server refuses (not a multiple of 2)",
+		chromedp.SetValue(chromedp.CSS(`#approval-form select[name=decision]`), "0"),
+		chromedp.SendKeys(chromedp.CSS(`#approval-form input[name=score]`), "3"),
+		chromedp.SendKeys(chromedp.CSS(`#approval-form input[name=note]`), "ship it"),
+		chromedp.Click(chromedp.CSS(`#approval-form button[type=submit]`)))
+	until("the server's refusal is shown at the score field",
+		`(() => { const i = document.querySelector('#approval-form [name=score]'); const e = document.getElementById(i.getAttribute('aria-describedby').split(' ').pop());
+		          return i.getAttribute('aria-invalid') === 'true' && /multipleOf/.test(e.textContent) && document.querySelector('#approval-form [name=note]').getAttribute('aria-invalid') !== 'true'; })()`)
+	shot("review-refused")
+	step("correct the score and send",
+		chromedp.SetValue(chromedp.CSS(`#approval-form input[name=score]`), "4"),
+		chromedp.Click(chromedp.CSS(`#approval-form button[type=submit]`)))
+	until("the review run succeeds", `document.querySelector('#run-header [data-field=state] [data-state=succeeded]') !== null`)
+	if got := text("read the review result", `[data-field=result]`); !strings.Contains(got, `"decision": "ship"`) || !strings.Contains(got, `"score": 4`) {
+		t.Errorf("review result shows %s, want decision ship, score 4", got)
+	}
+	shot("review-succeeded")
+
+	// Cancel asks first, then cancels.
+	const cancelID = "ui-browser-cancel"
+	srv.api(t, "POST", "/v1/runs", map[string]any{"workflow": "approval.tqw.yaml", "input": map[string]any{"request": "r-43"}, "run_id": cancelID}, &sub)
+	step("open the run to cancel", chromedp.Navigate(srv.base+"/ui/runs/"+cancelID))
+	until("the run waits", `document.querySelector('#run-header [data-field=state] [data-state=waiting]') !== null`)
+	step("ask to cancel, then keep it running",
+		chromedp.Click(chromedp.CSS(`#cancel`)),
+		chromedp.WaitVisible(chromedp.CSS(`#cancel-yes`)),
+		chromedp.Click(chromedp.CSS(`#cancel-no`)),
+		chromedp.WaitVisible(chromedp.CSS(`#cancel`)))
+	srv.api(t, "GET", "/v1/runs/"+cancelID, nil, &waitingRun)
+	if waitingRun.State != "waiting" {
+		t.Fatalf("after keeping it running the run is %s, want waiting", waitingRun.State)
+	}
+	step("ask to cancel", chromedp.Click(chromedp.CSS(`#cancel`)), chromedp.WaitVisible(chromedp.CSS(`#cancel-yes`)))
+	shot("cancel-confirm")
+	step("confirm", chromedp.Click(chromedp.CSS(`#cancel-yes`)))
+	until("the run is cancelled and the form gone",
+		`document.querySelector('#run-header [data-field=state] [data-state=cancelled]') !== null && document.querySelector('#approval-form') === null && document.querySelector('#cancel') === null`)
+	shot("cancelled")
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(elsewhere) > 0 {
+		t.Errorf("the pages requested other origins: %v", elsewhere)
+	}
+	if len(thrown) > 0 {
+		t.Errorf("scripts threw: %s", strings.Join(thrown, "\n"))
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		t.Errorf("the browser went away: %v", ctx.Err())
+	}
+}
