@@ -52,6 +52,7 @@ type broker struct {
 	s       *Server
 	in      chan interpreter.Event
 	touched chan string
+	seedReq chan chan struct{}
 	subsMu  sync.Mutex
 	subs    map[*subscriber]struct{}
 	// last is the state each run was last published in, for the streams
@@ -64,7 +65,7 @@ type broker struct {
 }
 
 func newBroker(s *Server) *broker {
-	b := &broker{s: s, in: make(chan interpreter.Event, 4096), touched: make(chan string, 4096),
+	b := &broker{s: s, in: make(chan interpreter.Event, 4096), touched: make(chan string, 4096), seedReq: make(chan chan struct{}),
 		subs: map[*subscriber]struct{}{}, last: map[string]string{}, quit: make(chan struct{}), done: make(chan struct{})}
 	go b.loop()
 	return b
@@ -160,6 +161,9 @@ func (b *broker) loop() {
 		case id := <-b.touched:
 			run, all := b.snapshot()
 			b.check(ctx, id, run[id], all)
+		case done := <-b.seedReq:
+			b.seed(ctx)
+			close(done)
 		case <-t.C:
 			b.poll(ctx)
 		}
@@ -398,5 +402,11 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
 	sub := s.events.subscribe("", "")
+	done := make(chan struct{})
+	select {
+	case s.events.seedReq <- done:
+		<-done
+	case <-s.events.quit:
+	}
 	s.stream(w, r, sub, nil)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/server"
+	"github.com/tqw-dsl/tqw/server/metrics"
 	"github.com/tqw-dsl/tqw/server/ui"
 )
 
@@ -47,7 +48,8 @@ func newServeCmd() *cobra.Command {
 		Long: `serve is worker plus an HTTP server: it takes the store's writer lease and
 works every run as worker does, applies the inbox's commands, and serves the
 HTTP API at --addr (JSON under /v1, docs/API.md; the OpenAPI document at
-/v1/openapi.json; /healthz and /readyz). Its lease advertises the address,
+/v1/openapi.json; /healthz and /readyz), the web UI at / (docs/UI.md) and
+Prometheus metrics at /metrics. Its lease advertises the address,
 so signal, cancel, submit, status, list and history on other processes reach
 it over HTTP instead of the store's inbox.
 
@@ -103,7 +105,9 @@ then drains as worker does and exits 0.`,
 				srvMu sync.Mutex
 				srv   *server.Server
 			)
+			m := metrics.New()
 			events := func(ev interpreter.Event) {
+				m.Events(ev)
 				srvMu.Lock()
 				s := srv
 				srvMu.Unlock()
@@ -112,7 +116,8 @@ then drains as worker does and exits 0.`,
 				}
 			}
 			e, err := openEngine(context.WithoutCancel(ctx), store, engineOptions{noShell: noShell, concurrency: concurrency, name: "serve",
-				inboxPoll: inboxPoll, retention: retention, endpoint: endpoint, events: events})
+				inboxPoll: inboxPoll, retention: retention, endpoint: endpoint, events: events,
+				wrapStore: m.WrapStore, inboxAnswered: m.InboxAnswered})
 			var busy *busyError
 			if errors.As(err, &busy) {
 				return failf(exitFailed, "%v; a second writer would fence it: send it commands or stop it first", busy)
@@ -121,10 +126,13 @@ then drains as worker does and exits 0.`,
 				return err
 			}
 			defer e.Close()
+			if err := m.Watch(metrics.Source{Runtime: e.rt, Lease: e.lease}); err != nil {
+				return failf(exitFailed, "metrics: %v", err)
+			}
 			s, err := server.New(server.Config{
 				Runtime: e.rt, Interpreter: e.it, WorkflowsDir: workflows, NoShell: noShell, Token: token, Hooks: hooks,
 				DSL:   interpreter.LoadOptions(builtin.New(builtin.Options{EnableShell: !noShell}), dsl.Options{}),
-				Ready: e.ready, Logger: e.log, UI: ui.Handler(),
+				Ready: e.ready, Logger: e.log, UI: ui.Handler(), Metrics: m.Handler(),
 			})
 			if err != nil {
 				return failf(exitUsage, "%v", err)
