@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -100,6 +102,19 @@ func testServeCommandsOverHTTP(t *testing.T, c *cli) {
 	})
 	if code, out, _ := c.run("history", "h1"); code != exitOK || !strings.Contains(out, "approved") || !strings.Contains(out, `"by":"bo"`) {
 		t.Fatalf("history: %d %s", code, out)
+	}
+	// /metrics needs no token and counts the run: its start, its end and
+	// the store requests.
+	resp, err := http.Get(addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`tqw_runs_finished_total{outcome="succeeded",workflow="approval"} 1`, "tqw_objstore_requests_total", "tqw_step_duration_seconds_bucket"} {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Fatalf("GET /metrics: %d, lacks %s:\n%s", resp.StatusCode, want, body)
+		}
 	}
 	if code, _, errOut := c.run("cancel", "h1"); code != exitFailed || !strings.Contains(errOut, "already ended") {
 		t.Fatalf("cancel a finished run: %d %s", code, errOut)
