@@ -108,14 +108,17 @@ type Interpreter struct {
 
 	defMu sync.Mutex
 	defs  map[string]*definition
+	// pins are the definitions known stored: Submit pins each once.
+	pins pinSet
 
 	watchMu  sync.Mutex
 	watchers map[string][]chan *runtime.RunOutcome
 }
 
 var (
-	_ runtime.StepRunner   = (*Interpreter)(nil)
-	_ runtime.TerminalHook = (*Interpreter)(nil)
+	_ runtime.StepRunner     = (*Interpreter)(nil)
+	_ runtime.TerminalHook   = (*Interpreter)(nil)
+	_ runtime.RunEndObserver = (*Interpreter)(nil)
 )
 
 // New returns an interpreter keeping definitions and large outputs in store

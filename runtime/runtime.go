@@ -46,6 +46,8 @@ type Runtime struct {
 
 	// pending holds per-run totals not written yet (totals.go).
 	pending pendingTotals
+	// endObservers learn of run ends committed here (RunEndObserver).
+	endObservers []RunEndObserver
 
 	deadMu   sync.Mutex
 	lastDead int64 // dead count of the step queue at the last reconcile; -1 = never
@@ -207,6 +209,7 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 	store = counting.Scoped(store)
 	rt := &Runtime{q: q, store: store, runner: runner, cfg: cfg, clock: cfg.clock, log: cfg.logger,
 		entropy: cfg.entropy, lastDead: -1, validator: cfg.validator}
+	rt.endObservers = endObservers(runner, cfg.hook)
 	if v, ok := runner.(SignalValidator); ok && !cfg.validatorSet {
 		rt.validator = v
 	}

@@ -23,6 +23,9 @@ func (rt *Runtime) terminalEffects(runID string, rec *runRecord, n int, status T
 		out.Result, out.ResultOmitted = nil, true
 	}
 	sef := &queue.SettlementEffects{KVDeletes: []string{runKey(runID), stepKey(runID), cancelKey(runID)}}
+	if len(rt.endObservers) > 0 {
+		sef.OnDurable = func() { rt.reportEnd(out) }
+	}
 	if rt.cfg.resultRetention > 0 {
 		b, err := encodeRecord(&resultRecord{Nonce: rec.Nonce, Status: status, Result: out.Result, ResultOmitted: out.ResultOmitted,
 			Error: errMsg, Step: n, SubmittedMs: rec.SubmittedMs, FinishedMs: now.UnixMilli(), Headers: rec.Headers})
@@ -227,4 +230,54 @@ func (rt *Runtime) reconcileLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// reportEnd tells the RunEndObservers of a run end that is durable; a
+// panicking observer is logged, never allowed to break the settlement.
+func (rt *Runtime) reportEnd(out *RunOutcome) {
+	for _, o := range rt.endObservers {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					rt.log.Error("RunEndObserver.RunEnded panicked", "run", out.RunID, "panic", r)
+				}
+			}()
+			o.RunEnded(out)
+		}()
+	}
+}
+
+// endObservers returns the RunEndObservers among runner and hook, each
+// once.
+func endObservers(runner StepRunner, hook TerminalHook) []RunEndObserver {
+	var out []RunEndObserver
+	if o, ok := hook.(RunEndObserver); ok {
+		out = append(out, o)
+	}
+	if o, ok := runner.(RunEndObserver); ok && (len(out) == 0 || !sameValue(out[0], o)) {
+		out = append(out, o)
+	}
+	return out
+}
+
+// sameValue reports whether a and b are the same comparable value; two
+// values of a type that cannot be compared are different.
+func sameValue(a, b any) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
+}
+
+// chainDurable returns a callback running a then b, skipping nil ones.
+func chainDurable(a, b func()) func() {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func() { a(); b() }
 }
