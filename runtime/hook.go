@@ -51,7 +51,9 @@ type RunOutcome struct {
 	// Step is the number of the step that terminated the run.
 	Step int `msgpack:"s"`
 	// Headers are the submitter's headers.
-	Headers     map[string]string `msgpack:"hd,omitempty"`
+	Headers map[string]string `msgpack:"hd,omitempty"`
+	// Labels are the run's labels (RunSpec.Labels).
+	Labels      map[string]string `msgpack:"lb,omitempty"`
 	SubmittedAt time.Time         `msgpack:"t"`
 	FinishedAt  time.Time         `msgpack:"f"`
 }

@@ -41,6 +41,8 @@ const (
 //     rewrites it in the commit that enqueues the next step.
 //   - signals/wait/<key> maps a correlation key to the job waiting on it;
 //     an entry whose job is no longer scheduled is stale and ignored.
+//   - labels/<k>=<escaped v>/<id> indexes a run's labels from its
+//     submission until its result expires; the value is the run's nonce.
 const (
 	kvRuns        = ReservedKVPrefix + "runs/"
 	kvSteps       = ReservedKVPrefix + "steps/"
@@ -52,6 +54,7 @@ const (
 	kvSigWait     = ReservedKVPrefix + "signals/wait/"
 	kvSigDelivery = ReservedKVPrefix + "signals/delivered/"
 	kvTotals      = ReservedKVPrefix + "totals/"
+	kvLabels      = ReservedKVPrefix + "labels/"
 )
 
 func runKey(runID string) string    { return kvRuns + runID }

@@ -99,6 +99,12 @@ func (rt *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 			ok, err := rt.q.KVCompareAndDelete(ctx, resultKey(runID), b)
 			if ok {
 				res.Results++
+				// Its label entries go with it; a later run's stay.
+				if r, derr := decodeResultRecord(b); derr == nil {
+					if err := rt.compareDeleteAll(ctx, labelCompareDeletes(r.Labels, runID, r.Nonce)); err != nil {
+						return err
+					}
+				}
 				// Its totals go with it (a later run starts its own).
 				if t, terr := kvGet(ctx, rt.q, totalsKey(runID)); terr == nil && t != nil {
 					if _, err := rt.q.KVCompareAndDelete(ctx, totalsKey(runID), t); err != nil {

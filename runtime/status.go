@@ -83,7 +83,9 @@ type RunStatus struct {
 	ResultOmitted bool
 	Error         string
 	Headers       map[string]string
-	SubmittedAt   time.Time
+	// Labels are the run's labels (RunSpec.Labels).
+	Labels      map[string]string
+	SubmittedAt time.Time
 	// FinishedAt is set for terminated runs.
 	FinishedAt time.Time
 	// Totals is what the run has cost so far, as of its last durable
@@ -212,11 +214,11 @@ func (in *Inspector) totals(ctx context.Context, runID, nonce string) (*RunTotal
 
 func terminalStatus(runID string, r *resultRecord) RunStatus {
 	return RunStatus{RunID: runID, State: r.Status.state(), Step: r.Step, Result: r.Result, ResultOmitted: r.ResultOmitted,
-		Error: r.Error, Headers: r.Headers, SubmittedAt: timeFromMs(r.SubmittedMs), FinishedAt: timeFromMs(r.FinishedMs)}
+		Error: r.Error, Headers: r.Headers, Labels: r.Labels, SubmittedAt: timeFromMs(r.SubmittedMs), FinishedAt: timeFromMs(r.FinishedMs)}
 }
 
 func (in *Inspector) activeStatus(ctx context.Context, runID string, rec *runRecord) (RunStatus, error) {
-	st := RunStatus{RunID: runID, State: StatePending, Headers: rec.Headers, SubmittedAt: timeFromMs(rec.SubmittedMs)}
+	st := RunStatus{RunID: runID, State: StatePending, Headers: rec.Headers, Labels: rec.Labels, SubmittedAt: timeFromMs(rec.SubmittedMs)}
 	var err error
 	if st.Totals, err = in.totals(ctx, runID, rec.Nonce); err != nil {
 		return RunStatus{}, err
@@ -271,6 +273,10 @@ type ListOptions struct {
 	Limit int
 	// States keeps only runs in these states; empty keeps all.
 	States []RunState
+	// Labels keeps only runs carrying every one of these labels. The
+	// runs are found through the index of one of them (the first by
+	// key), not by a scan of all runs.
+	Labels map[string]string
 }
 
 // ListRuns returns active runs and terminated runs within their retention
@@ -291,6 +297,9 @@ func (in *Inspector) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatu
 			}
 		}
 		return false
+	}
+	if len(opts.Labels) > 0 {
+		return in.listLabelled(ctx, opts, limit, keep)
 	}
 	active := &kvCursor{r: in.r, prefix: kvRuns, after: opts.After}
 	done := &kvCursor{r: in.r, prefix: kvResults, after: opts.After}
@@ -337,6 +346,72 @@ func (in *Inspector) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatu
 		return nil, err
 	}
 	return out, nil
+}
+
+// listLabelled is ListRuns through the index of one of opts.Labels: an
+// entry counts only while the run's record (active or result) still names
+// the entry's nonce, so a stale entry of an earlier run under the same id
+// is skipped.
+func (in *Inspector) listLabelled(ctx context.Context, opts ListOptions, limit int, keep func(RunState) bool) ([]RunStatus, error) {
+	if err := ValidateLabels(opts.Labels); err != nil {
+		return nil, fmt.Errorf("runtime: list runs: %w", err)
+	}
+	k, v := pickLabel(opts.Labels)
+	idx := &kvCursor{r: in.r, prefix: labelPrefix(k, v), after: opts.After}
+	var out []RunStatus
+	for len(out) < limit {
+		e, err := idx.peek(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if e == nil {
+			break
+		}
+		idx.next()
+		st, nonce, err := in.statusOf(ctx, e.id)
+		if errors.Is(err, ErrRunNotFound) || (err == nil && nonce != string(e.value)) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if keep(st.State) && hasLabels(st.Labels, opts.Labels) {
+			out = append(out, st)
+		}
+	}
+	if err := in.durable(ctx); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// statusOf returns the status of runID and the nonce of the incarnation
+// it describes, without totals.
+func (in *Inspector) statusOf(ctx context.Context, runID string) (RunStatus, string, error) {
+	recBytes, err := kvGet(ctx, in.r, runKey(runID))
+	if err != nil {
+		return RunStatus{}, "", err
+	}
+	if recBytes != nil {
+		rec, err := decodeRunRecord(recBytes)
+		if err != nil {
+			return RunStatus{}, "", fmt.Errorf("run %s: %w", runID, err)
+		}
+		st, err := in.activeStatus(ctx, runID, rec)
+		return st, rec.Nonce, err
+	}
+	b, err := kvGet(ctx, in.r, resultKey(runID))
+	if err != nil {
+		return RunStatus{}, "", err
+	}
+	if b == nil {
+		return RunStatus{}, "", fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+	}
+	res, err := decodeResultRecord(b)
+	if err != nil {
+		return RunStatus{}, "", fmt.Errorf("run %s: %w", runID, err)
+	}
+	return terminalStatus(runID, res), res.Nonce, nil
 }
 
 type kvItem struct {

@@ -21,6 +21,10 @@ type RunSpec struct {
 	// Headers thread through every step and reach the terminal hook; names
 	// under "workflow." are rejected.
 	Headers map[string]string
+	// Labels tag the run for ListRuns filters (ListOptions.Labels), which
+	// find them through an index; they are kept with the run's status, not
+	// sent with each step. See ValidateLabels.
+	Labels map[string]string
 	// KVWrites are caller-KV writes committed atomically with step 0's
 	// enqueue; a duplicate submission drops them. Keys under "workflow/"
 	// are rejected.
@@ -53,6 +57,9 @@ func (rt *Runtime) Submit(ctx context.Context, spec RunSpec) (SubmitOutcome, err
 	if err := validateUserHeaders(spec.Headers); err != nil {
 		return SubmitOutcome{}, fmt.Errorf("submit run %s: %w", runID, err)
 	}
+	if err := ValidateLabels(spec.Labels); err != nil {
+		return SubmitOutcome{}, fmt.Errorf("submit run %s: %w", runID, err)
+	}
 	for k, v := range spec.KVWrites {
 		if err := validateAppKey(k); err != nil {
 			return SubmitOutcome{}, fmt.Errorf("submit run %s: RunSpec.KVWrites: %w", runID, err)
@@ -69,7 +76,8 @@ func (rt *Runtime) Submit(ctx context.Context, spec RunSpec) (SubmitOutcome, err
 
 	nonce, jobID := rt.newID(), rt.newID()
 	headers := userHeaders(spec.Headers)
-	rec, err := encodeRecord(&runRecord{Nonce: nonce, InputHash: sum[:], SubmittedMs: rt.clock.Now().UnixMilli(), Headers: headers})
+	rec, err := encodeRecord(&runRecord{Nonce: nonce, InputHash: sum[:], SubmittedMs: rt.clock.Now().UnixMilli(), Headers: headers,
+		Labels: copyLabels(spec.Labels)})
 	if err != nil {
 		return SubmitOutcome{}, err
 	}
@@ -78,6 +86,7 @@ func (rt *Runtime) Submit(ctx context.Context, spec RunSpec) (SubmitOutcome, err
 		return SubmitOutcome{}, err
 	}
 	puts := []queue.KVWrite{{Key: runKey(runID), Value: rec}, {Key: stepKey(runID), Value: ptr}}
+	puts = append(puts, labelWrites(spec.Labels, runID, nonce)...)
 	appKeys := make([]string, 0, len(spec.KVWrites))
 	for k := range spec.KVWrites {
 		appKeys = append(appKeys, k)

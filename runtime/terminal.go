@@ -18,7 +18,7 @@ func timeFromMs(ms int64) time.Time { return time.UnixMilli(ms) }
 func (rt *Runtime) terminalEffects(runID string, rec *runRecord, n int, status TerminalStatus, result []byte, errMsg string) (*queue.SettlementEffects, error) {
 	now := rt.clock.Now()
 	out := &RunOutcome{RunID: runID, Status: status, Result: result, Error: errMsg, Step: n,
-		Headers: rec.Headers, SubmittedAt: timeFromMs(rec.SubmittedMs), FinishedAt: now}
+		Headers: rec.Headers, Labels: rec.Labels, SubmittedAt: timeFromMs(rec.SubmittedMs), FinishedAt: now}
 	if len(result) > MaxRetainedResult {
 		out.Result, out.ResultOmitted = nil, true
 	}
@@ -28,13 +28,16 @@ func (rt *Runtime) terminalEffects(runID string, rec *runRecord, n int, status T
 	}
 	if rt.cfg.resultRetention > 0 {
 		b, err := encodeRecord(&resultRecord{Nonce: rec.Nonce, Status: status, Result: out.Result, ResultOmitted: out.ResultOmitted,
-			Error: errMsg, Step: n, SubmittedMs: rec.SubmittedMs, FinishedMs: now.UnixMilli(), Headers: rec.Headers})
+			Error: errMsg, Step: n, SubmittedMs: rec.SubmittedMs, FinishedMs: now.UnixMilli(), Headers: rec.Headers, Labels: rec.Labels})
 		if err != nil {
 			return nil, err
 		}
 		sef.KVPuts = append(sef.KVPuts,
 			queue.KVWrite{Key: resultKey(runID), Value: b},
 			queue.KVWrite{Key: timedKey(kvExpiry, now, runID), Value: []byte(rec.Nonce)})
+	} else {
+		// No result is kept, so nothing lists the run any more.
+		sef.KVCompareDeletes = append(sef.KVCompareDeletes, labelCompareDeletes(rec.Labels, runID, rec.Nonce)...)
 	}
 	if rt.cfg.memoRetention > 0 {
 		sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: timedKey(kvTerminals, now, runID), Value: []byte(rec.Nonce)})
