@@ -1,6 +1,7 @@
 package actions
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -69,4 +70,36 @@ func (r *Registry) Names() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// SchemaDeclarer is an Action that declares the JSON Schema of its with,
+// so workflows that use it are checked at load (validate, the editor)
+// and not only when the step runs. Registering such an action in the
+// Registry is all an embedding program does: the interpreter hands the
+// schema to the loader itself.
+type SchemaDeclarer interface {
+	Action
+	// WithSchema returns the JSON Schema (2020-12) of the action's with;
+	// nil accepts any map.
+	WithSchema() json.RawMessage
+}
+
+// Schemas returns, for every registered action not named in builtin, the
+// schema it declares (nil when it declares none), by name: the loader's
+// dsl.Options.ExtraActions.
+func (r *Registry) Schemas(builtin []string) map[string]json.RawMessage {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := map[string]json.RawMessage{}
+	for name, a := range r.actions {
+		if slices.Contains(builtin, name) {
+			continue
+		}
+		var s json.RawMessage
+		if d, ok := a.(SchemaDeclarer); ok {
+			s = d.WithSchema()
+		}
+		out[name] = s
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package interpreter
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -70,7 +71,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Events, when set, is called as steps start and end. It must not block.
 	Events func(Event)
-	// Load options for definitions (extra actions).
+	// Load options for definitions. The registry's actions that are not
+	// built in are added to ExtraActions with the schemas they declare
+	// (actions.SchemaDeclarer), so an action is registered in one place.
 	DSL dsl.Options
 	// LeaseMargin is added to a step's timeout when extending its lease
 	// before a long action; 0 means 30s.
@@ -129,6 +132,7 @@ func New(store objstore.Store, opts Options) (*Interpreter, error) {
 	}
 	// Requests made under a step's context count toward its run's totals.
 	store = counting.Scoped(store)
+	opts.DSL = LoadOptions(opts.Actions, opts.DSL)
 	it := &Interpreter{store: store, acts: opts.Actions, getenv: opts.Getenv, clock: opts.Clock,
 		log: opts.Logger, events: opts.Events, dslOpts: opts.DSL, margin: opts.LeaseMargin, rand: opts.Rand,
 		retention: opts.Retention, sweepEvery: opts.SweepInterval,
@@ -212,10 +216,32 @@ type Event struct {
 // StoreNamespaces are the object prefixes the interpreter writes under
 // (definitions, large outputs, rerun claims), for runtime.WithStoreNamespaces,
 // so nothing else sharing the store is configured into them.
-func StoreNamespaces() []runtime.Namespace {
-	return []runtime.Namespace{
+func StoreNamespaces() []objstore.Namespace {
+	return []objstore.Namespace{
 		{Owner: "interpreter definitions", Prefix: strings.TrimSuffix(defsPrefix, "/")},
 		{Owner: "interpreter large outputs", Prefix: strings.TrimSuffix(outputsPrefix, "/")},
 		{Owner: "interpreter rerun claims", Prefix: strings.TrimSuffix(rerunPrefix, "/")},
 	}
+}
+
+// LoadOptions returns opts with acts' actions that are not built in added
+// to ExtraActions (with the schemas they declare), for loading workflow
+// files that use them (Load, dsl.Load).
+func LoadOptions(acts *actions.Registry, opts dsl.Options) dsl.Options {
+	if acts == nil {
+		return opts
+	}
+	extra := acts.Schemas(dsl.BuiltinActions)
+	if len(extra) == 0 {
+		return opts
+	}
+	merged := make(map[string]json.RawMessage, len(extra)+len(opts.ExtraActions))
+	for k, v := range extra {
+		merged[k] = v
+	}
+	for k, v := range opts.ExtraActions {
+		merged[k] = v
+	}
+	opts.ExtraActions = merged
+	return opts
 }

@@ -16,9 +16,9 @@ import (
 // PrepareRun is Submit for a process that is not the store's writer: it
 // validates input against w's input schema, pins w and every workflow it
 // calls in store, and returns the RunSpec Submit would submit, for a
-// runtime.Client to send to the writer's inbox. The definitions are plain
-// create-only objects under tqw/defs/, not kv state, so writing them from
-// any process is safe and disturbs no writer. Submit builds its spec
+// remote.Client (runtime/remote) to send to the writer's inbox. The
+// definitions are plain create-only objects under tqw/defs/, not kv
+// state, so writing them from any process is safe and disturbs no writer. Submit builds its spec
 // here, so submitting the same run id and input through either path is
 // the same submission.
 //

@@ -158,7 +158,7 @@ func (d *delivery) process(ctx, sctx context.Context, release func()) error {
 	if !replayed {
 		// The runner starts only while the writer lease stays valid for
 		// the margin, and only if the claim survived the wait.
-		if err := rt.awaitLease(ctx); err != nil {
+		if err := rt.AwaitLease(ctx); err != nil {
 			return err
 		}
 		if _, held := rt.q.LeaseExpiry(d.c); !held {

@@ -49,7 +49,7 @@
 //     and, with SignalOptions.RequireWaiting, the check that a step waits
 //     on its key: a refusal (ErrSignalRejected, ErrNoWaiter) writes
 //     nothing, whether the signal came through Signal, SendSignal or the
-//     inbox. A buffered signal is kept for the signal retention
+//     inbox (runtime/remote, through AdmitSignal). A buffered signal is kept for the signal retention
 //     (WithSignalRetention, default 7 days, counted from its buffering),
 //     then the retention sweep drops it; SendSignal reports the expiry and
 //     ListSignals lists what is buffered (key, size, buffering time).
@@ -65,7 +65,8 @@
 //     after a failed WAL write) ends Run at once with that error.
 //   - With WithLeaseGate (the CLI passes its writer lease, runtime/lease),
 //     a writer that has not renewed its lease within the TTL stops starting
-//     steps and applying inbox commands before anyone else may take over:
+//     steps and applying inbox commands (runtime/remote, through
+//     AwaitLease) before anyone else may take over:
 //     the worker claims nothing while the lease is not valid, and invokes a
 //     runner only while the lease stays valid for the margin (TTL/3) more,
 //     which bounds the time from that check to the step's first side
@@ -74,42 +75,32 @@
 //     cancels the running steps. The lease's default TTL is 15 s, renewed
 //     every 5 s: 12 conditional PUTs a minute, 17,280 a day, about $0.086
 //     a day on S3 at $0.005 per 1,000 PUTs, the only request an idle
-//     writer makes besides the inbox poll. A shorter TTL would suspend
-//     healthy writers on S3's slow PUTs (each renewal must ride out a
-//     failed attempt within TTL/3) and cost more; a longer one keeps a
-//     store blocked that long after a writer on another machine died (a
-//     dead one on the same machine is replaced at once).
+//     writer makes besides the inbox poll (runtime/remote). A shorter TTL
+//     would suspend healthy writers on S3's slow PUTs (each renewal must
+//     ride out a failed attempt within TTL/3) and cost more; a longer one
+//     keeps a store blocked that long after a writer on another machine
+//     died (a dead one on the same machine is replaced at once).
 //   - Status and ListRuns read durable records only, so a process with a
 //     queue.Reader on the store follows runs (Inspector).
 //
-// # Inbox
+// # Control surface
 //
-// Processes that do not own the store control runs through a Client:
-// Submit, Signal, ClearSignal and Cancel become command objects in the
-// store's inbox, which the writer drains (ServeInbox, DrainInbox),
-// applying each exactly once, also across its own crashes, and answering
-// it. An answer is written only once every effect it reports is durable.
-// Each command ends with one outcome: its result; a rejection naming a
-// sentinel error (Client returns a *RemoteError matching it), nothing
-// applied; "internal", the writer gave up on store errors before the
-// command had started, nothing applied; or "uncertain", it gave up after
-// the command may have taken effect. An uncertain command stays in the
-// inbox and is retried at every pass as the continuation of its first
-// attempt (an applied-marker per command id), so it takes effect at most
-// once, and the attempt that succeeds replaces the answer with the true
-// outcome, which the Client waits for (ErrOutcomeUncertain if it does
-// not come in time). A store error that stops the kv is never answered;
-// the next writer applies the command.
-//
-// The writer never deletes or overwrites an object it cannot prove is the
-// inbox's: a command carries "tqw":"inbox-command" and its own name as
-// id, an answer "tqw":"inbox-answer". Any other object under the inbox's
-// prefixes is left in place and reported (a warning naming it, once per
-// object and hour). Every component of a store keeps its objects under
-// its own prefix (docs/STORE-LAYOUT.md lists them); New checks the
-// runtime's (queue, memo, writer lease, WithStoreNamespaces) and
-// ServeInbox, DrainInbox and NewClient the inbox's against them, refusing
-// an overlap with ErrNamespaceOverlap naming both (CheckNamespaces).
+// Processes that do not own the store control runs through runtime/remote
+// (a Client whose commands the writer's inbox applies exactly once). A
+// control plane applies commands with Submit, Cancel and SendSignal, and
+// replays one after its own crash with what follows, which writes nothing
+// of the runtime's beyond what those do: Incarnation (which run carries
+// an id now, and which ended last), AdmitSignal (a signal's checks,
+// writing nothing), SignalValue, BufferSignal, SignalBuffered,
+// DeliverSignal and ClearSignalWith (a signal's writes, each committed
+// with the control plane's own record), SignalExpiry, and AwaitLease (the
+// lease gate). Its records live in the caller KV under a ControlKVPrefix
+// ("workflow/inbox/" for the inbox), which the runtime never touches; its
+// objects under a prefix checked against StoreNamespaces
+// (objstore.CheckNamespaces; docs/STORE-LAYOUT.md lists every component's).
+// New checks the runtime's own namespaces (queue, memo, writer lease,
+// WithStoreNamespaces), refusing an overlap with
+// objstore.ErrNamespaceOverlap naming both.
 //
 // # Cost in object-store requests
 //
@@ -139,8 +130,11 @@
 //     commit.
 //   - Status, ListRuns: no request on the writer (memory reads); on a Reader
 //     the cost of its Refresh.
-//   - An inbox command: see InboxOptions (about four requests on the writer
-//     plus the command's commits, three on the Client) and Client.
+//   - Incarnation, AdmitSignal, SignalBuffered, SignalExpiry: memory reads.
+//     BufferSignal and ClearSignalWith: one durable commit; DeliverSignal:
+//     one to wake a waiter plus a small one to drop its index entry.
+//   - An inbox command (runtime/remote): about four requests on the writer
+//     plus the command's commits, three on the Client.
 //   - The lease gate: none (the lease computes validity from its clock).
 //   - The retention sweep: per expired run one LIST plus one DELETE per memo
 //     or replay object; result records and markers are KV deletes; the

@@ -34,4 +34,8 @@ var (
 	// ErrCorruptRecord reports a runtime record in the KV namespace that
 	// failed to decode.
 	ErrCorruptRecord = errors.New("runtime: corrupt record")
+	// ErrRecordExists reports a control record (BufferSignal,
+	// ClearSignalWith) whose key already holds one: an earlier attempt
+	// applied the operation, and nothing was written.
+	ErrRecordExists = errors.New("runtime: control record exists")
 )

@@ -29,7 +29,6 @@ func FuzzDecodeRecords(f *testing.F) {
 	f.Add(mustEncode(f, &resultRecord{Nonce: "n", Status: Failed, Error: "e", Step: 2}))
 	f.Add(mustEncode(f, newReplayRecord(ContinueOnSignal([]byte("p"), "k", time.Second), newEffects(), t0)))
 	f.Add(mustEncode(f, &RunOutcome{RunID: "r", Status: Succeeded, Result: []byte("x"), FinishedAt: t0}))
-	f.Add(mustEncode(f, &inboxMarker{Kind: CommandSignal, Buf: []byte{1, 2}, Outcome: "delivered", AtMs: 5}))
 	for _, b := range hostileRecords {
 		f.Add(b)
 	}
@@ -52,7 +51,6 @@ func FuzzDecodeRecords(f *testing.F) {
 				func(b []byte) error { return second(decodeResultRecord(b)) },
 				func(b []byte) error { return second(decodeReplayRecord(b)) },
 				func(b []byte) error { return second(decodeRunOutcome(b)) },
-				func(b []byte) error { return second(decodeInboxMarker(b)) },
 				func(b []byte) error { return second(decodeSignal(b)) },
 			} {
 				check(decode(b))

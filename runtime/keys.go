@@ -57,6 +57,11 @@ const (
 	kvLabels      = ReservedKVPrefix + "labels/"
 )
 
+// ownKVPrefixes are the prefixes above: ControlKVPrefix leaves none of
+// their first segments to a control plane (TestControlKVPrefix checks
+// every prefix constant of this file is listed).
+var ownKVPrefixes = []string{kvRuns, kvSteps, kvCancel, kvResults, kvExpiry, kvTerminals, kvSigBuf, kvSigWait, kvSigDelivery, kvTotals, kvLabels}
+
 func runKey(runID string) string    { return kvRuns + runID }
 func stepKey(runID string) string   { return kvSteps + runID }
 func cancelKey(runID string) string { return kvCancel + runID }

@@ -1,100 +1,19 @@
 package runtime
 
 import (
-	"errors"
-	"fmt"
 	"github.com/tqw-dsl/tqw/runtime/lease"
-	"strings"
-
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
-// ErrNamespaceOverlap reports two components configured to use the same
-// object keys of one store: one would read, overwrite or delete the
-// other's objects.
-var ErrNamespaceOverlap = errors.New("runtime: object-key namespaces overlap")
-
-// Namespace is the share of an object store's keys one component uses:
-// every key under Prefix + "/", or the single object Key. Exactly one of
-// Prefix and Key is set.
-type Namespace struct {
-	// Owner names the component and the setting that moves it, for the
-	// error that reports an overlap ("memo and replay records,
-	// WithMemoPrefix").
-	Owner  string
-	Prefix string
-	Key    string
-}
-
-// path is the key or the prefix, without a trailing '/'.
-func (n Namespace) path() string {
-	if n.Key != "" {
-		return n.Key
-	}
-	return strings.TrimSuffix(n.Prefix, "/")
-}
-
-// String names the keys and their owner: "inbox/" (inbox commands,
-// InboxOptions.Prefix).
-func (n Namespace) String() string {
-	if n.Key != "" {
-		return fmt.Sprintf("%q (%s)", n.Key, n.Owner)
-	}
-	return fmt.Sprintf("%q (%s)", n.path()+"/", n.Owner)
-}
-
-// CheckNamespaces returns an error wrapping ErrNamespaceOverlap, naming
-// both, for the first two namespaces that can share a key, and an error
-// wrapping objstore.ErrInvalidKey for a prefix or key that is not a valid
-// object key. Two namespaces overlap when their paths are equal or one
-// lies under the other ("queue" and "queue/memo"); an object and a
-// prefix of the same name overlap too, as a file store cannot hold a
-// file and a folder of one name. Paths compare case-insensitively, as a
-// file store on a case-insensitive file system (macOS, Windows) keeps
-// "Inbox" and "inbox" in one folder.
-func CheckNamespaces(spaces ...Namespace) error {
-	for i, a := range spaces {
-		if (a.Prefix == "") == (a.Key == "") {
-			return fmt.Errorf("runtime: namespace of %s: set exactly one of Prefix (%q) and Key (%q)", a.Owner, a.Prefix, a.Key)
-		}
-		if err := objstore.ValidateKey(a.path()); err != nil {
-			return fmt.Errorf("runtime: namespace of %s: %w", a.Owner, err)
-		}
-		for _, b := range spaces[:i] {
-			if within(a.path(), b.path()) || within(b.path(), a.path()) {
-				return fmt.Errorf("%w: %s and %s share keys; give each its own prefix", ErrNamespaceOverlap, b, a)
-			}
-		}
-	}
-	return nil
-}
-
-// within reports whether path p is base or lies under it.
-func within(p, base string) bool {
-	p, base = strings.ToLower(p), strings.ToLower(base)
-	return p == base || strings.HasPrefix(p, base+"/")
-}
-
-// The namespaces of the runtime's own objects, besides the inbox's
-// (inboxNamespaces). The writer lease's key is its default: a lease
-// moved with WriterLeaseOptions.Key is not known here.
-func runtimeNamespaces(queuePrefix, memoPrefix string) []Namespace {
-	return []Namespace{
+// The namespaces of the runtime's own objects. The writer lease's key is
+// its default: a lease moved with lease.Options.Key is not known here.
+// A component serving the runtime adds its own (the inbox of
+// runtime/remote checks its prefixes against StoreNamespaces).
+func runtimeNamespaces(queuePrefix, memoPrefix string) []objstore.Namespace {
+	return []objstore.Namespace{
 		{Owner: "the queue's kv store, queue.Options.Prefix", Prefix: queuePrefix},
 		{Owner: "memo and replay records, WithMemoPrefix", Prefix: memoPrefix},
 		{Owner: "the writer lease object", Key: lease.DefaultKey},
 		{Owner: "the writer lock file of a file store", Key: lease.DefaultLockFile},
 	}
 }
-
-// inboxNamespaces returns the namespaces of an inbox: its commands and
-// its answers.
-func inboxNamespaces(prefix, setting string) []Namespace {
-	return []Namespace{
-		{Owner: "inbox commands, " + setting, Prefix: prefix},
-		{Owner: "inbox answers, " + setting + ` + "-answers"`, Prefix: prefix + "-answers"},
-	}
-}
-
-// defaultQueuePrefix is queue.Options' default Prefix.
-const defaultQueuePrefix = "queue"

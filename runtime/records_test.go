@@ -36,7 +36,6 @@ func TestHostileRecordsAllocateLittle(t *testing.T) {
 						"result record": second(decodeResultRecord(in)),
 						"replay record": second(decodeReplayRecord(in)),
 						"notification":  second(decodeRunOutcome(in)),
-						"inbox marker":  second(decodeInboxMarker(in)),
 					} {
 						if !errors.Is(err, ErrCorruptRecord) {
 							t.Fatalf("%s: %v; want ErrCorruptRecord", what, err)

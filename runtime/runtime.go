@@ -69,7 +69,7 @@ type config struct {
 	hook            TerminalHook
 	memoPrefix      string
 	queuePrefix     string
-	namespaces      []Namespace
+	namespaces      []objstore.Namespace
 	replay          bool
 	memoRetention   time.Duration
 	resultRetention time.Duration
@@ -109,9 +109,9 @@ func WithMemoPrefix(prefix string) Option { return func(c *config) { c.memoPrefi
 
 // WithStoreNamespaces declares the objects other components keep in the
 // runtime's store (an interpreter's definitions, a server's uploads), so
-// New and the inbox refuse a configuration in which two components share
-// keys.
-func WithStoreNamespaces(spaces ...Namespace) Option {
+// New and the inbox (runtime/remote) refuse a configuration in which two
+// components share keys (objstore.ErrNamespaceOverlap).
+func WithStoreNamespaces(spaces ...objstore.Namespace) Option {
 	return func(c *config) { c.namespaces = append(c.namespaces, spaces...) }
 }
 
@@ -201,7 +201,7 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 		return nil, fmt.Errorf("runtime: WithMemoPrefix: %w", err)
 	}
 	cfg.namespaces = append(runtimeNamespaces(cfg.queuePrefix, cfg.memoPrefix), cfg.namespaces...)
-	if err := CheckNamespaces(cfg.namespaces...); err != nil {
+	if err := objstore.CheckNamespaces(cfg.namespaces...); err != nil {
 		return nil, err
 	}
 	cfg.notifyQueue = cfg.queueName + "-notify"
@@ -240,10 +240,25 @@ func (rt *Runtime) NotifyQueueName() string { return rt.cfg.notifyQueue }
 // StoreNamespaces returns the object-key namespaces of the runtime's
 // store: the runtime's own (queue, memo, writer lease) and those declared
 // with WithStoreNamespaces, for a component that adds its own to check
-// with CheckNamespaces. The inbox's are checked when it is served.
-func (rt *Runtime) StoreNamespaces() []Namespace {
-	return append([]Namespace(nil), rt.cfg.namespaces...)
+// with objstore.CheckNamespaces (the inbox of runtime/remote does when it
+// is served).
+func (rt *Runtime) StoreNamespaces() []objstore.Namespace {
+	return append([]objstore.Namespace(nil), rt.cfg.namespaces...)
 }
+
+// Store returns the object store the runtime was opened on (New's
+// store), for a component that keeps its own objects beside the
+// runtime's, under a namespace checked against StoreNamespaces.
+func (rt *Runtime) Store() objstore.Store { return rt.store }
+
+// Clock returns the clock the runtime reads every time from (WithClock,
+// else the queue's), for a component that must agree with it.
+func (rt *Runtime) Clock() queue.Clock { return rt.clock }
+
+// Logger returns the runtime's logger (WithLogger, else slog.Default(),
+// with the runtime's component and queue attributes), for a component
+// serving the runtime to log beside it.
+func (rt *Runtime) Logger() *slog.Logger { return rt.log }
 
 // MemoStore returns the store of memo and replay entries.
 func (rt *Runtime) MemoStore() *MemoStore { return rt.memo }

@@ -51,17 +51,6 @@ func (o SignalOutcome) String() string {
 	return fmt.Sprintf("SignalOutcome(%d)", uint8(o))
 }
 
-// parseSignalOutcome is String's inverse.
-func parseSignalOutcome(s string) (SignalOutcome, bool) {
-	switch s {
-	case Delivered.String():
-		return Delivered, true
-	case Buffered.String():
-		return Buffered, true
-	}
-	return 0, false
-}
-
 // MaxSignalKeyLen bounds a signal key, in bytes.
 const MaxSignalKeyLen = maxSignalKeyLen
 
@@ -86,8 +75,8 @@ var (
 // a payload the waiting step would refuse is refused to its sender
 // instead. A StepRunner that implements it is the runtime's validator
 // unless WithSignalValidator sets another; Runtime.Signal, SendSignal and
-// the inbox (Client.Signal) all consult it, so every way of sending a
-// signal behaves the same.
+// the inbox (runtime/remote, through AdmitSignal) all consult it, so every
+// way of sending a signal behaves the same.
 //
 // ValidateSignal returns nil to accept the payload, an error wrapping
 // ErrSignalRejected to refuse it (its text is what the sender sees: say
@@ -155,7 +144,7 @@ func (rt *Runtime) Signal(ctx context.Context, key string, payload []byte) (Sign
 // validator's reads, and with RequireWaiting one read of the waiter, are
 // memory reads on the writer.
 func (rt *Runtime) SendSignal(ctx context.Context, key string, payload []byte, opts SignalOptions) (SignalResult, error) {
-	if err := rt.admitSignal(ctx, key, payload, opts); err != nil {
+	if err := rt.AdmitSignal(ctx, key, payload, opts); err != nil {
 		return SignalResult{}, err
 	}
 	buf := encodeBufferedSignal(payload, rt.clock.Now())
@@ -165,19 +154,34 @@ func (rt *Runtime) SendSignal(ctx context.Context, key string, payload []byte, o
 	out, err := rt.deliverBuffered(ctx, key, payload, buf)
 	res := SignalResult{Outcome: out}
 	if out == Buffered {
-		res.Expires = rt.signalExpiry(buf)
+		res.Expires = rt.SignalExpiry(buf)
 	}
 	return res, err
 }
 
-// admitSignal checks a signal before anything is written: its key and
-// size, the validator, then the waiter RequireWaiting asks for.
-func (rt *Runtime) admitSignal(ctx context.Context, key string, payload []byte, opts SignalOptions) error {
+// ValidateSignal checks a signal's key (ErrInvalidSignalKey) and the
+// size of its payload (ErrValueTooLarge, over MaxSignalPayload) as
+// SendSignal does, without a runtime, so a process that sends signals to
+// another (runtime/remote's Client) refuses them before it sends them.
+func ValidateSignal(key string, payload []byte) error {
 	if err := validateSignalKey(key); err != nil {
 		return err
 	}
 	if len(payload) > MaxSignalPayload {
 		return fmt.Errorf("runtime: signal %q: %w: payload of %d bytes, the limit is %d", key, ErrValueTooLarge, len(payload), MaxSignalPayload)
+	}
+	return nil
+}
+
+// AdmitSignal checks a signal as SendSignal does before anything is
+// written, and writes nothing: its key and size (ValidateSignal), the
+// SignalValidator (ErrSignalRejected), then with opts.RequireWaiting the
+// waiter (ErrNoWaiter). Any other error means it could not decide (a
+// store error); the signal must then not be sent. Cost: the validator's
+// reads and one read of the waiter, memory reads on the writer.
+func (rt *Runtime) AdmitSignal(ctx context.Context, key string, payload []byte, opts SignalOptions) error {
+	if err := ValidateSignal(key, payload); err != nil {
+		return err
 	}
 	if rt.validator != nil {
 		if err := rt.validator.ValidateSignal(ctx, key, payload); err != nil {
@@ -199,9 +203,10 @@ func (rt *Runtime) admitSignal(ctx context.Context, key string, payload []byte, 
 	return nil
 }
 
-// signalExpiry is when the buffered value buf expires under the current
-// retention (zero: never).
-func (rt *Runtime) signalExpiry(buf []byte) time.Time {
+// SignalExpiry returns when the buffered signal value (SignalValue)
+// expires under the signal retention in force (WithSignalRetention): zero
+// when it never does, and for a value that does not decode.
+func (rt *Runtime) SignalExpiry(buf []byte) time.Time {
 	_, at, err := decodeSignalTime(buf)
 	if err != nil || at.IsZero() || rt.cfg.signalRetention <= 0 {
 		return time.Time{}

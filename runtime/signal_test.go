@@ -8,10 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -465,55 +463,6 @@ func TestSignalValidatorRefusesBeforeWriting(t *testing.T) {
 	if res, err := off.rt.Signal(off.ctx, "k:v", []byte("bad")); err != nil || res != Buffered {
 		t.Fatalf("without a validator: %v, %v; want buffered", res, err)
 	}
-}
-
-// Through the inbox a signal is checked by the writer as Runtime.Signal
-// checks it: the refusals come back as RemoteErrors matching the
-// sentinels, nothing written; a buffered one reports its expiry.
-func TestClientSignalChecks(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, stop := context.WithCancel(context.Background())
-		store := mem.Named(fmt.Sprintf("client-test-%d", clientTestStores.Add(1)))
-		v := &validatingWaiter{waiter: newWaiter(false)}
-		w := ibxOpen(t, store, nil, v, WithSignalRetention(48*time.Hour))
-		served := make(chan error, 1)
-		go func() { served <- w.rt.ServeInbox(ctx, InboxOptions{Writer: "test-writer"}) }()
-		t.Cleanup(func() {
-			stop()
-			<-served
-			_ = w.q.Close()
-		})
-		c, err := NewClient(store, ClientOptions{Logger: ibxLogger(), Name: "client-test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-
-		var remote *RemoteError
-		_, err = c.Signal(ctx, "k:c", []byte("bad"))
-		if !errors.Is(err, ErrSignalRejected) || !errors.As(err, &remote) || remote.Code != "signal_rejected" || !strings.Contains(err.Error(), "is not a decision") {
-			t.Fatalf("bad payload through the inbox: %v; want signal_rejected with the reason", err)
-		}
-		_, err = c.SendSignal(ctx, "k:c", []byte("x"), SignalOptions{RequireWaiting: true})
-		if !errors.Is(err, ErrNoWaiter) || !errors.As(err, &remote) || remote.Code != "no_waiter" {
-			t.Fatalf("signal to nobody with RequireWaiting: %v; want no_waiter", err)
-		}
-		if b := w.kv(sigBufKey("k:c")); b != nil {
-			t.Fatalf("a refused signal was buffered: %q", b)
-		}
-		start := time.Now()
-		res, err := c.SendSignal(ctx, "k:c", []byte("good"), SignalOptions{})
-		if err != nil || res.Outcome != Buffered {
-			t.Fatalf("good payload = %+v, %v; want buffered", res, err)
-		}
-		if d := res.Expires.Sub(start); d < 48*time.Hour-time.Second || d > 48*time.Hour+time.Minute {
-			t.Fatalf("Expires %v is %v after the send; want the writer's 48h retention", res.Expires, d)
-		}
-		list, err := c.ListSignals(ctx, SignalListOptions{})
-		if err != nil || len(list) != 1 || list[0].Key != "k:c" || list[0].Size != 4 || !list[0].BufferedAt.Add(48*time.Hour).Equal(res.Expires) {
-			t.Fatalf("ListSignals through the client = %+v, %v", list, err)
-		}
-	})
 }
 
 // pickyWaiter waits on "k:<run>" until a deadline an hour after the run

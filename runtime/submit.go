@@ -41,6 +41,36 @@ type SubmitOutcome struct {
 	NewlySubmitted bool
 }
 
+// Validate checks spec as Submit does, without a request: the run id
+// (ValidateRunID; an empty one passes, Submit picks a fresh one), headers
+// outside ReservedHeaderPrefix, labels (ValidateLabels) and KV writes outside ReservedKVPrefix
+// (ErrReserved) of at most queue.MaxKVValueSize (ErrValueTooLarge), so a
+// process that submits through another (runtime/remote's Client) refuses
+// a spec before it sends it.
+func (spec RunSpec) Validate() error {
+	if spec.RunID != "" {
+		if err := ValidateRunID(spec.RunID); err != nil {
+			return err
+		}
+	}
+	if err := validateUserHeaders(spec.Headers); err != nil {
+		return fmt.Errorf("submit run %s: %w", spec.RunID, err)
+	}
+	if err := ValidateLabels(spec.Labels); err != nil {
+		return fmt.Errorf("submit run %s: %w", spec.RunID, err)
+	}
+	for k, v := range spec.KVWrites {
+		if err := validateAppKey(k); err != nil {
+			return fmt.Errorf("submit run %s: RunSpec.KVWrites: %w", spec.RunID, err)
+		}
+		if len(v) > queue.MaxKVValueSize {
+			return fmt.Errorf("submit run %s: %w: RunSpec.KVWrites[%q] is %d bytes, the limit is %d",
+				spec.RunID, ErrValueTooLarge, k, len(v), queue.MaxKVValueSize)
+		}
+	}
+	return nil
+}
+
 // Submit starts a run. It is idempotent on (run id, input): submitting an
 // active run again with the same input returns NewlySubmitted == false;
 // with a different input it fails with ErrInputMismatch, also across
@@ -51,23 +81,9 @@ func (rt *Runtime) Submit(ctx context.Context, spec RunSpec) (SubmitOutcome, err
 	if runID == "" {
 		runID = rt.newID()
 	}
-	if err := ValidateRunID(runID); err != nil {
+	spec.RunID = runID
+	if err := spec.Validate(); err != nil {
 		return SubmitOutcome{}, err
-	}
-	if err := validateUserHeaders(spec.Headers); err != nil {
-		return SubmitOutcome{}, fmt.Errorf("submit run %s: %w", runID, err)
-	}
-	if err := ValidateLabels(spec.Labels); err != nil {
-		return SubmitOutcome{}, fmt.Errorf("submit run %s: %w", runID, err)
-	}
-	for k, v := range spec.KVWrites {
-		if err := validateAppKey(k); err != nil {
-			return SubmitOutcome{}, fmt.Errorf("submit run %s: RunSpec.KVWrites: %w", runID, err)
-		}
-		if len(v) > queue.MaxKVValueSize {
-			return SubmitOutcome{}, fmt.Errorf("submit run %s: %w: RunSpec.KVWrites[%q] is %d bytes, the limit is %d",
-				runID, ErrValueTooLarge, k, len(v), queue.MaxKVValueSize)
-		}
 	}
 	sum := sha256.Sum256(spec.Input)
 	if out, ok, err := rt.existingRun(ctx, runID, sum[:]); err != nil || ok {

@@ -236,7 +236,7 @@ func (rt *Runtime) claimLoop(ctx, hardCtx context.Context, queueName string, con
 			return nil
 		}
 		// Claim nothing while the writer lease is not valid.
-		if err := rt.awaitLease(ctx); err != nil {
+		if err := rt.AwaitLease(ctx); err != nil {
 			<-slots
 			<-inflight
 			if ctx.Err() != nil {

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
+	"github.com/tqw-dsl/tqw/runtime/remote"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
 )
 
@@ -379,7 +379,7 @@ func TestBriefCommandsWaitForEachOther(t *testing.T) {
 	if code, out, errOut := p.wait(); code != 0 || strings.TrimSpace(out) != "b1" {
 		t.Fatalf("submit after the brief holder: exit %d, %q\n%s", code, out, errOut)
 	}
-	if objs, err := store.List(ctx, runtime.DefaultInboxPrefix+"/", "", 10); err != nil || len(objs) != 0 {
+	if objs, err := store.List(ctx, remote.DefaultInboxPrefix+"/", "", 10); err != nil || len(objs) != 0 {
 		t.Fatalf("the submit went to the inbox: %v %v", objs, err)
 	}
 	c.must(0, "worker", "--idle-exit")
@@ -412,7 +412,7 @@ func TestRunTakesOverAnUnansweredSubmit(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("run sent nothing to the inbox:\n%s", r.stderr())
 		}
-		objs, err := store.List(ctx, runtime.DefaultInboxPrefix+"/", "", 1)
+		objs, err := store.List(ctx, remote.DefaultInboxPrefix+"/", "", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -425,7 +425,7 @@ func TestRunTakesOverAnUnansweredSubmit(t *testing.T) {
 	if code != 0 || out != "Hello, world!\n" || !strings.Contains(errOut, "working it here") {
 		t.Fatalf("run: exit %d, stdout %q\n%s", code, out, errOut)
 	}
-	if objs, err := store.List(ctx, runtime.DefaultInboxPrefix+"/", "", 1); err != nil || len(objs) != 0 {
+	if objs, err := store.List(ctx, remote.DefaultInboxPrefix+"/", "", 1); err != nil || len(objs) != 0 {
 		t.Fatalf("inbox after the takeover: %v %v", objs, err)
 	}
 	// The run was submitted once: its history has one record per step.

@@ -19,6 +19,7 @@ import (
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
+	"github.com/tqw-dsl/tqw/runtime/remote"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
@@ -377,7 +378,7 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 		if how == startResume {
 			announce(out, errOut, runID, how, from, f.json)
 		}
-		if _, err := e.rt.DrainInbox(ctx, runtime.InboxOptions{Writer: e.lease.Info().String()}); err != nil {
+		if _, err := remote.DrainInbox(ctx, e.rt, remote.InboxOptions{Writer: e.lease.Info().String()}); err != nil {
 			return failf(exitFailed, "applying the commands waiting in the inbox of %s: %v", e.url, err)
 		}
 		st, err := e.rt.Status(ctx, runID)
@@ -468,7 +469,7 @@ func runRemote(ctx context.Context, s *session, w *interpreter.Workflow, input a
 				return rc.reportRun(out, errOut, outcomeOf(st), f.json)
 			}
 		}
-		if err != nil && gone && !f.detach && errors.Is(err, runtime.ErrNoAnswer) {
+		if err != nil && gone && !f.detach && errors.Is(err, remote.ErrNoAnswer) {
 			// The submission waits in the inbox of a writer that
 			// stopped: the caller works the store and applies it.
 			return errWriterGone

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/remote"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
 )
 
@@ -172,9 +173,9 @@ func signalError(key string, err error) error {
 // check here or by the writer, with the reason alone.
 func refused(key string, err error) error {
 	msg := err.Error()
-	var remote *runtime.RemoteError
-	if errors.As(err, &remote) {
-		msg = remote.Message
+	var rejected *remote.CommandError
+	if errors.As(err, &rejected) {
+		msg = rejected.Message
 	}
 	msg = strings.TrimPrefix(msg, runtime.ErrSignalRejected.Error()+": ")
 	return failf(exitUsage, "signal %q refused, nothing sent: %s", key, msg)

@@ -20,6 +20,7 @@ import (
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
+	"github.com/tqw-dsl/tqw/runtime/remote"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
@@ -439,7 +440,7 @@ type session struct {
 	url   string
 	store objstore.Store
 	e     *engine
-	c     *runtime.Client
+	c     *remote.Client
 	// holder is the live writer c sends to.
 	holder lease.Info
 }
@@ -462,7 +463,7 @@ func openSession(ctx context.Context, url string, o engineOptions) (*session, er
 	if !errors.As(err, &busy) {
 		return nil, err
 	}
-	c, err := runtime.NewClient(store, runtime.ClientOptions{Name: "tqw-dsl " + o.name, Logger: o.log, AnswerTimeout: answerTimeout,
+	c, err := remote.NewClient(store, remote.ClientOptions{Name: "tqw-dsl " + o.name, Logger: o.log, AnswerTimeout: answerTimeout,
 		Queue: queue.Options{Logger: o.log}, Lease: lease.Options{Logger: o.log}})
 	if err != nil {
 		return nil, failf(exitFailed, "sending commands to %s: %v", url, err)
@@ -539,10 +540,10 @@ func (s *session) watchWriter(ctx context.Context) (context.Context, func()) {
 // the command's failure: a missing answer says what to do. sctx is the
 // context from watchWriter the command was sent under.
 func (s *session) remoteError(sctx context.Context, what string, err error) error {
-	if errors.Is(err, runtime.ErrNoAnswer) && errors.Is(context.Cause(sctx), errWriterGone) {
+	if errors.Is(err, remote.ErrNoAnswer) && errors.Is(context.Cause(sctx), errWriterGone) {
 		return failf(exitFailed, "%s: %s stopped before it answered; the command waits in the store's inbox and is applied when a writer starts ('tqw-dsl worker')", what, s.holder)
 	}
-	if errors.Is(err, runtime.ErrNoAnswer) {
+	if errors.Is(err, remote.ErrNoAnswer) {
 		return failf(exitFailed, "%s: %v", what, err)
 	}
 	return failf(exitFailed, "%s (sent to %s): %v", what, s.holder, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/remote"
 )
 
 func init() { commands = append(commands, newSubmitCmd) }
@@ -74,7 +75,7 @@ command stays in the inbox and is applied when a writer drains it).`,
 				sub, err = submitRemote(sctx, s, v, w, in, runID)
 				stopWatch()
 				_ = v.Close()
-				if errors.Is(err, runtime.ErrNoAnswer) {
+				if errors.Is(err, remote.ErrNoAnswer) {
 					return s.remoteError(sctx, "submitting the run", err)
 				}
 			}

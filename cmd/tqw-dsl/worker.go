@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/remote"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -120,7 +121,7 @@ default; the retention of a run is judged by whichever writer runs then.`,
 // interpreter's retention sweep.
 type serving struct {
 	e         *engine
-	inboxOpts runtime.InboxOptions
+	inboxOpts remote.InboxOptions
 	worker    *runtime.Worker
 	stopInbox context.CancelFunc
 	inboxDone chan struct{}
@@ -142,7 +143,7 @@ func (e *engine) serve(ctx context.Context) *serving {
 	base := context.WithoutCancel(ctx)
 	ictx, stopInbox := context.WithCancel(base)
 	sctx, stopSweep := context.WithCancel(base)
-	s := &serving{e: e, inboxOpts: runtime.InboxOptions{Writer: e.lease.Info().String(), MaxInterval: e.inboxPoll},
+	s := &serving{e: e, inboxOpts: remote.InboxOptions{Writer: e.lease.Info().String(), MaxInterval: e.inboxPoll},
 		worker: e.rt.Spawn(base), stopInbox: stopInbox, inboxDone: make(chan struct{}),
 		stopSweep: stopSweep, sweepDone: make(chan struct{}),
 		stopped: make(chan struct{}), quit: make(chan struct{})}
@@ -152,7 +153,7 @@ func (e *engine) serve(ctx context.Context) *serving {
 	}()
 	go func() {
 		defer close(s.inboxDone)
-		err := e.rt.ServeInbox(ictx, s.inboxOpts)
+		err := remote.ServeInbox(ictx, e.rt, s.inboxOpts)
 		if err != nil {
 			s.stop(fmt.Errorf("applying other processes' commands: %w", err))
 		}
@@ -208,7 +209,7 @@ func (s *serving) Shutdown(ctx context.Context) error {
 		// run was waiting for): one last pass answers it, without
 		// applying it twice, and applies the commands that came in
 		// meanwhile, so no client is left waiting.
-		if _, err := s.e.rt.DrainInbox(ctx, s.inboxOpts); err != nil {
+		if _, err := remote.DrainInbox(ctx, s.e.rt, s.inboxOpts); err != nil {
 			s.e.log.Warn("answering the commands left in the inbox failed; the next writer answers them", "err", err)
 		}
 	}
@@ -250,7 +251,7 @@ func exitWhenIdle(ctx context.Context, e *engine, stop context.CancelFunc) {
 // idle reports whether no step can run now or within idleHorizon and no
 // command waits in the inbox.
 func (e *engine) idle(ctx context.Context) bool {
-	if waiting, err := e.rt.InboxWaiting(ctx, runtime.InboxOptions{}); err != nil || waiting {
+	if waiting, err := remote.InboxWaiting(ctx, e.rt, remote.InboxOptions{}); err != nil || waiting {
 		return false
 	}
 	soon := e.q.Clock().Now().Add(idleHorizon)

@@ -275,7 +275,7 @@ func (o Options) withDefaults(store objstore.Store) (Options, error) {
 		o.PollEvery = min(max(o.TTL/15, 50*time.Millisecond), time.Second)
 	}
 	if o.LockDir == "" && !o.ObjectLease {
-		if r, ok := store.(interface{ Root() string }); ok {
+		if r, ok := rootOf(store); ok {
 			o.LockDir = r.Root()
 		}
 	}
@@ -714,4 +714,21 @@ func sleepClock(ctx context.Context, clock queue.Clock, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// rootOf finds the local folder of store, looking through wrappers (a
+// counting or fault-injecting store) that expose Unwrap, so wrapping a
+// file store does not change how its lease is taken.
+func rootOf(store objstore.Store) (interface{ Root() string }, bool) {
+	for i := 0; store != nil && i < 16; i++ {
+		if r, ok := store.(interface{ Root() string }); ok {
+			return r, true
+		}
+		u, ok := store.(interface{ Unwrap() objstore.Store })
+		if !ok {
+			return nil, false
+		}
+		store = u.Unwrap()
+	}
+	return nil, false
 }

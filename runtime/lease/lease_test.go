@@ -13,6 +13,7 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -710,4 +711,22 @@ func FuzzDecodeInfo(f *testing.F) {
 		}
 		_ = i.String()
 	})
+}
+
+// A wrapped file store (counting requests, injecting faults) takes its
+// lease as the file store does: the flock of its folder.
+func TestWrappedFileStoreUsesFlock(t *testing.T) {
+	fs, err := file.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	l, err := Acquire(context.Background(), faults.New(counting.New(fs), 1), Options{Owner: "w", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	if m := l.Info().Mechanism; m != MechanismFlock {
+		t.Fatalf("mechanism %q through wrappers; want flock", m)
+	}
 }

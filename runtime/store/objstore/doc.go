@@ -14,6 +14,13 @@
 // s3, a few syscalls on file, none on mem), plus retries the s3 backend makes
 // on transient failures.
 //
+// One store holds the objects of several components (the queue's kv, the
+// runtime's memo, the writer lease, the inbox, the interpreter), each under
+// its own prefix: a Namespace names one component's share, and
+// CheckNamespaces (no request) refuses two that overlap
+// (ErrNamespaceOverlap), so a misconfigured component cannot read,
+// overwrite or delete another's objects. docs/STORE-LAYOUT.md lists them.
+//
 // Backends live in subpackages named after what they wrap: mem, file, s3.
 // storeurl opens one from a URL. Wrappers for tests and benchmarks inject
 // faults and count requests.

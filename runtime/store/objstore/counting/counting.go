@@ -37,6 +37,9 @@ var _ objstore.Store = (*Store)(nil)
 // New wraps inner.
 func New(inner objstore.Store) *Store { return &Store{inner: inner} }
 
+// Unwrap returns the wrapped store.
+func (s *Store) Unwrap() objstore.Store { return s.inner }
+
 // Counts returns the current counters.
 func (s *Store) Counts() Counts {
 	return Counts{

@@ -111,6 +111,9 @@ func New(inner objstore.Store, seed int64) *Store {
 	return &Store{inner: inner, rng: rand.New(rand.NewPCG(uint64(seed), 0x7471772d6661756c)), wake: make(chan struct{})}
 }
 
+// Unwrap returns the wrapped store.
+func (s *Store) Unwrap() objstore.Store { return s.inner }
+
 // Injected returns how many calls a rule fired on so far.
 func (s *Store) Injected() int64 {
 	s.mu.Lock()

@@ -1,4 +1,4 @@
-package runtime
+package remote
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -49,14 +50,14 @@ func (w *writeRecorder) Delete(ctx context.Context, key string) error {
 
 // signalRunner waits at step 0 when the input is "wait" (on key
 // "k-<run>"), and succeeds at step 1 with the signal it received.
-var signalRunner = StepRunnerFunc(func(_ context.Context, s *Step) (StepOutcome, error) {
+var signalRunner = runtime.StepRunnerFunc(func(_ context.Context, s *runtime.Step) (runtime.StepOutcome, error) {
 	if s.Number == 0 && string(s.Payload) == "wait" {
-		return ContinueOnSignal(s.Payload, "k-"+s.RunID, time.Hour), nil
+		return runtime.ContinueOnSignal(s.Payload, "k-"+s.RunID, time.Hour), nil
 	}
 	if s.Signal == nil {
-		return Succeed([]byte("no signal")), nil
+		return runtime.Succeed([]byte("no signal")), nil
 	}
-	return Succeed(s.Signal), nil
+	return runtime.Succeed(s.Signal), nil
 })
 
 // TestClientCommandsThroughInbox drives a writer process (a Runtime with
@@ -72,7 +73,7 @@ func TestClientCommandsThroughInbox(t *testing.T) {
 		epoch := w.q.DB().Epoch()
 		worker := w.rt.Spawn(ctx)
 		served := make(chan error, 1)
-		go func() { served <- w.rt.ServeInbox(ctx, InboxOptions{Writer: "test-writer"}) }()
+		go func() { served <- ServeInbox(ctx, w.rt, InboxOptions{Writer: "test-writer"}) }()
 		t.Cleanup(func() { // also after a failure, so the bubble empties
 			stop()
 			_ = worker.Shutdown(context.Background())
@@ -87,45 +88,45 @@ func TestClientCommandsThroughInbox(t *testing.T) {
 
 		// Submit: the client picks the run id; a repeat is a duplicate;
 		// another input under the same id is a mismatch.
-		out, err := c.Submit(ctx, RunSpec{Input: []byte("wait"), Headers: map[string]string{"who": "client"}})
+		out, err := c.Submit(ctx, runtime.RunSpec{Input: []byte("wait"), Headers: map[string]string{"who": "client"}})
 		if err != nil || !out.NewlySubmitted || len(out.RunID) != 26 || out.JobID == "" {
 			t.Fatalf("Submit = %+v, %v; want a new run with a ULID id", out, err)
 		}
 		run := out.RunID
-		again, err := c.Submit(ctx, RunSpec{RunID: run, Input: []byte("wait")})
+		again, err := c.Submit(ctx, runtime.RunSpec{RunID: run, Input: []byte("wait")})
 		if err != nil || again.NewlySubmitted || again.RunID != run {
 			t.Fatalf("second Submit = %+v, %v; want a duplicate", again, err)
 		}
-		_, err = c.Submit(ctx, RunSpec{RunID: run, Input: []byte("other")})
-		var remote *RemoteError
-		if !errors.Is(err, ErrInputMismatch) || !errors.As(err, &remote) || remote.Code != "input_mismatch" {
-			t.Fatalf("Submit with another input: %v; want a RemoteError matching ErrInputMismatch", err)
+		_, err = c.Submit(ctx, runtime.RunSpec{RunID: run, Input: []byte("other")})
+		var remote *CommandError
+		if !errors.Is(err, runtime.ErrInputMismatch) || !errors.As(err, &remote) || remote.Code != "input_mismatch" {
+			t.Fatalf("Submit with another input: %v; want a CommandError matching ErrInputMismatch", err)
 		}
 		// Rejected locally, without a round trip.
-		if _, err := c.Submit(ctx, RunSpec{RunID: "bad id"}); !errors.Is(err, ErrInvalidRunID) {
+		if _, err := c.Submit(ctx, runtime.RunSpec{RunID: "bad id"}); !errors.Is(err, runtime.ErrInvalidRunID) {
 			t.Fatalf("Submit with a bad run id: %v", err)
 		}
 
 		// Status from the Reader: the run waits for its signal.
 		synctest.Wait()
 		st, err := c.Status(ctx, run)
-		if err != nil || st.State != StateWaiting || st.SignalKey != "k-"+run || st.Headers["who"] != "client" {
+		if err != nil || st.State != runtime.StateWaiting || st.SignalKey != "k-"+run || st.Headers["who"] != "client" {
 			t.Fatalf("Status = %+v, %v; want waiting on k-%s", st, err, run)
 		}
 
 		// Signal delivered to the waiting run.
 		res, err := c.Signal(ctx, "k-"+run, []byte("approved"))
-		if err != nil || res != Delivered {
+		if err != nil || res != runtime.Delivered {
 			t.Fatalf("Signal to a waiter = %v, %v; want delivered", res, err)
 		}
 		synctest.Wait()
 		st, err = c.Status(ctx, run)
-		if err != nil || st.State != StateSucceeded || string(st.Result) != "approved" {
+		if err != nil || st.State != runtime.StateSucceeded || string(st.Result) != "approved" {
 			t.Fatalf("Status after the signal = %+v, %v; want succeeded with the signal", st, err)
 		}
 
 		// Signal with no waiter: buffered, then cleared once.
-		if res, err := c.Signal(ctx, "nobody", []byte("x")); err != nil || res != Buffered {
+		if res, err := c.Signal(ctx, "nobody", []byte("x")); err != nil || res != runtime.Buffered {
 			t.Fatalf("Signal without a waiter = %v, %v; want buffered", res, err)
 		}
 		if b := w.kv(sigBufKey("nobody")); !bufferHolds(b, "x") {
@@ -140,16 +141,16 @@ func TestClientCommandsThroughInbox(t *testing.T) {
 		if _, err := c.Signal(ctx, "k-early", []byte("ahead")); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Submit(ctx, RunSpec{RunID: "early", Input: []byte("wait")}); err != nil {
+		if _, err := c.Submit(ctx, runtime.RunSpec{RunID: "early", Input: []byte("wait")}); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		if st, err := c.Status(ctx, "early"); err != nil || st.State != StateSucceeded || string(st.Result) != "ahead" {
+		if st, err := c.Status(ctx, "early"); err != nil || st.State != runtime.StateSucceeded || string(st.Result) != "ahead" {
 			t.Fatalf("run after a buffered signal = %+v, %v", st, err)
 		}
 
 		// Cancel through the client.
-		if _, err := c.Submit(ctx, RunSpec{RunID: "doomed", Input: []byte("wait")}); err != nil {
+		if _, err := c.Submit(ctx, runtime.RunSpec{RunID: "doomed", Input: []byte("wait")}); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
@@ -160,13 +161,13 @@ func TestClientCommandsThroughInbox(t *testing.T) {
 			t.Fatalf("Cancel of an unknown run = %v, %v; want false", ok, err)
 		}
 		synctest.Wait()
-		if st, err := c.Status(ctx, "doomed"); err != nil || st.State != StateCancelled {
+		if st, err := c.Status(ctx, "doomed"); err != nil || st.State != runtime.StateCancelled {
 			t.Fatalf("Status after Cancel = %+v, %v", st, err)
 		}
-		if _, err := c.Status(ctx, "no-such-run"); !errors.Is(err, ErrRunNotFound) {
+		if _, err := c.Status(ctx, "no-such-run"); !errors.Is(err, runtime.ErrRunNotFound) {
 			t.Fatalf("Status of an unknown run: %v", err)
 		}
-		runs, err := c.ListRuns(ctx, ListOptions{})
+		runs, err := c.ListRuns(ctx, runtime.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +258,7 @@ func TestClientNoAnswer(t *testing.T) {
 		}
 		w := ibxOpen(t, store, nil, nil)
 		t.Cleanup(func() { _ = w.q.Close() })
-		if n, err := w.rt.DrainInbox(ctx, InboxOptions{}); err != nil || n != 2 {
+		if n, err := DrainInbox(ctx, w.rt, InboxOptions{}); err != nil || n != 2 {
 			t.Fatalf("DrainInbox = %d, %v", n, err)
 		}
 		if b := w.kv(sigBufKey("k")); !bufferHolds(b, "late") {
@@ -288,7 +289,7 @@ func TestClientCommandExpiry(t *testing.T) {
 		time.Sleep(40 * time.Second)
 		w := ibxOpen(t, store, nil, nil)
 		t.Cleanup(func() { _ = w.q.Close() })
-		if _, err := w.rt.DrainInbox(ctx, InboxOptions{}); err != nil {
+		if _, err := DrainInbox(ctx, w.rt, InboxOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-errc; !errors.Is(err, ErrCommandExpired) {
@@ -318,19 +319,19 @@ func TestNewClientValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := c.Signal(ctx, "", nil); !errors.Is(err, ErrInvalidSignalKey) {
+	if _, err := c.Signal(ctx, "", nil); !errors.Is(err, runtime.ErrInvalidSignalKey) {
 		t.Errorf("empty signal key: %v", err)
 	}
-	if _, err := c.Signal(ctx, "k", make([]byte, MaxSignalPayload+1)); !errors.Is(err, ErrValueTooLarge) {
+	if _, err := c.Signal(ctx, "k", make([]byte, runtime.MaxSignalPayload+1)); !errors.Is(err, runtime.ErrValueTooLarge) {
 		t.Errorf("oversized signal: %v", err)
 	}
-	if _, err := c.Submit(ctx, RunSpec{KVWrites: map[string][]byte{"workflow/x": nil}}); !errors.Is(err, ErrReserved) {
+	if _, err := c.Submit(ctx, runtime.RunSpec{KVWrites: map[string][]byte{"workflow/x": nil}}); !errors.Is(err, runtime.ErrReserved) {
 		t.Errorf("reserved KV write: %v", err)
 	}
-	if _, err := c.Submit(ctx, RunSpec{Headers: map[string]string{"workflow.x": ""}}); !errors.Is(err, ErrReserved) {
+	if _, err := c.Submit(ctx, runtime.RunSpec{Headers: map[string]string{"workflow.x": ""}}); !errors.Is(err, runtime.ErrReserved) {
 		t.Errorf("reserved header: %v", err)
 	}
-	if _, err := c.Cancel(ctx, ""); !errors.Is(err, ErrInvalidRunID) {
+	if _, err := c.Cancel(ctx, ""); !errors.Is(err, runtime.ErrInvalidRunID) {
 		t.Errorf("empty run id: %v", err)
 	}
 	if err := c.Close(); err != nil {
@@ -353,8 +354,8 @@ func TestNewClientRefusesOverlappingPrefixes(t *testing.T) {
 		{InboxPrefix: "writer-lease"},
 		{InboxPrefix: "lease", Lease: lease.Options{Key: "lease-answers/x"}},
 	} {
-		if _, err := NewClient(mem.New(), opts); !errors.Is(err, ErrNamespaceOverlap) {
-			t.Errorf("NewClient(inbox %q, queue %q, lease %q) = %v; want ErrNamespaceOverlap",
+		if _, err := NewClient(mem.New(), opts); !errors.Is(err, objstore.ErrNamespaceOverlap) {
+			t.Errorf("NewClient(inbox %q, queue %q, lease %q) = %v; want objstore.ErrNamespaceOverlap",
 				opts.InboxPrefix, opts.Queue.Prefix, opts.Lease.Key, err)
 		}
 	}
@@ -376,15 +377,15 @@ func ExampleClient() {
 		panic(err)
 	}
 	defer q.Close()
-	rt, err := New(q, store, StepRunnerFunc(func(context.Context, *Step) (StepOutcome, error) {
-		return Succeed(nil), nil
-	}), WithLogger(quiet))
+	rt, err := runtime.New(q, store, runtime.StepRunnerFunc(func(context.Context, *runtime.Step) (runtime.StepOutcome, error) {
+		return runtime.Succeed(nil), nil
+	}), runtime.WithLogger(quiet))
 	if err != nil {
 		panic(err)
 	}
 	serving, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
-	go func() { served <- rt.ServeInbox(serving, InboxOptions{}) }()
+	go func() { served <- ServeInbox(serving, rt, InboxOptions{}) }()
 
 	// Another process: a client on the same store, never its writer.
 	c, err := NewClient(store, ClientOptions{Logger: quiet})
@@ -410,14 +411,14 @@ func ExampleClient() {
 // inbox server that gives up on the first failed attempt, after 50 ms.
 type faultyWriter struct {
 	q      *queue.Queue
-	rt     *Runtime
+	rt     *runtime.Runtime
 	faults *faults.Store
 	logs   *logRecorder
 }
 
 var faultyInbox = InboxOptions{MaxAttempts: 1, ApplyTimeout: 50 * time.Millisecond, Writer: "faulty"}
 
-func openFaultyWriter(t *testing.T, base objstore.Store, runner StepRunner) *faultyWriter {
+func openFaultyWriter(t *testing.T, base objstore.Store, runner runtime.StepRunner) *faultyWriter {
 	t.Helper()
 	fs := faults.New(base, 7)
 	q, err := queue.Open(context.Background(), fs, queue.Options{Logger: ibxLogger(), SweepInterval: -1,
@@ -427,10 +428,10 @@ func openFaultyWriter(t *testing.T, base objstore.Store, runner StepRunner) *fau
 		t.Fatal(err)
 	}
 	if runner == nil {
-		runner = StepRunnerFunc(func(context.Context, *Step) (StepOutcome, error) { return Succeed(nil), nil })
+		runner = runtime.StepRunnerFunc(func(context.Context, *runtime.Step) (runtime.StepOutcome, error) { return runtime.Succeed(nil), nil })
 	}
 	logs := &logRecorder{}
-	rt, err := New(q, fs, runner, WithLogger(slog.New(logs)), WithShutdownTimeout(0))
+	rt, err := runtime.New(q, fs, runner, runtime.WithLogger(slog.New(logs)), runtime.WithShutdownTimeout(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,12 +463,12 @@ func TestClientResolvesUncertain(t *testing.T) {
 		{
 			name: "submit, commit of unknown durability", rule: walHang, uncertain: true,
 			do: func(ctx context.Context, c *Client) (any, error) {
-				out, err := c.Submit(ctx, RunSpec{RunID: "r1", Input: []byte("in")})
+				out, err := c.Submit(ctx, runtime.RunSpec{RunID: "r1", Input: []byte("in")})
 				return out.NewlySubmitted, err
 			},
 			want: true,
 			check: func(t *testing.T, w *faultyWriter) {
-				if st, err := w.rt.Status(context.Background(), "r1"); err != nil || st.State.Terminal() && st.State != StateSucceeded {
+				if st, err := w.rt.Status(context.Background(), "r1"); err != nil || st.State.Terminal() && st.State != runtime.StateSucceeded {
 					t.Fatalf("run r1 after the resolved submission: %+v, %v", st, err)
 				}
 			},
@@ -480,7 +481,7 @@ func TestClientResolvesUncertain(t *testing.T) {
 			do: func(ctx context.Context, c *Client) (any, error) {
 				return c.Signal(ctx, crashKey, []byte("yes"))
 			},
-			want: Delivered,
+			want: runtime.Delivered,
 			check: func(t *testing.T, w *faultyWriter) {
 				ctx := context.Background()
 				j, err := w.q.GetJob(ctx, "j1")
@@ -498,7 +499,7 @@ func TestClientResolvesUncertain(t *testing.T) {
 			// second (the cancellation) hangs once, past the apply timeout.
 			rule: faults.Rule{Ops: faults.OpPut, KeyPrefix: "queue/wal/", Hang: true, Nth: 2},
 			setup: func(t *testing.T, w *faultyWriter) {
-				if _, err := w.rt.Submit(context.Background(), RunSpec{RunID: "r1", Input: []byte("wait")}); err != nil {
+				if _, err := w.rt.Submit(context.Background(), runtime.RunSpec{RunID: "r1", Input: []byte("wait")}); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -507,7 +508,7 @@ func TestClientResolvesUncertain(t *testing.T) {
 			},
 			want: true,
 			check: func(t *testing.T, w *faultyWriter) {
-				if st, err := w.rt.Status(context.Background(), "r1"); err != nil || st.State != StateCancelled {
+				if st, err := w.rt.Status(context.Background(), "r1"); err != nil || st.State != runtime.StateCancelled {
 					t.Fatalf("run r1 after the resolved cancel: %+v, %v", st, err)
 				}
 			},
@@ -518,7 +519,7 @@ func TestClientResolvesUncertain(t *testing.T) {
 			do: func(ctx context.Context, c *Client) (any, error) {
 				return c.Signal(ctx, crashKey, []byte("once"))
 			},
-			want: Buffered,
+			want: runtime.Buffered,
 			check: func(t *testing.T, w *faultyWriter) {
 				if b, _ := kvGet(context.Background(), w.q, sigBufKey(crashKey)); !bufferHolds(b, "once") {
 					t.Fatalf("buffer %q after the signal", b)
@@ -536,7 +537,7 @@ func TestClientResolvesUncertain(t *testing.T) {
 					tc.setup(t, w)
 				}
 				served := make(chan error, 1)
-				go func() { served <- w.rt.ServeInbox(ctx, faultyInbox) }()
+				go func() { served <- ServeInbox(ctx, w.rt, faultyInbox) }()
 				t.Cleanup(func() {
 					stop()
 					w.faults.Clear()
@@ -607,7 +608,7 @@ func TestClientUncertainUnresolved(t *testing.T) {
 		w := openFaultyWriter(t, base, nil)
 		w.faults.Set(faults.Rule{Ops: faults.OpPut, KeyPrefix: "queue/wal/", Hang: true, Rate: 1})
 		served := make(chan error, 1)
-		go func() { served <- w.rt.ServeInbox(ctx, faultyInbox) }()
+		go func() { served <- ServeInbox(ctx, w.rt, faultyInbox) }()
 		t.Cleanup(func() {
 			stop()
 			w.faults.Clear()
@@ -621,7 +622,7 @@ func TestClientUncertainUnresolved(t *testing.T) {
 		if !errors.Is(err, ErrOutcomeUncertain) || !errors.Is(err, ErrNoAnswer) {
 			t.Fatalf("Signal while the store fails: %v; want ErrOutcomeUncertain and ErrNoAnswer", err)
 		}
-		var remote *RemoteError
+		var remote *CommandError
 		if errors.As(err, &remote) {
 			t.Fatalf("an uncertain outcome was reported as a rejection: %v", err)
 		}
@@ -646,6 +647,55 @@ func TestClientUncertainUnresolved(t *testing.T) {
 		}
 		if err := w.q.Close(); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// Through the inbox a signal is checked by the writer as Runtime.Signal
+// checks it: the refusals come back as CommandErrors matching the
+// sentinels, nothing written; a buffered one reports its expiry.
+func TestClientSignalChecks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, stop := context.WithCancel(context.Background())
+		store := mem.Named(fmt.Sprintf("client-test-%d", clientTestStores.Add(1)))
+		v := &validatingWaiter{}
+		w := ibxOpen(t, store, nil, v, runtime.WithSignalRetention(48*time.Hour))
+		served := make(chan error, 1)
+		go func() { served <- ServeInbox(ctx, w.rt, InboxOptions{Writer: "test-writer"}) }()
+		t.Cleanup(func() {
+			stop()
+			<-served
+			_ = w.q.Close()
+		})
+		c, err := NewClient(store, ClientOptions{Logger: ibxLogger(), Name: "client-test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+
+		var remote *CommandError
+		_, err = c.Signal(ctx, "k:c", []byte("bad"))
+		if !errors.Is(err, runtime.ErrSignalRejected) || !errors.As(err, &remote) || remote.Code != "signal_rejected" || !strings.Contains(err.Error(), "is not a decision") {
+			t.Fatalf("bad payload through the inbox: %v; want signal_rejected with the reason", err)
+		}
+		_, err = c.SendSignal(ctx, "k:c", []byte("x"), runtime.SignalOptions{RequireWaiting: true})
+		if !errors.Is(err, runtime.ErrNoWaiter) || !errors.As(err, &remote) || remote.Code != "no_waiter" {
+			t.Fatalf("signal to nobody with RequireWaiting: %v; want no_waiter", err)
+		}
+		if b := w.kv(sigBufKey("k:c")); b != nil {
+			t.Fatalf("a refused signal was buffered: %q", b)
+		}
+		start := time.Now()
+		res, err := c.SendSignal(ctx, "k:c", []byte("good"), runtime.SignalOptions{})
+		if err != nil || res.Outcome != runtime.Buffered {
+			t.Fatalf("good payload = %+v, %v; want buffered", res, err)
+		}
+		if d := res.Expires.Sub(start); d < 48*time.Hour-time.Second || d > 48*time.Hour+time.Minute {
+			t.Fatalf("Expires %v is %v after the send; want the writer's 48h retention", res.Expires, d)
+		}
+		list, err := c.ListSignals(ctx, runtime.SignalListOptions{})
+		if err != nil || len(list) != 1 || list[0].Key != "k:c" || list[0].Size != 4 || !list[0].BufferedAt.Add(48*time.Hour).Equal(res.Expires) {
+			t.Fatalf("ListSignals through the client = %+v, %v", list, err)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package runtime
+package remote
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
@@ -70,7 +71,10 @@ func TestInboxLeavesForeignObjects(t *testing.T) {
 	w := ibxOpen(t, store, queue.NewMockClock(ibxStart), nil)
 	defer w.q.Close()
 	logs := &logRecorder{}
-	rt, err := New(w.q, store, w.rt.runner, WithLogger(slog.New(logs)))
+	// The inbox's store requests go through the counter; the queue's kv
+	// uses store directly.
+	counted := counting.New(store)
+	rt, err := runtime.New(w.q, counted, w.runner, runtime.WithLogger(slog.New(logs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,9 +93,7 @@ func TestInboxLeavesForeignObjects(t *testing.T) {
 		before[k] = info
 	}
 	id := ibxSend(t, store, inboxCommand{Kind: CommandSignal, Key: "real", Payload: []byte("p")})
-	counted := counting.New(store)
-	rt.store = counted
-	ib, err := rt.newInbox(InboxOptions{})
+	ib, err := newInbox(rt, InboxOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +112,7 @@ func TestInboxLeavesForeignObjects(t *testing.T) {
 			t.Fatalf("pass %d made %d requests (%+v); want only the LIST", pass, c.Total(), c)
 		}
 	}
-	if a, ok := ibxAnswer(t, store, id); !ok || a.Code != "" || a.Signal != Buffered.String() {
+	if a, ok := ibxAnswer(t, store, id); !ok || a.Code != "" || a.Signal != runtime.Buffered.String() {
 		t.Fatalf("the real command's answer = %+v, %v; want buffered", a, ok)
 	}
 	if w.kv(sigBufKey("k")) != nil {
@@ -152,51 +154,51 @@ func TestInboxRefusesOverlappingPrefixes(t *testing.T) {
 		t.Fatal("the queue wrote no object")
 	}
 	for _, prefix := range []string{"queue", "queue/inbox", "Queue"} {
-		_, err := w.rt.DrainInbox(ctx, InboxOptions{Prefix: prefix})
-		if !errors.Is(err, ErrNamespaceOverlap) || !strings.Contains(err.Error(), `"queue/" (the queue's kv store`) ||
+		_, err := DrainInbox(ctx, w.rt, InboxOptions{Prefix: prefix})
+		if !errors.Is(err, objstore.ErrNamespaceOverlap) || !strings.Contains(err.Error(), `"queue/" (the queue's kv store`) ||
 			!strings.Contains(err.Error(), `"`+prefix+`/" (inbox commands, InboxOptions.Prefix)`) {
-			t.Errorf("DrainInbox with prefix %q = %v; want ErrNamespaceOverlap naming both prefixes", prefix, err)
+			t.Errorf("DrainInbox with prefix %q = %v; want objstore.ErrNamespaceOverlap naming both prefixes", prefix, err)
 		}
-		if err := w.rt.ServeInbox(ctx, InboxOptions{Prefix: prefix}); !errors.Is(err, ErrNamespaceOverlap) {
-			t.Errorf("ServeInbox with prefix %q = %v; want ErrNamespaceOverlap", prefix, err)
+		if err := ServeInbox(ctx, w.rt, InboxOptions{Prefix: prefix}); !errors.Is(err, objstore.ErrNamespaceOverlap) {
+			t.Errorf("ServeInbox with prefix %q = %v; want objstore.ErrNamespaceOverlap", prefix, err)
 		}
 	}
 	if got := ibxKeys(t, store, "queue/"); strings.Join(got, " ") != strings.Join(kvObjects, " ") {
 		t.Fatalf("the kv's objects %v became %v", kvObjects, got)
 	}
 	for _, memo := range []string{"queue", "queue/memo", "writer-lease", "tqw-writer.lock"} {
-		if _, err := New(w.q, store, w.rt.runner, WithMemoPrefix(memo)); !errors.Is(err, ErrNamespaceOverlap) {
-			t.Errorf("New with WithMemoPrefix(%q) = %v; want ErrNamespaceOverlap", memo, err)
+		if _, err := runtime.New(w.q, store, w.runner, runtime.WithMemoPrefix(memo)); !errors.Is(err, objstore.ErrNamespaceOverlap) {
+			t.Errorf("New with WithMemoPrefix(%q) = %v; want objstore.ErrNamespaceOverlap", memo, err)
 		}
 	}
 	// New checks against the prefix the queue was opened with.
-	if _, err := New(w.q, store, w.rt.runner, WithMemoPrefix(w.q.Prefix()+"/memo")); !errors.Is(err, ErrNamespaceOverlap) {
-		t.Errorf("New with the memo inside the queue's prefix %q = %v; want ErrNamespaceOverlap", w.q.Prefix(), err)
+	if _, err := runtime.New(w.q, store, w.runner, runtime.WithMemoPrefix(w.q.Prefix()+"/memo")); !errors.Is(err, objstore.ErrNamespaceOverlap) {
+		t.Errorf("New with the memo inside the queue's prefix %q = %v; want objstore.ErrNamespaceOverlap", w.q.Prefix(), err)
 	}
 	// Namespaces of other components sharing the store.
-	interp := WithStoreNamespaces(Namespace{Owner: "workflow definitions", Prefix: "tqw/defs"})
-	if _, err := New(w.q, store, w.rt.runner, interp, WithMemoPrefix("tqw")); !errors.Is(err, ErrNamespaceOverlap) ||
+	interp := runtime.WithStoreNamespaces(objstore.Namespace{Owner: "workflow definitions", Prefix: "tqw/defs"})
+	if _, err := runtime.New(w.q, store, w.runner, interp, runtime.WithMemoPrefix("tqw")); !errors.Is(err, objstore.ErrNamespaceOverlap) ||
 		!strings.Contains(err.Error(), `"tqw/defs/" (workflow definitions)`) {
-		t.Errorf("New with the memo over a declared namespace = %v; want ErrNamespaceOverlap naming it", err)
+		t.Errorf("New with the memo over a declared namespace = %v; want objstore.ErrNamespaceOverlap naming it", err)
 	}
 	// The inbox is checked when it is built, against the memo too.
 	for _, memo := range []string{"inbox", "inbox-answers"} {
-		rt, err := New(w.q, store, w.rt.runner, WithMemoPrefix(memo))
+		rt, err := runtime.New(w.q, store, w.runner, runtime.WithMemoPrefix(memo))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := rt.DrainInbox(ctx, InboxOptions{}); !errors.Is(err, ErrNamespaceOverlap) {
-			t.Errorf("DrainInbox with WithMemoPrefix(%q) = %v; want ErrNamespaceOverlap", memo, err)
+		if _, err := DrainInbox(ctx, rt, InboxOptions{}); !errors.Is(err, objstore.ErrNamespaceOverlap) {
+			t.Errorf("DrainInbox with WithMemoPrefix(%q) = %v; want objstore.ErrNamespaceOverlap", memo, err)
 		}
 	}
-	rt, err := New(w.q, store, w.rt.runner, interp)
+	rt, err := runtime.New(w.q, store, w.runner, interp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rt.DrainInbox(ctx, InboxOptions{Prefix: "tqw"}); !errors.Is(err, ErrNamespaceOverlap) {
-		t.Errorf("DrainInbox over a declared namespace = %v; want ErrNamespaceOverlap", err)
+	if _, err := DrainInbox(ctx, rt, InboxOptions{Prefix: "tqw"}); !errors.Is(err, objstore.ErrNamespaceOverlap) {
+		t.Errorf("DrainInbox over a declared namespace = %v; want objstore.ErrNamespaceOverlap", err)
 	}
-	if _, err := rt.DrainInbox(ctx, InboxOptions{Prefix: "tqw-inbox"}); err != nil {
+	if _, err := DrainInbox(ctx, rt, InboxOptions{Prefix: "tqw-inbox"}); err != nil {
 		t.Errorf("DrainInbox with a prefix that only starts like another = %v; want it accepted", err)
 	}
 }
@@ -216,8 +218,8 @@ func TestInboxAnswersOnlyDurableOutcomes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rt, err := New(q, fs, StepRunnerFunc(func(context.Context, *Step) (StepOutcome, error) { return Succeed(nil), nil }),
-			WithLogger(ibxLogger()))
+		rt, err := runtime.New(q, fs, runtime.StepRunnerFunc(func(context.Context, *runtime.Step) (runtime.StepOutcome, error) { return runtime.Succeed(nil), nil }),
+			runtime.WithLogger(ibxLogger()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +227,7 @@ func TestInboxAnswersOnlyDurableOutcomes(t *testing.T) {
 		fs.Set(faults.Rule{Ops: faults.OpPut, KeyPrefix: "queue/wal/", Hang: true, Rate: 1})
 		for pass := 0; pass < 2; pass++ {
 			dctx, cancel := context.WithTimeout(ctx, time.Second)
-			_, _ = rt.DrainInbox(dctx, InboxOptions{})
+			_, _ = DrainInbox(dctx, rt, InboxOptions{})
 			cancel()
 		}
 		ans, answered := ibxAnswer(t, base, id)
@@ -249,14 +251,14 @@ func TestInboxUncertainIsNotRejection(t *testing.T) {
 	store := mem.New()
 	w := ibxOpen(t, store, queue.NewMockClock(ibxStart), nil)
 	defer w.q.Close()
-	if _, err := w.rt.Submit(ctx, RunSpec{RunID: "r1", Input: []byte("a")}); err != nil {
+	if _, err := w.rt.Submit(ctx, runtime.RunSpec{RunID: "r1", Input: []byte("a")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.q.KVPut(ctx, stepKey("r1"), []byte{0xc1}); err != nil {
 		t.Fatal(err)
 	}
 	id := ibxSend(t, store, inboxCommand{Kind: CommandCancel, RunID: "r1"})
-	if _, err := w.rt.DrainInbox(ctx, InboxOptions{MaxAttempts: 1}); err != nil {
+	if _, err := DrainInbox(ctx, w.rt, InboxOptions{MaxAttempts: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if w.kv(cancelKey("r1")) == nil {
@@ -288,7 +290,7 @@ func TestInboxSweepLeavesForeignAnswers(t *testing.T) {
 	w := ibxOpen(t, store, queue.NewMockClock(ibxStart), nil)
 	defer w.q.Close()
 	clock := queue.NewMockClock(time.Now())
-	ib, err := w.rt.newInbox(InboxOptions{Clock: clock, AnswerTTL: time.Hour})
+	ib, err := newInbox(w.rt, InboxOptions{Clock: clock, AnswerTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,11 +347,11 @@ func TestInboxWaitingIgnoresForeignObjects(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if waiting, err := w.rt.InboxWaiting(ctx, InboxOptions{}); err != nil || waiting {
+	if waiting, err := InboxWaiting(ctx, w.rt, InboxOptions{}); err != nil || waiting {
 		t.Fatalf("InboxWaiting with foreign objects only = %v, %v; want false", waiting, err)
 	}
 	ibxSend(t, store, inboxCommand{Kind: CommandSignal, Key: "real", Payload: []byte("p")})
-	if waiting, err := w.rt.InboxWaiting(ctx, InboxOptions{}); err != nil || !waiting {
+	if waiting, err := InboxWaiting(ctx, w.rt, InboxOptions{}); err != nil || !waiting {
 		t.Fatalf("InboxWaiting with a command = %v, %v; want true", waiting, err)
 	}
 }
@@ -362,14 +364,14 @@ func TestInboxLateSubmitOfAnEndedRunStartsNothing(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
 	var steps atomic.Int32
-	w := ibxOpen(t, store, nil, StepRunnerFunc(func(context.Context, *Step) (StepOutcome, error) {
+	w := ibxOpen(t, store, nil, runtime.StepRunnerFunc(func(context.Context, *runtime.Step) (runtime.StepOutcome, error) {
 		steps.Add(1)
-		return Succeed(nil), nil
+		return runtime.Succeed(nil), nil
 	}))
 	defer w.q.Close()
 	id := ibxSend(t, store, inboxCommand{Kind: CommandSubmit, RunID: "late", Input: []byte("in")})
 	// Meanwhile the run is submitted and works to its end in process.
-	if _, err := w.rt.Submit(ctx, RunSpec{RunID: "late", Input: []byte("in")}); err != nil {
+	if _, err := w.rt.Submit(ctx, runtime.RunSpec{RunID: "late", Input: []byte("in")}); err != nil {
 		t.Fatal(err)
 	}
 	wk := w.rt.Spawn(ctx)
@@ -383,7 +385,7 @@ func TestInboxLateSubmitOfAnEndedRunStartsNothing(t *testing.T) {
 	if err := wk.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := w.rt.DrainInbox(ctx, InboxOptions{}); err != nil || n != 1 {
+	if n, err := DrainInbox(ctx, w.rt, InboxOptions{}); err != nil || n != 1 {
 		t.Fatalf("DrainInbox = %d, %v; want the late command handled", n, err)
 	}
 	a, ok := ibxAnswer(t, store, id)

@@ -1,4 +1,4 @@
-package runtime
+package remote
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
@@ -26,13 +27,14 @@ func ibxLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, 
 
 // ibxWriter is one writer "process": a queue and a runtime on a store.
 type ibxWriter struct {
-	t  *testing.T
-	q  *queue.Queue
-	rt *Runtime
+	t      *testing.T
+	q      *queue.Queue
+	rt     *runtime.Runtime
+	runner runtime.StepRunner
 }
 
 // ibxOpen opens a writer on store; clock nil means the system clock.
-func ibxOpen(t *testing.T, store objstore.Store, clock queue.Clock, runner StepRunner, opts ...Option) *ibxWriter {
+func ibxOpen(t *testing.T, store objstore.Store, clock queue.Clock, runner runtime.StepRunner, opts ...runtime.Option) *ibxWriter {
 	t.Helper()
 	if clock == nil {
 		clock = queue.SystemClock()
@@ -43,13 +45,13 @@ func ibxOpen(t *testing.T, store objstore.Store, clock queue.Clock, runner StepR
 		t.Fatalf("queue.Open: %v", err)
 	}
 	if runner == nil {
-		runner = StepRunnerFunc(func(context.Context, *Step) (StepOutcome, error) { return Succeed(nil), nil })
+		runner = runtime.StepRunnerFunc(func(context.Context, *runtime.Step) (runtime.StepOutcome, error) { return runtime.Succeed(nil), nil })
 	}
-	rt, err := New(q, store, runner, append([]Option{WithLogger(ibxLogger()), WithShutdownTimeout(0)}, opts...)...)
+	rt, err := runtime.New(q, store, runner, append([]runtime.Option{runtime.WithLogger(ibxLogger()), runtime.WithShutdownTimeout(0)}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	return &ibxWriter{t: t, q: q, rt: rt}
+	return &ibxWriter{t: t, q: q, rt: rt, runner: runner}
 }
 
 func (w *ibxWriter) kv(key string) []byte {
@@ -238,7 +240,7 @@ var crashScenarios = []crashScenario{
 			if consumed == buffered {
 				t.Fatalf("signal consumed before the redrain: %v, buffered after it: %v; want exactly one", consumed, buffered)
 			}
-			if buffered && ans.Signal != Buffered.String() {
+			if buffered && ans.Signal != runtime.Buffered.String() {
 				t.Fatalf("answer %q for a buffered signal", ans.Signal)
 			}
 		},
@@ -271,7 +273,7 @@ var crashScenarios = []crashScenario{
 			if b := w.kv(sigBufKey(crashKey)); b != nil {
 				t.Fatalf("signal still buffered after its delivery: %q", b)
 			}
-			if ans.Signal != Delivered.String() {
+			if ans.Signal != runtime.Delivered.String() {
 				t.Fatalf("answer %q, want delivered", ans.Signal)
 			}
 		},
@@ -336,7 +338,7 @@ var crashScenarios = []crashScenario{
 	{
 		name: "cancel",
 		setup: func(t *testing.T, w *ibxWriter) inboxCommand {
-			if _, err := w.rt.Submit(context.Background(), RunSpec{RunID: "r1", Input: []byte("first")}); err != nil {
+			if _, err := w.rt.Submit(context.Background(), runtime.RunSpec{RunID: "r1", Input: []byte("first")}); err != nil {
 				t.Fatal(err)
 			}
 			return inboxCommand{Kind: CommandCancel, RunID: "r1"}
@@ -347,7 +349,7 @@ var crashScenarios = []crashScenario{
 			if w.kv(runKey("r1")) != nil {
 				return false
 			}
-			if _, err := w.rt.Submit(context.Background(), RunSpec{RunID: "r1", Input: []byte("second")}); err != nil {
+			if _, err := w.rt.Submit(context.Background(), runtime.RunSpec{RunID: "r1", Input: []byte("second")}); err != nil {
 				t.Fatal(err)
 			}
 			return true
@@ -361,7 +363,7 @@ var crashScenarios = []crashScenario{
 				if st.State.Terminal() {
 					t.Fatalf("the cancel was applied twice: the new incarnation is %s", st.State)
 				}
-			} else if st.State != StateCancelled {
+			} else if st.State != runtime.StateCancelled {
 				t.Fatalf("run is %s after the cancel, want cancelled", st.State)
 			}
 			if !ans.OK {
@@ -422,7 +424,7 @@ func ibxCrashOnce(t *testing.T, sc crashScenario, n int) bool {
 	id := ibxSend(t, base, cmd)
 
 	dying.arm(n)
-	_, err := first.rt.DrainInbox(ctx, InboxOptions{})
+	_, err := DrainInbox(ctx, first.rt, InboxOptions{})
 	if err == nil {
 		// The marker's removal is a non-durable commit the kv flushes in
 		// the background; flush it now so where the crash lands does not
@@ -443,7 +445,7 @@ func ibxCrashOnce(t *testing.T, sc crashScenario, n int) bool {
 	defer second.q.Close()
 	state := sc.between(t, second)
 	for i := 0; ; i++ {
-		if _, err := second.rt.DrainInbox(ctx, InboxOptions{}); err != nil {
+		if _, err := DrainInbox(ctx, second.rt, InboxOptions{}); err != nil {
 			t.Fatalf("n=%d: redrain: %v", n, err)
 		}
 		if _, ok := ibxAnswer(t, base, id); ok || i == 3 {
@@ -462,7 +464,7 @@ func ibxCrashOnce(t *testing.T, sc crashScenario, n int) bool {
 	}
 	// A crash between the command's deletion and its marker's leaves
 	// the marker to the sweep, which ServeInbox runs at its start.
-	ib, err := second.rt.newInbox(InboxOptions{})
+	ib, err := newInbox(second.rt, InboxOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +492,7 @@ func TestInboxRejections(t *testing.T) {
 	clock := queue.NewMockClock(ibxStart)
 	w := ibxOpen(t, store, clock, nil)
 	defer w.q.Close()
-	if _, err := w.rt.Submit(ctx, RunSpec{RunID: "r1", Input: []byte("a")}); err != nil {
+	if _, err := w.rt.Submit(ctx, runtime.RunSpec{RunID: "r1", Input: []byte("a")}); err != nil {
 		t.Fatal(err)
 	}
 	mismatch := ibxSend(t, store, inboxCommand{Kind: CommandSubmit, RunID: "r1", Input: []byte("b")})
@@ -514,7 +516,7 @@ func TestInboxRejections(t *testing.T) {
 	newer := ibxSend(t, store, inboxCommand{Kind: CommandSignal, Key: "k"})
 	put("inbox/"+newer, `{"tqw":"inbox-command","v":2,"id":"`+newer+`","kind":"signal","key":"k"}`)
 
-	n, err := w.rt.DrainInbox(ctx, InboxOptions{})
+	n, err := DrainInbox(ctx, w.rt, InboxOptions{})
 	if err != nil || n != 6 {
 		t.Fatalf("DrainInbox = %d, %v; want 6 commands handled", n, err)
 	}
@@ -522,14 +524,14 @@ func TestInboxRejections(t *testing.T) {
 		id   string
 		want error
 	}{
-		{mismatch, ErrInputMismatch}, {badKey, ErrInvalidSignalKey}, {reserved, ErrReserved},
+		{mismatch, runtime.ErrInputMismatch}, {badKey, runtime.ErrInvalidSignalKey}, {reserved, runtime.ErrReserved},
 		{expired, ErrCommandExpired}, {unknown, ErrInvalidCommand}, {newer, ErrInvalidCommand},
 	} {
 		a, ok := ibxAnswer(t, store, c.id)
 		if !ok {
 			t.Fatalf("no answer to %s", c.id)
 		}
-		err := &RemoteError{CommandID: c.id, Code: a.Code, Message: a.Error}
+		err := &CommandError{CommandID: c.id, Code: a.Code, Message: a.Error}
 		if !errors.Is(err, c.want) {
 			t.Errorf("answer to %s: %v; want %v", c.id, err, c.want)
 		}
@@ -560,12 +562,12 @@ func TestInboxRetriesStoreErrorsThenAnswers(t *testing.T) {
 	if err := w.q.KVPut(ctx, inboxMarkerKey(id), []byte{0xc1}); err != nil {
 		t.Fatal(err)
 	}
-	ib, err := w.rt.newInbox(InboxOptions{MaxAttempts: 3})
+	ib, err := newInbox(w.rt, InboxOptions{MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for pass := 1; pass <= 2; pass++ {
-		if _, err := ib.drain(ctx); !errors.Is(err, ErrCorruptRecord) {
+		if _, err := ib.drain(ctx); !errors.Is(err, runtime.ErrCorruptRecord) {
 			t.Fatalf("pass %d: err = %v; want the marker's ErrCorruptRecord", pass, err)
 		}
 		if _, ok := ibxAnswer(t, store, id); ok {
@@ -592,14 +594,14 @@ func TestInboxIdleBackoff(t *testing.T) {
 	// The runtime's own store requests (inbox and memo) go through the
 	// counter; the queue's kv uses base directly.
 	counted := counting.New(base)
-	rt, err := New(w.q, counted, w.rt.runner, WithLogger(ibxLogger()))
+	rt, err := runtime.New(w.q, counted, w.runner, runtime.WithLogger(ibxLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock := queue.NewMockClock(ibxStart)
 	done := make(chan error, 1)
 	go func() {
-		done <- rt.ServeInbox(ctx, InboxOptions{Clock: clock, SweepEvery: 24 * time.Hour})
+		done <- ServeInbox(ctx, rt, InboxOptions{Clock: clock, SweepEvery: 24 * time.Hour})
 	}()
 	// advance moves the clock in 50 ms ticks for d, letting the drainer
 	// finish each pass it starts (it re-arms its timer when done).
@@ -654,7 +656,7 @@ func TestInboxSweep(t *testing.T) {
 	w := ibxOpen(t, store, queue.NewMockClock(ibxStart), nil)
 	defer w.q.Close()
 	clock := queue.NewMockClock(time.Now())
-	ib, err := w.rt.newInbox(InboxOptions{Clock: clock, AnswerTTL: time.Hour})
+	ib, err := newInbox(w.rt, InboxOptions{Clock: clock, AnswerTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -714,7 +716,7 @@ func TestDecodeCommandAndAnswerRoundTrip(t *testing.T) {
 	if a, err := decodeAnswer(ab); err != nil || a.Signal != "delivered" {
 		t.Fatalf("decodeAnswer = %+v, %v", a, err)
 	}
-	if _, err := decodeAnswer([]byte(`{"v":1}`)); !errors.Is(err, ErrCorruptRecord) {
+	if _, err := decodeAnswer([]byte(`{"v":1}`)); !errors.Is(err, runtime.ErrCorruptRecord) {
 		t.Fatalf("answer without id: %v", err)
 	}
 }
@@ -725,7 +727,7 @@ func FuzzDecodeInbox(f *testing.F) {
 	f.Add([]byte(`{"v":1,"id":"x","kind":"cancel","run_id":"r","applied_at":"2026-01-01T00:00:00Z"}`))
 	f.Add([]byte(`{"tqw":"inbox-command","v":1,"id":"01ABC","kind":"submit","run_id":"r","input":"aW4="}`))
 	f.Add([]byte(`{"tqw":"inbox-answer","v":1,"id":"01ABC","kind":"signal","code":"uncertain","error":"e"}`))
-	m, _ := encodeRecord(&inboxMarker{Kind: CommandSignal, Buf: []byte{1, 2}, Outcome: "delivered", AtMs: 5})
+	m, _ := encodeMarker(&inboxMarker{Kind: CommandSignal, Buf: []byte{1, 2}, Outcome: "delivered", AtMs: 5})
 	f.Add(m)
 	f.Add([]byte(`{"owner":"o","host":"h","pid":1,"expires":"2026-01-01T00:00:00Z","mechanism":"object"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -762,8 +764,8 @@ func BenchmarkInboxSignal(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer q.Close()
-	rt, err := New(q, writerStore, StepRunnerFunc(func(context.Context, *Step) (StepOutcome, error) { return Succeed(nil), nil }),
-		WithLogger(ibxLogger()))
+	rt, err := runtime.New(q, writerStore, runtime.StepRunnerFunc(func(context.Context, *runtime.Step) (runtime.StepOutcome, error) { return runtime.Succeed(nil), nil }),
+		runtime.WithLogger(ibxLogger()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -779,7 +781,7 @@ func BenchmarkInboxSignal(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := rt.DrainInbox(ctx, InboxOptions{}); err != nil {
+		if _, err := DrainInbox(ctx, rt, InboxOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		if _, _, err := clientStore.Get(ctx, "inbox-answers/"+id); err != nil {

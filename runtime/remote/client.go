@@ -1,4 +1,4 @@
-package runtime
+package remote
 
 import (
 	"context"
@@ -12,10 +12,14 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
+
+// defaultQueuePrefix is queue.Options' default Prefix.
+const defaultQueuePrefix = "queue"
 
 // ClientOptions configure NewClient. The zero value is usable against a
 // writer with default queue and inbox options.
@@ -25,7 +29,7 @@ type ClientOptions struct {
 	Queue queue.Options
 	// InboxPrefix must match the writer's InboxOptions.Prefix (default
 	// "inbox"); it must be disjoint from Queue.Prefix and the writer
-	// lease's key (ErrNamespaceOverlap).
+	// lease's key (objstore.ErrNamespaceOverlap).
 	InboxPrefix string
 	// PollMin and PollMax bound the wait between two reads of a
 	// command's answer (defaults 100 ms and 1 s; it doubles after every
@@ -43,7 +47,7 @@ type ClientOptions struct {
 	// keep it well above their skew.
 	CommandTTL time.Duration
 	// Name describes this client in commands, for the writer's logs
-	// (default "runtime.Client"); the host and pid are added.
+	// (default "remote.Client"); the host and pid are added.
 	Name string
 	// Lease locates the writer lease, to say in ErrNoAnswer whether a
 	// live writer exists.
@@ -60,17 +64,18 @@ type ClientOptions struct {
 
 // Client controls runs in a store another process owns: Submit, Signal,
 // ClearSignal and Cancel become command objects in the store's inbox that
-// the writer (Runtime.ServeInbox) applies exactly once and answers;
+// the writer (ServeInbox) applies exactly once and answers;
 // Status, ListRuns and ListSignals read the durable state through a
 // queue.Reader. A Client never opens the store as a writer, so it never
 // fences the worker. It is safe for concurrent use.
 //
 // # Outcomes
 //
-// A command returns its result when the writer applied it; a *RemoteError
-// matching the writer's sentinel (ErrInputMismatch, ErrInvalidRunID, ...,
-// Code "input_mismatch", ...) when the writer rejected it, nothing
-// applied; a *RemoteError with Code "internal" when the writer gave up on
+// A command returns its result when the writer applied it; a
+// *CommandError matching the writer's sentinel (runtime.ErrInputMismatch,
+// runtime.ErrInvalidRunID, ..., Code "input_mismatch", ...) when the
+// writer rejected it, nothing applied; a *CommandError with Code
+// "internal" when the writer gave up on
 // store errors before the command had started, nothing applied; and an
 // error wrapping ErrNoAnswer when no answer came before the deadline (the
 // command stays in the inbox and is applied when a writer drains it).
@@ -109,7 +114,7 @@ type Client struct {
 	// before every read.
 	readMu sync.Mutex
 	reader *queue.Reader
-	insp   *Inspector
+	insp   *runtime.Inspector
 	closed bool
 }
 
@@ -117,13 +122,13 @@ type Client struct {
 // Reader is opened by the first Status or ListRuns.
 func NewClient(store objstore.Store, opts ClientOptions) (*Client, error) {
 	if store == nil {
-		return nil, errors.New("runtime: NewClient needs an object store")
+		return nil, errors.New("remote: NewClient needs an object store")
 	}
 	if opts.InboxPrefix == "" {
 		opts.InboxPrefix = DefaultInboxPrefix
 	}
 	if err := objstore.ValidateKey(opts.InboxPrefix); err != nil {
-		return nil, fmt.Errorf("runtime: client inbox prefix: %w", err)
+		return nil, fmt.Errorf("remote: client inbox prefix: %w", err)
 	}
 	queuePrefix, leaseKey := opts.Queue.Prefix, opts.Lease.Key
 	if queuePrefix == "" {
@@ -133,9 +138,9 @@ func NewClient(store objstore.Store, opts ClientOptions) (*Client, error) {
 		leaseKey = lease.DefaultKey
 	}
 	spaces := append(inboxNamespaces(opts.InboxPrefix, "ClientOptions.InboxPrefix"),
-		Namespace{Owner: "the queue's kv store, ClientOptions.Queue.Prefix", Prefix: queuePrefix},
-		Namespace{Owner: "the writer lease object, ClientOptions.Lease.Key", Key: leaseKey})
-	if err := CheckNamespaces(spaces...); err != nil {
+		objstore.Namespace{Owner: "the queue's kv store, ClientOptions.Queue.Prefix", Prefix: queuePrefix},
+		objstore.Namespace{Owner: "the writer lease object, ClientOptions.Lease.Key", Key: leaseKey})
+	if err := objstore.CheckNamespaces(spaces...); err != nil {
 		return nil, err
 	}
 	if opts.PollMin == 0 {
@@ -148,11 +153,11 @@ func NewClient(store objstore.Store, opts ClientOptions) (*Client, error) {
 		opts.AnswerTimeout = 30 * time.Second
 	}
 	if opts.PollMin < 0 || opts.PollMax < opts.PollMin || opts.AnswerTimeout < 0 || opts.CommandTTL < 0 {
-		return nil, fmt.Errorf("runtime: client poll %v..%v, answer timeout %v, command TTL %v: want 0 < PollMin <= PollMax and no negative duration",
+		return nil, fmt.Errorf("remote: client poll %v..%v, answer timeout %v, command TTL %v: want 0 < PollMin <= PollMax and no negative duration",
 			opts.PollMin, opts.PollMax, opts.AnswerTimeout, opts.CommandTTL)
 	}
 	if opts.Name == "" {
-		opts.Name = "runtime.Client"
+		opts.Name = "remote.Client"
 	}
 	if opts.Clock == nil {
 		opts.Clock = queue.SystemClock()
@@ -167,7 +172,7 @@ func NewClient(store objstore.Store, opts ClientOptions) (*Client, error) {
 		opts.Lease.Clock = opts.Clock
 	}
 	host, _ := os.Hostname()
-	return &Client{store: store, opts: opts, log: opts.Logger.With("component", "runtime-client"),
+	return &Client{store: store, opts: opts, log: opts.Logger.With("component", "remote-client"),
 		cmdPrefix: opts.InboxPrefix + "/", ansPrefix: opts.InboxPrefix + "-answers/",
 		sender: fmt.Sprintf("%s (pid %d on %s)", opts.Name, os.Getpid(), host), entropy: opts.Entropy}, nil
 }
@@ -184,71 +189,58 @@ func (c *Client) newID() string {
 	return id.String()
 }
 
-// Submit asks the writer to start a run; see Runtime.Submit. An empty
-// spec.RunID is replaced by a fresh ULID here, before the command is
-// sent, so a command applied twice after a writer crash is the same
-// submission. The spec is checked here as Runtime.Submit checks it.
-func (c *Client) Submit(ctx context.Context, spec RunSpec) (SubmitOutcome, error) {
+// Submit asks the writer to start a run; see runtime.Runtime.Submit. An
+// empty spec.RunID is replaced by a fresh ULID here, before the command
+// is sent, so a command applied twice after a writer crash is the same
+// submission. The spec is checked here as the writer checks it
+// (runtime.RunSpec.Validate).
+func (c *Client) Submit(ctx context.Context, spec runtime.RunSpec) (runtime.SubmitOutcome, error) {
 	if spec.RunID == "" {
 		spec.RunID = c.newID()
 	}
-	if err := ValidateRunID(spec.RunID); err != nil {
-		return SubmitOutcome{}, err
-	}
-	if err := validateUserHeaders(spec.Headers); err != nil {
-		return SubmitOutcome{}, fmt.Errorf("submit run %s: %w", spec.RunID, err)
-	}
-	for k, v := range spec.KVWrites {
-		if err := validateAppKey(k); err != nil {
-			return SubmitOutcome{}, fmt.Errorf("submit run %s: RunSpec.KVWrites: %w", spec.RunID, err)
-		}
-		if len(v) > queue.MaxKVValueSize {
-			return SubmitOutcome{}, fmt.Errorf("submit run %s: %w: RunSpec.KVWrites[%q] is %d bytes, the limit is %d",
-				spec.RunID, ErrValueTooLarge, k, len(v), queue.MaxKVValueSize)
-		}
+	if err := spec.Validate(); err != nil {
+		return runtime.SubmitOutcome{}, err
 	}
 	ans, err := c.do(ctx, &inboxCommand{Kind: CommandSubmit, RunID: spec.RunID, Input: spec.Input,
-		Headers: spec.Headers, KVWrites: spec.KVWrites})
+		Headers: spec.Headers, Labels: spec.Labels, KVWrites: spec.KVWrites})
 	if err != nil {
-		return SubmitOutcome{}, err
+		return runtime.SubmitOutcome{}, err
 	}
-	return SubmitOutcome{RunID: ans.RunID, JobID: ans.JobID, NewlySubmitted: ans.NewlySubmitted}, nil
+	return runtime.SubmitOutcome{RunID: ans.RunID, JobID: ans.JobID, NewlySubmitted: ans.NewlySubmitted}, nil
 }
 
-// Signal asks the writer to deliver a signal; see Runtime.Signal. The
-// writer applies it exactly once, also across its own crashes.
-func (c *Client) Signal(ctx context.Context, key string, payload []byte) (SignalOutcome, error) {
-	res, err := c.SendSignal(ctx, key, payload, SignalOptions{})
+// Signal asks the writer to deliver a signal; see runtime.Runtime.Signal.
+// The writer applies it exactly once, also across its own crashes.
+func (c *Client) Signal(ctx context.Context, key string, payload []byte) (runtime.SignalOutcome, error) {
+	res, err := c.SendSignal(ctx, key, payload, runtime.SignalOptions{})
 	return res.Outcome, err
 }
 
-// SendSignal asks the writer to deliver a signal; see Runtime.SendSignal.
-// The writer checks it as SendSignal does (RequireWaiting, its
-// SignalValidator): a refusal is a *RemoteError matching ErrNoWaiter or
-// ErrSignalRejected, nothing buffered. The writer applies it exactly once,
-// also across its own crashes.
-func (c *Client) SendSignal(ctx context.Context, key string, payload []byte, opts SignalOptions) (SignalResult, error) {
-	if err := validateSignalKey(key); err != nil {
-		return SignalResult{}, err
-	}
-	if len(payload) > MaxSignalPayload {
-		return SignalResult{}, fmt.Errorf("runtime: signal %q: %w: payload of %d bytes, the limit is %d", key, ErrValueTooLarge, len(payload), MaxSignalPayload)
+// SendSignal asks the writer to deliver a signal; see
+// runtime.Runtime.SendSignal. The writer checks it as SendSignal does
+// (RequireWaiting, its SignalValidator): a refusal is a *CommandError
+// matching runtime.ErrNoWaiter or runtime.ErrSignalRejected, nothing
+// buffered. The writer applies it exactly once, also across its own
+// crashes.
+func (c *Client) SendSignal(ctx context.Context, key string, payload []byte, opts runtime.SignalOptions) (runtime.SignalResult, error) {
+	if err := runtime.ValidateSignal(key, payload); err != nil {
+		return runtime.SignalResult{}, err
 	}
 	ans, err := c.do(ctx, &inboxCommand{Kind: CommandSignal, Key: key, Payload: payload, RequireWaiting: opts.RequireWaiting})
 	if err != nil {
-		return SignalResult{}, err
+		return runtime.SignalResult{}, err
 	}
 	out, ok := parseSignalOutcome(ans.Signal)
 	if !ok {
-		return SignalResult{}, fmt.Errorf("%w: answer to signal command %s has outcome %q", ErrCorruptRecord, ans.ID, ans.Signal)
+		return runtime.SignalResult{}, fmt.Errorf("%w: answer to signal command %s has outcome %q", runtime.ErrCorruptRecord, ans.ID, ans.Signal)
 	}
-	return SignalResult{Outcome: out, Expires: ans.SignalExpires}, nil
+	return runtime.SignalResult{Outcome: out, Expires: ans.SignalExpires}, nil
 }
 
 // ClearSignal asks the writer to discard the signal buffered under key;
-// see Runtime.ClearSignal.
+// see runtime.Runtime.ClearSignal.
 func (c *Client) ClearSignal(ctx context.Context, key string) (bool, error) {
-	if err := validateSignalKey(key); err != nil {
+	if err := runtime.ValidateSignal(key, nil); err != nil {
 		return false, err
 	}
 	ans, err := c.do(ctx, &inboxCommand{Kind: CommandClearSignal, Key: key})
@@ -258,9 +250,9 @@ func (c *Client) ClearSignal(ctx context.Context, key string) (bool, error) {
 	return ans.OK, nil
 }
 
-// Cancel asks the writer to cancel a run; see Runtime.Cancel.
+// Cancel asks the writer to cancel a run; see runtime.Runtime.Cancel.
 func (c *Client) Cancel(ctx context.Context, runID string) (bool, error) {
-	if err := ValidateRunID(runID); err != nil {
+	if err := runtime.ValidateRunID(runID); err != nil {
 		return false, err
 	}
 	ans, err := c.do(ctx, &inboxCommand{Kind: CommandCancel, RunID: runID})
@@ -270,15 +262,15 @@ func (c *Client) Cancel(ctx context.Context, runID string) (bool, error) {
 	return ans.OK, nil
 }
 
-// Status returns the durable state of runID (ErrRunNotFound when the
-// store has no such run); see Inspector.Status. A step whose claim is not
-// durable yet shows as pending.
-func (c *Client) Status(ctx context.Context, runID string) (RunStatus, error) {
-	if err := ValidateRunID(runID); err != nil {
-		return RunStatus{}, err
+// Status returns the durable state of runID (runtime.ErrRunNotFound when
+// the store has no such run); see runtime.Inspector.Status. A step whose
+// claim is not durable yet shows as pending.
+func (c *Client) Status(ctx context.Context, runID string) (runtime.RunStatus, error) {
+	if err := runtime.ValidateRunID(runID); err != nil {
+		return runtime.RunStatus{}, err
 	}
-	var st RunStatus
-	err := c.read(ctx, func(in *Inspector) (err error) {
+	var st runtime.RunStatus
+	err := c.read(ctx, func(in *runtime.Inspector) (err error) {
 		st, err = in.Status(ctx, runID)
 		return err
 	})
@@ -286,20 +278,21 @@ func (c *Client) Status(ctx context.Context, runID string) (RunStatus, error) {
 }
 
 // ListSignals lists the buffered signals from the durable state; see
-// Inspector.ListSignals.
-func (c *Client) ListSignals(ctx context.Context, opts SignalListOptions) ([]BufferedSignal, error) {
-	var out []BufferedSignal
-	err := c.read(ctx, func(in *Inspector) (err error) {
+// runtime.Inspector.ListSignals.
+func (c *Client) ListSignals(ctx context.Context, opts runtime.SignalListOptions) ([]runtime.BufferedSignal, error) {
+	var out []runtime.BufferedSignal
+	err := c.read(ctx, func(in *runtime.Inspector) (err error) {
 		out, err = in.ListSignals(ctx, opts)
 		return err
 	})
 	return out, err
 }
 
-// ListRuns lists runs from the durable state; see Inspector.ListRuns.
-func (c *Client) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatus, error) {
-	var out []RunStatus
-	err := c.read(ctx, func(in *Inspector) (err error) {
+// ListRuns lists runs from the durable state; see
+// runtime.Inspector.ListRuns.
+func (c *Client) ListRuns(ctx context.Context, opts runtime.ListOptions) ([]runtime.RunStatus, error) {
+	var out []runtime.RunStatus
+	err := c.read(ctx, func(in *runtime.Inspector) (err error) {
 		out, err = in.ListRuns(ctx, opts)
 		return err
 	})
@@ -307,20 +300,20 @@ func (c *Client) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatus, e
 }
 
 // read opens or refreshes the Reader and runs fn on its Inspector.
-func (c *Client) read(ctx context.Context, fn func(*Inspector) error) error {
+func (c *Client) read(ctx context.Context, fn func(*runtime.Inspector) error) error {
 	c.readMu.Lock()
 	defer c.readMu.Unlock()
 	if c.closed {
-		return fmt.Errorf("runtime: client: %w", queue.ErrClosed)
+		return fmt.Errorf("remote: client: %w", queue.ErrClosed)
 	}
 	if c.reader == nil {
 		r, err := queue.OpenReader(ctx, c.store, c.opts.Queue)
 		if err != nil {
-			return fmt.Errorf("runtime: client: open a reader on the store: %w", err)
+			return fmt.Errorf("remote: client: open a reader on the store: %w", err)
 		}
-		c.reader, c.insp = r, NewInspector(r)
+		c.reader, c.insp = r, runtime.NewInspector(r)
 	} else if err := c.reader.Refresh(ctx); err != nil {
-		return fmt.Errorf("runtime: client: refresh the reader: %w", err)
+		return fmt.Errorf("remote: client: refresh the reader: %w", err)
 	}
 	return fn(c.insp)
 }
@@ -347,7 +340,7 @@ func (c *Client) do(ctx context.Context, cmd *inboxCommand) (*inboxAnswer, error
 	closed := c.closed
 	c.readMu.Unlock()
 	if closed {
-		return nil, fmt.Errorf("runtime: client: %w", queue.ErrClosed)
+		return nil, fmt.Errorf("remote: client: %w", queue.ErrClosed)
 	}
 	id, err := c.send(ctx, cmd)
 	if err != nil {
@@ -358,7 +351,7 @@ func (c *Client) do(ctx context.Context, cmd *inboxCommand) (*inboxAnswer, error
 		return nil, err
 	}
 	if ans.Code != "" {
-		return nil, &RemoteError{CommandID: id, Kind: cmd.Kind, Code: ans.Code, Message: ans.Error}
+		return nil, &CommandError{CommandID: id, Kind: cmd.Kind, Code: ans.Code, Message: ans.Error}
 	}
 	return ans, nil
 }
@@ -383,7 +376,7 @@ func (c *Client) send(ctx context.Context, cmd *inboxCommand) (string, error) {
 			return cmd.ID, nil
 		}
 		if attempt == 2 || ctx.Err() != nil || errors.Is(err, objstore.ErrPrecondition) || errors.Is(err, objstore.ErrInvalidKey) {
-			return "", fmt.Errorf("runtime: client: send the %s command to %s: %w", cmd.Kind, key, err)
+			return "", fmt.Errorf("remote: client: send the %s command to %s: %w", cmd.Kind, key, err)
 		}
 	}
 }
@@ -420,11 +413,11 @@ func (c *Client) await(ctx context.Context, id string, kind CommandKind) (*inbox
 		case err == nil:
 			ans, err := decodeAnswer(b)
 			if err == nil && ans.ID != id {
-				err = fmt.Errorf("%w: it answers command %q", ErrCorruptRecord, ans.ID)
+				err = fmt.Errorf("%w: it answers command %q", runtime.ErrCorruptRecord, ans.ID)
 			}
 			if err != nil {
 				// Not an answer to this command: leave it.
-				return nil, fmt.Errorf("runtime: client: answer %s: %w", key, err)
+				return nil, fmt.Errorf("remote: client: answer %s: %w", key, err)
 			}
 			if ans.Code == codeUncertain {
 				if uncertain == nil {
@@ -461,7 +454,7 @@ func (c *Client) noAnswer(ctx context.Context, id string, kind CommandKind, wait
 	case live && uncertain != nil:
 		writer = fmt.Sprintf("%s is live and retrying it", info)
 	case live:
-		writer = fmt.Sprintf("%s is live but did not answer: is it draining the inbox (Runtime.ServeInbox, `tqw-dsl worker`)?", info)
+		writer = fmt.Sprintf("%s is live but did not answer: is it draining the inbox (remote.ServeInbox, `tqw-dsl worker`)?", info)
 	default:
 		writer = "no live writer holds the store: start one (`tqw-dsl worker`)"
 	}
@@ -477,10 +470,10 @@ func (c *Client) noAnswer(ctx context.Context, id string, kind CommandKind, wait
 		ErrNoAnswer, kind, id, waited.Round(time.Millisecond), writer, c.cmdPrefix, id, cause)
 }
 
-// RemoteError is a command the writer rejected. It matches the sentinel
-// error the writer reported (ErrInputMismatch, ErrInvalidRunID, ...) with
-// errors.Is.
-type RemoteError struct {
+// CommandError is a command the writer rejected. It matches the sentinel
+// error the writer reported (runtime.ErrInputMismatch,
+// runtime.ErrInvalidRunID, ..., ErrCommandExpired) with errors.Is.
+type CommandError struct {
 	CommandID string
 	Kind      CommandKind
 	// Code is the stable name of the rejection ("input_mismatch", ...;
@@ -491,9 +484,9 @@ type RemoteError struct {
 	Message string
 }
 
-func (e *RemoteError) Error() string {
-	return fmt.Sprintf("runtime: the writer rejected %s command %s: %s", e.Kind, e.CommandID, e.Message)
+func (e *CommandError) Error() string {
+	return fmt.Sprintf("remote: the writer rejected %s command %s: %s", e.Kind, e.CommandID, e.Message)
 }
 
 // Unwrap returns the sentinel error of Code, or nil.
-func (e *RemoteError) Unwrap() error { return sentinelOf(e.Code) }
+func (e *CommandError) Unwrap() error { return sentinelOf(e.Code) }

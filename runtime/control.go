@@ -1,0 +1,245 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
+)
+
+// The control surface: what a control plane needs to apply commands from
+// other processes exactly once across its own crashes (the store inbox of
+// runtime/remote; an HTTP API). Submit, Cancel and SendSignal apply a
+// command; what follows lets a control plane replay one. Its own records
+// (an applied-marker per command) live in the caller KV under a
+// ControlKVPrefix, and the signal operations below commit such a record
+// atomically with their own writes, since a signal, unlike a submission,
+// is not idempotent.
+
+// maxControlNameLen bounds the name of a ControlKVPrefix.
+const maxControlNameLen = 32
+
+// ControlKVPrefix returns the caller-KV prefix ReservedKVPrefix + name +
+// "/" that the runtime leaves to the records of the control plane called
+// name: the inbox of runtime/remote keeps its applied-markers under
+// ControlKVPrefix("inbox"), "workflow/inbox/". The runtime never reads,
+// writes or sweeps under it, and Submit and Step.Effects refuse it with
+// the rest of ReservedKVPrefix. The control plane writes it through the
+// queue's caller KV (Queue) or as the record of BufferSignal,
+// DeliverSignal and ClearSignalWith. name is 1 to 32 lower-case ASCII
+// letters, digits and '-' (ErrInvalidKey); the names of the runtime's own
+// records ("runs", "signals", ...) are ErrReserved.
+func ControlKVPrefix(name string) (string, error) {
+	if name == "" || len(name) > maxControlNameLen || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+		return "", fmt.Errorf("%w: control namespace %q: want 1 to %d lower-case letters, digits and '-'", ErrInvalidKey, name, maxControlNameLen)
+	}
+	prefix := ReservedKVPrefix + name + "/"
+	if slices.ContainsFunc(ownKVPrefixes, func(own string) bool { return strings.HasPrefix(own, prefix) }) {
+		return "", fmt.Errorf("%w: control namespace %q holds the runtime's own records; pick another name", ErrReserved, name)
+	}
+	return prefix, nil
+}
+
+// checkControlRecord checks that key names a record under a
+// ControlKVPrefix, so no control plane overwrites the runtime's records.
+func checkControlRecord(key string) error {
+	name, rest, ok := strings.Cut(strings.TrimPrefix(key, ReservedKVPrefix), "/")
+	if !strings.HasPrefix(key, ReservedKVPrefix) || !ok || rest == "" {
+		return fmt.Errorf("%w: control record %q: want a key under a ControlKVPrefix", ErrInvalidKey, key)
+	}
+	if _, err := ControlKVPrefix(name); err != nil {
+		return fmt.Errorf("control record %q: %w", key, err)
+	}
+	return nil
+}
+
+// Incarnation names the runs that have carried one run id. A run id is
+// free again once its run ended, so a control plane that replays a
+// Submit or a Cancel after a crash compares the incarnation it saw before
+// its first attempt with the one it sees now: an Active nonce that
+// appeared since was started by that attempt, and a Cancel is only
+// repeated on the run it was meant for.
+type Incarnation struct {
+	// Active is the nonce of the run active under the id ("" for none).
+	Active string
+	// Ended is the nonce of the last run that ended under the id, while
+	// its result is retained (WithResultRetention; "" for none), and
+	// Status how it ended.
+	Ended  string
+	Status TerminalStatus
+}
+
+// Incarnation returns the incarnation of runID. It writes nothing. Cost:
+// memory reads on the writer.
+func (rt *Runtime) Incarnation(ctx context.Context, runID string) (Incarnation, error) {
+	if err := ValidateRunID(runID); err != nil {
+		return Incarnation{}, err
+	}
+	rec, err := loadRun(ctx, rt.q, runID)
+	if err != nil {
+		return Incarnation{}, err
+	}
+	var inc Incarnation
+	if rec != nil {
+		inc.Active = rec.Nonce
+	}
+	b, err := kvGet(ctx, rt.q, resultKey(runID))
+	if err != nil || b == nil {
+		return inc, err
+	}
+	r, err := decodeResultRecord(b)
+	if err != nil {
+		return Incarnation{}, fmt.Errorf("run %s: %w", runID, err)
+	}
+	inc.Ended, inc.Status = r.Nonce, r.Status
+	return inc, nil
+}
+
+// SignalValue returns payload as the runtime buffers it now, stamped with
+// the runtime clock's time. The value is opaque: a control plane that
+// buffers a signal with BufferSignal keeps it in its own record to
+// recognise that very signal later (SignalBuffered, DeliverSignal,
+// SignalExpiry).
+func (rt *Runtime) SignalValue(payload []byte) []byte {
+	return encodeBufferedSignal(payload, rt.clock.Now())
+}
+
+// BufferSignal buffers the signal value (from SignalValue) under key and
+// writes record in the same durable commit, only if record's key holds
+// nothing yet; otherwise it writes nothing and returns an error wrapping
+// ErrRecordExists (an earlier attempt applied it). Like SendSignal it
+// replaces a signal buffered earlier under key; unlike it, it checks
+// nothing (AdmitSignal does) and wakes no waiter (DeliverSignal does).
+// record.Key must lie under a ControlKVPrefix. Cost: one durable commit.
+func (rt *Runtime) BufferSignal(ctx context.Context, key string, value []byte, record queue.KVWrite) error {
+	if err := validateSignalKey(key); err != nil {
+		return err
+	}
+	if _, _, err := decodeSignalTime(value); err != nil {
+		return fmt.Errorf("runtime: signal %q: the value to buffer: %w", key, err)
+	}
+	if err := checkControlRecord(record.Key); err != nil {
+		return err
+	}
+	ok, err := rt.q.KVApply(ctx, queue.KVBatch{
+		Expect: []queue.KVWrite{{Key: record.Key}},
+		Puts:   []queue.KVWrite{{Key: sigBufKey(key), Value: value}, record},
+	})
+	if err != nil {
+		return fmt.Errorf("runtime: signal %q: buffer: %w", key, err)
+	}
+	if !ok {
+		return fmt.Errorf("runtime: signal %q: %w: %s", key, ErrRecordExists, record.Key)
+	}
+	return nil
+}
+
+// SignalBuffered returns the signal value buffered under key, nil when
+// none is, so a control plane can tell whether the signal it buffered is
+// still there (a waiter registering consumes it, a later signal replaces
+// it). It writes nothing. Cost: a memory read on the writer.
+func (rt *Runtime) SignalBuffered(ctx context.Context, key string) ([]byte, error) {
+	if err := validateSignalKey(key); err != nil {
+		return nil, err
+	}
+	return kvGet(ctx, rt.q, sigBufKey(key))
+}
+
+// DeliverSignal wakes the step waiting on key with the signal value that
+// BufferSignal buffered, consuming it from the buffer and writing record
+// (the control plane's note of the outcome) in the same commit, only
+// while the buffer still holds value: call it once SignalBuffered showed
+// value still there. It returns Delivered when it woke the waiter, or
+// when value left the buffer before the wake committed and the buffer is
+// empty (a registering waiter consumed it); Buffered, writing nothing,
+// when no step waits on key (the signal stays for the next waiter) or the
+// buffer holds another signal by then; and Buffered with an error when
+// the wake failed: the signal stays buffered for the next waiter, as with
+// SendSignal, unless the error wraps kv.ErrCommitUncertain (the wake may
+// have committed). record.Key must lie under a ControlKVPrefix. Cost: one
+// durable commit and a small one to drop the waiter's index entry when a
+// step waits; memory reads otherwise.
+func (rt *Runtime) DeliverSignal(ctx context.Context, key string, value []byte, record queue.KVWrite) (SignalOutcome, error) {
+	if err := validateSignalKey(key); err != nil {
+		return Buffered, err
+	}
+	if err := checkControlRecord(record.Key); err != nil {
+		return Buffered, err
+	}
+	payload, err := decodeSignal(value)
+	if err != nil {
+		return Buffered, fmt.Errorf("runtime: signal %q: the buffered value: %w", key, err)
+	}
+	bufKey, waitKey := sigBufKey(key), sigWaitKey(key)
+	waiter, err := kvGet(ctx, rt.q, waitKey)
+	if err != nil || waiter == nil {
+		return Buffered, err
+	}
+	res, err := rt.q.WakeScheduledKV(ctx, string(waiter), payload, queue.KVBatch{
+		Expect:  []queue.KVWrite{{Key: bufKey, Value: value}},
+		Puts:    []queue.KVWrite{record},
+		Deletes: []string{bufKey},
+	})
+	if err != nil {
+		return Buffered, fmt.Errorf("runtime: signal %q: wake job %s: %w", key, waiter, err)
+	}
+	switch res {
+	case queue.Woken:
+		rt.compareAndDelete(ctx, waitKey, waiter)
+		return Delivered, nil
+	case queue.WakeConditionFailed:
+		cur, err := kvGet(ctx, rt.q, bufKey)
+		if cur == nil {
+			return Delivered, err
+		}
+		return Buffered, err
+	}
+	// A stale index entry: the waiter's timeout fired or its run ended.
+	// The signal stays buffered for the next waiter.
+	rt.compareAndDelete(ctx, waitKey, waiter)
+	return Buffered, nil
+}
+
+// ClearSignalWith discards the signal buffered under key, as ClearSignal
+// does, and writes record in the same commit, only if record's key holds
+// nothing yet. It reports whether a signal was discarded: false, with
+// nothing written, when none is buffered, and false with an error wrapping
+// ErrRecordExists when record's key is taken (an earlier attempt applied
+// it). record.Key must lie under a ControlKVPrefix. Cost: one durable
+// commit when a signal is buffered.
+func (rt *Runtime) ClearSignalWith(ctx context.Context, key string, record queue.KVWrite) (bool, error) {
+	if err := validateSignalKey(key); err != nil {
+		return false, err
+	}
+	if err := checkControlRecord(record.Key); err != nil {
+		return false, err
+	}
+	bufKey := sigBufKey(key)
+	for {
+		cur, err := kvGet(ctx, rt.q, bufKey)
+		if err != nil || cur == nil {
+			return false, err
+		}
+		ok, err := rt.q.KVApply(ctx, queue.KVBatch{
+			Expect:  []queue.KVWrite{{Key: bufKey, Value: cur}, {Key: record.Key}},
+			Puts:    []queue.KVWrite{record},
+			Deletes: []string{bufKey},
+		})
+		if err != nil {
+			return false, fmt.Errorf("runtime: clear signal %q: %w", key, err)
+		}
+		if ok {
+			return true, nil
+		}
+		// The buffer changed, or the record was written meanwhile.
+		taken, err := kvGet(ctx, rt.q, record.Key)
+		if err != nil {
+			return false, err
+		}
+		if taken != nil {
+			return false, fmt.Errorf("runtime: clear signal %q: %w: %s", key, ErrRecordExists, record.Key)
+		}
+	}
+}
