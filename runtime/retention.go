@@ -18,6 +18,9 @@ type SweepResult struct {
 	Results int
 	// Signals counts buffered signals dropped after the signal retention.
 	Signals int
+	// Sealed counts runs sealed (WithSealing); SealedExpired the sealed
+	// runs whose segments expired.
+	Sealed, SealedExpired int
 }
 
 // TerminalMarker records a run's termination for memo retention.
@@ -118,6 +121,18 @@ func (rt *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 			return res, err
 		}
 	}
+	if rt.sealing() {
+		n, err := rt.Seal(ctx)
+		res.Sealed += n
+		if err != nil {
+			return res, err
+		}
+	}
+	n, err := rt.expireSegments(ctx, now)
+	res.SealedExpired += n
+	if err != nil {
+		return res, err
+	}
 	if ret := rt.cfg.signalRetention; ret > 0 {
 		n, err := rt.sweepSignals(ctx, now, ret)
 		res.Signals += n
@@ -214,7 +229,8 @@ func (rt *Runtime) sweepLoop(ctx context.Context) {
 				rt.log.Error("retention sweep failed", "err", err)
 			}
 		} else if res != (SweepResult{}) {
-			rt.log.Debug("retention sweep", "memo_runs", res.MemoRuns, "memo_objects", res.MemoObjects, "results", res.Results, "signals", res.Signals)
+			rt.log.Debug("retention sweep", "memo_runs", res.MemoRuns, "memo_objects", res.MemoObjects, "results", res.Results, "signals", res.Signals,
+				"sealed", res.Sealed, "sealed_expired", res.SealedExpired)
 		}
 		if !rt.pause(ctx, rt.cfg.sweepInterval) {
 			return

@@ -123,6 +123,8 @@ type durableBarrier interface {
 // pending on a Reader.
 type Inspector struct {
 	r StateReader
+	// segments reads sealed runs (nil: this Inspector cannot).
+	segments *segmentCache
 }
 
 // durable waits until what in read is durable.
@@ -187,7 +189,14 @@ func (in *Inspector) status(ctx context.Context, runID string) (RunStatus, error
 		return RunStatus{}, err
 	}
 	if b == nil {
-		return RunStatus{}, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+		e, _, err := in.sealedRun(ctx, runID)
+		if err != nil {
+			return RunStatus{}, err
+		}
+		if e == nil {
+			return RunStatus{}, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+		}
+		return sealedStatus(e)
 	}
 	res, err := decodeResultRecord(b)
 	if err != nil {
@@ -301,44 +310,44 @@ func (in *Inspector) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatu
 	if len(opts.Labels) > 0 {
 		return in.listLabelled(ctx, opts, limit, keep)
 	}
-	active := &kvCursor{r: in.r, prefix: kvRuns, after: opts.After}
-	done := &kvCursor{r: in.r, prefix: kvResults, after: opts.After}
+	// Three key spaces hold runs: active, terminated with their result in
+	// the KV, and sealed. An id in several is listed once, from the first.
+	cursors := []*kvCursor{
+		{r: in.r, prefix: kvRuns, after: opts.After},
+		{r: in.r, prefix: kvResults, after: opts.After},
+		{r: in.r, prefix: kvSealedRuns, after: opts.After},
+	}
 	var out []RunStatus
 	for len(out) < limit {
-		a, err := active.peek(ctx)
-		if err != nil {
-			return nil, err
-		}
-		d, err := done.peek(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if a == nil && d == nil {
-			break
-		}
-		var st RunStatus
-		switch {
-		case a != nil && (d == nil || a.id <= d.id):
-			if d != nil && d.id == a.id {
-				done.next()
-			}
-			active.next()
-			rec, err := decodeRunRecord(a.value)
+		var items [3]*kvItem
+		var first *kvItem
+		for i, c := range cursors {
+			it, err := c.peek(ctx)
 			if err != nil {
-				return nil, fmt.Errorf("run %s: %w", a.id, err)
-			}
-			if st, err = in.activeStatus(ctx, a.id, rec); err != nil {
 				return nil, err
 			}
-		default:
-			done.next()
-			res, err := decodeResultRecord(d.value)
-			if err != nil {
-				return nil, fmt.Errorf("run %s: %w", d.id, err)
+			items[i] = it
+			if it != nil && (first == nil || it.id < first.id) {
+				first = it
 			}
-			st = terminalStatus(d.id, res)
 		}
-		if keep(st.State) {
+		if first == nil {
+			break
+		}
+		from := -1
+		for i, it := range items {
+			if it != nil && it.id == first.id {
+				cursors[i].next()
+				if from < 0 {
+					from = i
+				}
+			}
+		}
+		st, ok, err := in.listed(ctx, from, first, keep)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			out = append(out, st)
 		}
 	}
@@ -405,13 +414,60 @@ func (in *Inspector) statusOf(ctx context.Context, runID string) (RunStatus, str
 		return RunStatus{}, "", err
 	}
 	if b == nil {
-		return RunStatus{}, "", fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+		e, _, err := in.sealedRun(ctx, runID)
+		if err != nil {
+			return RunStatus{}, "", err
+		}
+		if e == nil {
+			return RunStatus{}, "", fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+		}
+		st, err := sealedStatus(e)
+		return st, e.Nonce, err
 	}
 	res, err := decodeResultRecord(b)
 	if err != nil {
 		return RunStatus{}, "", fmt.Errorf("run %s: %w", runID, err)
 	}
 	return terminalStatus(runID, res), res.Nonce, nil
+}
+
+// listed returns the status of a run ListRuns found in key space from
+// (0 active, 1 result, 2 sealed) and whether keep keeps it; a sealed run
+// in a state keep drops costs no read of its segment.
+func (in *Inspector) listed(ctx context.Context, from int, it *kvItem, keep func(RunState) bool) (RunStatus, bool, error) {
+	var st RunStatus
+	switch from {
+	case 0:
+		rec, err := decodeRunRecord(it.value)
+		if err != nil {
+			return st, false, fmt.Errorf("run %s: %w", it.id, err)
+		}
+		if st, err = in.activeStatus(ctx, it.id, rec); err != nil {
+			return st, false, err
+		}
+	case 1:
+		res, err := decodeResultRecord(it.value)
+		if err != nil {
+			return st, false, fmt.Errorf("run %s: %w", it.id, err)
+		}
+		st = terminalStatus(it.id, res)
+	default:
+		var row sealedRow
+		if err := decodeRecord("sealed run row", it.value, &row); err != nil {
+			return st, false, fmt.Errorf("run %s: %w", it.id, err)
+		}
+		if !keep(row.State.state()) {
+			return st, false, nil
+		}
+		e, _, err := in.sealedEntry(ctx, it.id, &row)
+		if err != nil || e == nil {
+			return st, false, err
+		}
+		if st, err = sealedStatus(e); err != nil {
+			return st, false, err
+		}
+	}
+	return st, keep(st.State), nil
 }
 
 type kvItem struct {

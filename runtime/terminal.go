@@ -42,7 +42,12 @@ func (rt *Runtime) terminalEffects(runID string, rec *runRecord, n int, status T
 	if rt.cfg.memoRetention > 0 {
 		sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: timedKey(kvTerminals, now, runID), Value: []byte(rec.Nonce)})
 	}
-	if rt.observes(out) {
+	observed := rt.observes(out)
+	if !observed && rt.sealing() {
+		// Nothing else handles this end: the sealer may take the run.
+		sef.KVPuts = append(sef.KVPuts, rt.sealMarker(runID, now))
+	}
+	if observed {
 		b, err := encodeRecord(out)
 		if err != nil {
 			return nil, err
@@ -79,11 +84,23 @@ func (rt *Runtime) handleNotification(ctx context.Context, c *queue.Claim, _ fun
 				}
 				sef.KVPuts = append(sef.KVPuts, w)
 			}
+			if rt.sealing() {
+				// The end is handled: the sealer may take the run.
+				if sef == nil {
+					sef = &queue.SettlementEffects{}
+				}
+				sef.KVPuts = append(sef.KVPuts, rt.sealMarker(out.RunID, out.FinishedAt))
+			}
 			if err = rt.q.Ack(sctx, c, sef); err != nil && taken != nil {
 				rt.pending.add(out.RunID, taken)
 			}
 		case IsPermanent(herr):
-			err = rt.q.DeadLetter(sctx, c, herr.Error(), nil)
+			var sef *queue.SettlementEffects
+			if rt.sealing() {
+				// The hook gave up for good: the end is handled as well.
+				sef = &queue.SettlementEffects{KVPuts: []queue.KVWrite{rt.sealMarker(out.RunID, out.FinishedAt)}}
+			}
+			err = rt.q.DeadLetter(sctx, c, herr.Error(), sef)
 		default:
 			_, err = rt.q.Nack(sctx, c, herr.Error(), nil)
 		}

@@ -311,7 +311,7 @@ func (c *Client) read(ctx context.Context, fn func(*runtime.Inspector) error) er
 		if err != nil {
 			return fmt.Errorf("remote: client: open a reader on the store: %w", err)
 		}
-		c.reader, c.insp = r, runtime.NewInspector(r)
+		c.reader, c.insp = r, runtime.NewArchiveInspector(r, c.store, runtime.SealOptions{})
 	} else if err := c.reader.Refresh(ctx); err != nil {
 		return fmt.Errorf("remote: client: refresh the reader: %w", err)
 	}
