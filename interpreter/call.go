@@ -66,6 +66,7 @@ func (x *exec) call(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, err
 		// ending at any point after it finds the child to cancel.
 		spec := runtime.RunSpec{RunID: childID, Input: payload,
 			Headers:  map[string]string{HeaderParent: key, HeaderWorkflow: cd.wf.Name},
+			Labels:   map[string]string{LabelWorkflow: cd.wf.Name},
 			KVWrites: map[string][]byte{childIndexKey(x.rs.RunID, childID): {}}}
 		if err := addPredictedWaits(&spec, cd.wf); err != nil {
 			return runtime.StepOutcome{}, runtime.Permanent(err)

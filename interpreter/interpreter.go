@@ -53,6 +53,11 @@ const HeaderParent = "tqw.parent"
 // listings.
 const HeaderWorkflow = "tqw.workflow"
 
+// LabelWorkflow is the run label carrying the workflow's name, so a
+// listing filtered by workflow walks that label's index
+// (runtime.ListOptions.Labels), not every run.
+const LabelWorkflow = "workflow"
+
 // InlineOutputLimit is the largest encoded output kept in the KV record;
 // larger ones go to their own object.
 const InlineOutputLimit = 64 << 10

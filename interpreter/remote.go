@@ -78,7 +78,8 @@ func prepareRun(ctx context.Context, store objstore.Store, pins *pinSet, r runti
 	if err := pinDefinitions(ctx, store, pins, w); err != nil {
 		return runtime.RunSpec{}, err
 	}
-	spec := runtime.RunSpec{RunID: runID, Input: payload, Headers: map[string]string{HeaderWorkflow: w.Main.Name}}
+	spec := runtime.RunSpec{RunID: runID, Input: payload, Headers: map[string]string{HeaderWorkflow: w.Main.Name},
+		Labels: map[string]string{LabelWorkflow: w.Main.Name}}
 	if err := addPredictedWaits(&spec, w.Main); err != nil {
 		return runtime.RunSpec{}, err
 	}

@@ -219,7 +219,7 @@ func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (int,
 				}
 				err := scanAll(ctx, rt.q, p, func(e queue.KVEntry) {
 					r.Records = append(r.Records, archive.Record{Key: e.Key, Value: e.Value})
-					eff.KVCompareDeletes = append(eff.KVCompareDeletes, queue.KVWrite{Key: e.Key, Value: e.Value})
+					eff.KVCompareDeletes = append(eff.KVCompareDeletes, queue.KVWrite(e))
 				})
 				if err != nil {
 					return 0, err

@@ -317,6 +317,12 @@ func (in *Inspector) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatu
 		{r: in.r, prefix: kvResults, after: opts.After},
 		{r: in.r, prefix: kvSealedRuns, after: opts.After},
 	}
+	if len(opts.States) > 0 && !keep(StatePending) && !keep(StateRunning) && !keep(StateWaiting) &&
+		!keep(StateScheduled) && !keep(StateCancelling) && !keep(StateFailed) {
+		// No active run can be listed (an active run shows Failed when the
+		// queue dead-lettered its step): skip them without reading one.
+		cursors[0].eof = true
+	}
 	var out []RunStatus
 	for len(out) < limit {
 		var items [3]*kvItem
