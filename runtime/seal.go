@@ -95,10 +95,12 @@ func (rt *Runtime) sealMarker(runID string, finished time.Time) queue.KVWrite {
 // sealing reports whether finished runs are sealed.
 func (rt *Runtime) sealing() bool { return rt.cfg.seal != nil && rt.cfg.resultRetention > 0 }
 
-// segmentCache keeps decoded segment indexes, by segment object key.
+// segmentCache keeps decoded segment indexes, by segment object key, and
+// decoded catalog rows, by their bytes.
 type segmentCache struct {
 	store objstore.Store
 	lru   *lru.Cache[string, *archive.Index]
+	metas *lru.Cache[string, *archive.Meta]
 }
 
 func newSegmentCache(store objstore.Store, size int) *segmentCache {
@@ -106,7 +108,24 @@ func newSegmentCache(store objstore.Store, size int) *segmentCache {
 	if err != nil {
 		panic(err) // size is at least 1 (withDefaults)
 	}
-	return &segmentCache{store: store, lru: c}
+	m, err := lru.New[string, *archive.Meta](4 * size)
+	if err != nil {
+		panic(err)
+	}
+	return &segmentCache{store: store, lru: c, metas: m}
+}
+
+// meta decodes a catalog row, once per distinct row.
+func (c *segmentCache) meta(row []byte) (*archive.Meta, error) {
+	if m, ok := c.metas.Get(string(row)); ok {
+		return m, nil
+	}
+	m, err := archive.DecodeMeta(row)
+	if err != nil {
+		return nil, err
+	}
+	c.metas.Add(string(row), m)
+	return m, nil
 }
 
 // index returns the decoded index of m: a cache hit, else one GET.
@@ -446,12 +465,12 @@ func (in *Inspector) sealedEntry(ctx context.Context, runID string, row *sealedR
 	if err != nil || mb == nil {
 		return nil, nil, err
 	}
-	m, err := archive.DecodeMeta(mb)
+	if in.segments == nil {
+		return nil, nil, fmt.Errorf("runtime: run %s is sealed in segment %d and this Inspector reads no object store; use NewArchiveInspector", runID, row.Seq)
+	}
+	m, err := in.segments.meta(mb)
 	if err != nil {
 		return nil, nil, fmt.Errorf("runtime: catalog row %s: %w", segmentKey(row.Seq), err)
-	}
-	if in.segments == nil {
-		return nil, nil, fmt.Errorf("runtime: run %s is sealed in %s and this Inspector reads no object store; use NewArchiveInspector", runID, m.Key)
 	}
 	x, err := in.segments.index(ctx, m)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	goruntime "runtime"
 	"strconv"
 	"strings"
@@ -60,7 +61,8 @@ func init() {
 type scalePoint struct {
 	retained                  int
 	stepsPerSec, cpuUsPerStep float64
-	rssMB, reopenMs, listMs   float64
+	rssMB, heapMB             float64
+	reopenMs, listMs          float64
 }
 
 func runScale(ctx context.Context, cfg *config) error {
@@ -93,7 +95,7 @@ func runScale(ctx context.Context, cfg *config) error {
 			r := Result{Bench: "scale", Concurrency: 1, Ops: int64(scaleBench.runs * scaleBench.steps),
 				OpsPerSec: p.stepsPerSec, Extra: map[string]any{
 					"retained_runs": n, "steps_per_sec": p.stepsPerSec, "cpu_us_per_step": p.cpuUsPerStep,
-					"rss_mb": p.rssMB, "reopen_ms": p.reopenMs, "list_first_page_ms": p.listMs,
+					"rss_mb": p.rssMB, "heap_mb": p.heapMB, "reopen_ms": p.reopenMs, "list_first_page_ms": p.listMs,
 					"op_unit": "step of a measured run (runs of --steps no-op steps at concurrency 1)"}}
 			if err := cfg.emitFor(url, r); err != nil {
 				return err
@@ -179,8 +181,13 @@ func (s *scaleStore) point(ctx context.Context, retained int) (scalePoint, error
 		lists.Add(time.Since(t0))
 	}
 	p.listMs = lists.Percentile(50)
-	goruntime.GC()
+	// Return freed memory first: RSS then counts what is live, not what
+	// the fill left for the collector.
+	debug.FreeOSMemory()
 	p.rssMB = rssMB()
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	p.heapMB = float64(ms.HeapAlloc) / (1 << 20)
 	cpu0, t1 := processCPU(), time.Now()
 	for i := range scaleBench.runs {
 		if err := s.measuredRun(ctx, fmt.Sprintf("m%07d-%05d", retained, i)); err != nil {
