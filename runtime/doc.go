@@ -183,6 +183,18 @@
 // to one sweep interval longer than an unsealed one. Memo retention is
 // unchanged (its markers stay in the KV until they expire).
 //
+// # Waiting runs
+//
+// A run waiting on a signal or a timer is a scheduled job and a few KV
+// records in memory: no request is made for it until its signal comes or
+// its time is due. TestWaitingRunsAddNoRequests counts every request of an
+// idle writer (mock clock, one minute) holding 10,000 waiting runs and
+// none: both make exactly zero (no lease or inbox in that test; with them
+// an idle writer makes 12 lease PUTs a minute and its inbox polls, the
+// same with or without waiting runs). Memory: about 2.4 KB of heap per
+// waiting run, measured by that test on the mem store (which also holds
+// the WAL's bytes), so 100,000 waiting runs cost about 240 MB.
+//
 // # What it does not do
 //
 // It is an imperative step orchestrator, not a DAG executor nor an
