@@ -178,7 +178,9 @@
 // What a sealed run keeps in memory: its row (a 47-byte key and a value of
 // about 35 bytes) and 8 bytes of its segment's catalog entry, plus its
 // label index entries; its result, history and outputs live in objects,
-// read through the bounded index cache. A segment is dropped whole when its
+// read through the bounded index cache. The process heap grows faster than
+// that (about 1.1 KB per retained run at 100,000 on the file store, see
+// docs/BENCHMARKS.md "scale"), in the kv's memory outside its key content. A segment is dropped whole when its
 // newest run leaves the result retention, so a sealed run stays visible up
 // to one sweep interval longer than an unsealed one. Memo retention is
 // unchanged (its markers stay in the KV until they expire).
