@@ -66,6 +66,7 @@ func (x *exec) call(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, err
 		// ending at any point after it finds the child to cancel.
 		spec := runtime.RunSpec{RunID: childID, Input: payload,
 			Headers:  map[string]string{HeaderParent: key, HeaderWorkflow: cd.wf.Name, HeaderDefinition: child.Hash},
+			Labels:   map[string]string{LabelWorkflow: cd.wf.Name},
 			KVWrites: map[string][]byte{childIndexKey(x.rs.RunID, childID): {}}}
 		if err := addPredictedWaits(&spec, cd.wf); err != nil {
 			return runtime.StepOutcome{}, runtime.Permanent(err)
@@ -130,17 +131,30 @@ func (x *exec) callEnded(ctx context.Context, env *dsl.Env) (runtime.StepOutcome
 
 // Observes reports the terminations the interpreter acts on: child runs
 // (their parent waits), runs that did not succeed (they may leave a child
-// running), runs with predicted waits (their wait records go), runs a
-// Watch waits for, and every run when Options.Retention is
-// set (the notification writes its retention marker). A succeeded run
-// with none of these costs no notification.
+// running), runs with predicted waits (their wait records go), and every
+// run when Options.Retention is set (the notification writes its
+// retention marker). A succeeded run with none of these costs no
+// notification: a Watch learns of its end through RunEnded.
 func (it *Interpreter) Observes(o *runtime.RunOutcome) bool {
-	if o.Headers[HeaderParent] != "" || o.Headers[HeaderSignalKeys] != "" || o.Status != runtime.Succeeded || it.retention > 0 {
-		return true
-	}
+	return o.Headers[HeaderParent] != "" || o.Headers[HeaderSignalKeys] != "" || o.Status != runtime.Succeeded || it.retention > 0
+}
+
+// RunEnded wakes the watchers of a run whose end the runtime committed in
+// this process (runtime.RunEndObserver). Ends it misses (a cancellation
+// applied with the Cancel call's stored effects) did not succeed, so
+// Observes sends them to OnTermination, which wakes the watchers too.
+func (it *Interpreter) RunEnded(o *runtime.RunOutcome) { it.wake(o) }
+
+// wake sends o to the run's watchers, once: they are dropped as they
+// are woken.
+func (it *Interpreter) wake(o *runtime.RunOutcome) {
 	it.watchMu.Lock()
-	defer it.watchMu.Unlock()
-	return len(it.watchers[o.RunID]) > 0
+	ws := it.watchers[o.RunID]
+	delete(it.watchers, o.RunID)
+	it.watchMu.Unlock()
+	for _, ch := range ws {
+		ch <- o
+	}
 }
 
 // OnTermination reacts to a run's end: it cancels the run's children that
@@ -190,13 +204,7 @@ func (it *Interpreter) onTermination(ctx context.Context, o *runtime.RunOutcome,
 			}
 		}
 	}
-	it.watchMu.Lock()
-	ws := it.watchers[o.RunID]
-	delete(it.watchers, o.RunID)
-	it.watchMu.Unlock()
-	for _, ch := range ws {
-		ch <- o
-	}
+	it.wake(o)
 	return nil
 }
 
@@ -244,7 +252,7 @@ func (it *Interpreter) Submit(ctx context.Context, w *Workflow, input any, runID
 	if it.rt == nil {
 		return runtime.SubmitOutcome{}, ErrNotBound
 	}
-	spec, err := PrepareRun(ctx, it.store, it.q, w, input, runID, opts...)
+	spec, err := prepareRun(ctx, it.store, &it.pins, it.q, w, input, runID, opts...)
 	if err != nil {
 		return runtime.SubmitOutcome{}, err
 	}

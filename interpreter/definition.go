@@ -134,6 +134,7 @@ func (it *Interpreter) definition(ctx context.Context, hash string) (*definition
 	if wf.Hash != hash {
 		return nil, fmt.Errorf("%w: definition object %s holds bytes hashing to %s", ErrCorruptState, hash, wf.Hash)
 	}
+	it.pins.add(hash)
 	return it.cache(wf), nil
 }
 

@@ -82,10 +82,16 @@
 // Per DSL step: the runtime's transition (a share of one WAL PUT) plus the
 // KV effects riding in it; no extra request unless an output exceeds
 // InlineOutputLimit (one PUT, and one GET for each later step reading it).
-// Submit costs one create-only PUT per definition (a definition already
-// stored fails the precondition and is reused) and the runtime's submit
-// commit; a call step's child submission costs another submit commit
+// Submit costs the runtime's submit commit and, for each definition of
+// the call tree this interpreter has not pinned or read yet, one HEAD,
+// plus one create-only PUT when the store lacks it: a definition is
+// pinned once per process, and resubmitting a workflow writes nothing but
+// the run. PrepareRun, which has no such memory, costs one HEAD per
+// definition. A call step's child submission costs another submit commit
 // (the child index rides in it). A definition not yet cached costs one GET.
+// A lone run of n steps, watched to its end (Watch), costs n + 1 WAL PUTs
+// (its submission and each settlement): the end reaches the watcher
+// through the runtime's RunEndObserver, not a notification job.
 // Memo reads and writes cost one GET and one PUT each (llm and foreach
 // only). A predicted wait is one KV record in the submission commit (at
 // most 16 per run); checking a signal (ValidateSignal, CheckSignal) costs

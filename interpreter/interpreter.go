@@ -57,6 +57,11 @@ const HeaderWorkflow = "tqw.workflow"
 // definition the run is pinned to, so a finished run still names it.
 const HeaderDefinition = "tqw.definition"
 
+// LabelWorkflow is the run label carrying the workflow's name, so a
+// listing filtered by workflow walks that label's index
+// (runtime.ListOptions.Labels), not every run.
+const LabelWorkflow = "workflow"
+
 // InlineOutputLimit is the largest encoded output kept in the KV record;
 // larger ones go to their own object.
 const InlineOutputLimit = 64 << 10
@@ -115,14 +120,17 @@ type Interpreter struct {
 
 	defMu sync.Mutex
 	defs  map[string]*definition
+	// pins are the definitions known stored: Submit pins each once.
+	pins pinSet
 
 	watchMu  sync.Mutex
 	watchers map[string][]chan *runtime.RunOutcome
 }
 
 var (
-	_ runtime.StepRunner   = (*Interpreter)(nil)
-	_ runtime.TerminalHook = (*Interpreter)(nil)
+	_ runtime.StepRunner     = (*Interpreter)(nil)
+	_ runtime.TerminalHook   = (*Interpreter)(nil)
+	_ runtime.RunEndObserver = (*Interpreter)(nil)
 )
 
 // New returns an interpreter keeping definitions and large outputs in store

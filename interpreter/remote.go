@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/oklog/ulid/v2"
 
@@ -34,9 +35,16 @@ import (
 // reaches such a step is checked against its schema.
 //
 // An invalid input (errors.Is(err, dsl.ErrInputInvalid)), workflow or run
-// id writes nothing. Cost: one create-only PUT per definition in the call
-// tree; the reuse check reads r's memory only.
+// id writes nothing. Cost: one HEAD per definition in the call tree, plus
+// one create-only PUT for each the store does not hold yet; the reuse
+// check reads r's memory only.
 func PrepareRun(ctx context.Context, store objstore.Store, r runtime.StateReader, w *Workflow, input any, runID string, opts ...SubmitOption) (runtime.RunSpec, error) {
+	return prepareRun(ctx, store, nil, r, w, input, runID, opts...)
+}
+
+// prepareRun is PrepareRun with the set of definitions known stored
+// (nil: none known).
+func prepareRun(ctx context.Context, store objstore.Store, pins *pinSet, r runtime.StateReader, w *Workflow, input any, runID string, opts ...SubmitOption) (runtime.RunSpec, error) {
 	p, err := plain(input)
 	if err != nil {
 		return runtime.RunSpec{}, fmt.Errorf("%w: %v", dsl.ErrInputInvalid, err)
@@ -67,10 +75,11 @@ func PrepareRun(ctx context.Context, store objstore.Store, r runtime.StateReader
 	if err != nil {
 		return runtime.RunSpec{}, err
 	}
-	if err := pinDefinitions(ctx, store, w); err != nil {
+	if err := pinDefinitions(ctx, store, pins, w); err != nil {
 		return runtime.RunSpec{}, err
 	}
-	spec := runtime.RunSpec{RunID: runID, Input: payload, Headers: map[string]string{HeaderWorkflow: w.Main.Name, HeaderDefinition: w.pin.Hash}}
+	spec := runtime.RunSpec{RunID: runID, Input: payload, Headers: map[string]string{HeaderWorkflow: w.Main.Name, HeaderDefinition: w.pin.Hash},
+		Labels: map[string]string{LabelWorkflow: w.Main.Name}}
 	if err := addPredictedWaits(&spec, w.Main); err != nil {
 		return runtime.RunSpec{}, err
 	}
@@ -89,14 +98,56 @@ func WithRunKey(key string) SubmitOption {
 	return func(s *runtime.RunSpec) { s.Headers[HeaderRunKey] = key }
 }
 
-// pinDefinitions writes every definition of w create-only; one already
-// there (same hash, hence same bytes) is kept.
-func pinDefinitions(ctx context.Context, store objstore.Store, w *Workflow) error {
+// pinDefinitions makes sure the store holds every definition of w. A
+// definition in pins is known stored and costs nothing; any other costs a
+// HEAD, and a create-only PUT when the store lacks it (a racing writer of
+// the same hash wrote the same bytes, so losing the race is success).
+// Definitions are never deleted, so once stored a hash stays known.
+func pinDefinitions(ctx context.Context, store objstore.Store, pins *pinSet, w *Workflow) error {
 	for hash, wf := range w.all {
-		_, err := store.Put(ctx, defKey(hash), wf.Source, objstore.CreateOnly())
-		if err != nil && !errors.Is(err, objstore.ErrPrecondition) {
+		if pins.has(hash) {
+			continue
+		}
+		_, err := store.Head(ctx, defKey(hash))
+		if errors.Is(err, objstore.ErrNotExist) {
+			_, err = store.Put(ctx, defKey(hash), wf.Source, objstore.CreateOnly())
+			if errors.Is(err, objstore.ErrPrecondition) {
+				err = nil
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("interpreter: store definition of %s: %w", wf.File, err)
 		}
+		pins.add(hash)
 	}
 	return nil
+}
+
+// pinSet holds the hashes of definitions known to be in the store; the
+// nil set knows none. Safe for concurrent use.
+type pinSet struct {
+	mu     sync.Mutex
+	hashes map[string]struct{}
+}
+
+func (p *pinSet) has(hash string) bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.hashes[hash]
+	return ok
+}
+
+func (p *pinSet) add(hash string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hashes == nil {
+		p.hashes = map[string]struct{}{}
+	}
+	p.hashes[hash] = struct{}{}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -165,4 +166,74 @@ type failingPuts struct{ objstore.Store }
 
 func (failingPuts) Put(context.Context, string, []byte, objstore.PutOptions) (objstore.ObjectInfo, error) {
 	return objstore.ObjectInfo{}, errNoPuts
+}
+
+// TestSubmitPinsDefinitionsOnce counts the store requests of pinning: the
+// first Submit of a call tree HEADs and PUTs each definition once, a
+// second Submit of the same tree makes no request for them, and a process
+// that does not know them yet (a new interpreter, PrepareRun) HEADs each
+// and PUTs none.
+func TestSubmitPinsDefinitionsOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"child.yaml": "tqw: v1\nname: pin-child\nsteps:\n  - id: done\n    succeed: 1\n",
+		"top.yaml":   "tqw: v1\nname: pin-top\nsteps:\n  - id: kid\n    call: {workflow: ./child.yaml}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := Load(filepath.Join(dir, "top.yaml"), dsl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := mem.New()
+	counted := counting.New(raw)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	q, err := queue.Open(ctx, raw, queue.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	open := func() *Interpreter {
+		it, err := New(counted, Options{Actions: builtin.New(builtin.Options{}), Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := runtime.New(q, raw, it, runtime.WithTerminalHook(it), runtime.WithLogger(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		it.Bind(rt)
+		return it
+	}
+	want := func(what string, heads, puts int64) {
+		t.Helper()
+		c := counted.Counts()
+		if c.Heads != heads || c.Puts != puts || c.Gets != 0 || c.Lists != 0 || c.Deletes != 0 {
+			t.Fatalf("%s: %+v; want %d HEAD and %d PUT, nothing else", what, c, heads, puts)
+		}
+		counted.Reset()
+	}
+	it := open()
+	if _, err := it.Submit(ctx, w, map[string]any{}, "a1"); err != nil {
+		t.Fatal(err)
+	}
+	want("first Submit of two definitions", 2, 2)
+	for _, id := range []string{"a2", "a3"} {
+		if _, err := it.Submit(ctx, w, map[string]any{}, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want("two more Submits of the same definitions", 0, 0)
+	if _, err := open().Submit(ctx, w, map[string]any{}, "b1"); err != nil {
+		t.Fatal(err)
+	}
+	want("Submit by an interpreter that has not pinned them", 2, 0)
+	if _, err := PrepareRun(ctx, counted, q, w, map[string]any{}, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	want("PrepareRun of stored definitions", 2, 0)
 }

@@ -95,8 +95,15 @@ func (rt *Runtime) Cancel(ctx context.Context, runID string) (bool, error) {
 // nonce says Cancelled.
 func (rt *Runtime) endedCancelled(ctx context.Context, runID, nonce string) (bool, error) {
 	b, err := kvGet(ctx, rt.q, resultKey(runID))
-	if err != nil || b == nil {
+	if err != nil {
 		return false, err
+	}
+	if b == nil {
+		e, _, err := rt.insp.sealedRun(ctx, runID)
+		if err != nil || e == nil {
+			return false, err
+		}
+		return e.Nonce == nonce && TerminalStatus(e.Status) == Cancelled, nil
 	}
 	r, err := decodeResultRecord(b)
 	if err != nil {

@@ -398,7 +398,7 @@ func (d *delivery) terminate(ctx context.Context, status TerminalStatus, result 
 	addEffects(sef, eff)
 	sef.KVDeletes = append(sef.KVDeletes, d.sigDeletes...)
 	if mode == settleAck && eff != nil {
-		sef.OnDurable = d.onDurable()
+		sef.OnDurable = chainDurable(d.onDurable(), sef.OnDurable)
 	}
 	// The run's totals end with it: kept with its result, else dropped.
 	var taken *totalsRecord

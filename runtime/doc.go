@@ -128,8 +128,20 @@
 //   - Cancel: one durable commit to record the request, one to cancel.
 //   - Reconcile of a run whose step the queue dead-lettered: one durable
 //     commit.
-//   - Status, ListRuns: no request on the writer (memory reads); on a Reader
-//     the cost of its Refresh.
+//   - Status, ListRuns: no request on the writer (memory reads) for active
+//     runs and runs not sealed yet; on a Reader the cost of its Refresh. A
+//     sealed run costs one GET of its segment's index on a cache miss
+//     (SealOptions.CacheSegments indexes are kept); a page of ListRuns
+//     touches the segments its runs were sealed in, usually one or two,
+//     since run ids (ULIDs) sort by submission time.
+//     ListOptions.Labels walks the index of one label: the cost is the
+//     runs carrying it, not all runs.
+//   - Sealing (WithSealing), per segment of up to SealOptions.BatchRuns
+//     runs: two create-only PUTs and one durable commit; the first pass of
+//     a process adds one LIST per 1,000 objects under the seal prefix (and
+//     a DELETE per orphan). Expiry of a segment: one GET (its index, unless
+//     cached), one durable commit, two DELETEs.
+//     Inspector.SealedRecords: one GET of the segment's data object.
 //   - Incarnation, AdmitSignal, SignalBuffered, SignalExpiry: memory reads.
 //     BufferSignal and ClearSignalWith: one durable commit; DeliverSignal:
 //     one to wake a waiter plus a small one to drop its index entry.
@@ -142,6 +154,48 @@
 //     expired one costs one durable commit.
 //   - NoopTerminalHook: nothing; another hook: one notification job per
 //     termination (it rides the terminating commit) and its acknowledgement.
+//
+// # Sealed runs
+//
+// With WithSealing, a finished run leaves the KV store once its end is
+// handled: the terminating commit (or, when the terminal hook observes
+// the run, the acknowledgement of its notification) writes a seal marker;
+// the retention sweep (or Seal) gathers marked runs into a segment
+// (runtime/archive): their result, totals, labels and the records a
+// RunRecordOwner runner declares, in an index and a data object, both
+// written create-only before one durable commit swaps the runs' KV
+// records for one row each (workflow/sealed/runs/<id>: nonce, segment,
+// state) and adds the segment's catalog row. The commit is guarded on
+// every result record it removes, so a run changed meanwhile aborts the
+// pass (ErrSealRaced) and nothing is sealed. Exactly once, whatever
+// crashes: before the commit the run is read from the KV and the
+// segment's objects are orphans no row names (deleted at the next
+// process's first pass); after it the run is read from the segment only.
+// TestSealInterruptedAnywhereLeavesEveryRunOnce fails each write and kills
+// the process before the commit; TestSealKill SIGKILLs a sealing process
+// at random moments.
+//
+// What a sealed run keeps in memory: its row (a 47-byte key and a value of
+// about 35 bytes) and 8 bytes of its segment's catalog entry, plus its
+// label index entries; its result, history and outputs live in objects,
+// read through the bounded index cache. The process heap grows faster than
+// that (about 1.1 KB per retained run at 100,000 on the file store, see
+// docs/BENCHMARKS.md "scale"), in the kv's memory outside its key content. A segment is dropped whole when its
+// newest run leaves the result retention, so a sealed run stays visible up
+// to one sweep interval longer than an unsealed one. Memo retention is
+// unchanged (its markers stay in the KV until they expire).
+//
+// # Waiting runs
+//
+// A run waiting on a signal or a timer is a scheduled job and a few KV
+// records in memory: no request is made for it until its signal comes or
+// its time is due. TestWaitingRunsAddNoRequests counts every request of an
+// idle writer (mock clock, one minute) holding 10,000 waiting runs and
+// none: both make exactly zero (no lease or inbox in that test; with them
+// an idle writer makes 12 lease PUTs a minute and its inbox polls, the
+// same with or without waiting runs). Memory: about 2.4 KB of heap per
+// waiting run, measured by that test on the mem store (which also holds
+// the WAL's bytes), so 100,000 waiting runs cost about 240 MB.
 //
 // # What it does not do
 //

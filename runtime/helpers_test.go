@@ -19,7 +19,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // env is a queue + runtime on a mem store driven by a MockClock.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	store    objstore.Store
 	clock    *queue.MockClock
@@ -52,9 +52,13 @@ func newEnv(t *testing.T, runner StepRunner, opts ...Option) *env {
 }
 
 // newEnvCfg is newEnv on store with the step queue configured as qcfg.
-func newEnvCfg(t *testing.T, store objstore.Store, qcfg queue.QueueConfig, runner StepRunner, opts ...Option) *env {
+func newEnvCfg(t testing.TB, store objstore.Store, qcfg queue.QueueConfig, runner StepRunner, opts ...Option) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	limit := 60 * time.Second
+	if _, bench := t.(*testing.B); bench {
+		limit = 10 * time.Minute // BenchmarkWaitingRuns parks 100,000 runs
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	t.Cleanup(cancel)
 	e := &env{t: t, ctx: ctx, store: store, clock: queue.NewMockClock(t0), runner: runner,
 		outcomes: make(chan *RunOutcome, 1000), qcfg: qcfg}
@@ -182,7 +186,7 @@ type gate struct {
 
 var (
 	gatesMu sync.Mutex
-	gates   = map[*testing.T][]*gate{}
+	gates   = map[testing.TB][]*gate{}
 )
 
 // newGate returns a gate that opens at the latest when the test's env
@@ -203,7 +207,7 @@ func newGate(t *testing.T) *gate {
 }
 
 // openGates releases every gate of t.
-func openGates(t *testing.T) {
+func openGates(t testing.TB) {
 	gatesMu.Lock()
 	gs := gates[t]
 	gatesMu.Unlock()

@@ -51,7 +51,9 @@ type RunOutcome struct {
 	// Step is the number of the step that terminated the run.
 	Step int `msgpack:"s"`
 	// Headers are the submitter's headers.
-	Headers     map[string]string `msgpack:"hd,omitempty"`
+	Headers map[string]string `msgpack:"hd,omitempty"`
+	// Labels are the run's labels (RunSpec.Labels).
+	Labels      map[string]string `msgpack:"lb,omitempty"`
 	SubmittedAt time.Time         `msgpack:"t"`
 	FinishedAt  time.Time         `msgpack:"f"`
 }
@@ -68,6 +70,19 @@ type TerminalHook interface {
 	// OnTermination handles a termination. Effects staged on eff are
 	// applied in the transaction that acknowledges the notification.
 	OnTermination(ctx context.Context, outcome *RunOutcome, eff *TerminalEffects) error
+}
+
+// RunEndObserver is implemented by a StepRunner or TerminalHook that wants
+// to learn, in this process, of each run end the runtime commits here,
+// once the terminating commit is durable: the cheap way for the process
+// that works a run to wait for it (no notification job, no request). It is
+// best effort, unlike a TerminalHook: an end committed by another process,
+// or in a commit that is not durable before the process dies, is not
+// reported, nor is a run whose cancellation applies the effects stored
+// with the Cancel call (a TerminalHook observing it is notified). RunEnded
+// runs on the settling goroutine and must not block.
+type RunEndObserver interface {
+	RunEnded(outcome *RunOutcome)
 }
 
 // NoopTerminalHook observes nothing: runs terminate without a notification.

@@ -41,6 +41,13 @@ const (
 //     rewrites it in the commit that enqueues the next step.
 //   - signals/wait/<key> maps a correlation key to the job waiting on it;
 //     an entry whose job is no longer scheduled is stale and ignored.
+//   - labels/<k>=<escaped v>/<id> indexes a run's labels from its
+//     submission until its result expires; the value is the run's nonce.
+//   - sealq/<finished>/<id> hands a finished run to the sealer once its
+//     end is handled (WithSealing).
+//   - sealed/runs/<id> is a sealed run's row (nonce, segment, state);
+//     sealed/seg/<seq> a segment's catalog entry; sealed/next the next
+//     segment number.
 const (
 	kvRuns        = ReservedKVPrefix + "runs/"
 	kvSteps       = ReservedKVPrefix + "steps/"
@@ -52,12 +59,15 @@ const (
 	kvSigWait     = ReservedKVPrefix + "signals/wait/"
 	kvSigDelivery = ReservedKVPrefix + "signals/delivered/"
 	kvTotals      = ReservedKVPrefix + "totals/"
+	kvLabels      = ReservedKVPrefix + "labels/"
+	kvSealQ       = ReservedKVPrefix + "sealq/"
+	kvSealed      = ReservedKVPrefix + "sealed/"
 )
 
 // ownKVPrefixes are the prefixes above: ControlKVPrefix leaves none of
 // their first segments to a control plane (TestControlKVPrefix checks
 // every prefix constant of this file is listed).
-var ownKVPrefixes = []string{kvRuns, kvSteps, kvCancel, kvResults, kvExpiry, kvTerminals, kvSigBuf, kvSigWait, kvSigDelivery, kvTotals}
+var ownKVPrefixes = []string{kvRuns, kvSteps, kvCancel, kvResults, kvExpiry, kvTerminals, kvSigBuf, kvSigWait, kvSigDelivery, kvTotals, kvLabels, kvSealQ, kvSealed}
 
 func runKey(runID string) string    { return kvRuns + runID }
 func stepKey(runID string) string   { return kvSteps + runID }

@@ -19,6 +19,7 @@ type runRecord struct {
 	InputHash   []byte            `msgpack:"h"`
 	SubmittedMs int64             `msgpack:"t"`
 	Headers     map[string]string `msgpack:"hd,omitempty"`
+	Labels      map[string]string `msgpack:"lb,omitempty"`
 }
 
 // stepPointer lives at workflow/steps/<id>: the run's live step job.
@@ -40,6 +41,7 @@ type resultRecord struct {
 	SubmittedMs   int64             `msgpack:"t"`
 	FinishedMs    int64             `msgpack:"f"`
 	Headers       map[string]string `msgpack:"hd,omitempty"`
+	Labels        map[string]string `msgpack:"lb,omitempty"`
 }
 
 // replayRecord is the step-output replay object: the runner's outcome and

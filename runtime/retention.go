@@ -18,6 +18,9 @@ type SweepResult struct {
 	Results int
 	// Signals counts buffered signals dropped after the signal retention.
 	Signals int
+	// Sealed counts runs sealed (WithSealing); SealedExpired the sealed
+	// runs whose segments expired.
+	Sealed, SealedExpired int
 }
 
 // TerminalMarker records a run's termination for memo retention.
@@ -99,6 +102,12 @@ func (rt *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 			ok, err := rt.q.KVCompareAndDelete(ctx, resultKey(runID), b)
 			if ok {
 				res.Results++
+				// Its label entries go with it; a later run's stay.
+				if r, derr := decodeResultRecord(b); derr == nil {
+					if err := rt.compareDeleteAll(ctx, labelCompareDeletes(r.Labels, runID, r.Nonce)); err != nil {
+						return err
+					}
+				}
 				// Its totals go with it (a later run starts its own).
 				if t, terr := kvGet(ctx, rt.q, totalsKey(runID)); terr == nil && t != nil {
 					if _, err := rt.q.KVCompareAndDelete(ctx, totalsKey(runID), t); err != nil {
@@ -111,6 +120,18 @@ func (rt *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 		if err != nil {
 			return res, err
 		}
+	}
+	if rt.sealing() {
+		n, err := rt.Seal(ctx)
+		res.Sealed += n
+		if err != nil {
+			return res, err
+		}
+	}
+	n, err := rt.expireSegments(ctx, now)
+	res.SealedExpired += n
+	if err != nil {
+		return res, err
 	}
 	if ret := rt.cfg.signalRetention; ret > 0 {
 		n, err := rt.sweepSignals(ctx, now, ret)
@@ -208,7 +229,8 @@ func (rt *Runtime) sweepLoop(ctx context.Context) {
 				rt.log.Error("retention sweep failed", "err", err)
 			}
 		} else if res != (SweepResult{}) {
-			rt.log.Debug("retention sweep", "memo_runs", res.MemoRuns, "memo_objects", res.MemoObjects, "results", res.Results, "signals", res.Signals)
+			rt.log.Debug("retention sweep", "memo_runs", res.MemoRuns, "memo_objects", res.MemoObjects, "results", res.Results, "signals", res.Signals,
+				"sealed", res.Sealed, "sealed_expired", res.SealedExpired)
 		}
 		if !rt.pause(ctx, rt.cfg.sweepInterval) {
 			return

@@ -46,6 +46,11 @@ type Runtime struct {
 
 	// pending holds per-run totals not written yet (totals.go).
 	pending pendingTotals
+	// endObservers learn of run ends committed here (RunEndObserver).
+	endObservers []RunEndObserver
+
+	// sealer serializes seal passes (seal.go).
+	sealer sealer
 
 	deadMu   sync.Mutex
 	lastDead int64 // dead count of the step queue at the last reconcile; -1 = never
@@ -59,6 +64,9 @@ type Runtime struct {
 	beforeAdvanceCommit   func(runID, signalKey string)
 	beforeSettleCommit    func(runID string, step int)
 	beforeReconcileCommit func(runID string)
+	// beforeSealCommit runs after a segment's objects are written and
+	// before the commit that references them.
+	beforeSealCommit func(segment string)
 }
 
 type config struct {
@@ -84,6 +92,7 @@ type config struct {
 	logger          *slog.Logger
 	entropy         io.Reader
 	gate            LeaseGate
+	seal            *SealOptions
 	gateMargin      time.Duration
 }
 
@@ -199,6 +208,14 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 		return nil, fmt.Errorf("runtime: WithMemoPrefix: %w", err)
 	}
 	cfg.namespaces = append(runtimeNamespaces(cfg.queuePrefix, cfg.memoPrefix), cfg.namespaces...)
+	sealOpts := SealOptions{}.withDefaults()
+	if cfg.seal != nil {
+		sealOpts = *cfg.seal
+		if err := objstore.ValidateKey(sealOpts.Prefix); err != nil {
+			return nil, fmt.Errorf("runtime: WithSealing: %w", err)
+		}
+		cfg.namespaces = append(cfg.namespaces, objstore.Namespace{Owner: "sealed runs, WithSealing", Prefix: sealOpts.Prefix})
+	}
 	if err := objstore.CheckNamespaces(cfg.namespaces...); err != nil {
 		return nil, err
 	}
@@ -207,6 +224,7 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 	store = counting.Scoped(store)
 	rt := &Runtime{q: q, store: store, runner: runner, cfg: cfg, clock: cfg.clock, log: cfg.logger,
 		entropy: cfg.entropy, lastDead: -1, validator: cfg.validator}
+	rt.endObservers = endObservers(runner, cfg.hook)
 	if v, ok := runner.(SignalValidator); ok && !cfg.validatorSet {
 		rt.validator = v
 	}
@@ -221,7 +239,8 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option
 		rt.entropy = ulid.DefaultEntropy()
 	}
 	rt.memo = &MemoStore{store: store, prefix: cfg.memoPrefix}
-	rt.insp = NewInspector(q)
+	// Sealed runs stay readable also when this runtime does not seal.
+	rt.insp = NewArchiveInspector(q, store, sealOpts)
 	return rt, nil
 }
 

@@ -83,7 +83,9 @@ type RunStatus struct {
 	ResultOmitted bool
 	Error         string
 	Headers       map[string]string
-	SubmittedAt   time.Time
+	// Labels are the run's labels (RunSpec.Labels).
+	Labels      map[string]string
+	SubmittedAt time.Time
 	// FinishedAt is set for terminated runs.
 	FinishedAt time.Time
 	// Totals is what the run has cost so far, as of its last durable
@@ -121,6 +123,8 @@ type durableBarrier interface {
 // pending on a Reader.
 type Inspector struct {
 	r StateReader
+	// segments reads sealed runs (nil: this Inspector cannot).
+	segments *segmentCache
 }
 
 // durable waits until what in read is durable.
@@ -185,7 +189,14 @@ func (in *Inspector) status(ctx context.Context, runID string) (RunStatus, error
 		return RunStatus{}, err
 	}
 	if b == nil {
-		return RunStatus{}, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+		e, _, err := in.sealedRun(ctx, runID)
+		if err != nil {
+			return RunStatus{}, err
+		}
+		if e == nil {
+			return RunStatus{}, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+		}
+		return sealedStatus(e)
 	}
 	res, err := decodeResultRecord(b)
 	if err != nil {
@@ -212,11 +223,11 @@ func (in *Inspector) totals(ctx context.Context, runID, nonce string) (*RunTotal
 
 func terminalStatus(runID string, r *resultRecord) RunStatus {
 	return RunStatus{RunID: runID, State: r.Status.state(), Step: r.Step, Result: r.Result, ResultOmitted: r.ResultOmitted,
-		Error: r.Error, Headers: r.Headers, SubmittedAt: timeFromMs(r.SubmittedMs), FinishedAt: timeFromMs(r.FinishedMs)}
+		Error: r.Error, Headers: r.Headers, Labels: r.Labels, SubmittedAt: timeFromMs(r.SubmittedMs), FinishedAt: timeFromMs(r.FinishedMs)}
 }
 
 func (in *Inspector) activeStatus(ctx context.Context, runID string, rec *runRecord) (RunStatus, error) {
-	st := RunStatus{RunID: runID, State: StatePending, Headers: rec.Headers, SubmittedAt: timeFromMs(rec.SubmittedMs)}
+	st := RunStatus{RunID: runID, State: StatePending, Headers: rec.Headers, Labels: rec.Labels, SubmittedAt: timeFromMs(rec.SubmittedMs)}
 	var err error
 	if st.Totals, err = in.totals(ctx, runID, rec.Nonce); err != nil {
 		return RunStatus{}, err
@@ -271,6 +282,10 @@ type ListOptions struct {
 	Limit int
 	// States keeps only runs in these states; empty keeps all.
 	States []RunState
+	// Labels keeps only runs carrying every one of these labels. The
+	// runs are found through the index of one of them (the first by
+	// key), not by a scan of all runs.
+	Labels map[string]string
 }
 
 // ListRuns returns active runs and terminated runs within their retention
@@ -292,44 +307,53 @@ func (in *Inspector) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatu
 		}
 		return false
 	}
-	active := &kvCursor{r: in.r, prefix: kvRuns, after: opts.After}
-	done := &kvCursor{r: in.r, prefix: kvResults, after: opts.After}
+	if len(opts.Labels) > 0 {
+		return in.listLabelled(ctx, opts, limit, keep)
+	}
+	// Three key spaces hold runs: active, terminated with their result in
+	// the KV, and sealed. An id in several is listed once, from the first.
+	cursors := []*kvCursor{
+		{r: in.r, prefix: kvRuns, after: opts.After},
+		{r: in.r, prefix: kvResults, after: opts.After},
+		{r: in.r, prefix: kvSealedRuns, after: opts.After},
+	}
+	if len(opts.States) > 0 && !keep(StatePending) && !keep(StateRunning) && !keep(StateWaiting) &&
+		!keep(StateScheduled) && !keep(StateCancelling) && !keep(StateFailed) {
+		// No active run can be listed (an active run shows Failed when the
+		// queue dead-lettered its step): skip them without reading one.
+		cursors[0].eof = true
+	}
 	var out []RunStatus
 	for len(out) < limit {
-		a, err := active.peek(ctx)
-		if err != nil {
-			return nil, err
-		}
-		d, err := done.peek(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if a == nil && d == nil {
-			break
-		}
-		var st RunStatus
-		switch {
-		case a != nil && (d == nil || a.id <= d.id):
-			if d != nil && d.id == a.id {
-				done.next()
-			}
-			active.next()
-			rec, err := decodeRunRecord(a.value)
+		var items [3]*kvItem
+		var first *kvItem
+		for i, c := range cursors {
+			it, err := c.peek(ctx)
 			if err != nil {
-				return nil, fmt.Errorf("run %s: %w", a.id, err)
-			}
-			if st, err = in.activeStatus(ctx, a.id, rec); err != nil {
 				return nil, err
 			}
-		default:
-			done.next()
-			res, err := decodeResultRecord(d.value)
-			if err != nil {
-				return nil, fmt.Errorf("run %s: %w", d.id, err)
+			items[i] = it
+			if it != nil && (first == nil || it.id < first.id) {
+				first = it
 			}
-			st = terminalStatus(d.id, res)
 		}
-		if keep(st.State) {
+		if first == nil {
+			break
+		}
+		from := -1
+		for i, it := range items {
+			if it != nil && it.id == first.id {
+				cursors[i].next()
+				if from < 0 {
+					from = i
+				}
+			}
+		}
+		st, ok, err := in.listed(ctx, from, first, keep)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			out = append(out, st)
 		}
 	}
@@ -337,6 +361,119 @@ func (in *Inspector) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatu
 		return nil, err
 	}
 	return out, nil
+}
+
+// listLabelled is ListRuns through the index of one of opts.Labels: an
+// entry counts only while the run's record (active or result) still names
+// the entry's nonce, so a stale entry of an earlier run under the same id
+// is skipped.
+func (in *Inspector) listLabelled(ctx context.Context, opts ListOptions, limit int, keep func(RunState) bool) ([]RunStatus, error) {
+	if err := ValidateLabels(opts.Labels); err != nil {
+		return nil, fmt.Errorf("runtime: list runs: %w", err)
+	}
+	k, v := pickLabel(opts.Labels)
+	idx := &kvCursor{r: in.r, prefix: labelPrefix(k, v), after: opts.After}
+	var out []RunStatus
+	for len(out) < limit {
+		e, err := idx.peek(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if e == nil {
+			break
+		}
+		idx.next()
+		st, nonce, err := in.statusOf(ctx, e.id)
+		if errors.Is(err, ErrRunNotFound) || (err == nil && nonce != string(e.value)) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if keep(st.State) && hasLabels(st.Labels, opts.Labels) {
+			out = append(out, st)
+		}
+	}
+	if err := in.durable(ctx); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// statusOf returns the status of runID and the nonce of the incarnation
+// it describes, without totals.
+func (in *Inspector) statusOf(ctx context.Context, runID string) (RunStatus, string, error) {
+	recBytes, err := kvGet(ctx, in.r, runKey(runID))
+	if err != nil {
+		return RunStatus{}, "", err
+	}
+	if recBytes != nil {
+		rec, err := decodeRunRecord(recBytes)
+		if err != nil {
+			return RunStatus{}, "", fmt.Errorf("run %s: %w", runID, err)
+		}
+		st, err := in.activeStatus(ctx, runID, rec)
+		return st, rec.Nonce, err
+	}
+	b, err := kvGet(ctx, in.r, resultKey(runID))
+	if err != nil {
+		return RunStatus{}, "", err
+	}
+	if b == nil {
+		e, _, err := in.sealedRun(ctx, runID)
+		if err != nil {
+			return RunStatus{}, "", err
+		}
+		if e == nil {
+			return RunStatus{}, "", fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+		}
+		st, err := sealedStatus(e)
+		return st, e.Nonce, err
+	}
+	res, err := decodeResultRecord(b)
+	if err != nil {
+		return RunStatus{}, "", fmt.Errorf("run %s: %w", runID, err)
+	}
+	return terminalStatus(runID, res), res.Nonce, nil
+}
+
+// listed returns the status of a run ListRuns found in key space from
+// (0 active, 1 result, 2 sealed) and whether keep keeps it; a sealed run
+// in a state keep drops costs no read of its segment.
+func (in *Inspector) listed(ctx context.Context, from int, it *kvItem, keep func(RunState) bool) (RunStatus, bool, error) {
+	var st RunStatus
+	switch from {
+	case 0:
+		rec, err := decodeRunRecord(it.value)
+		if err != nil {
+			return st, false, fmt.Errorf("run %s: %w", it.id, err)
+		}
+		if st, err = in.activeStatus(ctx, it.id, rec); err != nil {
+			return st, false, err
+		}
+	case 1:
+		res, err := decodeResultRecord(it.value)
+		if err != nil {
+			return st, false, fmt.Errorf("run %s: %w", it.id, err)
+		}
+		st = terminalStatus(it.id, res)
+	default:
+		var row sealedRow
+		if err := decodeRecord("sealed run row", it.value, &row); err != nil {
+			return st, false, fmt.Errorf("run %s: %w", it.id, err)
+		}
+		if !keep(row.State.state()) {
+			return st, false, nil
+		}
+		e, _, err := in.sealedEntry(ctx, it.id, &row)
+		if err != nil || e == nil {
+			return st, false, err
+		}
+		if st, err = sealedStatus(e); err != nil {
+			return st, false, err
+		}
+	}
+	return st, keep(st.State), nil
 }
 
 type kvItem struct {

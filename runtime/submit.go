@@ -21,6 +21,10 @@ type RunSpec struct {
 	// Headers thread through every step and reach the terminal hook; names
 	// under "workflow." are rejected.
 	Headers map[string]string
+	// Labels tag the run for ListRuns filters (ListOptions.Labels), which
+	// find them through an index; they are kept with the run's status, not
+	// sent with each step. See ValidateLabels.
+	Labels map[string]string
 	// KVWrites are caller-KV writes committed atomically with step 0's
 	// enqueue; a duplicate submission drops them. Keys under "workflow/"
 	// are rejected.
@@ -39,7 +43,7 @@ type SubmitOutcome struct {
 
 // Validate checks spec as Submit does, without a request: the run id
 // (ValidateRunID; an empty one passes, Submit picks a fresh one), headers
-// outside ReservedHeaderPrefix and KV writes outside ReservedKVPrefix
+// outside ReservedHeaderPrefix, labels (ValidateLabels) and KV writes outside ReservedKVPrefix
 // (ErrReserved) of at most queue.MaxKVValueSize (ErrValueTooLarge), so a
 // process that submits through another (runtime/remote's Client) refuses
 // a spec before it sends it.
@@ -50,6 +54,9 @@ func (spec RunSpec) Validate() error {
 		}
 	}
 	if err := validateUserHeaders(spec.Headers); err != nil {
+		return fmt.Errorf("submit run %s: %w", spec.RunID, err)
+	}
+	if err := ValidateLabels(spec.Labels); err != nil {
 		return fmt.Errorf("submit run %s: %w", spec.RunID, err)
 	}
 	for k, v := range spec.KVWrites {
@@ -85,7 +92,8 @@ func (rt *Runtime) Submit(ctx context.Context, spec RunSpec) (SubmitOutcome, err
 
 	nonce, jobID := rt.newID(), rt.newID()
 	headers := userHeaders(spec.Headers)
-	rec, err := encodeRecord(&runRecord{Nonce: nonce, InputHash: sum[:], SubmittedMs: rt.clock.Now().UnixMilli(), Headers: headers})
+	rec, err := encodeRecord(&runRecord{Nonce: nonce, InputHash: sum[:], SubmittedMs: rt.clock.Now().UnixMilli(), Headers: headers,
+		Labels: copyLabels(spec.Labels)})
 	if err != nil {
 		return SubmitOutcome{}, err
 	}
@@ -94,6 +102,7 @@ func (rt *Runtime) Submit(ctx context.Context, spec RunSpec) (SubmitOutcome, err
 		return SubmitOutcome{}, err
 	}
 	puts := []queue.KVWrite{{Key: runKey(runID), Value: rec}, {Key: stepKey(runID), Value: ptr}}
+	puts = append(puts, labelWrites(spec.Labels, runID, nonce)...)
 	appKeys := make([]string, 0, len(spec.KVWrites))
 	for k := range spec.KVWrites {
 		appKeys = append(appKeys, k)

@@ -18,25 +18,36 @@ func timeFromMs(ms int64) time.Time { return time.UnixMilli(ms) }
 func (rt *Runtime) terminalEffects(runID string, rec *runRecord, n int, status TerminalStatus, result []byte, errMsg string) (*queue.SettlementEffects, error) {
 	now := rt.clock.Now()
 	out := &RunOutcome{RunID: runID, Status: status, Result: result, Error: errMsg, Step: n,
-		Headers: rec.Headers, SubmittedAt: timeFromMs(rec.SubmittedMs), FinishedAt: now}
+		Headers: rec.Headers, Labels: rec.Labels, SubmittedAt: timeFromMs(rec.SubmittedMs), FinishedAt: now}
 	if len(result) > MaxRetainedResult {
 		out.Result, out.ResultOmitted = nil, true
 	}
 	sef := &queue.SettlementEffects{KVDeletes: []string{runKey(runID), stepKey(runID), cancelKey(runID)}}
+	if len(rt.endObservers) > 0 {
+		sef.OnDurable = func() { rt.reportEnd(out) }
+	}
 	if rt.cfg.resultRetention > 0 {
 		b, err := encodeRecord(&resultRecord{Nonce: rec.Nonce, Status: status, Result: out.Result, ResultOmitted: out.ResultOmitted,
-			Error: errMsg, Step: n, SubmittedMs: rec.SubmittedMs, FinishedMs: now.UnixMilli(), Headers: rec.Headers})
+			Error: errMsg, Step: n, SubmittedMs: rec.SubmittedMs, FinishedMs: now.UnixMilli(), Headers: rec.Headers, Labels: rec.Labels})
 		if err != nil {
 			return nil, err
 		}
 		sef.KVPuts = append(sef.KVPuts,
 			queue.KVWrite{Key: resultKey(runID), Value: b},
 			queue.KVWrite{Key: timedKey(kvExpiry, now, runID), Value: []byte(rec.Nonce)})
+	} else {
+		// No result is kept, so nothing lists the run any more.
+		sef.KVCompareDeletes = append(sef.KVCompareDeletes, labelCompareDeletes(rec.Labels, runID, rec.Nonce)...)
 	}
 	if rt.cfg.memoRetention > 0 {
 		sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: timedKey(kvTerminals, now, runID), Value: []byte(rec.Nonce)})
 	}
-	if rt.observes(out) {
+	observed := rt.observes(out)
+	if !observed && rt.sealing() {
+		// Nothing else handles this end: the sealer may take the run.
+		sef.KVPuts = append(sef.KVPuts, rt.sealMarker(runID, now))
+	}
+	if observed {
 		b, err := encodeRecord(out)
 		if err != nil {
 			return nil, err
@@ -73,11 +84,23 @@ func (rt *Runtime) handleNotification(ctx context.Context, c *queue.Claim, _ fun
 				}
 				sef.KVPuts = append(sef.KVPuts, w)
 			}
+			if rt.sealing() {
+				// The end is handled: the sealer may take the run.
+				if sef == nil {
+					sef = &queue.SettlementEffects{}
+				}
+				sef.KVPuts = append(sef.KVPuts, rt.sealMarker(out.RunID, out.FinishedAt))
+			}
 			if err = rt.q.Ack(sctx, c, sef); err != nil && taken != nil {
 				rt.pending.add(out.RunID, taken)
 			}
 		case IsPermanent(herr):
-			err = rt.q.DeadLetter(sctx, c, herr.Error(), nil)
+			var sef *queue.SettlementEffects
+			if rt.sealing() {
+				// The hook gave up for good: the end is handled as well.
+				sef = &queue.SettlementEffects{KVPuts: []queue.KVWrite{rt.sealMarker(out.RunID, out.FinishedAt)}}
+			}
+			err = rt.q.DeadLetter(sctx, c, herr.Error(), sef)
 		default:
 			_, err = rt.q.Nack(sctx, c, herr.Error(), nil)
 		}
@@ -227,4 +250,54 @@ func (rt *Runtime) reconcileLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// reportEnd tells the RunEndObservers of a run end that is durable; a
+// panicking observer is logged, never allowed to break the settlement.
+func (rt *Runtime) reportEnd(out *RunOutcome) {
+	for _, o := range rt.endObservers {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					rt.log.Error("RunEndObserver.RunEnded panicked", "run", out.RunID, "panic", r)
+				}
+			}()
+			o.RunEnded(out)
+		}()
+	}
+}
+
+// endObservers returns the RunEndObservers among runner and hook, each
+// once.
+func endObservers(runner StepRunner, hook TerminalHook) []RunEndObserver {
+	var out []RunEndObserver
+	if o, ok := hook.(RunEndObserver); ok {
+		out = append(out, o)
+	}
+	if o, ok := runner.(RunEndObserver); ok && (len(out) == 0 || !sameValue(out[0], o)) {
+		out = append(out, o)
+	}
+	return out
+}
+
+// sameValue reports whether a and b are the same comparable value; two
+// values of a type that cannot be compared are different.
+func sameValue(a, b any) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
+}
+
+// chainDurable returns a callback running a then b, skipping nil ones.
+func chainDurable(a, b func()) func() {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func() { a(); b() }
 }

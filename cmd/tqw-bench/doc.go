@@ -6,7 +6,8 @@
 // Every subcommand takes --store (repeatable), --concurrency (repeatable or
 // comma-separated), and --duration or --ops. Subcommands register themselves
 // from their own files with register: objstore, kv, queue, runtime,
-// interpreter, dsl and peers (tqw against DBOS on SQLite, from bench/dbos).
+// interpreter, dsl, peers (tqw against DBOS on SQLite, from bench/dbos)
+// and scale (cost of new runs as sealed runs pile up, with a PNG plot).
 // They share the plumbing in measure.go: opening each store, the worker loop
 // with a shared operation counter (measure), building a Result with requests
 // per op, and deleting a run's prefix afterwards.

@@ -461,3 +461,29 @@ func TestListShowsUntil(t *testing.T) {
 		t.Fatalf("list does not show %q for the sleeping run:\n%s", want, list)
 	}
 }
+
+// TestListByWorkflowAndAfter checks list's --workflow (through the
+// workflow label's index) and --after (the cursor).
+func TestListByWorkflowAndAfter(t *testing.T) {
+	c := newCLI(t)
+	c.must(0, "run", abs(t, "testdata/sleep_long.yaml"), "--detach", "--run-id", "nap-1")
+	c.must(0, "run", abs(t, "testdata/sleep_long.yaml"), "--detach", "--run-id", "nap-2")
+	c.must(0, "run", abs(t, "../../workflows/hello.yaml"), "--detach", "--run-id", "hi-1")
+	ids := func(out string) string {
+		var got []string
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+			got = append(got, strings.Fields(line)[0])
+		}
+		return strings.Join(got, " ")
+	}
+	if out, _ := c.must(0, "list", "--workflow", "sleep-long"); ids(out) != "nap-1 nap-2" {
+		t.Fatalf("list --workflow sleep-long:\n%s", out)
+	}
+	if out, _ := c.must(0, "list", "--label", "workflow=sleep-long", "--after", "nap-1"); ids(out) != "nap-2" {
+		t.Fatalf("list --label workflow=sleep-long --after nap-1:\n%s", out)
+	}
+	if out, _ := c.must(0, "list", "--after", "hi-1", "--limit", "1"); ids(out) != "nap-1" {
+		t.Fatalf("list --after hi-1 --limit 1:\n%s", out)
+	}
+	c.must(2, "list", "--label", "novalue")
+}

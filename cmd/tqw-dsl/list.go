@@ -48,11 +48,28 @@ func parseStates(s string) ([]runtime.RunState, error) {
 	return out, nil
 }
 
+// parseLabels parses --label values, key=value each.
+func parseLabels(flags []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, f := range flags {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			return nil, failf(exitUsage, "--label %q: want key=value", f)
+		}
+		if _, dup := out[k]; dup {
+			return nil, failf(exitUsage, "--label %q: key %q given twice", f, k)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
 func newListCmd() *cobra.Command {
 	var (
-		store, status string
-		asJSON        bool
-		limit         int
+		store, status, workflow, after string
+		labels                         []string
+		asJSON                         bool
+		limit                          int
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -76,9 +93,26 @@ store the user may only read; and a URL with no store at it is an error
 			if limit < 1 {
 				return failf(exitUsage, "--limit %d: want at least 1", limit)
 			}
+			want, err := parseLabels(labels)
+			if err != nil {
+				return err
+			}
+			if workflow != "" {
+				want[interpreter.LabelWorkflow] = workflow
+			}
+			if err := runtime.ValidateLabels(want); err != nil {
+				return failf(exitUsage, "--label/--workflow: %v", err)
+			}
+			if after != "" {
+				if err := runtime.ValidateRunID(after); err != nil {
+					return failf(exitUsage, "--after: %v", err)
+				}
+			}
 			ctx := context.WithoutCancel(cmd.Context())
 			var runs []runtime.RunStatus
-			if a := liveAPI(ctx, store); a != nil {
+			// The HTTP API lists by state; a cursor or label filter reads
+			// the store's indexes through a view.
+			if a := liveAPI(ctx, store); a != nil && after == "" && len(want) == 0 {
 				if runs, err = listHTTP(ctx, a, states, limit); err != nil {
 					return err
 				}
@@ -88,7 +122,7 @@ store the user may only read; and a URL with no store at it is an error
 					return err
 				}
 				defer v.Close()
-				runs, err = v.insp.ListRuns(ctx, runtime.ListOptions{States: states, Limit: limit})
+				runs, err = v.insp.ListRuns(ctx, runtime.ListOptions{States: states, Limit: limit, After: after, Labels: want})
 				if err != nil {
 					return failf(exitFailed, "list runs: %v", err)
 				}
@@ -115,6 +149,9 @@ store the user may only read; and a URL with no store at it is an error
 	cmd.Flags().StringVar(&status, "status", "", "only runs in these states (comma-separated): pending, running, waiting, scheduled, cancelling, succeeded, failed, cancelled")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per run")
 	cmd.Flags().IntVar(&limit, "limit", 100, "list at most this many runs")
+	cmd.Flags().StringVar(&workflow, "workflow", "", "only runs of this workflow (through the workflow label's index)")
+	cmd.Flags().StringArrayVar(&labels, "label", nil, "only runs carrying this label, as key=value (repeatable; through the first label's index)")
+	cmd.Flags().StringVar(&after, "after", "", "list runs whose id sorts after this one (the last id of the previous page)")
 	return cmd
 }
 

@@ -536,7 +536,7 @@ func openView(ctx context.Context, url string) (*view, error) {
 		_ = r.Close()
 		return nil, err
 	}
-	return &view{url: url, store: store, r: r, insp: runtime.NewInspector(r), it: it}, nil
+	return &view{url: url, store: store, r: r, insp: runtime.NewArchiveInspector(r, store, runtime.SealOptions{}), it: it}, nil
 }
 
 func (v *view) Close() error { return v.r.Close() }

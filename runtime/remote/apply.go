@@ -61,7 +61,7 @@ func (ib *inbox) submit(ctx context.Context, cmd *inboxCommand, m *inboxMarker, 
 	if err := runtime.ValidateRunID(cmd.RunID); err != nil {
 		return err
 	}
-	spec := runtime.RunSpec{RunID: cmd.RunID, Input: cmd.Input, Headers: cmd.Headers, KVWrites: cmd.KVWrites}
+	spec := runtime.RunSpec{RunID: cmd.RunID, Input: cmd.Input, Headers: cmd.Headers, Labels: cmd.Labels, KVWrites: cmd.KVWrites}
 	inc, err := rt.Incarnation(ctx, cmd.RunID)
 	if err != nil {
 		return err

@@ -222,7 +222,7 @@ func (c *Client) Submit(ctx context.Context, spec runtime.RunSpec) (runtime.Subm
 		return runtime.SubmitOutcome{}, err
 	}
 	ans, err := c.do(ctx, &inboxCommand{Kind: CommandSubmit, RunID: spec.RunID, Input: spec.Input,
-		Headers: spec.Headers, KVWrites: spec.KVWrites})
+		Headers: spec.Headers, Labels: spec.Labels, KVWrites: spec.KVWrites})
 	if err != nil {
 		return runtime.SubmitOutcome{}, err
 	}
@@ -331,7 +331,7 @@ func (c *Client) read(ctx context.Context, fn func(*runtime.Inspector) error) er
 		if err != nil {
 			return fmt.Errorf("remote: client: open a reader on the store: %w", err)
 		}
-		c.reader, c.insp = r, runtime.NewInspector(r)
+		c.reader, c.insp = r, runtime.NewArchiveInspector(r, c.store, runtime.SealOptions{})
 	} else if err := c.reader.Refresh(ctx); err != nil {
 		return fmt.Errorf("remote: client: refresh the reader: %w", err)
 	}

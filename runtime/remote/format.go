@@ -109,6 +109,7 @@ type inboxCommand struct {
 	RunID    string            `json:"run_id,omitempty"`
 	Input    []byte            `json:"input,omitempty"`
 	Headers  map[string]string `json:"headers,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
 	KVWrites map[string][]byte `json:"kv_writes,omitempty"`
 	// Signal, ClearSignal.
 	Key     string `json:"key,omitempty"`

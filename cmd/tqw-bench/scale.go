@@ -1,0 +1,378 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	goruntime "runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	wf "github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
+)
+
+// scaleBench measures how the cost of new runs moves as finished runs
+// pile up in one store: at each point of --retained it fills the store
+// with finished, sealed runs, reopens it (timed), then measures list,
+// RSS and runs of --steps no-op steps.
+var scaleBench = struct {
+	retained multiFlag
+	steps    int
+	runs     int
+	fillConc int
+	plot     string
+}{}
+
+func init() {
+	register(&bench{
+		name:    "scale",
+		summary: "steps/s, CPU µs/step, RSS, reopen time and list latency as retained (sealed) runs grow; writes a PNG plot",
+		flags: func(fs *flag.FlagSet) {
+			fs.Var(&scaleBench.retained, "retained", "retained finished runs at each point (comma-separated, ascending; default 0,10000,100000)")
+			fs.IntVar(&scaleBench.steps, "steps", 10, "steps per measured run")
+			fs.IntVar(&scaleBench.runs, "runs", 200, "runs measured at each point, one after another (concurrency 1)")
+			fs.IntVar(&scaleBench.fillConc, "fill-concurrency", 32, "runs in flight while filling the store")
+			fs.StringVar(&scaleBench.plot, "plot", "scale.png", "PNG plot to write (empty: none)")
+		},
+		run: runScale,
+	})
+}
+
+// scalePoint is one measured point.
+type scalePoint struct {
+	retained                  int
+	stepsPerSec, cpuUsPerStep float64
+	rssMB, heapMB             float64
+	reopenMs, listMs          float64
+}
+
+func runScale(ctx context.Context, cfg *config) error {
+	points := []int{0, 10_000, 100_000}
+	if len(scaleBench.retained) > 0 {
+		points = points[:0]
+		for _, s := range scaleBench.retained {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 || (len(points) > 0 && n < points[len(points)-1]) {
+				return fmt.Errorf("--retained %q: want ascending whole numbers", scaleBench.retained.String())
+			}
+			points = append(points, n)
+		}
+	}
+	if scaleBench.steps < 1 || scaleBench.runs < 1 || scaleBench.fillConc < 1 {
+		return errors.New("--steps, --runs and --fill-concurrency must be at least 1")
+	}
+	series := map[string][]scalePoint{}
+	var order []string
+	err := eachStore(ctx, cfg, func(url string, inner objstore.Store) error {
+		prefix := fmt.Sprintf("bench-scale/%d", time.Now().UnixNano())
+		s := &scaleStore{store: counting.New(inner), prefix: prefix}
+		defer s.close()
+		for _, n := range points {
+			p, err := s.point(ctx, n)
+			if err != nil {
+				return fmt.Errorf("scale on %s at %d retained runs: %w", url, n, err)
+			}
+			series[url] = append(series[url], p)
+			r := Result{Bench: "scale", Concurrency: 1, Ops: int64(scaleBench.runs * scaleBench.steps),
+				OpsPerSec: p.stepsPerSec, Extra: map[string]any{
+					"retained_runs": n, "steps_per_sec": p.stepsPerSec, "cpu_us_per_step": p.cpuUsPerStep,
+					"rss_mb": p.rssMB, "heap_mb": p.heapMB, "reopen_ms": p.reopenMs, "list_first_page_ms": p.listMs,
+					"op_unit": "step of a measured run (runs of --steps no-op steps at concurrency 1)"}}
+			if err := cfg.emitFor(url, r); err != nil {
+				return err
+			}
+		}
+		order = append(order, url)
+		s.close()
+		return cleanPrefix(ctx, inner, prefix+"/")
+	})
+	if err != nil {
+		return err
+	}
+	if scaleBench.plot != "" {
+		return writeScalePlot(scaleBench.plot, order, series)
+	}
+	return nil
+}
+
+// scaleStore is one store filled point after point.
+type scaleStore struct {
+	store  *counting.Store
+	prefix string
+	q      *queue.Queue
+	rt     *wf.Runtime
+	w      *wf.Worker
+	runner *noopSteps
+	filled int
+}
+
+func (s *scaleStore) close() {
+	if s.w != nil {
+		_ = s.w.Shutdown(context.Background())
+		s.w = nil
+	}
+	if s.q != nil {
+		_ = s.q.Close()
+		s.q = nil
+	}
+}
+
+// open opens the queue and runtime with sealing on.
+func (s *scaleStore) open(ctx context.Context) error {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	q, err := queue.Open(ctx, s.store, queue.Options{Prefix: s.prefix + "/queue", Logger: log,
+		DefaultConfig: queue.QueueConfig{LeaseDuration: time.Minute}})
+	if err != nil {
+		return err
+	}
+	s.runner = &noopSteps{last: scaleBench.steps - 1, waiters: map[string]chan string{}}
+	rt, err := wf.New(q, s.store, scaleRunner{s.runner}, wf.WithConcurrency(scaleBench.fillConc), wf.WithLogger(log),
+		wf.WithMemoPrefix(s.prefix+"/memo"), wf.WithSealing(wf.SealOptions{Prefix: s.prefix + "/sealed"}),
+		wf.WithSweepInterval(24*time.Hour))
+	if err != nil {
+		_ = q.Close()
+		return err
+	}
+	s.q, s.rt, s.w = q, rt, rt.Spawn(ctx)
+	return nil
+}
+
+func (s *scaleStore) point(ctx context.Context, retained int) (scalePoint, error) {
+	p := scalePoint{retained: retained}
+	if s.q == nil {
+		if err := s.open(ctx); err != nil {
+			return p, err
+		}
+	}
+	if err := s.fill(ctx, retained-s.filled); err != nil {
+		return p, err
+	}
+	s.close()
+	t0 := time.Now()
+	if err := s.open(ctx); err != nil {
+		return p, err
+	}
+	p.reopenMs = float64(time.Since(t0).Microseconds()) / 1e3
+	var lists Latencies
+	for range 21 {
+		t0 := time.Now()
+		if _, err := s.rt.ListRuns(ctx, wf.ListOptions{Limit: 100}); err != nil {
+			return p, err
+		}
+		lists.Add(time.Since(t0))
+	}
+	p.listMs = lists.Percentile(50)
+	// Return freed memory first: RSS then counts what is live, not what
+	// the fill left for the collector.
+	debug.FreeOSMemory()
+	p.rssMB = rssMB()
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	p.heapMB = float64(ms.HeapAlloc) / (1 << 20)
+	cpu0, t1 := processCPU(), time.Now()
+	for i := range scaleBench.runs {
+		if err := s.measuredRun(ctx, fmt.Sprintf("m%07d-%05d", retained, i)); err != nil {
+			return p, err
+		}
+	}
+	secs, cpu := time.Since(t1).Seconds(), processCPU()-cpu0
+	steps := float64(scaleBench.runs * scaleBench.steps)
+	p.stepsPerSec = steps / secs
+	p.cpuUsPerStep = float64(cpu) / 1e3 / steps
+	// The measured runs are retained too: seal them with the rest.
+	s.filled += scaleBench.runs
+	_, err := s.rt.Seal(ctx)
+	return p, err
+}
+
+// measuredRun submits one run and waits for its last step's job to end.
+func (s *scaleStore) measuredRun(ctx context.Context, id string) error {
+	ch := make(chan string, 1)
+	s.runner.mu.Lock()
+	s.runner.waiters[id] = ch
+	s.runner.mu.Unlock()
+	defer func() {
+		s.runner.mu.Lock()
+		delete(s.runner.waiters, id)
+		s.runner.mu.Unlock()
+	}()
+	if _, err := s.rt.Submit(ctx, wf.RunSpec{RunID: id, Input: []byte("scale")}); err != nil {
+		return err
+	}
+	select {
+	case jobID := <-ch:
+		if _, err := s.q.WaitForCompletion(ctx, jobID); err != nil && !errors.Is(err, queue.ErrNotFound) {
+			return err
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// fill submits n more runs, fillConc submitters at a time, each ending
+// at its first step, waits until every one ended, and seals them.
+func (s *scaleStore) fill(ctx context.Context, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, scaleBench.fillConc)
+	base := s.filled
+	for range scaleBench.fillConc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				// Ids in submission order, as ULIDs would be.
+				if _, err := s.rt.Submit(ctx, wf.RunSpec{RunID: fmt.Sprintf("f%09d", base+int(i)), Input: []byte("fill")}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := s.q.Stats(ctx, s.rt.QueueName())
+		if err != nil {
+			return err
+		}
+		if st.Pending+st.Scheduled+st.Claimed == 0 {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.filled += n
+	_, err := s.rt.Seal(ctx)
+	return err
+}
+
+// rssMB returns the process's resident set size in MB (Linux), or -1.
+func rssMB() float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				return -1
+			}
+			return kb / 1024
+		}
+	}
+	return -1
+}
+
+// writeScalePlot draws one panel per figure, one line per store, against
+// the retained runs.
+func writeScalePlot(path string, stores []string, series map[string][]scalePoint) error {
+	panels := []struct {
+		title string
+		y     func(scalePoint) float64
+	}{
+		{"steps/s (concurrency 1)", func(p scalePoint) float64 { return p.stepsPerSec }},
+		{"CPU µs per step", func(p scalePoint) float64 { return p.cpuUsPerStep }},
+		{"RSS (MB)", func(p scalePoint) float64 { return p.rssMB }},
+		{"reopen (ms)", func(p scalePoint) float64 { return p.reopenMs }},
+		{"list, first page of 100 (ms)", func(p scalePoint) float64 { return p.listMs }},
+	}
+	const cols = 2
+	rows := (len(panels) + cols - 1) / cols
+	grid := make([][]*plot.Plot, rows)
+	for i := range grid {
+		grid[i] = make([]*plot.Plot, cols)
+	}
+	for i, pn := range panels {
+		p := plot.New()
+		p.Title.Text = pn.title
+		p.X.Label.Text = "retained runs"
+		p.Y.Min = 0
+		for j, url := range stores {
+			xys := make(plotter.XYs, len(series[url]))
+			for k, pt := range series[url] {
+				xys[k] = plotter.XY{X: float64(pt.retained), Y: pn.y(pt)}
+			}
+			l, pts, err := plotter.NewLinePoints(xys)
+			if err != nil {
+				return fmt.Errorf("plot %s: %w", pn.title, err)
+			}
+			l.Color = plotutil.Color(j)
+			pts.Color = plotutil.Color(j)
+			p.Add(l, pts)
+			p.Legend.Add(url, l)
+		}
+		p.Legend.Top = true
+		grid[i/cols][i%cols] = p
+	}
+	img := vgimg.New(vg.Points(900), vg.Points(float64(300*rows)))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
+		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	canvases := plot.Align(grid, tiles, dc)
+	for i := range grid {
+		for j, p := range grid[i] {
+			if p != nil {
+				p.Draw(canvases[i][j])
+			}
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// scaleRunner ends fill runs (ids "f...") at their first step and runs
+// measured ones through noopSteps.
+type scaleRunner struct{ *noopSteps }
+
+func (r scaleRunner) RunStep(ctx context.Context, s *wf.Step) (wf.StepOutcome, error) {
+	if strings.HasPrefix(s.RunID, "f") {
+		return wf.Succeed(nil), nil
+	}
+	return r.noopSteps.RunStep(ctx, s)
+}

@@ -1,0 +1,131 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
+)
+
+// ErrInvalidLabel reports a run label ListRuns could not index: see
+// ValidateLabels.
+var ErrInvalidLabel = errors.New("runtime: invalid label")
+
+// Label limits.
+const (
+	// MaxLabels bounds the labels of one run.
+	MaxLabels = 16
+	// MaxLabelKeyLen and MaxLabelValueLen bound a label's key and value.
+	MaxLabelKeyLen   = 63
+	MaxLabelValueLen = 256
+)
+
+// ValidateLabels reports whether labels can tag a run: at most MaxLabels,
+// each key 1 to 63 bytes of ASCII letters, digits and "._-" (not starting
+// with '.'), each value at most 256 bytes of UTF-8 without control
+// characters.
+func ValidateLabels(labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return fmt.Errorf("%w: %d labels; at most %d", ErrInvalidLabel, len(labels), MaxLabels)
+	}
+	for k, v := range labels {
+		if err := validateLabel(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateLabel(k, v string) error {
+	if k == "" || len(k) > MaxLabelKeyLen || k[0] == '.' {
+		return fmt.Errorf("%w: key %q: want 1 to %d characters, not starting with '.'", ErrInvalidLabel, k, MaxLabelKeyLen)
+	}
+	for _, r := range k {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("%w: key %q: character %q not allowed; use letters, digits and ._-", ErrInvalidLabel, k, r)
+		}
+	}
+	if len(v) > MaxLabelValueLen || !utf8.ValidString(v) {
+		return fmt.Errorf("%w: value of %q: want at most %d bytes of UTF-8", ErrInvalidLabel, k, MaxLabelValueLen)
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: value of %q holds a control character", ErrInvalidLabel, k)
+		}
+	}
+	return nil
+}
+
+// labelPrefix is the index prefix of label k=v: the value is escaped, so
+// one label's prefix is never a prefix of another's.
+func labelPrefix(k, v string) string { return kvLabels + k + "=" + url.QueryEscape(v) + "/" }
+
+// labelKey is the index entry of label k=v of runID; its value is the
+// run's nonce, so an entry left by an earlier run of the same id is told
+// apart.
+func labelKey(k, v, runID string) string { return labelPrefix(k, v) + runID }
+
+// labelWrites returns the index entries of a run's labels.
+func labelWrites(labels map[string]string, runID, nonce string) []queue.KVWrite {
+	out := make([]queue.KVWrite, 0, len(labels))
+	for k, v := range labels {
+		out = append(out, queue.KVWrite{Key: labelKey(k, v, runID), Value: []byte(nonce)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// labelCompareDeletes removes a run's label entries that still name its
+// incarnation nonce (a later run of the same id keeps its own).
+func labelCompareDeletes(labels map[string]string, runID, nonce string) []queue.KVWrite {
+	return labelWrites(labels, runID, nonce)
+}
+
+// hasLabels reports whether have holds every label of want.
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// pickLabel returns the label of want whose index ListRuns walks: the
+// first by key, so a query walks the same index every time.
+func pickLabel(want map[string]string) (string, string) {
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys[0], want[keys[0]]
+}
+
+// compareDeleteAll deletes each key that still holds its value, in one
+// durable commit per key (a retention sweep's cleanup, off the step path).
+func (rt *Runtime) compareDeleteAll(ctx context.Context, ws []queue.KVWrite) error {
+	for _, w := range ws {
+		if _, err := rt.q.KVCompareAndDelete(ctx, w.Key, w.Value); err != nil && !errors.Is(err, queue.ErrNotFound) {
+			return fmt.Errorf("runtime: delete %s: %w", strings.TrimPrefix(w.Key, ReservedKVPrefix), err)
+		}
+	}
+	return nil
+}
+
+// copyLabels returns a copy of labels, nil when empty.
+func copyLabels(labels map[string]string) map[string]string {
+	if len(labels) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(labels))
+	for k, v := range labels {
+		out[k] = v
+	}
+	return out
+}

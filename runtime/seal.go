@@ -1,0 +1,530 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/tqw-dsl/tqw/runtime/archive"
+	"github.com/tqw-dsl/tqw/runtime/store/kv"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
+)
+
+// Sealing defaults (SealOptions).
+const (
+	DefaultSealPrefix        = "workflow-sealed"
+	DefaultSealBatch         = 512
+	DefaultSealCacheSegments = 64
+)
+
+// ErrSealRaced reports a seal pass whose commit found a run's records
+// changed since it read them: nothing was sealed; the next pass retries.
+var ErrSealRaced = errors.New("runtime: a sealed run changed while it was sealed")
+
+// SealOptions configure sealing (WithSealing).
+type SealOptions struct {
+	// Prefix holds the sealed segments' objects (DefaultSealPrefix).
+	Prefix string
+	// BatchRuns bounds the runs of one segment (DefaultSealBatch).
+	BatchRuns int
+	// CacheSegments bounds the decoded segment indexes kept in memory
+	// for Status and ListRuns (DefaultSealCacheSegments).
+	CacheSegments int
+}
+
+func (o SealOptions) withDefaults() SealOptions {
+	if o.Prefix == "" {
+		o.Prefix = DefaultSealPrefix
+	}
+	if o.BatchRuns <= 0 {
+		o.BatchRuns = DefaultSealBatch
+	}
+	if o.CacheSegments <= 0 {
+		o.CacheSegments = DefaultSealCacheSegments
+	}
+	return o
+}
+
+// WithSealing moves finished runs out of the KV store into immutable
+// segment objects (runtime/archive) once their end is handled (the
+// terminal hook, if it observes the run, acknowledged): the KV keeps one
+// small row per sealed run, and Status and ListRuns read the rest through
+// a bounded cache. Only runs with a retained result are sealed
+// (WithResultRetention > 0). See "Sealed runs" in the package doc.
+func WithSealing(o SealOptions) Option {
+	return func(c *config) { o = o.withDefaults(); c.seal = &o }
+}
+
+// RunRecordOwner is implemented by a StepRunner that keeps records of its
+// runs in the caller KV (history, outputs): sealing moves every record
+// under the run's prefixes into its segment, and Inspector.SealedRecords
+// reads them back. Prefixes must lie outside ReservedKVPrefix.
+type RunRecordOwner interface {
+	RunRecordPrefixes(runID string) []string
+}
+
+const (
+	kvSealedRuns = kvSealed + "runs/"
+	kvSealedSegs = kvSealed + "seg/"
+	kvSealNext   = kvSealed + "next"
+)
+
+func sealedRunKey(runID string) string { return kvSealedRuns + runID }
+func segmentKey(seq uint64) string     { return fmt.Sprintf("%s%020d", kvSealedSegs, seq) }
+
+// sealedRow is a sealed run's row in the KV: its incarnation, its
+// segment and its state, so a listing filters on state without a read.
+type sealedRow struct {
+	Nonce string         `msgpack:"n"`
+	Seq   uint64         `msgpack:"q"`
+	State TerminalStatus `msgpack:"s"`
+}
+
+// sealMarker is the KV put that hands a finished run to the sealer.
+func (rt *Runtime) sealMarker(runID string, finished time.Time) queue.KVWrite {
+	return queue.KVWrite{Key: timedKey(kvSealQ, finished, runID), Value: []byte{1}}
+}
+
+// sealing reports whether finished runs are sealed.
+func (rt *Runtime) sealing() bool { return rt.cfg.seal != nil && rt.cfg.resultRetention > 0 }
+
+// segmentCache keeps decoded segment indexes, by segment object key, and
+// decoded catalog rows, by their bytes.
+type segmentCache struct {
+	store objstore.Store
+	lru   *lru.Cache[string, *archive.Index]
+	metas *lru.Cache[string, *archive.Meta]
+}
+
+func newSegmentCache(store objstore.Store, size int) *segmentCache {
+	c, err := lru.New[string, *archive.Index](size)
+	if err != nil {
+		panic(err) // size is at least 1 (withDefaults)
+	}
+	m, err := lru.New[string, *archive.Meta](4 * size)
+	if err != nil {
+		panic(err)
+	}
+	return &segmentCache{store: store, lru: c, metas: m}
+}
+
+// meta decodes a catalog row, once per distinct row.
+func (c *segmentCache) meta(row []byte) (*archive.Meta, error) {
+	if m, ok := c.metas.Get(string(row)); ok {
+		return m, nil
+	}
+	m, err := archive.DecodeMeta(row)
+	if err != nil {
+		return nil, err
+	}
+	c.metas.Add(string(row), m)
+	return m, nil
+}
+
+// index returns the decoded index of m: a cache hit, else one GET.
+func (c *segmentCache) index(ctx context.Context, m *archive.Meta) (*archive.Index, error) {
+	if x, ok := c.lru.Get(m.Key); ok {
+		return x, nil
+	}
+	b, _, err := c.store.Get(ctx, m.IndexKey())
+	if err != nil {
+		return nil, fmt.Errorf("runtime: read sealed segment %s: %w", m.IndexKey(), err)
+	}
+	x, err := archive.DecodeIndex(b)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: sealed segment %s: %w", m.IndexKey(), err)
+	}
+	c.lru.Add(m.Key, x)
+	return x, nil
+}
+
+// sealer is the writer's sealing state.
+type sealer struct {
+	mu sync.Mutex
+	// collected: the orphans of earlier processes' interrupted seals
+	// were deleted.
+	collected bool
+}
+
+// Seal seals every finished run whose end is handled, in segments of at
+// most SealOptions.BatchRuns runs, and returns how many it sealed. The
+// retention sweep calls it; without WithSealing it does nothing. Per
+// segment: two create-only PUTs (index and data objects), then one
+// durable commit that swaps the runs' KV records for their rows; a crash
+// before that commit leaves unreferenced objects, deleted by the next
+// process's first pass (one LIST per 1,000 objects under the prefix).
+func (rt *Runtime) Seal(ctx context.Context) (int, error) {
+	if !rt.sealing() {
+		return 0, nil
+	}
+	rt.sealer.mu.Lock()
+	defer rt.sealer.mu.Unlock()
+	if !rt.sealer.collected {
+		if err := rt.collectOrphanSegments(ctx); err != nil {
+			return 0, err
+		}
+		rt.sealer.collected = true
+	}
+	total := 0
+	for {
+		page, err := rt.q.KVScan(ctx, kvSealQ, "", rt.cfg.seal.BatchRuns)
+		if err != nil {
+			return total, fmt.Errorf("runtime: seal: list finished runs: %w", err)
+		}
+		if len(page) == 0 {
+			return total, nil
+		}
+		n, err := rt.sealBatch(ctx, page)
+		total += n
+		if err != nil || len(page) < rt.cfg.seal.BatchRuns {
+			return total, err
+		}
+	}
+}
+
+// sealBatch seals the runs of markers into one segment.
+func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (int, error) {
+	eff := &queue.SettlementEffects{}
+	var guards []queue.KVWrite
+	var runs []archive.Run
+	owner, _ := rt.runner.(RunRecordOwner)
+	for _, mk := range markers {
+		eff.KVDeletes = append(eff.KVDeletes, mk.Key)
+		finished, runID, err := parseTimedKey(kvSealQ, mk.Key)
+		if err != nil {
+			rt.log.Warn("dropping a malformed seal marker", "key", mk.Key, "err", err)
+			continue
+		}
+		b, err := kvGet(ctx, rt.q, resultKey(runID))
+		if err != nil {
+			return 0, err
+		}
+		if b == nil {
+			continue // expired or sealed already
+		}
+		res, err := decodeResultRecord(b)
+		if err != nil {
+			rt.log.Warn("not sealing a run whose result record is unreadable", "run", runID, "err", err)
+			continue
+		}
+		if res.FinishedMs != finished.UnixMilli() {
+			continue // a later run under the same id owns the record
+		}
+		r := archive.Run{Entry: archive.Entry{ID: runID, Nonce: res.Nonce, Status: uint8(res.Status), Step: res.Step,
+			Result: res.Result, ResultOmitted: res.ResultOmitted, Error: res.Error, SubmittedMs: res.SubmittedMs,
+			FinishedMs: res.FinishedMs, Headers: res.Headers, Labels: res.Labels}}
+		guards = append(guards, queue.KVWrite{Key: resultKey(runID), Value: b})
+		eff.KVDeletes = append(eff.KVDeletes, resultKey(runID), timedKey(kvExpiry, timeFromMs(res.FinishedMs), runID))
+		if t, err := kvGet(ctx, rt.q, totalsKey(runID)); err != nil {
+			return 0, err
+		} else if t != nil {
+			var tr totalsRecord
+			if decodeRecord("totals", t, &tr) == nil && tr.Nonce == res.Nonce {
+				r.Totals = t
+				eff.KVCompareDeletes = append(eff.KVCompareDeletes, queue.KVWrite{Key: totalsKey(runID), Value: t})
+			}
+		}
+		if owner != nil {
+			for _, p := range owner.RunRecordPrefixes(runID) {
+				if strings.HasPrefix(p, ReservedKVPrefix) || p == "" {
+					return 0, fmt.Errorf("%w: RunRecordPrefixes(%q) returned %q", ErrReserved, runID, p)
+				}
+				err := scanAll(ctx, rt.q, p, func(e queue.KVEntry) {
+					r.Records = append(r.Records, archive.Record{Key: e.Key, Value: e.Value})
+					eff.KVCompareDeletes = append(eff.KVCompareDeletes, queue.KVWrite(e))
+				})
+				if err != nil {
+					return 0, err
+				}
+			}
+		}
+		runs = append(runs, r)
+	}
+	if len(runs) == 0 {
+		if _, err := rt.q.ApplyEffects(ctx, eff, nil); err != nil {
+			return 0, fmt.Errorf("runtime: seal: drop stale markers: %w", err)
+		}
+		return 0, nil
+	}
+	next, err := kvGet(ctx, rt.q, kvSealNext)
+	if err != nil {
+		return 0, err
+	}
+	seq := uint64(1)
+	if next != nil {
+		if seq, err = strconv.ParseUint(string(next), 10, 64); err != nil {
+			return 0, fmt.Errorf("%w: %s holds %q", ErrCorruptRecord, kvSealNext, next)
+		}
+	}
+	guards = append(guards, queue.KVWrite{Key: kvSealNext, Value: next})
+	idx, data, meta, err := archive.Build(runs)
+	if err != nil {
+		return 0, fmt.Errorf("runtime: seal: %w", err)
+	}
+	meta.Seq = seq
+	meta.Key = fmt.Sprintf("%s/seg/%020d-%s", rt.cfg.seal.Prefix, seq, rt.newID())
+	meta.ResultRetentionMs = rt.cfg.resultRetention.Milliseconds()
+	meta.MemoRetentionMs = rt.cfg.memoRetention.Milliseconds()
+	mb, err := archive.EncodeMeta(meta)
+	if err != nil {
+		return 0, err
+	}
+	// The data object first: an index never names a missing one.
+	if _, err := rt.store.Put(ctx, meta.DataKey(), data, objstore.CreateOnly()); err != nil {
+		return 0, fmt.Errorf("runtime: seal: write %s: %w", meta.DataKey(), err)
+	}
+	if _, err := rt.store.Put(ctx, meta.IndexKey(), idx, objstore.CreateOnly()); err != nil {
+		rt.deleteSegmentObjects(ctx, meta.Key)
+		return 0, fmt.Errorf("runtime: seal: write %s: %w", meta.IndexKey(), err)
+	}
+	eff.KVPuts = append(eff.KVPuts, queue.KVWrite{Key: segmentKey(seq), Value: mb},
+		queue.KVWrite{Key: kvSealNext, Value: []byte(strconv.FormatUint(seq+1, 10))})
+	for i := range runs {
+		row, err := encodeRecord(&sealedRow{Nonce: runs[i].Nonce, Seq: seq, State: TerminalStatus(runs[i].Status)})
+		if err != nil {
+			return 0, err
+		}
+		eff.KVPuts = append(eff.KVPuts, queue.KVWrite{Key: sealedRunKey(runs[i].ID), Value: row})
+	}
+	if h := rt.beforeSealCommit; h != nil {
+		h(meta.Key)
+	}
+	applied, err := rt.q.ApplyEffects(ctx, eff, guards)
+	switch {
+	case errors.Is(err, kv.ErrCommitUncertain):
+		// Maybe applied: the objects stay; if not, the next process's
+		// first pass deletes them.
+		return 0, fmt.Errorf("runtime: seal segment %d: %w", seq, err)
+	case err != nil:
+		rt.deleteSegmentObjects(ctx, meta.Key)
+		return 0, fmt.Errorf("runtime: seal segment %d: %w", seq, err)
+	case !applied:
+		rt.deleteSegmentObjects(ctx, meta.Key)
+		return 0, fmt.Errorf("%w: segment %d of %d runs", ErrSealRaced, seq, len(runs))
+	}
+	return len(runs), nil
+}
+
+// deleteSegmentObjects deletes a segment's objects no KV row names; a
+// failure leaves them to the next process's collection.
+func (rt *Runtime) deleteSegmentObjects(ctx context.Context, key string) {
+	for _, k := range []string{key + ".idx", key + ".dat"} {
+		if err := rt.store.Delete(ctx, k); err != nil {
+			rt.log.Warn("could not delete an unreferenced sealed object; the next process deletes it", "key", k, "err", err)
+		}
+	}
+}
+
+// collectOrphanSegments deletes the segment objects no catalog row names:
+// those of a seal whose commit never applied, or of an expired segment
+// whose objects outlived its rows. Only the writer seals, so an object
+// without a row is never one about to be committed.
+func (rt *Runtime) collectOrphanSegments(ctx context.Context) error {
+	prefix := rt.cfg.seal.Prefix + "/seg/"
+	after := ""
+	for {
+		page, err := rt.store.List(ctx, prefix, after, 1000)
+		if err != nil {
+			return fmt.Errorf("runtime: seal: list %s: %w", prefix, err)
+		}
+		for _, o := range page {
+			after = o.Key
+			base := strings.TrimSuffix(strings.TrimSuffix(o.Key, ".idx"), ".dat")
+			if ok, err := rt.segmentReferenced(ctx, strings.TrimPrefix(base, prefix), base); err != nil {
+				return err
+			} else if !ok {
+				if err := rt.store.Delete(ctx, o.Key); err != nil {
+					return fmt.Errorf("runtime: seal: delete unreferenced %s: %w", o.Key, err)
+				}
+			}
+		}
+		if len(page) < 1000 {
+			return nil
+		}
+	}
+}
+
+// segmentReferenced reports whether the catalog row of the segment named
+// name ("<seq>-<id>") names base.
+func (rt *Runtime) segmentReferenced(ctx context.Context, name, base string) (bool, error) {
+	seqText, _, ok := strings.Cut(name, "-")
+	seq, err := strconv.ParseUint(seqText, 10, 64)
+	if !ok || err != nil {
+		rt.log.Warn("an object under the sealed prefix is not a segment; leaving it", "key", base)
+		return true, nil
+	}
+	b, err := kvGet(ctx, rt.q, segmentKey(seq))
+	if err != nil || b == nil {
+		return false, err
+	}
+	m, err := archive.DecodeMeta(b)
+	if err != nil {
+		return false, fmt.Errorf("runtime: catalog row %s: %w", segmentKey(seq), err)
+	}
+	return m.Key == base, nil
+}
+
+// expireSegments drops, also when this runtime does not seal, the segments whose newest run left its result
+// retention: per segment one durable commit (its catalog row, its runs'
+// rows and label entries) and two DELETEs. A segment's runs stay visible
+// until its newest expires, at most the seal interval longer than their
+// own retention.
+func (rt *Runtime) expireSegments(ctx context.Context, now time.Time) (int, error) {
+	runs, after := 0, ""
+	for {
+		page, err := rt.q.KVScan(ctx, kvSealedSegs, after, 64)
+		if err != nil {
+			return runs, fmt.Errorf("runtime: sweep sealed segments: %w", err)
+		}
+		for _, e := range page {
+			after = e.Key
+			m, err := archive.DecodeMeta(e.Value)
+			if err != nil {
+				return runs, fmt.Errorf("runtime: catalog row %s: %w", e.Key, err)
+			}
+			if now.UnixMilli() < m.MaxFinishedMs+m.ResultRetentionMs {
+				continue
+			}
+			n, err := rt.expireSegment(ctx, e, m)
+			runs += n
+			if err != nil {
+				return runs, err
+			}
+		}
+		if len(page) < 64 {
+			return runs, nil
+		}
+	}
+}
+
+func (rt *Runtime) expireSegment(ctx context.Context, row queue.KVEntry, m *archive.Meta) (int, error) {
+	x, err := rt.insp.segments.index(ctx, m)
+	if err != nil {
+		return 0, err
+	}
+	eff := &queue.SettlementEffects{KVDeletes: []string{row.Key}}
+	for i := range x.Entries {
+		e := &x.Entries[i]
+		b, err := encodeRecord(&sealedRow{Nonce: e.Nonce, Seq: m.Seq, State: TerminalStatus(e.Status)})
+		if err != nil {
+			return 0, err
+		}
+		eff.KVCompareDeletes = append(eff.KVCompareDeletes, queue.KVWrite{Key: sealedRunKey(e.ID), Value: b})
+		eff.KVCompareDeletes = append(eff.KVCompareDeletes, labelCompareDeletes(e.Labels, e.ID, e.Nonce)...)
+	}
+	applied, err := rt.q.ApplyEffects(ctx, eff, []queue.KVWrite{{Key: row.Key, Value: row.Value}})
+	if err != nil || !applied {
+		return 0, err
+	}
+	rt.insp.segments.lru.Remove(m.Key)
+	rt.deleteSegmentObjects(ctx, m.Key)
+	return len(x.Entries), nil
+}
+
+// scanAll calls fn for every KV entry under prefix, in key order.
+func scanAll(ctx context.Context, r StateReader, prefix string, fn func(queue.KVEntry)) error {
+	after := ""
+	for {
+		page, err := r.KVScan(ctx, prefix, after, 256)
+		if err != nil {
+			return fmt.Errorf("runtime: scan %s: %w", prefix, err)
+		}
+		for _, e := range page {
+			fn(e)
+		}
+		if len(page) < 256 {
+			return nil
+		}
+		after = page[len(page)-1].Key
+	}
+}
+
+// sealedRun returns the index entry of runID's sealed run and its row, or
+// nil when the run is not sealed (or its segment expired meanwhile).
+func (in *Inspector) sealedRun(ctx context.Context, runID string) (*archive.Entry, *archive.Meta, error) {
+	b, err := kvGet(ctx, in.r, sealedRunKey(runID))
+	if err != nil || b == nil {
+		return nil, nil, err
+	}
+	var row sealedRow
+	if err := decodeRecord("sealed run row", b, &row); err != nil {
+		return nil, nil, fmt.Errorf("run %s: %w", runID, err)
+	}
+	return in.sealedEntry(ctx, runID, &row)
+}
+
+func (in *Inspector) sealedEntry(ctx context.Context, runID string, row *sealedRow) (*archive.Entry, *archive.Meta, error) {
+	mb, err := kvGet(ctx, in.r, segmentKey(row.Seq))
+	if err != nil || mb == nil {
+		return nil, nil, err
+	}
+	if in.segments == nil {
+		return nil, nil, fmt.Errorf("runtime: run %s is sealed in segment %d and this Inspector reads no object store; use NewArchiveInspector", runID, row.Seq)
+	}
+	m, err := in.segments.meta(mb)
+	if err != nil {
+		return nil, nil, fmt.Errorf("runtime: catalog row %s: %w", segmentKey(row.Seq), err)
+	}
+	x, err := in.segments.index(ctx, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	e := x.Find(runID)
+	if e == nil || e.Nonce != row.Nonce {
+		return nil, nil, fmt.Errorf("%w: run %s: segment %s does not hold the run its row names", ErrCorruptRecord, runID, m.Key)
+	}
+	return e, m, nil
+}
+
+func sealedStatus(e *archive.Entry) (RunStatus, error) {
+	st := RunStatus{RunID: e.ID, State: TerminalStatus(e.Status).state(), Step: e.Step, Result: e.Result,
+		ResultOmitted: e.ResultOmitted, Error: e.Error, Headers: e.Headers, Labels: e.Labels,
+		SubmittedAt: timeFromMs(e.SubmittedMs), FinishedAt: timeFromMs(e.FinishedMs)}
+	if len(e.Totals) > 0 {
+		var t totalsRecord
+		if err := decodeRecord("totals", e.Totals, &t); err != nil {
+			return RunStatus{}, fmt.Errorf("run %s: %w", e.ID, err)
+		}
+		st.Totals = t.totals()
+	}
+	return st, nil
+}
+
+// SealedRecords returns the records a RunRecordOwner kept under prefix
+// for runID, if the run is sealed: nil, false when it is not (read the
+// KV then). Cost: the segment's index (cached) and one GET of its data
+// object.
+func (in *Inspector) SealedRecords(ctx context.Context, runID, prefix string) ([]queue.KVEntry, bool, error) {
+	e, m, err := in.sealedRun(ctx, runID)
+	if err != nil || e == nil {
+		return nil, false, err
+	}
+	data, _, err := in.segments.store.Get(ctx, m.DataKey())
+	if err != nil {
+		return nil, false, fmt.Errorf("runtime: read sealed segment %s: %w", m.DataKey(), err)
+	}
+	recs, err := archive.DecodeRecords(data, e)
+	if err != nil {
+		return nil, false, fmt.Errorf("runtime: sealed segment %s: %w", m.DataKey(), err)
+	}
+	var out []queue.KVEntry
+	for _, r := range archive.Records(recs, prefix) {
+		out = append(out, queue.KVEntry{Key: r.Key, Value: r.Value})
+	}
+	return out, true, nil
+}
+
+// NewArchiveInspector returns an Inspector reading r that also reads
+// sealed runs from store (SealOptions.Prefix's segments, through a cache
+// of SealOptions.CacheSegments indexes).
+func NewArchiveInspector(r StateReader, store objstore.Store, o SealOptions) *Inspector {
+	o = o.withDefaults()
+	return &Inspector{r: r, segments: newSegmentCache(store, o.CacheSegments)}
+}

@@ -1,0 +1,243 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
+)
+
+// recordingRunner runs three steps, each writing one history record under
+// app/hist/<run>/, and fails runs whose input is "fail".
+type recordingRunner struct{}
+
+func (recordingRunner) RunRecordPrefixes(runID string) []string {
+	return []string{"app/hist/" + runID + "/"}
+}
+
+func (recordingRunner) RunStep(_ context.Context, s *Step) (StepOutcome, error) {
+	if err := s.Effects.Put(fmt.Sprintf("app/hist/%s/%d", s.RunID, s.Number), []byte(fmt.Sprintf("step %d of %s", s.Number, s.Payload))); err != nil {
+		return StepOutcome{}, err
+	}
+	switch {
+	case s.Number < 2:
+		return ContinueNow(s.Payload), nil
+	case string(s.Payload) == "fail":
+		return Fail("failed on purpose"), nil
+	}
+	return Succeed([]byte("result of " + s.RunID)), nil
+}
+
+// sealEnv runs n runs to their end on store and waits until every one is
+// handed to the sealer.
+func sealEnv(t *testing.T, store objstore.Store, n int, opts ...Option) *env {
+	t.Helper()
+	opts = append([]Option{WithSealing(SealOptions{BatchRuns: 4, CacheSegments: 2}), WithResultRetention(time.Hour),
+		WithSweepInterval(24 * time.Hour)}, opts...)
+	e := newEnvCfg(t, store, defaultQueueConfig(), recordingRunner{}, opts...)
+	e.start()
+	for i := range n {
+		in := "ok"
+		if i%3 == 2 {
+			in = "fail"
+		}
+		e.submit(RunSpec{RunID: fmt.Sprintf("run-%02d", i), Input: []byte(in), Labels: map[string]string{"parity": fmt.Sprint(i % 2)}})
+	}
+	waitKV(t, e, kvSealQ, n)
+	return e
+}
+
+// waitKV waits until prefix holds want entries: the notification's
+// acknowledgement that writes a seal marker commits after the hook ran.
+func waitKV(t *testing.T, e *env, prefix string, want int) {
+	t.Helper()
+	for {
+		page, err := e.q.KVScan(e.ctx, prefix, "", 10000)
+		if err == nil && len(page) == want {
+			return
+		}
+		if e.ctx.Err() != nil {
+			t.Fatalf("%s holds %d entries (err %v), want %d", prefix, len(page), err, want)
+		}
+		yield()
+	}
+}
+
+// snapshot is what a reader sees of every run.
+func snapshot(t *testing.T, e *env, ids []string) (map[string]RunStatus, string) {
+	t.Helper()
+	out := map[string]RunStatus{}
+	for _, id := range ids {
+		st, err := e.rt.Status(e.ctx, id)
+		if err != nil {
+			t.Fatalf("Status(%s): %v", id, err)
+		}
+		out[id] = st
+	}
+	return out, listString(t, e.rt.Inspector(), ListOptions{Limit: 1000})
+}
+
+func runIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("run-%02d", i)
+	}
+	return ids
+}
+
+func TestSealedRunsReadAsBefore(t *testing.T) {
+	const n = 10
+	store := mem.New()
+	e := sealEnv(t, store, n)
+	ids := runIDs(n)
+	before, beforeList := snapshot(t, e, ids)
+	if before["run-00"].Totals == nil || before["run-02"].State != StateFailed {
+		t.Fatalf("unexpected statuses before sealing: %+v %+v", before["run-00"], before["run-02"])
+	}
+
+	res, err := e.rt.Sweep(e.ctx)
+	if err != nil || res.Sealed != n {
+		t.Fatalf("Sweep: %+v %v; want %d sealed", res, err, n)
+	}
+	for _, p := range []string{kvResults, kvTotals, kvExpiry, kvSealQ, "app/hist/"} {
+		if page, _ := e.q.KVScan(e.ctx, p, "", 100); len(page) != 0 {
+			t.Errorf("after sealing the KV still holds %d entries under %s", len(page), p)
+		}
+	}
+	segs, _ := store.List(e.ctx, DefaultSealPrefix, "", 100)
+	if len(segs) != 6 { // 10 runs in segments of 4: 3 segments, 2 objects each
+		t.Fatalf("sealed objects: %d, want 6", len(segs))
+	}
+	check := func(when string) {
+		t.Helper()
+		after, afterList := snapshot(t, e, ids)
+		if afterList != beforeList {
+			t.Errorf("%s: ListRuns = %q, want %q", when, afterList, beforeList)
+		}
+		for _, id := range ids {
+			if !reflect.DeepEqual(after[id], before[id]) {
+				t.Errorf("%s: Status(%s) = %+v, want %+v", when, id, after[id], before[id])
+			}
+		}
+		if got := listString(t, e.rt.Inspector(), ListOptions{Labels: map[string]string{"parity": "1"}, States: []RunState{StateFailed}}); got != "run-05:failed" {
+			t.Errorf("%s: failed runs of parity 1: %q", when, got)
+		}
+		if got := listString(t, e.rt.Inspector(), ListOptions{After: "run-07", Limit: 2}); got != "run-08:failed run-09:succeeded" {
+			t.Errorf("%s: page after run-07: %q", when, got)
+		}
+		recs, ok, err := e.rt.Inspector().SealedRecords(e.ctx, "run-04", "app/hist/run-04/")
+		if err != nil || !ok || len(recs) != 3 || string(recs[2].Value) != "step 2 of ok" {
+			t.Errorf("%s: SealedRecords(run-04) = %v %v %v", when, recs, ok, err)
+		}
+	}
+	check("sealed")
+	e.reopen()
+	check("reopened")
+
+	// A run id is free again once its run ended: the new run is listed,
+	// not the sealed one.
+	e.start()
+	e.clock.Advance(30 * time.Minute)
+	e.submit(RunSpec{RunID: "run-01", Input: []byte("again")})
+	if st := e.waitRun("run-01", inState(StateSucceeded)); string(st.Result) != "result of run-01" || st.Step != 2 || st.Labels != nil {
+		t.Fatalf("rerun status %+v", st)
+	}
+	if got := listString(t, e.rt.Inspector(), ListOptions{Limit: 3}); got != "run-00:succeeded run-01:succeeded run-02:failed" {
+		t.Fatalf("ListRuns with a rerun: %q", got)
+	}
+
+	// Retention: a segment goes when its newest run expires, objects and
+	// rows with it.
+	waitKV(t, e, kvSealQ, 1)
+	e.clock.Advance(31 * time.Minute)
+	res, err = e.rt.Sweep(e.ctx)
+	if err != nil || res.SealedExpired != n || res.Sealed != 1 {
+		t.Fatalf("Sweep after the retention: %+v %v", res, err)
+	}
+	for _, id := range ids {
+		if id == "run-01" {
+			continue
+		}
+		if _, err := e.rt.Status(e.ctx, id); !errors.Is(err, ErrRunNotFound) {
+			t.Errorf("expired sealed run %s: %v", id, err)
+		}
+	}
+	if st := e.status("run-01"); st.State != StateSucceeded {
+		t.Fatalf("the rerun sealed after the expiry: %+v", st)
+	}
+	segs, _ = store.List(e.ctx, DefaultSealPrefix, "", 100)
+	if len(segs) != 2 {
+		t.Fatalf("sealed objects after expiry: %v, want the rerun's segment only", segs)
+	}
+	if page, _ := e.q.KVScan(e.ctx, kvLabels, "", 100); len(page) != 0 {
+		t.Fatalf("label entries of expired runs left: %v", page)
+	}
+}
+
+// A seal interrupted at any point (a write failing, a lost response, the
+// process gone before its commit) leaves every run readable exactly once,
+// and a later pass seals it and deletes what the interrupted one left.
+func TestSealInterruptedAnywhereLeavesEveryRunOnce(t *testing.T) {
+	const n = 6
+	cases := []struct {
+		name string
+		rule faults.Rule
+		kill bool // the process dies between the objects and the commit
+	}{
+		{name: "data object write fails", rule: faults.Rule{Ops: faults.OpPut, KeyPrefix: DefaultSealPrefix, Nth: 1}},
+		{name: "index object write fails", rule: faults.Rule{Ops: faults.OpPut, KeyPrefix: DefaultSealPrefix, Nth: 2}},
+		{name: "index object torn", rule: faults.Rule{Ops: faults.OpPut, KeyPrefix: DefaultSealPrefix, Nth: 2, TornWrite: true}},
+		{name: "index write response lost", rule: faults.Rule{Ops: faults.OpPut, KeyPrefix: DefaultSealPrefix, Nth: 2, LoseResponse: true}},
+		{name: "killed before the commit", kill: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs := faults.New(mem.New(), 1)
+			e := sealEnv(t, fs, n, WithTerminalHook(NoopTerminalHook{}))
+			ids := runIDs(n)
+			before, beforeList := snapshot(t, e, ids)
+			e.stop()
+			if c.kill {
+				// Gone before the commit: no cleanup either.
+				e.rt.beforeSealCommit = func(string) {
+					fs.Set(faults.Rule{Ops: faults.OpDelete, KeyPrefix: DefaultSealPrefix, Rate: 1})
+					_ = e.q.Close()
+				}
+			} else {
+				fs.Set(c.rule)
+			}
+			if _, err := e.rt.Seal(e.ctx); err == nil {
+				t.Fatal("the interrupted seal reported success")
+			}
+			fs.Clear()
+			e.reopen()
+			after, afterList := snapshot(t, e, ids)
+			if afterList != beforeList || !reflect.DeepEqual(after, before) {
+				t.Fatalf("after the interrupted seal: %q, want %q", afterList, beforeList)
+			}
+			sealed, err := e.rt.Seal(e.ctx)
+			if err != nil || sealed != n {
+				t.Fatalf("Seal after reopening: %d %v", sealed, err)
+			}
+			after, afterList = snapshot(t, e, ids)
+			if afterList != beforeList || !reflect.DeepEqual(after, before) {
+				t.Fatalf("after sealing: %q, want %q", afterList, beforeList)
+			}
+			objs, _ := fs.List(e.ctx, DefaultSealPrefix, "", 100)
+			var names []string
+			for _, o := range objs {
+				names = append(names, o.Key)
+			}
+			if len(objs) != 4 { // 6 runs in segments of 4: 2 segments
+				t.Fatalf("sealed objects %v: want the 2 segments' only", strings.Join(names, " "))
+			}
+		})
+	}
+}
