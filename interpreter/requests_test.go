@@ -13,6 +13,7 @@ import (
 	"github.com/tqw-dsl/tqw/actions/builtin"
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -51,7 +52,9 @@ steps:
 	store := counting.New(mem.New())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	clock := queue.NewMockClock(t0)
-	q, err := queue.Open(ctx, store, queue.Options{Logger: log, Clock: clock, SweepInterval: -1})
+	// Linger long: a non-durable commit waits for the next durable one
+	// however slow the machine, so the count does not hang on timing.
+	q, err := queue.Open(ctx, store, queue.Options{Logger: log, Clock: clock, SweepInterval: -1, KV: kv.Options{Linger: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
