@@ -10,6 +10,21 @@
 // everything between steps, so a process killed at any point resumes every
 // run at the step it had reached.
 //
+// # Where it sits
+//
+// Imports point down only:
+//
+//	interpreter, runtime/remote, runtime/addons/*   (above: they drive runs)
+//	        │
+//	        ▼
+//	runtime ──► runtime/archive (sealed runs' format)
+//	        │
+//	        ▼
+//	runtime/store/queue ──► runtime/store/kv ──► runtime/store/objstore
+//
+// The writer lease (runtime/lease) is handed in as a LeaseGate; the
+// runtime does not import it.
+//
 // # Guarantees
 //
 //   - One commit per transition: a step's acknowledgement enqueues the next
