@@ -180,7 +180,17 @@ func TestReadOnlyVerbsWriteNothing(t *testing.T) {
 		t.Fatalf("a read-only verb changed the read-only store:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	// A writer cannot use it, and says why.
-	code, _, errOut := runBin(t, c.dir, []string{"TQW_STORE="}, cred, "run", abs(t, "../../workflows/hello.yaml"), "--store", c.store)
+	// The workflow is copied beside the store: the checkout's folders need
+	// not be readable by the user the verbs run as.
+	hello, err := os.ReadFile(abs(t, "../../workflows/hello.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := filepath.Join(c.dir, "hello.yaml")
+	if err := os.WriteFile(wf, hello, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runBin(t, c.dir, []string{"TQW_STORE="}, cred, "run", wf, "--store", c.store)
 	if code != exitFailed || !strings.Contains(errOut, "permission denied") {
 		t.Fatalf("run on a read-only store: exit %d, want %d and the cause\n%s", code, exitFailed, errOut)
 	}
