@@ -97,8 +97,11 @@ steps:
 			// background after the open.
 			wantPuts, wantHeads, c.Lists = wantPuts+1, 1, 0
 		}
-		if c.Puts != wantPuts || c.Heads != wantHeads || c.Gets+c.Deletes+c.Lists != 0 {
-			t.Errorf("run %d of a %d-step workflow: %+v; want %d PUTs (its submission and %d settlements), %d HEAD and no other request",
+		// At most one PUT per commit: group commit may put two commits
+		// that meet (a settlement and a trailing commit of the run
+		// before) in one PUT, never split one.
+		if c.Puts > wantPuts || c.Puts < wantPuts/2 || c.Heads != wantHeads || c.Gets+c.Deletes+c.Lists != 0 {
+			t.Errorf("run %d of a %d-step workflow: %+v; want at most %d PUTs (its submission and %d settlements), %d HEAD and no other request",
 				i, steps, c, wantPuts, steps, wantHeads)
 		}
 	}
