@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/actions/builtin"
 	"github.com/tqw-dsl/tqw/actions/llm"
 	"github.com/tqw-dsl/tqw/dsl"
@@ -24,12 +26,12 @@ import (
 
 var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
-// tenv is an interpreter on a runtime on a mem store driven by a MockClock.
+// tenv is an interpreter on a runtime on a mem store driven by a clock.Mock.
 type tenv struct {
 	t      *testing.T
 	ctx    context.Context
 	store  objstore.Store
-	clock  *queue.MockClock
+	clock  *clock.Mock
 	q      *queue.Queue
 	rt     *runtime.Runtime
 	it     *Interpreter
@@ -82,7 +84,7 @@ func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	e := &tenv{t: t, ctx: ctx, store: mem.New(), clock: queue.NewMockClock(t0), events: make(chan Event, 10000),
+	e := &tenv{t: t, ctx: ctx, store: mem.New(), clock: clock.NewMock(t0), events: make(chan Event, 10000),
 		dir: t.TempDir(), env: map[string]string{}}
 	for _, o := range opts {
 		o(e)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/actions"
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
@@ -73,7 +75,7 @@ type Options struct {
 	// Getenv reads secrets; nil means os.Getenv.
 	Getenv func(string) string
 	// Clock gives now(); nil means the runtime's clock after Bind.
-	Clock queue.Clock
+	Clock clock.Clock
 	// Rand drives retry jitter and uuid(); nil means a randomly seeded source.
 	Rand *rand.Rand
 	// Logger receives logs (secrets redacted); nil discards.
@@ -103,7 +105,7 @@ type Interpreter struct {
 	store   objstore.Store
 	acts    *actions.Registry
 	getenv  func(string) string
-	clock   queue.Clock
+	clock   clock.Clock
 	log     *slog.Logger
 	events  func(Event)
 	dslOpts dsl.Options

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/actions/builtin"
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
@@ -51,7 +53,7 @@ steps:
 	}
 	store := counting.New(mem.New())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	clock := queue.NewMockClock(t0)
+	clock := clock.NewMock(t0)
 	// Linger long: a non-durable commit waits for the next durable one
 	// however slow the machine, so the count does not hang on timing.
 	q, err := queue.Open(ctx, store, queue.Options{Logger: log, Clock: clock, SweepInterval: -1, KV: kv.Options{Linger: time.Hour}})

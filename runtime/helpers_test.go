@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -17,12 +19,12 @@ import (
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// env is a queue + runtime on a mem store driven by a MockClock.
+// env is a queue + runtime on a mem store driven by a clock.Mock.
 type env struct {
 	t        testing.TB
 	ctx      context.Context
 	store    objstore.Store
-	clock    *queue.MockClock
+	clock    *clock.Mock
 	q        *queue.Queue
 	rt       *Runtime
 	w        *Worker
@@ -60,7 +62,7 @@ func newEnvCfg(t testing.TB, store objstore.Store, qcfg queue.QueueConfig, runne
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	t.Cleanup(cancel)
-	e := &env{t: t, ctx: ctx, store: store, clock: queue.NewMockClock(t0), runner: runner,
+	e := &env{t: t, ctx: ctx, store: store, clock: clock.NewMock(t0), runner: runner,
 		outcomes: make(chan *RunOutcome, 1000), qcfg: qcfg}
 	e.opts = append([]Option{WithTerminalHook(e.hook()), WithLogger(quietLogger()), WithShutdownTimeout(0)}, opts...)
 	e.open()

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/oklog/ulid/v2"
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -34,7 +36,7 @@ type Runtime struct {
 	store  objstore.Store
 	runner StepRunner
 	cfg    config
-	clock  queue.Clock
+	clock  clock.Clock
 	log    *slog.Logger
 	memo   *MemoStore
 	insp   *Inspector
@@ -84,7 +86,7 @@ type config struct {
 	validatorSet    bool
 	sweepInterval   time.Duration
 	reconcileEvery  time.Duration
-	clock           queue.Clock
+	clock           clock.Clock
 	concurrency     int
 	notifyConc      int
 	shutdownTimeout time.Duration
@@ -149,7 +151,7 @@ func WithReconcileInterval(d time.Duration) Option {
 }
 
 // WithClock overrides the clock; by default the runtime reads the queue's.
-func WithClock(clock queue.Clock) Option { return func(c *config) { c.clock = clock } }
+func WithClock(clock clock.Clock) Option { return func(c *config) { c.clock = clock } }
 
 // WithConcurrency sets how many runners the worker runs at once (default
 // 8). A step gives its slot back when its runner returns; up to three times
@@ -269,7 +271,7 @@ func (rt *Runtime) Store() objstore.Store { return rt.store }
 
 // Clock returns the clock the runtime reads every time from (WithClock,
 // else the queue's), for a component that must agree with it.
-func (rt *Runtime) Clock() queue.Clock { return rt.clock }
+func (rt *Runtime) Clock() clock.Clock { return rt.clock }
 
 // Logger returns the runtime's logger (WithLogger, else slog.Default(),
 // with the runtime's component and queue attributes), for a component

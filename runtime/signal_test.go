@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -472,7 +474,7 @@ func TestSignalValidatorRefusesBeforeWriting(t *testing.T) {
 // between the rejection and its settlement.
 type pickyWaiter struct {
 	rt      func() *Runtime
-	clock   *queue.MockClock
+	clock   *clock.Mock
 	mu      sync.Mutex
 	seen    []string
 	crashed bool

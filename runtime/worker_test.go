@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
@@ -20,7 +22,7 @@ import (
 func TestWorkerQueueNameConfigAndConcurrency(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	clock := queue.NewMockClock(t0)
+	clock := clock.NewMock(t0)
 	store := mem.New()
 	q, err := queue.Open(ctx, store, queue.Options{Clock: clock, Logger: quietLogger(), SweepInterval: -1,
 		QueueConfigs: map[string]queue.QueueConfig{"agent-runs": {KeepDoneJobs: 24 * time.Hour}}})
@@ -132,7 +134,7 @@ func TestRuntimeInheritsQueueClockUnlessOverridden(t *testing.T) {
 	}
 	e.stop()
 
-	other := queue.NewMockClock(t0.Add(24 * time.Hour))
+	other := clock.NewMock(t0.Add(24 * time.Hour))
 	rt2, err := New(e.q, e.store, r, WithClock(other), WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)

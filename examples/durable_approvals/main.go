@@ -27,6 +27,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -110,7 +112,7 @@ func (a agent) RunStep(_ context.Context, s *runtime.Step) (runtime.StepOutcome,
 
 // skewedClock is the system clock moved forward by skew.
 type skewedClock struct {
-	queue.Clock
+	clock.Clock
 	skew time.Duration
 }
 
@@ -145,7 +147,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	out = exampleenv.SyncWriter(out)
 
-	clock := skewedClock{Clock: queue.SystemClock(), skew: *skew}
+	clock := skewedClock{Clock: clock.System(), skew: *skew}
 	env, err := exampleenv.Open(ctx, exampleenv.Config{StoreURL: *storeURL, LogLevel: slog.LevelError,
 		Queue: queue.Options{Clock: clock}})
 	if err != nil {

@@ -1,5 +1,5 @@
 // Package queuetest is the test fixture under the runtime's tests and its
-// add-ons': a queue on a fresh mem store, driven by a queue.MockClock that
+// add-ons': a queue on a fresh mem store, driven by a clock.Mock that
 // starts at T0, with a quiet logger and a context that bounds the whole
 // test (Deadline), plus Until, the one polling loop those tests share,
 // which also advances the clock past retry backoffs.

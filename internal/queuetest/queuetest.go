@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
-// T0 is when the MockClock of every Env starts.
+// T0 is when the clock.Mock of every Env starts.
 var T0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // Deadline bounds an Env's context, and so every wait of its test: one
@@ -27,12 +29,12 @@ func Quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // logger, no retention sweeper, leases of 1000 h (so the tests' clock
 // jumps never expire one) and a backoff of one second, which Until's
 // one-second advances pass.
-func Options(clock queue.Clock) queue.Options {
+func Options(clock clock.Clock) queue.Options {
 	return queue.Options{Clock: clock, Logger: Quiet(), SweepInterval: -1,
 		DefaultConfig: queue.QueueConfig{LeaseDuration: 1000 * time.Hour, BackoffBase: time.Second, BackoffMax: time.Second}}
 }
 
-// Env is a queue on a store, driven by a MockClock, for one test. Its
+// Env is a queue on a store, driven by a clock.Mock, for one test. Its
 // fields are the test's to read, and to change between CloseQueue and
 // OpenQueue.
 type Env struct {
@@ -40,14 +42,14 @@ type Env struct {
 	// Ctx ends Deadline after New, or when the test ends.
 	Ctx   context.Context
 	Store objstore.Store
-	Clock *queue.MockClock
+	Clock *clock.Mock
 	// Options are what OpenQueue opens Q with.
 	Options queue.Options
 	// Q is the open queue, nil after CloseQueue.
 	Q *queue.Queue
 }
 
-// New returns an Env on a fresh mem store with a MockClock at T0 and
+// New returns an Env on a fresh mem store with a clock.Mock at T0 and
 // Options(Clock), each adjust applied in order, and opens its queue. The
 // queue is closed when the test ends. An adjust that replaces Clock must
 // set Options.Clock too.
@@ -55,7 +57,7 @@ func New(t testing.TB, adjust ...func(*Env)) *Env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Deadline)
 	t.Cleanup(cancel)
-	clock := queue.NewMockClock(T0)
+	clock := clock.NewMock(T0)
 	e := &Env{T: t, Ctx: ctx, Store: mem.New(), Clock: clock, Options: Options(clock)}
 	for _, a := range adjust {
 		a(e)

@@ -10,10 +10,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/oklog/ulid/v2"
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Defaults and bounds of Options.
@@ -244,7 +245,7 @@ type Options struct {
 	System System
 	// Clock times expiry, renewals and watching (default the system
 	// clock, whose readings carry a monotonic clock).
-	Clock queue.Clock
+	Clock clock.Clock
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -289,7 +290,7 @@ func (o Options) withDefaults(store objstore.Store) (Options, error) {
 		o.System = OS()
 	}
 	if o.Clock == nil {
-		o.Clock = queue.SystemClock()
+		o.Clock = clock.System()
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -705,7 +706,7 @@ func decodeInfo(b []byte) (Info, error) {
 }
 
 // sleepClock waits d on clock; false when ctx ended first.
-func sleepClock(ctx context.Context, clock queue.Clock, d time.Duration) bool {
+func sleepClock(ctx context.Context, clock clock.Clock, d time.Duration) bool {
 	t := clock.NewTimer(d)
 	defer t.Stop()
 	select {

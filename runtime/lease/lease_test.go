@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	clk "github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
@@ -58,7 +59,7 @@ func machine(host, boot string, pid int, start uint64) *fakeSystem {
 	return &fakeSystem{self: Process{Host: host, BootID: boot, PIDNamespace: "pid:[1]", PID: pid, Start: start}, boot: t0.Add(-time.Hour)}
 }
 
-func opts(owner string, sys System, clock queue.Clock) Options {
+func opts(owner string, sys System, clock clk.Clock) Options {
 	return Options{Owner: owner, System: sys, Clock: clock, Logger: quiet()}
 }
 
@@ -82,7 +83,7 @@ func wantLost(t *testing.T, err error, holder string) {
 	}
 }
 
-func timers(t *testing.T, clock *queue.MockClock, n int) {
+func timers(t *testing.T, clock *clk.Mock, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -119,7 +120,7 @@ func acquireAsync(store objstore.Store, o Options) <-chan acquired {
 func TestAcquireRenewRelease(t *testing.T) {
 	ctx := context.Background()
 	store := counting.New(mem.New())
-	clock := queue.NewMockClock(t0)
+	clock := clk.NewMock(t0)
 	sys := machine("h1", "boot-1", 100, 77)
 	o := opts("a", sys, clock)
 	o.Endpoint = "http://127.0.0.1:8080"
@@ -182,7 +183,7 @@ func TestAcquireRenewRelease(t *testing.T) {
 func TestLiveHolderIsNeverTakenOver(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
-	clockA := queue.NewMockClock(t0)
+	clockA := clk.NewMock(t0)
 	a, err := Acquire(ctx, store, opts("a", machine("h1", "boot-1", 100, 77), clockA))
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +191,7 @@ func TestLiveHolderIsNeverTakenOver(t *testing.T) {
 	defer release(t, a)
 
 	// Same clock, other machine: live.
-	clockB := queue.NewMockClock(t0.Add(time.Second))
+	clockB := clk.NewMock(t0.Add(time.Second))
 	_, err = Acquire(ctx, store, opts("b", machine("h2", "boot-2", 200, 1), clockB))
 	if active := wantActive(t, err, "a"); active.Renewed {
 		t.Fatal("Renewed set without watching")
@@ -235,7 +236,7 @@ func TestStaleHolderCountdownThenTakeover(t *testing.T) {
 	ctx := context.Background()
 	base := mem.New()
 	held := &holdStore{Store: base}
-	clockA := queue.NewMockClock(t0)
+	clockA := clk.NewMock(t0)
 	a, err := Acquire(ctx, held, opts("a", machine("h1", "boot-1", 100, 77), clockA))
 	if err != nil {
 		t.Fatal(err)
@@ -244,7 +245,7 @@ func TestStaleHolderCountdownThenTakeover(t *testing.T) {
 	// A is paused from here on: its clock does not move, it renews nothing.
 
 	store := counting.New(base)
-	clockB := queue.NewMockClock(t0.Add(16 * time.Second)) // A's stated expiry passed a second ago
+	clockB := clk.NewMock(t0.Add(16 * time.Second)) // A's stated expiry passed a second ago
 	var waits []Waiting
 	var mu sync.Mutex
 	o := opts("b", machine("h1", "boot-1", 200, 5), clockB) // same machine: A's pid runs
@@ -384,7 +385,7 @@ func TestDeadHolderOnThisMachine(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			store := mem.New()
-			clock := queue.NewMockClock(t0)
+			clock := clk.NewMock(t0)
 			a, err := Acquire(ctx, store, opts("a", machine("h1", "boot-1", 100, 77), clock))
 			if err != nil {
 				t.Fatal(err)
@@ -426,7 +427,7 @@ func TestRebootedHolder(t *testing.T) {
 	ctx := context.Background()
 	for _, rebooted := range []bool{true, false} {
 		store := mem.New()
-		clock := queue.NewMockClock(t0)
+		clock := clk.NewMock(t0)
 		a, err := Acquire(ctx, store, opts("a", machine("h1", "boot-1", 100, 77), clock))
 		if err != nil {
 			t.Fatal(err)
@@ -462,7 +463,7 @@ func TestRebootedHolder(t *testing.T) {
 func TestClockSkewAllowance(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
-	clockA := queue.NewMockClock(t0)
+	clockA := clk.NewMock(t0)
 	a, err := Acquire(ctx, store, opts("a", machine("h1", "boot-1", 100, 77), clockA))
 	if err != nil {
 		t.Fatal(err)
@@ -471,7 +472,7 @@ func TestClockSkewAllowance(t *testing.T) {
 	other := machine("h2", "boot-2", 200, 1)
 
 	// 59 s after the stated expiry: watch (NoWait refuses).
-	clockB := queue.NewMockClock(t0.Add(DefaultTTL + 59*time.Second))
+	clockB := clk.NewMock(t0.Add(DefaultTTL + 59*time.Second))
 	o := opts("b", other, clockB)
 	o.NoWait = true
 	_, err = Acquire(ctx, store, o)
@@ -491,7 +492,7 @@ func TestClockSkewAllowance(t *testing.T) {
 	release(t, b)
 
 	// A negative allowance always watches.
-	c, err := Acquire(ctx, store, opts("c", other, queue.NewMockClock(clockB.Now())))
+	c, err := Acquire(ctx, store, opts("c", other, clk.NewMock(clockB.Now())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,7 +511,7 @@ func TestClockSkewAllowance(t *testing.T) {
 func TestRenewalFailuresSuspendThenRecover(t *testing.T) {
 	ctx := context.Background()
 	store := faults.New(mem.New(), 1)
-	clock := queue.NewMockClock(t0)
+	clock := clk.NewMock(t0)
 	states := make(chan State, 10)
 	o := opts("a", machine("h1", "boot-1", 100, 77), clock)
 	o.OnState = func(s State, _ error) { states <- s }
@@ -571,7 +572,7 @@ func TestRenewalFailuresThenLost(t *testing.T) {
 	ctx := context.Background()
 	base := mem.New()
 	store := faults.New(base, 1)
-	clock := queue.NewMockClock(t0)
+	clock := clk.NewMock(t0)
 	a, err := Acquire(ctx, store, opts("a", machine("h1", "boot-1", 100, 77), clock))
 	if err != nil {
 		t.Fatal(err)
@@ -585,7 +586,7 @@ func TestRenewalFailuresThenLost(t *testing.T) {
 	}
 	timers(t, clock, 1) // that attempt failed too, before B exists
 	// Another machine, which can reach the store, watched A for its TTL.
-	clockB := queue.NewMockClock(t0.Add(DefaultTTL + time.Second))
+	clockB := clk.NewMock(t0.Add(DefaultTTL + time.Second))
 	res := acquireAsync(base, opts("b", machine("h2", "boot-2", 1, 1), clockB))
 	for range 15 {
 		timers(t, clockB, 1)
@@ -616,7 +617,7 @@ func TestRenewalFailuresThenLost(t *testing.T) {
 func TestAwaitValid(t *testing.T) {
 	ctx := context.Background()
 	store := faults.New(mem.New(), 1)
-	clock := queue.NewMockClock(t0)
+	clock := clk.NewMock(t0)
 	a, err := Acquire(ctx, store, opts("a", machine("h1", "boot-1", 100, 77), clock))
 	if err != nil {
 		t.Fatal(err)
@@ -643,7 +644,7 @@ func TestAwaitValid(t *testing.T) {
 func TestLostResponses(t *testing.T) {
 	ctx := context.Background()
 	store := faults.New(mem.New(), 1)
-	clock := queue.NewMockClock(t0)
+	clock := clk.NewMock(t0)
 	store.Set(faults.Rule{Ops: faults.OpPut, Nth: 1, LoseResponse: true})
 	l, err := Acquire(ctx, store, opts("a", machine("h1", "b", 1, 1), clock))
 	if err != nil {
@@ -682,7 +683,7 @@ func TestUnreadableObjectIsReplaced(t *testing.T) {
 	if _, err := store.Put(ctx, DefaultKey, []byte("garbage"), objstore.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	l, err := Acquire(ctx, store, opts("a", machine("h1", "b", 1, 1), queue.NewMockClock(t0)))
+	l, err := Acquire(ctx, store, opts("a", machine("h1", "b", 1, 1), clk.NewMock(t0)))
 	if err != nil {
 		t.Fatalf("acquire over an unreadable lease: %v", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/oklog/ulid/v2"
 
 	"github.com/tqw-dsl/tqw/runtime"
@@ -69,7 +71,7 @@ type ClientOptions struct {
 	Lease lease.Options
 	// Clock times polling and timestamps commands (default the system
 	// clock).
-	Clock queue.Clock
+	Clock clock.Clock
 	// Entropy feeds command and run ids (default a monotonic source
 	// seeded from crypto/rand).
 	Entropy io.Reader
@@ -180,7 +182,7 @@ func NewClient(store objstore.Store, opts ClientOptions) (*Client, error) {
 		opts.Name = "remote.Client"
 	}
 	if opts.Clock == nil {
-		opts.Clock = queue.SystemClock()
+		opts.Clock = clock.System()
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

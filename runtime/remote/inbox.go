@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
@@ -117,7 +119,7 @@ type InboxOptions struct {
 	// owner).
 	Writer string
 	// Clock times polling and the sweep (default the runtime's clock).
-	Clock queue.Clock
+	Clock clock.Clock
 	// OnAnswered, when set, is called after each command's final answer
 	// is written (not for an uncertain one), for metrics. It must not
 	// block.
@@ -670,7 +672,7 @@ func fatal(err error) bool {
 }
 
 // sleepClock waits d on clock; false when ctx ended first.
-func sleepClock(ctx context.Context, clock queue.Clock, d time.Duration) bool {
+func sleepClock(ctx context.Context, clock clock.Clock, d time.Duration) bool {
 	t := clock.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -68,7 +70,7 @@ next:
 func TestInboxLeavesForeignObjects(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
-	w := ibxOpen(t, store, queue.NewMockClock(ibxStart), nil)
+	w := ibxOpen(t, store, clock.NewMock(ibxStart), nil)
 	defer w.q.Close()
 	logs := &logRecorder{}
 	// The inbox's store requests go through the counter; the queue's kv
@@ -144,7 +146,7 @@ func TestInboxLeavesForeignObjects(t *testing.T) {
 func TestInboxRefusesOverlappingPrefixes(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
-	w := ibxOpen(t, store, queue.NewMockClock(ibxStart), nil)
+	w := ibxOpen(t, store, clock.NewMock(ibxStart), nil)
 	defer w.q.Close()
 	if err := w.q.KVPut(ctx, "app/x", []byte("1")); err != nil {
 		t.Fatal(err)
@@ -233,7 +235,7 @@ func TestInboxAnswersOnlyDurableOutcomes(t *testing.T) {
 		ans, answered := ibxAnswer(t, base, id)
 
 		// The writer dies; the next one sees only what is durable.
-		next := ibxOpen(t, base, queue.NewMockClock(ibxStart), nil)
+		next := ibxOpen(t, base, clock.NewMock(ibxStart), nil)
 		defer next.q.Close()
 		_ = q.Close()
 		durable := next.kv(runKey("r1")) != nil
@@ -249,7 +251,7 @@ func TestInboxAnswersOnlyDurableOutcomes(t *testing.T) {
 func TestInboxUncertainIsNotRejection(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
-	w := ibxOpen(t, store, queue.NewMockClock(ibxStart), nil)
+	w := ibxOpen(t, store, clock.NewMock(ibxStart), nil)
 	defer w.q.Close()
 	if _, err := w.rt.Submit(ctx, runtime.RunSpec{RunID: "r1", Input: []byte("a")}); err != nil {
 		t.Fatal(err)
@@ -287,9 +289,9 @@ func TestInboxUncertainIsNotRejection(t *testing.T) {
 func TestInboxSweepLeavesForeignAnswers(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
-	w := ibxOpen(t, store, queue.NewMockClock(ibxStart), nil)
+	w := ibxOpen(t, store, clock.NewMock(ibxStart), nil)
 	defer w.q.Close()
-	clock := queue.NewMockClock(time.Now())
+	clock := clock.NewMock(time.Now())
 	ib, err := newInbox(w.rt, InboxOptions{Clock: clock, AnswerTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +339,7 @@ func TestInboxSweepLeavesForeignAnswers(t *testing.T) {
 func TestInboxWaitingIgnoresForeignObjects(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
-	w := ibxOpen(t, store, queue.NewMockClock(ibxStart), nil)
+	w := ibxOpen(t, store, clock.NewMock(ibxStart), nil)
 	defer w.q.Close()
 	for k, v := range map[string]string{
 		"inbox/report.pdf":                 "%PDF-1.7 binary",

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -34,12 +36,12 @@ type ibxWriter struct {
 }
 
 // ibxOpen opens a writer on store; clock nil means the system clock.
-func ibxOpen(t *testing.T, store objstore.Store, clock queue.Clock, runner runtime.StepRunner, opts ...runtime.Option) *ibxWriter {
+func ibxOpen(t *testing.T, store objstore.Store, clk clock.Clock, runner runtime.StepRunner, opts ...runtime.Option) *ibxWriter {
 	t.Helper()
-	if clock == nil {
-		clock = queue.SystemClock()
+	if clk == nil {
+		clk = clock.System()
 	}
-	q, err := queue.Open(context.Background(), store, queue.Options{Clock: clock, Logger: ibxLogger(), SweepInterval: -1,
+	q, err := queue.Open(context.Background(), store, queue.Options{Clock: clk, Logger: ibxLogger(), SweepInterval: -1,
 		DefaultConfig: queue.QueueConfig{LeaseDuration: time.Hour, BackoffBase: time.Second, BackoffMax: time.Minute}})
 	if err != nil {
 		t.Fatalf("queue.Open: %v", err)
@@ -417,7 +419,7 @@ func ibxCrashOnce(t *testing.T, sc crashScenario, n int) bool {
 	t.Helper()
 	ctx := context.Background()
 	base := mem.New()
-	clock := queue.NewMockClock(ibxStart)
+	clock := clock.NewMock(ibxStart)
 	dying := newDyingStore(base)
 	first := ibxOpen(t, dying, clock, nil)
 	cmd := sc.setup(t, first)
@@ -489,7 +491,7 @@ func ibxCrashOnce(t *testing.T, sc crashScenario, n int) bool {
 func TestInboxRejections(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
-	clock := queue.NewMockClock(ibxStart)
+	clock := clock.NewMock(ibxStart)
 	w := ibxOpen(t, store, clock, nil)
 	defer w.q.Close()
 	if _, err := w.rt.Submit(ctx, runtime.RunSpec{RunID: "r1", Input: []byte("a")}); err != nil {
@@ -555,7 +557,7 @@ func TestInboxRejections(t *testing.T) {
 func TestInboxRetriesStoreErrorsThenAnswers(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
-	w := ibxOpen(t, store, queue.NewMockClock(ibxStart), nil)
+	w := ibxOpen(t, store, clock.NewMock(ibxStart), nil)
 	defer w.q.Close()
 	// A stored marker that does not decode makes every attempt fail.
 	id := ibxSend(t, store, inboxCommand{Kind: CommandCancel, RunID: "r1"})
@@ -589,7 +591,7 @@ func TestInboxIdleBackoff(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	base := mem.New()
-	w := ibxOpen(t, base, queue.NewMockClock(ibxStart), nil)
+	w := ibxOpen(t, base, clock.NewMock(ibxStart), nil)
 	defer w.q.Close()
 	// The runtime's own store requests (inbox and memo) go through the
 	// counter; the queue's kv uses base directly.
@@ -598,7 +600,7 @@ func TestInboxIdleBackoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := queue.NewMockClock(ibxStart)
+	clock := clock.NewMock(ibxStart)
 	done := make(chan error, 1)
 	go func() {
 		done <- ServeInbox(ctx, rt, InboxOptions{Clock: clock, SweepEvery: 24 * time.Hour})
@@ -653,9 +655,9 @@ func TestInboxIdleBackoff(t *testing.T) {
 func TestInboxSweep(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
-	w := ibxOpen(t, store, queue.NewMockClock(ibxStart), nil)
+	w := ibxOpen(t, store, clock.NewMock(ibxStart), nil)
 	defer w.q.Close()
-	clock := queue.NewMockClock(time.Now())
+	clock := clock.NewMock(time.Now())
 	ib, err := newInbox(w.rt, InboxOptions{Clock: clock, AnswerTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)

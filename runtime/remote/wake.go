@@ -10,10 +10,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // bellFormat marks a doorbell object as the inbox's.
@@ -172,7 +173,7 @@ func ring(ctx context.Context, store objstore.Store, prefix, id string) error {
 // ETag of the doorbell, read every bellEvery. It returns false when ctx
 // ended first. lastBell is the doorbell ETag seen before the last LIST;
 // it is updated to the one that ended the wait.
-func waitForChange(ctx context.Context, clock queue.Clock, d time.Duration, watch *folderWatch,
+func waitForChange(ctx context.Context, clock clock.Clock, d time.Duration, watch *folderWatch,
 	store objstore.Store, bell string, bellEvery time.Duration, lastBell *string, log *slog.Logger) bool {
 	if watch != nil || bellEvery <= 0 || bellEvery >= d {
 		return waitWake(ctx, clock, d, watch.C())
@@ -206,7 +207,7 @@ func waitForChange(ctx context.Context, clock queue.Clock, d time.Duration, watc
 
 // waitWake waits d on clock or until wake fires (a nil wake never does);
 // false when ctx ended first.
-func waitWake(ctx context.Context, clock queue.Clock, d time.Duration, wake <-chan struct{}) bool {
+func waitWake(ctx context.Context, clock clock.Clock, d time.Duration, wake <-chan struct{}) bool {
 	t := clock.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -91,7 +91,7 @@ func (p *pipe) pipeline() Pipeline {
 }
 
 // env is a bulk runner of a test pipe on an rttest env: a mem store
-// driven by a MockClock.
+// driven by a clock.Mock.
 type env struct {
 	*rttest.Env
 	r *Runner

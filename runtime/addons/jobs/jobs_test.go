@@ -18,7 +18,7 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
-// env is a jobs runner on an rttest env: a mem store driven by a MockClock.
+// env is a jobs runner on an rttest env: a mem store driven by a clock.Mock.
 type env struct {
 	*rttest.Env
 	r *Runner

@@ -196,7 +196,7 @@ func readRecordField(dec *msgpack.Decoder, k string, r *record) error {
 			r.History = nil
 			return err
 		}
-		if n > MaxAttemptHistory*4 {
+		if n > maxAttemptHistory*4 {
 			return fmt.Errorf("%d attempts", n)
 		}
 		r.History = make([]attemptRecord, n)
@@ -255,7 +255,7 @@ func readStringMap(dec *msgpack.Decoder) (map[string]string, error) {
 	if err != nil || n <= 0 {
 		return nil, err
 	}
-	if n > MaxHeadersSize {
+	if n > maxHeadersSize {
 		return nil, fmt.Errorf("%d headers", n)
 	}
 	m := make(map[string]string, n)

@@ -63,7 +63,7 @@
 //     fails the call that reads it with ErrCorrupt, at a cost in memory in
 //     proportion to the record's size; it never panics or exhausts the
 //     process.
-//   - Every timestamp and timer comes from Options.Clock; MockClock drives
+//   - Every timestamp and timer comes from Options.Clock; clock.Mock drives
 //     the scheduler, the reaper, the sweeper and Work's shutdown deadline.
 //
 // # Storage and costs

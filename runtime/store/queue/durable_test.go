@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 )
@@ -19,7 +21,7 @@ var errStoreDown = errors.New("connection refused")
 func outageFixture(t *testing.T) (*fixture, *faults.Store) {
 	t.Helper()
 	fs := faults.New(mem.New(), 1)
-	f := &fixture{t: t, store: fs, clock: NewMockClock(t0)}
+	f := &fixture{t: t, store: fs, clock: clock.NewMock(t0)}
 	f.opts = Options{
 		Clock:         f.clock,
 		DefaultConfig: QueueConfig{MaxAttempts: 3, LeaseDuration: time.Hour, BackoffBase: time.Second, BackoffMax: 8 * time.Second},

@@ -96,8 +96,8 @@ func validateNewJob(j *NewJob) error {
 	for k, v := range o.Headers {
 		size += len(k) + len(v)
 	}
-	if size > MaxHeadersSize {
-		return fmt.Errorf("%w: headers of a job for queue %q total %d bytes; the limit is %d", ErrTooLarge, j.Queue, size, MaxHeadersSize)
+	if size > maxHeadersSize {
+		return fmt.Errorf("%w: headers of a job for queue %q total %d bytes; the limit is %d", ErrTooLarge, j.Queue, size, maxHeadersSize)
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -16,7 +18,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	q, err := queue.Open(ctx, mem.New(), queue.Options{
-		Clock:  queue.NewMockClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+		Clock:  clock.NewMock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/oklog/ulid/v2"
 
 	"github.com/tqw-dsl/tqw/internal/invariants"
@@ -30,7 +32,7 @@ const recoverBatch = 512
 type Queue struct {
 	db    *kv.DB
 	opts  Options
-	clock Clock
+	clock clock.Clock
 	log   *slog.Logger
 	view  view
 
@@ -137,7 +139,7 @@ func (q *Queue) Close() error {
 }
 
 // Clock returns the queue's clock.
-func (q *Queue) Clock() Clock { return q.clock }
+func (q *Queue) Clock() clock.Clock { return q.clock }
 
 // Prefix returns the object prefix of the queue's kv store
 // (Options.Prefix), so components sharing the store keep out of it.
@@ -715,7 +717,7 @@ func (t *txn) requeueClaimed(id, outcome, reason string) (bool, error) {
 // startLoops starts the scheduler, the reaper and the sweeper.
 func (q *Queue) startLoops() {
 	// Timers are armed here, before Open returns, so a test's first
-	// MockClock.Advance reaches them.
+	// clock.Mock.Advance reaches them.
 	q.wg.Add(2)
 	sched := q.clock.NewTimer(time.Hour)
 	sched.Stop()
@@ -755,7 +757,7 @@ func (q *Queue) pass(name string, at time.Time) {
 // periodicLoop runs pass every interval until the queue closes; the first
 // run is when timer fires. A failed pass is logged and the next one tries
 // again. name labels logs and the test hook.
-func (q *Queue) periodicLoop(timer Timer, interval time.Duration, name string, pass func(context.Context) error) {
+func (q *Queue) periodicLoop(timer clock.Timer, interval time.Duration, name string, pass func(context.Context) error) {
 	defer q.wg.Done()
 	ctx, cancel := q.loopContext()
 	defer cancel()
@@ -775,7 +777,7 @@ func (q *Queue) periodicLoop(timer Timer, interval time.Duration, name string, p
 	}
 }
 
-func (q *Queue) schedulerLoop(timer Timer) {
+func (q *Queue) schedulerLoop(timer clock.Timer) {
 	defer q.wg.Done()
 	ctx, cancel := q.loopContext()
 	defer cancel()

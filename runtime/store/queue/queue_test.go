@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 )
@@ -20,7 +22,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 type fixture struct {
 	t     *testing.T
 	store objstore.Store
-	clock *MockClock
+	clock *clock.Mock
 	opts  Options
 	q     *Queue
 }
@@ -39,7 +41,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 
 func newFixture(t *testing.T, mod func(*Options)) *fixture {
 	t.Helper()
-	f := &fixture{t: t, store: mem.New(), clock: NewMockClock(t0)}
+	f := &fixture{t: t, store: mem.New(), clock: clock.NewMock(t0)}
 	f.opts = Options{
 		Clock:         f.clock,
 		DefaultConfig: QueueConfig{MaxAttempts: 3, LeaseDuration: 10 * time.Second, BackoffBase: time.Second, BackoffMax: 8 * time.Second},

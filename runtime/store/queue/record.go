@@ -98,8 +98,8 @@ func decodeRecord(b []byte) (*record, error) {
 // beginAttempt appends a running attempt, dropping the oldest past the cap.
 func (r *record) beginAttempt(now int64) {
 	r.History = append(r.History, attemptRecord{N: r.Attempts, ClaimedAt: now})
-	if len(r.History) > MaxAttemptHistory {
-		r.History = append(r.History[:0:0], r.History[len(r.History)-MaxAttemptHistory:]...)
+	if len(r.History) > maxAttemptHistory {
+		r.History = append(r.History[:0:0], r.History[len(r.History)-maxAttemptHistory:]...)
 	}
 }
 

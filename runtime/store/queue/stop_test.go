@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
@@ -18,7 +20,7 @@ import (
 // fails.
 func TestWorkReturnsWhenStoreStops(t *testing.T) {
 	fs := faults.New(mem.New(), 1)
-	f := &fixture{t: t, store: fs, clock: NewMockClock(t0)}
+	f := &fixture{t: t, store: fs, clock: clock.NewMock(t0)}
 	f.opts = Options{Clock: f.clock, SweepInterval: -1, Logger: quietLogger()}
 	f.open()
 	t.Cleanup(func() { _ = f.q.Close() })

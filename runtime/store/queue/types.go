@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
+
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 )
 
@@ -42,13 +44,13 @@ const (
 	MaxKVKeySize = 1024
 	// MaxPayloadSize caps a job payload.
 	MaxPayloadSize = 16 << 20
-	// MaxHeadersSize caps the summed length of a job's header names and values.
-	MaxHeadersSize = 64 << 10
+	// maxHeadersSize caps the summed length of a job's header names and values.
+	maxHeadersSize = 64 << 10
 	// MaxNameSize caps a queue name, a job ID and a dedup key.
 	MaxNameSize = 256
-	// MaxAttemptHistory is how many attempts a job record remembers; older
+	// maxAttemptHistory is how many attempts a job record remembers; older
 	// ones are dropped first.
-	MaxAttemptHistory = 32
+	maxAttemptHistory = 32
 )
 
 // QueueConfig is the per-queue configuration. Zero fields take the defaults
@@ -76,14 +78,14 @@ type QueueConfig struct {
 	DeadRetention time.Duration
 }
 
-// DefaultQueueConfig returns the defaults.
-func DefaultQueueConfig() QueueConfig {
+// defaultQueueConfig returns the defaults.
+func defaultQueueConfig() QueueConfig {
 	return QueueConfig{MaxAttempts: 5, LeaseDuration: 30 * time.Second, BackoffBase: time.Second, BackoffMax: 5 * time.Minute}
 }
 
-// withDefaults fills zero fields from DefaultQueueConfig.
+// withDefaults fills zero fields from defaultQueueConfig.
 func (c QueueConfig) withDefaults() QueueConfig {
-	d := DefaultQueueConfig()
+	d := defaultQueueConfig()
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = d.MaxAttempts
 	}
@@ -116,11 +118,11 @@ type Options struct {
 	// KV is passed to kv.Open / kv.OpenReader with Prefix replaced; its
 	// Logger and Clock default to this Options' ones.
 	KV kv.Options
-	// Clock defaults to SystemClock().
-	Clock Clock
+	// Clock defaults to clock.System().
+	Clock clock.Clock
 	// QueueConfigs holds per-queue configuration by queue name. An entry
 	// replaces DefaultConfig for its queue (zero fields take
-	// DefaultQueueConfig's values, not DefaultConfig's); a queue missing
+	// QueueConfig's documented defaults, not DefaultConfig's); a queue missing
 	// here uses DefaultConfig.
 	QueueConfigs  map[string]QueueConfig
 	DefaultConfig QueueConfig
@@ -140,7 +142,7 @@ func (o Options) withDefaults() Options {
 		o.Prefix = "queue"
 	}
 	if o.Clock == nil {
-		o.Clock = SystemClock()
+		o.Clock = clock.System()
 	}
 	if o.ReapInterval <= 0 {
 		o.ReapInterval = time.Second

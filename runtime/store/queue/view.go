@@ -278,7 +278,7 @@ func (q *Queue) DeadJobs(ctx context.Context, queue string, after string, limit 
 }
 
 // Attempts returns the attempt history of job id, oldest first (at most
-// MaxAttemptHistory), or ErrNotFound.
+// 32), or ErrNotFound.
 func (q *Queue) Attempts(ctx context.Context, id string) ([]Attempt, error) {
 	if err := q.checkOpen(); err != nil {
 		return nil, err

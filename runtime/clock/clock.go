@@ -1,4 +1,4 @@
-package queue
+package clock
 
 import (
 	"context"
@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// Clock is the queue's only source of time: every timestamp written on a job
-// and every timer of the scheduler, the reaper, the sweeper and the worker
-// shutdown deadline come from it.
+// Clock is the stack's only source of time: every timestamp the queue
+// writes on a job, every timer of its scheduler, reaper, sweeper and worker
+// shutdown deadline, and the runtime's, lease's and interpreter's times
+// come from the one Clock they are given.
 type Clock interface {
 	// Now returns the current time.
 	Now() time.Time
@@ -29,8 +30,8 @@ type Timer interface {
 	Reset(d time.Duration)
 }
 
-// SystemClock returns the wall clock.
-func SystemClock() Clock { return systemClock{} }
+// System returns the wall clock.
+func System() Clock { return systemClock{} }
 
 type systemClock struct{}
 
@@ -44,23 +45,23 @@ func (t *systemTimer) C() <-chan time.Time   { return t.t.C }
 func (t *systemTimer) Stop() bool            { return t.t.Stop() }
 func (t *systemTimer) Reset(d time.Duration) { t.t.Reset(d) }
 
-// MockClock is a Clock that moves only when told to. Advance and Set fire
+// Mock is a Clock that moves only when told to. Advance and Set fire
 // every timer whose deadline has been reached, in deadline order. It is safe
 // for concurrent use.
-type MockClock struct {
+type Mock struct {
 	mu      sync.Mutex
 	now     time.Time
 	timers  map[*mockTimer]struct{} // armed timers
 	changed chan struct{}           // closed and replaced when the armed set grows
 }
 
-// NewMockClock returns a MockClock reading start.
-func NewMockClock(start time.Time) *MockClock {
-	return &MockClock{now: start, timers: map[*mockTimer]struct{}{}, changed: make(chan struct{})}
+// NewMock returns a Mock reading start.
+func NewMock(start time.Time) *Mock {
+	return &Mock{now: start, timers: map[*mockTimer]struct{}{}, changed: make(chan struct{})}
 }
 
 // Now returns the mock time.
-func (c *MockClock) Now() time.Time {
+func (c *Mock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
@@ -68,14 +69,14 @@ func (c *MockClock) Now() time.Time {
 
 // NewTimer returns a timer that fires when the mock time reaches now+d; a
 // timer with d <= 0 fires at once.
-func (c *MockClock) NewTimer(d time.Duration) Timer {
+func (c *Mock) NewTimer(d time.Duration) Timer {
 	t := &mockTimer{clock: c, ch: make(chan time.Time, 1)}
 	t.Reset(d)
 	return t
 }
 
 // Advance moves the mock time forward by d and fires the timers that are due.
-func (c *MockClock) Advance(d time.Duration) {
+func (c *Mock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	c.fireLocked()
@@ -84,7 +85,7 @@ func (c *MockClock) Advance(d time.Duration) {
 
 // Set moves the mock time to t (forward or backward) and fires the timers
 // that are due.
-func (c *MockClock) Set(t time.Time) {
+func (c *Mock) Set(t time.Time) {
 	c.mu.Lock()
 	c.now = t
 	c.fireLocked()
@@ -94,7 +95,7 @@ func (c *MockClock) Set(t time.Time) {
 // WaitForTimers blocks until at least n timers are armed, so a test can know
 // that the goroutines it wants to drive are waiting on the clock before it
 // calls Advance. It returns ctx's error if ctx ends first.
-func (c *MockClock) WaitForTimers(ctx context.Context, n int) error {
+func (c *Mock) WaitForTimers(ctx context.Context, n int) error {
 	for {
 		c.mu.Lock()
 		armed, ch := len(c.timers), c.changed
@@ -111,13 +112,13 @@ func (c *MockClock) WaitForTimers(ctx context.Context, n int) error {
 }
 
 // Timers returns the number of armed timers.
-func (c *MockClock) Timers() int {
+func (c *Mock) Timers() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.timers)
 }
 
-func (c *MockClock) fireLocked() {
+func (c *Mock) fireLocked() {
 	var due []*mockTimer
 	for t := range c.timers {
 		if !t.when.After(c.now) {
@@ -144,7 +145,7 @@ func (t *mockTimer) drain() {
 }
 
 type mockTimer struct {
-	clock *MockClock
+	clock *Mock
 	ch    chan time.Time
 	when  time.Time
 }

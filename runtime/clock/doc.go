@@ -1,0 +1,13 @@
+// Package clock is the one source of time of the storage stack and
+// everything above it: the queue, the runtime, the writer lease, the
+// interpreter and the server take a Clock, so a test drives all of them
+// with one Mock and no test waits on the wall clock.
+//
+// Guarantees: System reads time.Now and arms time.Timer values. Mock moves
+// only when told to (Advance, Set) and then fires every due timer in
+// deadline order; a timer keeps at most one undelivered fire, like
+// time.Timer since Go 1.23. Both are safe for concurrent use.
+//
+// Cost in object-store requests: none. The package imports only the
+// standard library, so every layer can import it.
+package clock
