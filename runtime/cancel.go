@@ -65,7 +65,7 @@ func (rt *Runtime) Cancel(ctx context.Context, runID string) (bool, error) {
 			return false, err
 		}
 		if job, err := rt.q.GetJob(ctx, ptr.JobID); err == nil {
-			if k := job.Headers[HeaderSignalDelivered]; k != "" {
+			if k := job.Headers[headerSignalDelivered]; k != "" {
 				sef.KVDeletes = append(sef.KVDeletes, deliveredKey(runID, ptr.Step))
 			}
 		}

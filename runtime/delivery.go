@@ -91,16 +91,16 @@ func (rt *Runtime) processStep(ctx context.Context, c *queue.Claim, release func
 	sctx := context.WithoutCancel(ctx) // settlements finish even during shutdown
 	job := &c.Job
 	runID := job.Headers[HeaderRunID]
-	n, err := strconv.Atoi(job.Headers[HeaderStep])
+	n, err := strconv.Atoi(job.Headers[headerStep])
 	if runID == "" || err != nil || n < 0 {
 		return nil, rt.q.DeadLetter(sctx, c, fmt.Sprintf("job %s on queue %s is not a workflow step: headers %s/%s missing or bad",
-			job.ID, job.Queue, HeaderRunID, HeaderStep), nil)
+			job.ID, job.Queue, HeaderRunID, headerStep), nil)
 	}
 	rec, err := loadRun(sctx, rt.q, runID)
 	if err != nil {
 		return nil, err
 	}
-	if rec == nil || rec.Nonce != job.Headers[HeaderRunNonce] {
+	if rec == nil || rec.Nonce != job.Headers[headerRunNonce] {
 		// The run already terminated, or the job belongs to an earlier run
 		// under the same id: nothing to do.
 		rt.log.Debug("dropping step job of an inactive run", "run", runID, "step", n, "job", job.ID)
@@ -325,7 +325,7 @@ func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) e
 		}
 		if buf != nil {
 			// Consume the buffered signal at registration.
-			opts.Headers[HeaderSignalDelivered] = "1"
+			opts.Headers[headerSignalDelivered] = "1"
 			// Only this signal leaves the buffer: one that a Signal call
 			// buffers between this read and the commit stays for the next
 			// waiter instead of being deleted unseen.
@@ -333,7 +333,7 @@ func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) e
 			sef.KVCompareDeletes = append(sef.KVCompareDeletes, queue.KVWrite{Key: sigBufKey(key), Value: buf})
 		} else {
 			opts.RunAt = rt.clock.Now().Add(out.Trigger.Timeout)
-			opts.Headers[HeaderSignalWait] = key
+			opts.Headers[headerSignalWait] = key
 			sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: sigWaitKey(key), Value: []byte(jobID)})
 			waitKey = key
 		}

@@ -10,9 +10,9 @@ import (
 
 // Reserved names.
 const (
-	// ReservedHeaderPrefix starts every header the runtime sets on step jobs;
+	// reservedHeaderPrefix starts every header the runtime sets on step jobs;
 	// Submit rejects user headers that start with it.
-	ReservedHeaderPrefix = "workflow."
+	reservedHeaderPrefix = "workflow."
 	// ReservedKVPrefix starts every caller-KV key the runtime owns; Submit
 	// and Step.Effects reject application keys that start with it.
 	ReservedKVPrefix = "workflow/"
@@ -22,16 +22,16 @@ const (
 const (
 	// HeaderRunID carries the run id.
 	HeaderRunID = "workflow.run_id"
-	// HeaderStep carries the zero-based step number.
-	HeaderStep = "workflow.step"
-	// HeaderRunNonce names the run's incarnation, so a step job left over
+	// headerStep carries the zero-based step number.
+	headerStep = "workflow.step"
+	// headerRunNonce names the run's incarnation, so a step job left over
 	// from an earlier run under the same id is recognised and dropped.
-	HeaderRunNonce = "workflow.run_nonce"
-	// HeaderSignalWait carries the correlation key a scheduled step waits on.
-	HeaderSignalWait = "workflow.signal_wait"
-	// HeaderSignalDelivered marks a step whose signal was consumed from the
+	headerRunNonce = "workflow.run_nonce"
+	// headerSignalWait carries the correlation key a scheduled step waits on.
+	headerSignalWait = "workflow.signal_wait"
+	// headerSignalDelivered marks a step whose signal was consumed from the
 	// buffer at registration; the payload is in the delivered record.
-	HeaderSignalDelivered = "workflow.signal_delivered"
+	headerSignalDelivered = "workflow.signal_delivered"
 )
 
 // Caller-KV layout (all under ReservedKVPrefix). Invariants:

@@ -18,20 +18,20 @@ var ErrInvalidLabel = errors.New("runtime: invalid label")
 
 // Label limits.
 const (
-	// MaxLabels bounds the labels of one run.
-	MaxLabels = 16
-	// MaxLabelKeyLen and MaxLabelValueLen bound a label's key and value.
-	MaxLabelKeyLen   = 63
-	MaxLabelValueLen = 256
+	// maxLabels bounds the labels of one run.
+	maxLabels = 16
+	// maxLabelKeyLen and maxLabelValueLen bound a label's key and value.
+	maxLabelKeyLen   = 63
+	maxLabelValueLen = 256
 )
 
-// ValidateLabels reports whether labels can tag a run: at most MaxLabels,
+// ValidateLabels reports whether labels can tag a run: at most 16,
 // each key 1 to 63 bytes of ASCII letters, digits and "._-" (not starting
 // with '.'), each value at most 256 bytes of UTF-8 without control
 // characters.
 func ValidateLabels(labels map[string]string) error {
-	if len(labels) > MaxLabels {
-		return fmt.Errorf("%w: %d labels; at most %d", ErrInvalidLabel, len(labels), MaxLabels)
+	if len(labels) > maxLabels {
+		return fmt.Errorf("%w: %d labels; at most %d", ErrInvalidLabel, len(labels), maxLabels)
 	}
 	for k, v := range labels {
 		if err := validateLabel(k, v); err != nil {
@@ -42,16 +42,16 @@ func ValidateLabels(labels map[string]string) error {
 }
 
 func validateLabel(k, v string) error {
-	if k == "" || len(k) > MaxLabelKeyLen || k[0] == '.' {
-		return fmt.Errorf("%w: key %q: want 1 to %d characters, not starting with '.'", ErrInvalidLabel, k, MaxLabelKeyLen)
+	if k == "" || len(k) > maxLabelKeyLen || k[0] == '.' {
+		return fmt.Errorf("%w: key %q: want 1 to %d characters, not starting with '.'", ErrInvalidLabel, k, maxLabelKeyLen)
 	}
 	for _, r := range k {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
 			return fmt.Errorf("%w: key %q: character %q not allowed; use letters, digits and ._-", ErrInvalidLabel, k, r)
 		}
 	}
-	if len(v) > MaxLabelValueLen || !utf8.ValidString(v) {
-		return fmt.Errorf("%w: value of %q: want at most %d bytes of UTF-8", ErrInvalidLabel, k, MaxLabelValueLen)
+	if len(v) > maxLabelValueLen || !utf8.ValidString(v) {
+		return fmt.Errorf("%w: value of %q: want at most %d bytes of UTF-8", ErrInvalidLabel, k, maxLabelValueLen)
 	}
 	for _, r := range v {
 		if r < 0x20 || r == 0x7f {

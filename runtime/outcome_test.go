@@ -64,7 +64,7 @@ func TestStepJobsUseDedupKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.DedupKey != "run:dd:1" || j.Headers[HeaderStep] != "1" || j.Headers[HeaderRunID] != "dd" {
+	if j.DedupKey != "run:dd:1" || j.Headers[headerStep] != "1" || j.Headers[HeaderRunID] != "dd" {
 		t.Fatalf("step job %+v", j)
 	}
 	// A second enqueue with the same dedup key is a duplicate.

@@ -19,9 +19,9 @@ import (
 
 // Sealing defaults (SealOptions).
 const (
-	DefaultSealPrefix        = "workflow-sealed"
-	DefaultSealBatch         = 512
-	DefaultSealCacheSegments = 64
+	defaultSealPrefix        = "workflow-sealed"
+	defaultSealBatch         = 512
+	defaultSealCacheSegments = 64
 )
 
 // ErrSealRaced reports a seal pass whose commit found a run's records
@@ -30,24 +30,24 @@ var ErrSealRaced = errors.New("runtime: a sealed run changed while it was sealed
 
 // SealOptions configure sealing (WithSealing).
 type SealOptions struct {
-	// Prefix holds the sealed segments' objects (DefaultSealPrefix).
+	// Prefix holds the sealed segments' objects (default "workflow-sealed").
 	Prefix string
-	// BatchRuns bounds the runs of one segment (DefaultSealBatch).
+	// BatchRuns bounds the runs of one segment (default 512).
 	BatchRuns int
 	// CacheSegments bounds the decoded segment indexes kept in memory
-	// for Status and ListRuns (DefaultSealCacheSegments).
+	// for Status and ListRuns (default 64).
 	CacheSegments int
 }
 
 func (o SealOptions) withDefaults() SealOptions {
 	if o.Prefix == "" {
-		o.Prefix = DefaultSealPrefix
+		o.Prefix = defaultSealPrefix
 	}
 	if o.BatchRuns <= 0 {
-		o.BatchRuns = DefaultSealBatch
+		o.BatchRuns = defaultSealBatch
 	}
 	if o.CacheSegments <= 0 {
-		o.CacheSegments = DefaultSealCacheSegments
+		o.CacheSegments = defaultSealCacheSegments
 	}
 	return o
 }

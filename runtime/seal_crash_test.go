@@ -142,7 +142,7 @@ func TestSealKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := store.List(ctx, DefaultSealPrefix+"/seg/", "", 1000)
+	objs, err := store.List(ctx, defaultSealPrefix+"/seg/", "", 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func TestSealedRunsReadAsBefore(t *testing.T) {
 			t.Errorf("after sealing the KV still holds %d entries under %s", len(page), p)
 		}
 	}
-	segs, _ := store.List(e.ctx, DefaultSealPrefix, "", 100)
+	segs, _ := store.List(e.ctx, defaultSealPrefix, "", 100)
 	if len(segs) != 6 { // 10 runs in segments of 4: 3 segments, 2 objects each
 		t.Fatalf("sealed objects: %d, want 6", len(segs))
 	}
@@ -172,7 +172,7 @@ func TestSealedRunsReadAsBefore(t *testing.T) {
 	if st := e.status("run-01"); st.State != StateSucceeded {
 		t.Fatalf("the rerun sealed after the expiry: %+v", st)
 	}
-	segs, _ = store.List(e.ctx, DefaultSealPrefix, "", 100)
+	segs, _ = store.List(e.ctx, defaultSealPrefix, "", 100)
 	if len(segs) != 2 {
 		t.Fatalf("sealed objects after expiry: %v, want the rerun's segment only", segs)
 	}
@@ -191,10 +191,10 @@ func TestSealInterruptedAnywhereLeavesEveryRunOnce(t *testing.T) {
 		rule faults.Rule
 		kill bool // the process dies between the objects and the commit
 	}{
-		{name: "data object write fails", rule: faults.Rule{Ops: faults.OpPut, KeyPrefix: DefaultSealPrefix, Nth: 1}},
-		{name: "index object write fails", rule: faults.Rule{Ops: faults.OpPut, KeyPrefix: DefaultSealPrefix, Nth: 2}},
-		{name: "index object torn", rule: faults.Rule{Ops: faults.OpPut, KeyPrefix: DefaultSealPrefix, Nth: 2, TornWrite: true}},
-		{name: "index write response lost", rule: faults.Rule{Ops: faults.OpPut, KeyPrefix: DefaultSealPrefix, Nth: 2, LoseResponse: true}},
+		{name: "data object write fails", rule: faults.Rule{Ops: faults.OpPut, KeyPrefix: defaultSealPrefix, Nth: 1}},
+		{name: "index object write fails", rule: faults.Rule{Ops: faults.OpPut, KeyPrefix: defaultSealPrefix, Nth: 2}},
+		{name: "index object torn", rule: faults.Rule{Ops: faults.OpPut, KeyPrefix: defaultSealPrefix, Nth: 2, TornWrite: true}},
+		{name: "index write response lost", rule: faults.Rule{Ops: faults.OpPut, KeyPrefix: defaultSealPrefix, Nth: 2, LoseResponse: true}},
 		{name: "killed before the commit", kill: true},
 	}
 	for _, c := range cases {
@@ -207,7 +207,7 @@ func TestSealInterruptedAnywhereLeavesEveryRunOnce(t *testing.T) {
 			if c.kill {
 				// Gone before the commit: no cleanup either.
 				e.rt.beforeSealCommit = func(string) {
-					fs.Set(faults.Rule{Ops: faults.OpDelete, KeyPrefix: DefaultSealPrefix, Rate: 1})
+					fs.Set(faults.Rule{Ops: faults.OpDelete, KeyPrefix: defaultSealPrefix, Rate: 1})
 					_ = e.q.Close()
 				}
 			} else {
@@ -230,7 +230,7 @@ func TestSealInterruptedAnywhereLeavesEveryRunOnce(t *testing.T) {
 			if afterList != beforeList || !reflect.DeepEqual(after, before) {
 				t.Fatalf("after sealing: %q, want %q", afterList, beforeList)
 			}
-			objs, _ := fs.List(e.ctx, DefaultSealPrefix, "", 100)
+			objs, _ := fs.List(e.ctx, defaultSealPrefix, "", 100)
 			var names []string
 			for _, o := range objs {
 				names = append(names, o.Key)

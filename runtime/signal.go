@@ -347,7 +347,7 @@ func (rt *Runtime) afterRegister(ctx context.Context, key, jobID string) {
 // resolveSignal returns the signal a claimed step observes, and the
 // delivered records to delete with its settlement.
 func (rt *Runtime) resolveSignal(ctx context.Context, job *queue.Job, runID string, n int) ([]byte, []string, error) {
-	if job.Headers[HeaderSignalDelivered] != "" {
+	if job.Headers[headerSignalDelivered] != "" {
 		dk := deliveredKey(runID, n)
 		b, err := kvGet(ctx, rt.q, dk)
 		if err != nil {
@@ -360,7 +360,7 @@ func (rt *Runtime) resolveSignal(ctx context.Context, job *queue.Job, runID stri
 		p, err := decodeSignal(b)
 		return p, []string{dk}, err
 	}
-	key := job.Headers[HeaderSignalWait]
+	key := job.Headers[headerSignalWait]
 	if key == "" {
 		return nil, nil, nil
 	}

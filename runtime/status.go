@@ -250,7 +250,7 @@ func (in *Inspector) activeStatus(ctx context.Context, runID string, rec *runRec
 				st.State = StateRunning
 			case queue.StateScheduled:
 				st.Until = job.RunAt
-				if k := job.Headers[HeaderSignalWait]; k != "" {
+				if k := job.Headers[headerSignalWait]; k != "" {
 					st.State, st.SignalKey = StateWaiting, k
 				} else {
 					st.State = StateScheduled

@@ -222,8 +222,8 @@ func validateAppKey(key string) error {
 // validateUserHeaders rejects headers under the reserved prefix.
 func validateUserHeaders(h map[string]string) error {
 	for k := range h {
-		if strings.HasPrefix(k, ReservedHeaderPrefix) {
-			return fmt.Errorf("%w: header %q starts with %q, which the runtime owns; rename it", ErrReserved, k, ReservedHeaderPrefix)
+		if strings.HasPrefix(k, reservedHeaderPrefix) {
+			return fmt.Errorf("%w: header %q starts with %q, which the runtime owns; rename it", ErrReserved, k, reservedHeaderPrefix)
 		}
 	}
 	return nil
@@ -233,7 +233,7 @@ func validateUserHeaders(h map[string]string) error {
 func userHeaders(h map[string]string) map[string]string {
 	out := make(map[string]string, len(h))
 	for k, v := range h {
-		if !strings.HasPrefix(k, ReservedHeaderPrefix) {
+		if !strings.HasPrefix(k, reservedHeaderPrefix) {
 			out[k] = v
 		}
 	}

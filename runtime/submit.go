@@ -43,7 +43,7 @@ type SubmitOutcome struct {
 
 // Validate checks spec as Submit does, without a request: the run id
 // (ValidateRunID; an empty one passes, Submit picks a fresh one), headers
-// outside ReservedHeaderPrefix, labels (ValidateLabels) and KV writes outside ReservedKVPrefix
+// outside the reserved "workflow." prefix, labels (ValidateLabels) and KV writes outside ReservedKVPrefix
 // (ErrReserved) of at most queue.MaxKVValueSize (ErrValueTooLarge), so a
 // process that submits through another (runtime/remote's Client) refuses
 // a spec before it sends it.
@@ -199,8 +199,8 @@ func stepHeaders(user map[string]string, runID, nonce string, n int, extra ...st
 		h[k] = v
 	}
 	h[HeaderRunID] = runID
-	h[HeaderStep] = strconv.Itoa(n)
-	h[HeaderRunNonce] = nonce
+	h[headerStep] = strconv.Itoa(n)
+	h[headerRunNonce] = nonce
 	for i := 0; i+1 < len(extra); i += 2 {
 		h[extra[i]] = extra[i+1]
 	}

@@ -196,7 +196,7 @@ func (rt *Runtime) reconcileJob(ctx context.Context, job *queue.Job) (bool, erro
 	if err != nil {
 		return false, fmt.Errorf("run %s: %w", runID, err)
 	}
-	if rec.Nonce != job.Headers[HeaderRunNonce] || ptr.JobID != job.ID {
+	if rec.Nonce != job.Headers[headerRunNonce] || ptr.JobID != job.ID {
 		return false, nil
 	}
 	msg := job.LastError
