@@ -43,7 +43,7 @@ steps:
 	}
 	defer q.Close()
 	it, _ := interpreter.New(store, interpreter.Options{Actions: builtin.New(builtin.Options{}), Logger: quiet})
-	rt, _ := runtime.New(q, store, it, runtime.WithTerminalHook(it), runtime.WithLogger(quiet))
+	rt, _ := runtime.New(q, store, it, runtime.Options{TerminalHook: it, Logger: quiet})
 	it.Bind(rt)
 
 	w, err := interpreter.Load(path, dsl.Options{})

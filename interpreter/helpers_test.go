@@ -45,8 +45,9 @@ type tenv struct {
 	// (0: the defaults); wrapStore wraps the interpreter's store.
 	retention, resultRetention time.Duration
 	wrapStore                  func(objstore.Store) objstore.Store
-	// ropts are extra runtime options.
-	ropts []runtime.Option
+	// ropts are the runtime's options; the env fills the hook, logger,
+	// shutdown timeout and result retention they leave zero.
+	ropts runtime.Options
 	// client sends the http and llm actions' requests (nil: Go's default).
 	client *http.Client
 }
@@ -59,9 +60,9 @@ type envOption func(*tenv)
 // withLease sets the step queue's lease duration.
 func withLease(d time.Duration) envOption { return func(e *tenv) { e.lease = d } }
 
-// withRuntimeOptions adds options to the runtime.
-func withRuntimeOptions(opts ...runtime.Option) envOption {
-	return func(e *tenv) { e.ropts = append(e.ropts, opts...) }
+// withRuntimeOptions sets the runtime's options.
+func withRuntimeOptions(o runtime.Options) envOption {
+	return func(e *tenv) { e.ropts = o }
 }
 
 func withEnv(k, v string) envOption { return func(e *tenv) { e.env[k] = v } }
@@ -115,12 +116,20 @@ func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ropts := []runtime.Option{runtime.WithTerminalHook(it), runtime.WithLogger(quiet()), runtime.WithShutdownTimeout(0)}
-	if e.resultRetention > 0 {
-		ropts = append(ropts, runtime.WithResultRetention(e.resultRetention))
+	ropts := e.ropts
+	if ropts.TerminalHook == nil {
+		ropts.TerminalHook = it
 	}
-	ropts = append(ropts, e.ropts...)
-	rt, err := runtime.New(q, e.store, it, ropts...)
+	if ropts.Logger == nil {
+		ropts.Logger = quiet()
+	}
+	if ropts.ShutdownTimeout == 0 {
+		ropts.ShutdownTimeout = -1
+	}
+	if ropts.ResultRetention == 0 && e.resultRetention > 0 {
+		ropts.ResultRetention = e.resultRetention
+	}
+	rt, err := runtime.New(q, e.store, it, ropts)
 	if err != nil {
 		t.Fatal(err)
 	}

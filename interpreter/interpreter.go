@@ -91,7 +91,7 @@ type Options struct {
 	LeaseMargin time.Duration
 	// Retention is how long the records of a terminated run (outputs,
 	// history, large-output objects) are kept; Sweep removes them after.
-	// 0 keeps them forever. Match it to the runtime's WithResultRetention,
+	// 0 keeps them forever. Match it to the runtime's Options.ResultRetention,
 	// so a run's status and its history expire together.
 	Retention time.Duration
 	// SweepInterval is SweepLoop's period; 0 means DefaultSweepInterval.
@@ -245,7 +245,7 @@ type LLMUsage struct {
 }
 
 // StoreNamespaces are the object prefixes the interpreter writes under
-// (definitions, large outputs, rerun claims), for runtime.WithStoreNamespaces,
+// (definitions, large outputs, rerun claims), for runtime.Options.StoreNamespaces,
 // so nothing else sharing the store is configured into them.
 func StoreNamespaces() []objstore.Namespace {
 	return []objstore.Namespace{

@@ -104,7 +104,7 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(q, store, it, runtime.WithTerminalHook(it), runtime.WithLogger(log))
+	rt, err := runtime.New(q, store, it, runtime.Options{TerminalHook: it, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestSubmitPinsDefinitionsOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rt, err := runtime.New(q, raw, it, runtime.WithTerminalHook(it), runtime.WithLogger(log))
+		rt, err := runtime.New(q, raw, it, runtime.Options{TerminalHook: it, Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}

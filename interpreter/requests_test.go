@@ -65,7 +65,7 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(q, store, it, runtime.WithTerminalHook(it), runtime.WithLogger(log), runtime.WithConcurrency(1))
+	rt, err := runtime.New(q, store, it, runtime.Options{TerminalHook: it, Logger: log, Concurrency: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

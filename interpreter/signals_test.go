@@ -51,7 +51,7 @@ func TestBufferedBadSignalIsSetAside(t *testing.T) {
 // writer that does not check signals) is set aside too, and the wait keeps
 // its original deadline rather than starting a fresh timeout.
 func TestRejectedSignalKeepsTheRemainingTimeout(t *testing.T) {
-	e := newTestEnv(t, withRuntimeOptions(runtime.WithSignalValidator(nil)))
+	e := newTestEnv(t, withRuntimeOptions(runtime.Options{NoSignalValidator: true}))
 	p := e.write("wait.yaml", waitYAML)
 	ch := e.submitUntil(p, map[string]any{}, "r1", "ask", OutcomeWaiting)
 	e.clock.Advance(20 * time.Minute)

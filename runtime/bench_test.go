@@ -50,7 +50,7 @@ func BenchmarkTenStepRuns(b *testing.B) {
 				mu.Unlock()
 				return Succeed(nil), nil
 			})
-			rt, err := New(q, store, r, WithConcurrency(conc), WithLogger(quietLogger()))
+			rt, err := New(q, store, r, Options{Concurrency: conc, Logger: quietLogger()})
 			if err != nil {
 				b.Fatal(err)
 			}

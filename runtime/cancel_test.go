@@ -130,7 +130,7 @@ func TestCancelIsDurableAcrossRestart(t *testing.T) {
 		t.Fatalf("claim %v %v", c, err)
 	}
 	// A fresh Runtime (think: another process's runtime) cancels.
-	other, err := New(e.q, e.store, r, WithLogger(quietLogger()))
+	other, err := New(e.q, e.store, r, Options{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestShutdownCancelsStepContext(t *testing.T) {
 		cause.Store(context.Cause(ctx))
 		return StepOutcome{}, ctx.Err()
 	})
-	e := newEnv(t, r) // WithShutdownTimeout(0): cancel at once
+	e := newEnv(t, r) // Options{ShutdownTimeout: -1}: cancel at once
 	e.start()
 	out := e.submit(RunSpec{RunID: "sd"})
 	<-g.entered

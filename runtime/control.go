@@ -65,7 +65,7 @@ type Incarnation struct {
 	// Active is the nonce of the run active under the id ("" for none).
 	Active string
 	// Ended is the nonce of the last run that ended under the id, while
-	// its result is retained (WithResultRetention; "" for none), and
+	// its result is retained (Options.ResultRetention; "" for none), and
 	// Status how it ended.
 	Ended  string
 	Status TerminalStatus

@@ -130,8 +130,7 @@ func crashChild(dir string, runs int, finish, replay bool) error {
 	if err != nil {
 		return err
 	}
-	rt, err := New(q, store, crashRunner{dir}, WithTerminalHook(crashHook{dir}), WithConcurrency(16),
-		WithLogger(quietLogger()), WithReconcileInterval(50*time.Millisecond), WithStepOutputReplay(replay))
+	rt, err := New(q, store, crashRunner{dir}, Options{TerminalHook: crashHook{dir}, Concurrency: 16, Logger: quietLogger(), ReconcileInterval: 50 * time.Millisecond, StepOutputReplay: replay})
 	if err != nil {
 		return err
 	}

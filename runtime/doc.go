@@ -44,7 +44,7 @@
 //   - At-least-once steps: a step not yet complete can run again after a
 //     crash or an expired lease (extend it with Step.Lease). Runners must
 //     be idempotent per (run id, step number); Step.Memo and Step.RunMemo
-//     cache expensive side effects, and WithStepOutputReplay replays a
+//     cache expensive side effects, and Options.StepOutputReplay replays a
 //     recorded outcome instead of invoking the runner again.
 //   - Idempotent submission on (run id, input), also across restarts
 //     (ErrInputMismatch for a different input under an active id).
@@ -65,7 +65,7 @@
 //     on its key: a refusal (ErrSignalRejected, ErrNoWaiter) writes
 //     nothing, whether the signal came through Signal, SendSignal or the
 //     inbox (runtime/remote, through AdmitSignal). A buffered signal is kept for the signal retention
-//     (WithSignalRetention, default 7 days, counted from its buffering),
+//     (Options.SignalRetention, default 7 days, counted from its buffering),
 //     then the retention sweep drops it; SendSignal reports the expiry and
 //     ListSignals lists what is buffered (key, size, buffering time).
 //     What a step does with a payload it cannot use is the runner's
@@ -78,7 +78,7 @@
 //     guarded on the run's records, so a crash never repeats it.
 //   - A store that stops accepting commits (kv.ErrFenced, or kv.ErrStopped
 //     after a failed WAL write) ends Run at once with that error.
-//   - With WithLeaseGate (the CLI passes its writer lease, runtime/lease),
+//   - With Options.LeaseGate (the CLI passes its writer lease, runtime/lease),
 //     a writer that has not renewed its lease within the TTL stops starting
 //     steps and applying inbox commands (runtime/remote, through
 //     AwaitLease) before anyone else may take over:
@@ -114,7 +114,7 @@
 // objects under a prefix checked against StoreNamespaces
 // (objstore.CheckNamespaces; docs/STORE-LAYOUT.md lists every component's).
 // New checks the runtime's own namespaces (queue, memo, writer lease,
-// WithStoreNamespaces), refusing an overlap with
+// Options.StoreNamespaces), refusing an overlap with
 // objstore.ErrNamespaceOverlap naming both.
 //
 // # Cost in object-store requests
@@ -151,7 +151,7 @@
 //     since run ids (ULIDs) sort by submission time.
 //     ListOptions.Labels walks the index of one label: the cost is the
 //     runs carrying it, not all runs.
-//   - Sealing (WithSealing), per segment of up to SealOptions.BatchRuns
+//   - Sealing (Options.Sealing), per segment of up to SealOptions.BatchRuns
 //     runs: two create-only PUTs and one durable commit; the first pass of
 //     a process adds one LIST per 1,000 objects under the seal prefix (and
 //     a DELETE per orphan). Expiry of a segment: one GET (its index, unless
@@ -172,7 +172,7 @@
 //
 // # Sealed runs
 //
-// With WithSealing, a finished run leaves the KV store once its end is
+// With Options.Sealing, a finished run leaves the KV store once its end is
 // handled: the terminating commit (or, when the terminal hook observes
 // the run, the acknowledgement of its notification) writes a seal marker;
 // the retention sweep (or Seal) gathers marked runs into a segment

@@ -40,7 +40,7 @@ func Example() {
 		done <- o
 		return nil
 	})
-	rt, err := runtime.New(q, store, runner, runtime.WithTerminalHook(hook), runtime.WithLogger(quiet))
+	rt, err := runtime.New(q, store, runner, runtime.Options{TerminalHook: hook, Logger: quiet})
 	if err != nil {
 		panic(err)
 	}

@@ -45,7 +45,7 @@ func TestMemoAndReplayUnderStoreFaults(t *testing.T) {
 	})
 	cfg := defaultQueueConfig()
 	cfg.MaxAttempts = 100
-	e := newEnvCfg(t, fs, cfg, r, WithStepOutputReplay(true), WithConcurrency(4))
+	e := newEnvCfg(t, fs, cfg, r, Options{StepOutputReplay: true, Concurrency: 4})
 	fs.Set(
 		faults.Rule{Ops: faults.OpGet | faults.OpPut, KeyPrefix: DefaultMemoPrefix + "/", Rate: 0.3},
 		faults.Rule{Ops: faults.OpPut, KeyPrefix: DefaultMemoPrefix + "/", Rate: 0.1, LoseResponse: true},

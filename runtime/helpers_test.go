@@ -29,7 +29,7 @@ type env struct {
 	rt       *Runtime
 	w        *Worker
 	runner   StepRunner
-	opts     []Option
+	opts     Options
 	qcfg     queue.QueueConfig
 	outcomes chan *RunOutcome
 }
@@ -48,13 +48,15 @@ func defaultQueueConfig() queue.QueueConfig {
 	return queue.QueueConfig{MaxAttempts: 3, BackoffBase: time.Second, BackoffMax: time.Minute, LeaseDuration: time.Minute}
 }
 
-func newEnv(t *testing.T, runner StepRunner, opts ...Option) *env {
+func newEnv(t *testing.T, runner StepRunner, opts ...Options) *env {
 	t.Helper()
 	return newEnvCfg(t, mem.New(), defaultQueueConfig(), runner, opts...)
 }
 
 // newEnvCfg is newEnv on store with the step queue configured as qcfg.
-func newEnvCfg(t testing.TB, store objstore.Store, qcfg queue.QueueConfig, runner StepRunner, opts ...Option) *env {
+// opts (at most one) go to New; the env's terminal hook, a quiet logger
+// and no shutdown grace period fill the fields they leave zero.
+func newEnvCfg(t testing.TB, store objstore.Store, qcfg queue.QueueConfig, runner StepRunner, opts ...Options) *env {
 	t.Helper()
 	limit := 60 * time.Second
 	if _, bench := t.(*testing.B); bench {
@@ -64,7 +66,16 @@ func newEnvCfg(t testing.TB, store objstore.Store, qcfg queue.QueueConfig, runne
 	t.Cleanup(cancel)
 	e := &env{t: t, ctx: ctx, store: store, clock: clock.NewMock(t0), runner: runner,
 		outcomes: make(chan *RunOutcome, 1000), qcfg: qcfg}
-	e.opts = append([]Option{WithTerminalHook(e.hook()), WithLogger(quietLogger()), WithShutdownTimeout(0)}, opts...)
+	e.opts = oneOptions(t, opts)
+	if e.opts.TerminalHook == nil {
+		e.opts.TerminalHook = e.hook()
+	}
+	if e.opts.Logger == nil {
+		e.opts.Logger = quietLogger()
+	}
+	if e.opts.ShutdownTimeout == 0 {
+		e.opts.ShutdownTimeout = -1
+	}
 	e.open()
 	t.Cleanup(e.close)
 	return e
@@ -83,7 +94,7 @@ func (e *env) open() {
 		e.t.Fatalf("queue.Open: %v", err)
 	}
 	e.q = q
-	rt, err := New(q, e.store, e.runner, e.opts...)
+	rt, err := New(q, e.store, e.runner, e.opts)
 	if err != nil {
 		e.t.Fatalf("New: %v", err)
 	}
@@ -257,3 +268,17 @@ func inState(s RunState) func(RunStatus) bool {
 
 // yield lets other goroutines run while a test spins on a condition.
 func yield() { stdruntime.Gosched() }
+
+// oneOptions returns the Options a helper was given: none or one, so a
+// call site reads like New's.
+func oneOptions(t testing.TB, opts []Options) Options {
+	t.Helper()
+	switch len(opts) {
+	case 0:
+		return Options{}
+	case 1:
+		return opts[0]
+	}
+	t.Fatalf("%d Options given, want at most one", len(opts))
+	return Options{}
+}

@@ -43,7 +43,7 @@ func (h *filterHook) OnTermination(_ context.Context, o *RunOutcome, eff *Termin
 
 func TestTerminalHookAtLeastOnceWithEffects(t *testing.T) {
 	h := &filterHook{outcome: make(chan *RunOutcome, 10), fail: 1}
-	e := newEnv(t, echo(), WithTerminalHook(h))
+	e := newEnv(t, echo(), Options{TerminalHook: h})
 	e.start()
 	e.submit(RunSpec{RunID: "quiet", Input: []byte("q")})
 	e.submit(RunSpec{RunID: "loud", Input: []byte("l"), Headers: map[string]string{"notify": "yes"}})
@@ -85,7 +85,7 @@ func TestTerminalHookAtLeastOnceWithEffects(t *testing.T) {
 
 func TestTerminalHookPermanentErrorDeadLettersNotification(t *testing.T) {
 	h := &filterHook{outcome: make(chan *RunOutcome, 10), perm: true}
-	e := newEnv(t, echo(), WithTerminalHook(h))
+	e := newEnv(t, echo(), Options{TerminalHook: h})
 	e.start()
 	e.submit(RunSpec{RunID: "x", Headers: map[string]string{"notify": "yes"}})
 	for {
@@ -103,7 +103,7 @@ func TestTerminalHookPermanentErrorDeadLettersNotification(t *testing.T) {
 }
 
 func TestNoopTerminalHookEnqueuesNothing(t *testing.T) {
-	e := newEnv(t, echo(), WithTerminalHook(NoopTerminalHook{}))
+	e := newEnv(t, echo(), Options{TerminalHook: NoopTerminalHook{}})
 	e.start()
 	e.submit(RunSpec{RunID: "n"})
 	e.waitRun("n", inState(StateSucceeded))

@@ -44,7 +44,7 @@ const (
 //   - labels/<k>=<escaped v>/<id> indexes a run's labels from its
 //     submission until its result expires; the value is the run's nonce.
 //   - sealq/<finished>/<id> hands a finished run to the sealer once its
-//     end is handled (WithSealing).
+//     end is handled (Options.Sealing).
 //   - sealed/runs/<id> is a sealed run's row (nonce, segment, state);
 //     sealed/seg/<seq> a segment's catalog entry; sealed/next the next
 //     segment number.

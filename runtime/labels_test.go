@@ -9,7 +9,7 @@ import (
 
 func TestListRunsByLabelThroughTheIndex(t *testing.T) {
 	g := newGate(t)
-	e := newEnv(t, statusRunner(g), WithResultRetention(time.Hour), WithSweepInterval(24*time.Hour))
+	e := newEnv(t, statusRunner(g), Options{ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
 	e.start()
 	e.submit(RunSpec{RunID: "a-ok", Input: []byte("ok"), Labels: map[string]string{"team": "billing", "env": "prod"}})
 	e.submit(RunSpec{RunID: "b-ok", Input: []byte("ok"), Labels: map[string]string{"team": "billing", "env": "dev"}})

@@ -18,19 +18,7 @@ type LeaseGate interface {
 	Lost() <-chan struct{}
 }
 
-// WithLeaseGate makes the worker start work only while g is valid: it
-// claims no step while the lease is not valid, invokes a step's runner
-// only while the lease stays valid for margin more, and the inbox of
-// runtime/remote (AwaitLease) applies no command otherwise. margin must bound the time from that check to the
-// step's first side effect (lease.Lease.Margin, TTL/3, does with the
-// interpreter). When g is lost, Run returns an error wrapping
-// lease.ErrLost at once and running steps are cancelled. Checking the gate
-// makes no request.
-func WithLeaseGate(g LeaseGate, margin time.Duration) Option {
-	return func(c *config) { c.gate, c.gateMargin = g, margin }
-}
-
-// AwaitLease blocks until the lease gate of WithLeaseGate is valid for
+// AwaitLease blocks until the lease gate of Options.LeaseGate is valid for
 // its margin, as the worker does before it starts a step, so a component
 // that applies changes for other processes (the inbox of runtime/remote)
 // applies none while the writer lease is not valid. It returns nil at once

@@ -108,7 +108,7 @@ func ranCounter(ran chan<- int) StepRunner {
 func TestLeaseGateHoldsClaims(t *testing.T) {
 	g := newFakeLease(false)
 	ran := make(chan int, 10)
-	e := newEnv(t, ranCounter(ran), WithLeaseGate(g, 3*time.Second))
+	e := newEnv(t, ranCounter(ran), Options{LeaseGate: g, LeaseMargin: 3 * time.Second})
 	e.submit(RunSpec{RunID: "r1"})
 	e.start()
 	g.waitBlocked(t)
@@ -138,7 +138,7 @@ func TestLeaseGateBeforeRunner(t *testing.T) {
 	g.free = 1 // the claim's check passes, the runner's does not
 	ran := make(chan int, 10)
 	// No hook: the notification loop would take the free pass.
-	e := newEnv(t, ranCounter(ran), WithLeaseGate(g, time.Second), WithConcurrency(1), WithTerminalHook(NoopTerminalHook{}))
+	e := newEnv(t, ranCounter(ran), Options{LeaseGate: g, LeaseMargin: time.Second, Concurrency: 1, TerminalHook: NoopTerminalHook{}})
 	e.submit(RunSpec{RunID: "r1"})
 	e.start()
 	g.waitBlocked(t)
@@ -170,7 +170,7 @@ func TestLeaseGateLostStopsRun(t *testing.T) {
 		<-ctx.Done()
 		cancelled <- context.Cause(ctx)
 		return StepOutcome{}, ctx.Err()
-	}}, WithLeaseGate(g, time.Second))
+	}}, Options{LeaseGate: g, LeaseMargin: time.Second})
 	e.submit(RunSpec{RunID: "r1"})
 	e.start()
 	<-entered
@@ -198,7 +198,7 @@ func TestWithLeaseGateRejectsNegativeMargin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if _, err := New(q, store, ranCounter(make(chan int, 1)), WithLeaseGate(newFakeLease(true), -time.Second)); err == nil {
+	if _, err := New(q, store, ranCounter(make(chan int, 1)), Options{LeaseGate: newFakeLease(true), LeaseMargin: -time.Second}); err == nil {
 		t.Fatal("a negative margin was accepted")
 	}
 }

@@ -52,7 +52,7 @@ func TestMemoSurvivesRetriesAndIsScoped(t *testing.T) {
 		},
 	}
 	store := mem.New()
-	e := newEnvCfg(t, store, defaultQueueConfig(), r, WithMemoPrefix("memo-x"))
+	e := newEnvCfg(t, store, defaultQueueConfig(), r, Options{MemoPrefix: "memo-x"})
 	e.start()
 	out := e.submit(RunSpec{RunID: "m"})
 	for attempt := 1; attempt <= 2; attempt++ {
@@ -162,7 +162,7 @@ func TestStepOutputReplayAfterLostSettlement(t *testing.T) {
 	}
 	qc := defaultQueueConfig()
 	qc.KeepDoneJobs = time.Hour
-	e := newEnvCfg(t, mem.New(), qc, r, WithStepOutputReplay(true), WithConcurrency(1))
+	e := newEnvCfg(t, mem.New(), qc, r, Options{StepOutputReplay: true, Concurrency: 1})
 	e.start()
 	out := e.submit(RunSpec{RunID: "rp", Input: []byte("in")})
 	<-g.entered
@@ -209,7 +209,7 @@ func TestReplayRecordIsPartOfSettlement(t *testing.T) {
 		calls.Add(1)
 		return Succeed([]byte("ok")), nil
 	})
-	e := newEnvCfg(t, fs, defaultQueueConfig(), r, WithStepOutputReplay(true))
+	e := newEnvCfg(t, fs, defaultQueueConfig(), r, Options{StepOutputReplay: true})
 	fs.Set(faults.Rule{Ops: faults.OpPut, KeyPrefix: DefaultMemoPrefix + "/", Nth: 1})
 	e.start()
 	out := e.submit(RunSpec{RunID: "rs"})
@@ -241,7 +241,7 @@ func TestMemoRetentionSweep(t *testing.T) {
 		return Succeed(nil), nil
 	})
 	store := mem.New()
-	e := newEnvCfg(t, store, defaultQueueConfig(), r, WithMemoRetention(time.Hour), WithStepOutputReplay(true), WithSweepInterval(24*time.Hour))
+	e := newEnvCfg(t, store, defaultQueueConfig(), r, Options{MemoRetention: time.Hour, StepOutputReplay: true, SweepInterval: 24 * time.Hour})
 	e.start()
 	e.submit(RunSpec{RunID: "early"})
 	e.outcome()

@@ -27,7 +27,7 @@ func TestContinueChainThreadsPayloadAndHeaders(t *testing.T) {
 		}
 		return ContinueNow(append(s.Payload, byte('a'+s.Number))), nil
 	})
-	e := newEnv(t, r, WithConcurrency(1))
+	e := newEnv(t, r, Options{Concurrency: 1})
 	e.start()
 	out := e.submit(RunSpec{RunID: "chain", Input: []byte("x"), Headers: map[string]string{"tenant": "t1"}})
 	if !out.NewlySubmitted || out.RunID != "chain" || out.JobID == "" {
@@ -251,7 +251,7 @@ func TestWithMaxAttemptsOverridesQueueConfig(t *testing.T) {
 		calls.Add(1)
 		return StepOutcome{}, errors.New("once is enough")
 	})
-	e := newEnv(t, r, WithMaxAttempts(1))
+	e := newEnv(t, r, Options{MaxAttempts: 1})
 	e.start()
 	out := e.submit(RunSpec{RunID: "ma"})
 	if o := e.outcome(); o.Status != Failed || calls.Load() != 1 {

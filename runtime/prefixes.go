@@ -12,7 +12,7 @@ import (
 func runtimeNamespaces(queuePrefix, memoPrefix string) []objstore.Namespace {
 	return []objstore.Namespace{
 		{Owner: "the queue's kv store, queue.Options.Prefix", Prefix: queuePrefix},
-		{Owner: "memo and replay records, WithMemoPrefix", Prefix: memoPrefix},
+		{Owner: "memo and replay records, Options.MemoPrefix", Prefix: memoPrefix},
 		{Owner: "the writer lease object", Key: lease.DefaultKey},
 		{Owner: "the writer lock file of a file store", Key: lease.DefaultLockFile},
 	}

@@ -18,7 +18,7 @@ type SweepResult struct {
 	Results int
 	// Signals counts buffered signals dropped after the signal retention.
 	Signals int
-	// Sealed counts runs sealed (WithSealing); SealedExpired the sealed
+	// Sealed counts runs sealed (Options.Sealing); SealedExpired the sealed
 	// runs whose segments expired.
 	Sealed, SealedExpired int
 }
@@ -32,7 +32,7 @@ type TerminalMarker struct {
 
 // TerminalMarkers lists memo-retention markers oldest first, starting after
 // the marker with key after ("" = from the start), at most limit of them.
-// Markers exist only with WithMemoRetention; they are written in the commit
+// Markers exist only with Options.MemoRetention; they are written in the commit
 // that terminates the run, keyed by time, then run id.
 func (rt *Runtime) TerminalMarkers(ctx context.Context, after *TerminalMarker, limit int) ([]TerminalMarker, error) {
 	start := ""

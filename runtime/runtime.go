@@ -71,6 +71,93 @@ type Runtime struct {
 	beforeSealCommit func(segment string)
 }
 
+// Options configure New. The zero value of every field is its default,
+// stated on the field, so Options{} is a working configuration.
+type Options struct {
+	// QueueName is the queue step jobs go to (default DefaultQueueName).
+	// Key queue.Options.QueueConfigs on the same name to set retention,
+	// lease and backoff of step jobs.
+	QueueName string
+	// TerminalHook is notified of terminations (default NoopTerminalHook).
+	// With NoopTerminalHook the worker runs no notification loop at all;
+	// notifications left by an earlier configuration then wait in the
+	// notification queue until a hook is configured again.
+	TerminalHook TerminalHook
+	// MemoPrefix is the object-key prefix of memo and replay entries
+	// (default memo.DefaultPrefix, "workflow-memo").
+	MemoPrefix string
+	// StoreNamespaces declares the objects other components keep in the
+	// runtime's store (object-key prefixes and their owners): New and the
+	// inbox (runtime/remote) refuse a configuration in which two overlap.
+	StoreNamespaces []objstore.Namespace
+	// StepOutputReplay records every runner outcome (with its staged
+	// effects) and replays it on redelivery instead of invoking the runner
+	// again: one GET per delivery, one PUT per recorded outcome.
+	StepOutputReplay bool
+	// MemoRetention deletes memo and replay entries of runs terminated
+	// more than this long ago (0 keeps them).
+	MemoRetention time.Duration
+	// ResultRetention is how long Status and ListRuns report a terminated
+	// run (0: DefaultResultRetention; negative: no result is retained).
+	ResultRetention time.Duration
+	// SignalRetention is how long a buffered signal waits for a step to
+	// wait on its key before the retention sweep drops it (0:
+	// DefaultSignalRetention, 7 days; negative: buffered signals are kept
+	// until they are consumed or cleared). The age counts from the
+	// signal's buffering; a signal buffered by a version without retention
+	// counts from the first sweep that sees it.
+	SignalRetention time.Duration
+	// SignalValidator checks every signal before it is accepted (nil: the
+	// StepRunner, when it implements SignalValidator).
+	SignalValidator SignalValidator
+	// NoSignalValidator turns signal validation off, also when the
+	// StepRunner implements SignalValidator.
+	NoSignalValidator bool
+	// SweepInterval is how often the retention sweeper runs (default 1m).
+	SweepInterval time.Duration
+	// ReconcileInterval is how often the worker checks the step queue's
+	// dead count for steps the queue dead-lettered on its own (default 1s).
+	ReconcileInterval time.Duration
+	// Clock is the clock the runtime reads every time from (default the
+	// queue's).
+	Clock clock.Clock
+	// Concurrency is how many runners the worker runs at once (default 8).
+	Concurrency int
+	// NotifyConcurrency is how many notifications run at once (default 2).
+	NotifyConcurrency int
+	// ShutdownTimeout bounds how long a stopping worker waits for running
+	// steps (0: 30s; negative: it does not wait).
+	ShutdownTimeout time.Duration
+	// MaxAttempts is the attempts of every step job (0: the queue's
+	// configuration for the step queue).
+	MaxAttempts int
+	// Logger is the runtime's logger (default slog.Default()).
+	Logger *slog.Logger
+	// Entropy is the randomness of generated run and job ids (default a
+	// ULID monotonic source).
+	Entropy io.Reader
+	// LeaseGate, when set, makes the worker start work only while the gate
+	// is valid: it claims no step while the lease is not valid, invokes a
+	// step's runner only while the lease stays valid for LeaseMargin more,
+	// and the inbox of runtime/remote (AwaitLease) applies no command
+	// otherwise. LeaseMargin must bound the time from that check to the
+	// step's first side effect (lease.Lease.Margin, TTL/3, does with the
+	// interpreter). When the gate is lost, Run returns an error wrapping
+	// lease.ErrLost at once and running steps are cancelled. Checking the
+	// gate makes no request.
+	LeaseGate   LeaseGate
+	LeaseMargin time.Duration
+	// Sealing, when set, moves finished runs out of the KV store into
+	// immutable segment objects (runtime/archive) once their end is
+	// handled (the terminal hook, if it observes the run, acknowledged):
+	// the KV keeps one small row per sealed run, and Status and ListRuns
+	// read the rest through a bounded cache. Only runs with a retained
+	// result are sealed (ResultRetention not negative). Zero fields of
+	// SealOptions take their defaults. See "Sealed runs" in the package doc.
+	Sealing *SealOptions
+}
+
+// config is Options with the defaults applied.
 type config struct {
 	queueName       string
 	notifyQueue     string
@@ -98,125 +185,94 @@ type config struct {
 	gateMargin      time.Duration
 }
 
-// Option configures New.
-type Option func(*config)
-
-// WithQueueName sets the queue step jobs go to (default "workflow").
-// Key queue.Options.QueueConfigs on the same name to set retention, lease
-// and backoff; notifications go to name + "-notify".
-func WithQueueName(name string) Option { return func(c *config) { c.queueName = name } }
-
-// WithTerminalHook sets the hook notified of terminations (default
-// NoopTerminalHook). With NoopTerminalHook the worker runs no notification
-// loop at all; notifications left by an earlier configuration then wait in
-// the notification queue until a runtime with a hook works it.
-func WithTerminalHook(h TerminalHook) Option { return func(c *config) { c.hook = h } }
-
-// WithMemoPrefix sets the object-key prefix of memo and replay entries
-// (default "workflow-memo").
-func WithMemoPrefix(prefix string) Option { return func(c *config) { c.memoPrefix = prefix } }
-
-// WithStoreNamespaces declares the objects other components keep in the
-// runtime's store (an interpreter's definitions, a server's uploads), so
-// New and the inbox (runtime/remote) refuse a configuration in which two
-// components share keys (objstore.ErrNamespaceOverlap).
-func WithStoreNamespaces(spaces ...objstore.Namespace) Option {
-	return func(c *config) { c.namespaces = append(c.namespaces, spaces...) }
+// orDefault returns v, or def when v is zero, or 0 when v is negative (the
+// fields where a negative value turns the feature off).
+func orDefault(v, def time.Duration) time.Duration {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
-// WithStepOutputReplay records every runner outcome (with its staged
-// effects) before settling it, and replays it on a redelivery of the same
-// step and payload without invoking the runner. Cost: one GET per step
-// delivery and one PUT per recorded outcome.
-func WithStepOutputReplay(on bool) Option { return func(c *config) { c.replay = on } }
-
-// WithMemoRetention deletes memo and replay entries of runs terminated more
-// than d ago (0, the default, keeps them forever).
-func WithMemoRetention(d time.Duration) Option { return func(c *config) { c.memoRetention = d } }
-
-// WithResultRetention sets how long Status and ListRuns report a terminated
-// run with its result (default 24h; 0 keeps no result record).
-func WithResultRetention(d time.Duration) Option {
-	return func(c *config) { c.resultRetention = d }
+// config applies the defaults to o.
+func (o Options) config(q *queue.Queue) config {
+	cfg := config{
+		queueName: o.QueueName, hook: o.TerminalHook, memoPrefix: o.MemoPrefix, queuePrefix: q.Prefix(),
+		namespaces: append([]objstore.Namespace(nil), o.StoreNamespaces...), replay: o.StepOutputReplay,
+		memoRetention:   o.MemoRetention,
+		resultRetention: orDefault(o.ResultRetention, DefaultResultRetention),
+		signalRetention: orDefault(o.SignalRetention, DefaultSignalRetention),
+		validator:       o.SignalValidator, validatorSet: o.SignalValidator != nil || o.NoSignalValidator,
+		sweepInterval: o.SweepInterval, reconcileEvery: o.ReconcileInterval, clock: o.Clock,
+		concurrency: o.Concurrency, notifyConc: o.NotifyConcurrency,
+		shutdownTimeout: orDefault(o.ShutdownTimeout, 30*time.Second),
+		maxAttempts:     o.MaxAttempts, logger: o.Logger, entropy: o.Entropy,
+		gate: o.LeaseGate, gateMargin: o.LeaseMargin,
+	}
+	if o.NoSignalValidator {
+		cfg.validator = nil
+	}
+	if cfg.queueName == "" {
+		cfg.queueName = DefaultQueueName
+	}
+	if cfg.hook == nil {
+		cfg.hook = NoopTerminalHook{}
+	}
+	if cfg.memoPrefix == "" {
+		cfg.memoPrefix = DefaultMemoPrefix
+	}
+	if cfg.sweepInterval == 0 {
+		cfg.sweepInterval = time.Minute
+	}
+	if cfg.reconcileEvery == 0 {
+		cfg.reconcileEvery = time.Second
+	}
+	if cfg.concurrency == 0 {
+		cfg.concurrency = 8
+	}
+	if cfg.notifyConc == 0 {
+		cfg.notifyConc = 2
+	}
+	if o.Sealing != nil {
+		so := o.Sealing.withDefaults()
+		cfg.seal = &so
+	}
+	return cfg
 }
-
-// WithSweepInterval sets how often the retention sweeper runs (default 1m).
-func WithSweepInterval(d time.Duration) Option { return func(c *config) { c.sweepInterval = d } }
-
-// WithReconcileInterval sets how often the worker checks the step queue's
-// dead count for steps dead-lettered outside the runtime's own settlements
-// (default 1s; the check reads memory only).
-func WithReconcileInterval(d time.Duration) Option {
-	return func(c *config) { c.reconcileEvery = d }
-}
-
-// WithClock overrides the clock; by default the runtime reads the queue's.
-func WithClock(clock clock.Clock) Option { return func(c *config) { c.clock = clock } }
-
-// WithConcurrency sets how many runners the worker runs at once (default
-// 8). A step gives its slot back when its runner returns; up to three times
-// as many more steps may then be waiting for their settlement to commit.
-func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
-
-// WithNotifyConcurrency sets how many notifications run at once (default 2).
-func WithNotifyConcurrency(n int) Option { return func(c *config) { c.notifyConc = n } }
-
-// WithShutdownTimeout bounds how long a stopping worker waits for running
-// steps before cancelling their contexts (default 30s).
-func WithShutdownTimeout(d time.Duration) Option { return func(c *config) { c.shutdownTimeout = d } }
-
-// WithMaxAttempts sets the attempts of every step job (default: the queue's
-// configuration for the step queue).
-func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
-
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
-
-// WithEntropy sets the randomness of generated run and job ids (default a
-// monotonic source seeded from crypto/rand).
-func WithEntropy(r io.Reader) Option { return func(c *config) { c.entropy = r } }
 
 // New returns a runtime for runner on q, with memo entries in store (usually
 // the store q was opened on). It makes no request.
-func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts ...Option) (*Runtime, error) {
+func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts Options) (*Runtime, error) {
 	if q == nil || store == nil || runner == nil {
 		return nil, errors.New("runtime: New needs a queue, an object store and a step runner")
 	}
-	cfg := config{
-		queueName: DefaultQueueName, hook: NoopTerminalHook{}, memoPrefix: DefaultMemoPrefix, queuePrefix: q.Prefix(),
-		resultRetention: DefaultResultRetention, signalRetention: DefaultSignalRetention, sweepInterval: time.Minute, reconcileEvery: time.Second,
-		concurrency: 8, notifyConc: 2, shutdownTimeout: 30 * time.Second,
-	}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := opts.config(q)
 	switch {
-	case cfg.queueName == "":
-		return nil, errors.New("runtime: WithQueueName: empty queue name")
-	case cfg.hook == nil:
-		return nil, errors.New("runtime: WithTerminalHook: nil hook; use NoopTerminalHook{}")
 	case cfg.concurrency < 1 || cfg.notifyConc < 1:
-		return nil, fmt.Errorf("runtime: concurrency %d / notify concurrency %d: want at least 1", cfg.concurrency, cfg.notifyConc)
-	case cfg.memoRetention < 0 || cfg.resultRetention < 0 || cfg.signalRetention < 0:
-		return nil, errors.New("runtime: retention must not be negative")
-	case cfg.sweepInterval <= 0 || cfg.reconcileEvery <= 0 || cfg.shutdownTimeout < 0:
-		return nil, errors.New("runtime: sweep and reconcile intervals must be positive, the shutdown timeout not negative")
+		return nil, fmt.Errorf("runtime: Options.Concurrency %d / NotifyConcurrency %d: want at least 1 (0 for the default)", cfg.concurrency, cfg.notifyConc)
+	case cfg.memoRetention < 0:
+		return nil, fmt.Errorf("runtime: Options.MemoRetention %v: want 0 (keep) or more", cfg.memoRetention)
+	case cfg.sweepInterval < 0 || cfg.reconcileEvery < 0:
+		return nil, errors.New("runtime: Options.SweepInterval and ReconcileInterval must not be negative (0 for the default)")
 	case cfg.maxAttempts < 0:
-		return nil, fmt.Errorf("runtime: WithMaxAttempts(%d): want 0 (queue default) or more", cfg.maxAttempts)
+		return nil, fmt.Errorf("runtime: Options.MaxAttempts %d: want 0 (queue default) or more", cfg.maxAttempts)
 	case cfg.gateMargin < 0:
-		return nil, fmt.Errorf("runtime: WithLeaseGate margin %v: want 0 or more", cfg.gateMargin)
+		return nil, fmt.Errorf("runtime: Options.LeaseMargin %v: want 0 or more", cfg.gateMargin)
 	}
 	if err := objstore.ValidateKey(cfg.memoPrefix); err != nil {
-		return nil, fmt.Errorf("runtime: WithMemoPrefix: %w", err)
+		return nil, fmt.Errorf("runtime: Options.MemoPrefix: %w", err)
 	}
 	cfg.namespaces = append(runtimeNamespaces(cfg.queuePrefix, cfg.memoPrefix), cfg.namespaces...)
 	sealOpts := SealOptions{}.withDefaults()
 	if cfg.seal != nil {
 		sealOpts = *cfg.seal
 		if err := objstore.ValidateKey(sealOpts.Prefix); err != nil {
-			return nil, fmt.Errorf("runtime: WithSealing: %w", err)
+			return nil, fmt.Errorf("runtime: Options.Sealing: %w", err)
 		}
-		cfg.namespaces = append(cfg.namespaces, objstore.Namespace{Owner: "sealed runs, WithSealing", Prefix: sealOpts.Prefix})
+		cfg.namespaces = append(cfg.namespaces, objstore.Namespace{Owner: "sealed runs, Options.Sealing", Prefix: sealOpts.Prefix})
 	}
 	if err := objstore.CheckNamespaces(cfg.namespaces...); err != nil {
 		return nil, err
@@ -257,7 +313,7 @@ func (rt *Runtime) NotifyQueueName() string { return rt.cfg.notifyQueue }
 
 // StoreNamespaces returns the object-key namespaces of the runtime's
 // store: the runtime's own (queue, memo, writer lease) and those declared
-// with WithStoreNamespaces, for a component that adds its own to check
+// with Options.StoreNamespaces, for a component that adds its own to check
 // with objstore.CheckNamespaces (the inbox of runtime/remote does when it
 // is served).
 func (rt *Runtime) StoreNamespaces() []objstore.Namespace {
@@ -269,11 +325,11 @@ func (rt *Runtime) StoreNamespaces() []objstore.Namespace {
 // runtime's, under a namespace checked against StoreNamespaces.
 func (rt *Runtime) Store() objstore.Store { return rt.store }
 
-// Clock returns the clock the runtime reads every time from (WithClock,
+// Clock returns the clock the runtime reads every time from (Options.Clock,
 // else the queue's), for a component that must agree with it.
 func (rt *Runtime) Clock() clock.Clock { return rt.clock }
 
-// Logger returns the runtime's logger (WithLogger, else slog.Default(),
+// Logger returns the runtime's logger (Options.Logger, else slog.Default(),
 // with the runtime's component and queue attributes), for a component
 // serving the runtime to log beside it.
 func (rt *Runtime) Logger() *slog.Logger { return rt.log }

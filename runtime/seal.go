@@ -28,7 +28,7 @@ const (
 // changed since it read them: nothing was sealed; the next pass retries.
 var ErrSealRaced = errors.New("runtime: a sealed run changed while it was sealed")
 
-// SealOptions configure sealing (WithSealing).
+// SealOptions configure sealing (Options.Sealing).
 type SealOptions struct {
 	// Prefix holds the sealed segments' objects (default "workflow-sealed").
 	Prefix string
@@ -50,16 +50,6 @@ func (o SealOptions) withDefaults() SealOptions {
 		o.CacheSegments = defaultSealCacheSegments
 	}
 	return o
-}
-
-// WithSealing moves finished runs out of the KV store into immutable
-// segment objects (runtime/archive) once their end is handled (the
-// terminal hook, if it observes the run, acknowledged): the KV keeps one
-// small row per sealed run, and Status and ListRuns read the rest through
-// a bounded cache. Only runs with a retained result are sealed
-// (WithResultRetention > 0). See "Sealed runs" in the package doc.
-func WithSealing(o SealOptions) Option {
-	return func(c *config) { o = o.withDefaults(); c.seal = &o }
 }
 
 // RunRecordOwner is implemented by a StepRunner that keeps records of its
@@ -155,7 +145,7 @@ type sealer struct {
 
 // Seal seals every finished run whose end is handled, in segments of at
 // most SealOptions.BatchRuns runs, and returns how many it sealed. The
-// retention sweep calls it; without WithSealing it does nothing. Per
+// retention sweep calls it; without Options.Sealing it does nothing. Per
 // segment: two create-only PUTs (index and data objects), then one
 // durable commit that swaps the runs' KV records for their rows; a crash
 // before that commit leaves unreferenced objects, deleted by the next

@@ -48,8 +48,7 @@ func sealKillChild(dir string, finish bool) error {
 	if err != nil {
 		return err
 	}
-	rt, err := New(q, store, recordingRunner{}, WithSealing(SealOptions{BatchRuns: 7}), WithConcurrency(8),
-		WithLogger(quietLogger()), WithSweepInterval(time.Hour))
+	rt, err := New(q, store, recordingRunner{}, Options{Sealing: &SealOptions{BatchRuns: 7}, Concurrency: 8, Logger: quietLogger(), SweepInterval: time.Hour})
 	if err != nil {
 		return err
 	}

@@ -37,11 +37,19 @@ func (recordingRunner) RunStep(_ context.Context, s *Step) (StepOutcome, error) 
 
 // sealEnv runs n runs to their end on store and waits until every one is
 // handed to the sealer.
-func sealEnv(t *testing.T, store objstore.Store, n int, opts ...Option) *env {
+func sealEnv(t *testing.T, store objstore.Store, n int, opts ...Options) *env {
 	t.Helper()
-	opts = append([]Option{WithSealing(SealOptions{BatchRuns: 4, CacheSegments: 2}), WithResultRetention(time.Hour),
-		WithSweepInterval(24 * time.Hour)}, opts...)
-	e := newEnvCfg(t, store, defaultQueueConfig(), recordingRunner{}, opts...)
+	o := oneOptions(t, opts)
+	if o.Sealing == nil {
+		o.Sealing = &SealOptions{BatchRuns: 4, CacheSegments: 2}
+	}
+	if o.ResultRetention == 0 {
+		o.ResultRetention = time.Hour
+	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = 24 * time.Hour
+	}
+	e := newEnvCfg(t, store, defaultQueueConfig(), recordingRunner{}, o)
 	e.start()
 	for i := range n {
 		in := "ok"
@@ -200,7 +208,7 @@ func TestSealInterruptedAnywhereLeavesEveryRunOnce(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			fs := faults.New(mem.New(), 1)
-			e := sealEnv(t, fs, n, WithTerminalHook(NoopTerminalHook{}))
+			e := sealEnv(t, fs, n, Options{TerminalHook: NoopTerminalHook{}})
 			ids := runIDs(n)
 			before, beforeList := snapshot(t, e, ids)
 			e.stop()

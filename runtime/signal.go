@@ -14,7 +14,7 @@ import (
 // Durable signals live in three caller-KV key spaces:
 //   - signals/buf/<key>: a signal that arrived while no waiter was
 //     registered (one per key, the latest wins), with its buffering time;
-//     the retention sweep drops it after WithSignalRetention;
+//     the retention sweep drops it after Options.SignalRetention;
 //   - signals/wait/<key>: the job id of the step scheduled to wait on key;
 //   - signals/delivered/<run>/<step>: a buffered signal consumed for that
 //     step, so every redelivery of the step observes the same payload.
@@ -34,7 +34,7 @@ const (
 	Delivered SignalOutcome = iota + 1
 	// Buffered means no waiter was woken; the signal is held durably under
 	// its key for the next waiter, replacing any earlier buffered signal,
-	// until the signal retention drops it (WithSignalRetention). A waiter
+	// until the signal retention drops it (Options.SignalRetention). A waiter
 	// registering at the same moment may still pick it up at once:
 	// Buffered never loses a signal, but may under-report delivery.
 	Buffered
@@ -74,7 +74,7 @@ var (
 // SignalValidator checks a signal before it is buffered or delivered, so
 // a payload the waiting step would refuse is refused to its sender
 // instead. A StepRunner that implements it is the runtime's validator
-// unless WithSignalValidator sets another; Runtime.Signal, SendSignal and
+// unless Options.SignalValidator sets another; Runtime.Signal, SendSignal and
 // the inbox (runtime/remote, through AdmitSignal) all consult it, so every
 // way of sending a signal behaves the same.
 //
@@ -105,23 +105,6 @@ type SignalResult struct {
 	// on the writer. Zero when delivered, or when the writer keeps
 	// buffered signals until they are consumed.
 	Expires time.Time
-}
-
-// WithSignalRetention sets how long a buffered signal waits for a step
-// to wait on its key before the retention sweep drops it (default
-// DefaultSignalRetention, 7 days; 0 keeps buffered signals until they are
-// consumed or cleared). The age counts from the signal's buffering; a
-// signal buffered by a version without retention counts from the first
-// sweep that sees it.
-func WithSignalRetention(d time.Duration) Option {
-	return func(c *config) { c.signalRetention = d }
-}
-
-// WithSignalValidator sets the validator every signal passes before it is
-// accepted; nil turns validation off. By default a StepRunner that
-// implements SignalValidator is the validator.
-func WithSignalValidator(v SignalValidator) Option {
-	return func(c *config) { c.validator, c.validatorSet = v, true }
 }
 
 // SignalRetention returns how long a buffered signal is kept (0: until
@@ -204,7 +187,7 @@ func (rt *Runtime) AdmitSignal(ctx context.Context, key string, payload []byte, 
 }
 
 // SignalExpiry returns when the buffered signal value (SignalValue)
-// expires under the signal retention in force (WithSignalRetention): zero
+// expires under the signal retention in force (Options.SignalRetention): zero
 // when it never does, and for a value that does not decode.
 func (rt *Runtime) SignalExpiry(buf []byte) time.Time {
 	_, at, err := decodeSignalTime(buf)

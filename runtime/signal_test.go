@@ -320,7 +320,7 @@ func TestSignalBufferedDuringRegistrationIsKept(t *testing.T) {
 // buffering time; one buffered before retention existed (format 1) is
 // stamped by the first sweep and kept a full window from then.
 func TestBufferedSignalRetentionAndListing(t *testing.T) {
-	e := newEnv(t, newWaiter(false), WithSignalRetention(time.Hour))
+	e := newEnv(t, newWaiter(false), Options{SignalRetention: time.Hour})
 	res, err := e.rt.SendSignal(e.ctx, "k:old", []byte("12345"), SignalOptions{})
 	if err != nil || res.Outcome != Buffered || !res.Expires.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("SendSignal = %+v, %v; want buffered until %v", res, err, t0.Add(time.Hour))
@@ -374,7 +374,7 @@ func TestBufferedSignalRetentionAndListing(t *testing.T) {
 
 // The worker's sweep loop applies the signal retention on its own.
 func TestSweepLoopDropsExpiredSignals(t *testing.T) {
-	e := newEnv(t, echo(), WithSignalRetention(time.Hour), WithResultRetention(0), WithSweepInterval(time.Minute))
+	e := newEnv(t, echo(), Options{SignalRetention: time.Hour, ResultRetention: -1, SweepInterval: time.Minute})
 	if _, err := e.rt.Signal(e.ctx, "k:loop", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
@@ -460,8 +460,8 @@ func TestSignalValidatorRefusesBeforeWriting(t *testing.T) {
 		t.Fatalf("validator saw %v", v.checked)
 	}
 
-	// WithSignalValidator(nil) turns the runner's validation off.
-	off := newEnv(t, &validatingWaiter{waiter: newWaiter(false)}, WithSignalValidator(nil))
+	// Options{NoSignalValidator: true} turns the runner's validation off.
+	off := newEnv(t, &validatingWaiter{waiter: newWaiter(false)}, Options{NoSignalValidator: true})
 	if res, err := off.rt.Signal(off.ctx, "k:v", []byte("bad")); err != nil || res != Buffered {
 		t.Fatalf("without a validator: %v, %v; want buffered", res, err)
 	}

@@ -38,7 +38,7 @@ func statusRunner(g *gate) StepRunner {
 
 func TestStatusAndListRunsEveryState(t *testing.T) {
 	g := newGate(t)
-	e := newEnv(t, statusRunner(g), WithConcurrency(4))
+	e := newEnv(t, statusRunner(g), Options{Concurrency: 4})
 	// pending: submitted before the worker starts, and cancelled later to
 	// keep it from running.
 	e.submit(RunSpec{RunID: "p-pending", Input: []byte("ok"), Headers: map[string]string{"h": "v"}})
@@ -114,7 +114,7 @@ func TestStatusAndListRunsEveryState(t *testing.T) {
 }
 
 func TestResultRetentionExpiresStatus(t *testing.T) {
-	e := newEnv(t, echo(), WithResultRetention(time.Hour), WithSweepInterval(24*time.Hour))
+	e := newEnv(t, echo(), Options{ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
 	e.start()
 	e.submit(RunSpec{RunID: "old", Input: []byte("1")})
 	e.outcome()

@@ -48,7 +48,7 @@ func TestWorkerQueueNameConfigAndConcurrency(t *testing.T) {
 		}
 		return Succeed(nil), nil
 	})
-	rt, err := New(q, store, r, WithQueueName("agent-runs"), WithConcurrency(3), WithLogger(quietLogger()))
+	rt, err := New(q, store, r, Options{QueueName: "agent-runs", Concurrency: 3, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestGracefulShutdownLetsRunningStepFinish(t *testing.T) {
 		cancelled.Store(ctx.Err() != nil)
 		return Succeed([]byte("finished")), nil
 	})
-	e := newEnv(t, r, WithShutdownTimeout(time.Hour))
+	e := newEnv(t, r, Options{ShutdownTimeout: time.Hour})
 	e.start()
 	e.submit(RunSpec{RunID: "gs"})
 	<-g.entered
@@ -135,7 +135,7 @@ func TestRuntimeInheritsQueueClockUnlessOverridden(t *testing.T) {
 	e.stop()
 
 	other := clock.NewMock(t0.Add(24 * time.Hour))
-	rt2, err := New(e.q, e.store, r, WithClock(other), WithLogger(quietLogger()))
+	rt2, err := New(e.q, e.store, r, Options{Clock: other, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,8 +97,7 @@ func newFixture(t *testing.T, adjust ...func(*server.Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.rt, err = runtime.New(f.q, f.store, f.it, runtime.WithLogger(quiet()), runtime.WithTerminalHook(f.it), runtime.WithShutdownTimeout(0),
-		runtime.WithStoreNamespaces(interpreter.StoreNamespaces()...))
+	f.rt, err = runtime.New(f.q, f.store, f.it, runtime.Options{Logger: quiet(), TerminalHook: f.it, ShutdownTimeout: -1, StoreNamespaces: interpreter.StoreNamespaces()})
 	if err != nil {
 		t.Fatal(err)
 	}

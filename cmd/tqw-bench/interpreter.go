@@ -119,7 +119,7 @@ func benchSteps(ctx context.Context, cfg *config, url string, raw objstore.Store
 		mu.Unlock()
 		return out, err
 	})
-	rt, err := runtime.New(q, store, timedRunner, runtime.WithTerminalHook(it), runtime.WithLogger(quiet), runtime.WithConcurrency(max(c, 1)))
+	rt, err := runtime.New(q, store, timedRunner, runtime.Options{TerminalHook: it, Logger: quiet, Concurrency: max(c, 1)})
 	if err != nil {
 		return err
 	}

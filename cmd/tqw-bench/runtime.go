@@ -128,7 +128,7 @@ func runtimeRuns(ctx context.Context, cfg *config, store *counting.Store, prefix
 	}
 	defer q.Close()
 	runner := &noopSteps{last: runtimeBench.steps - 1, waiters: map[string]chan string{}}
-	rt, err := wf.New(q, store, runner, wf.WithConcurrency(c), wf.WithLogger(log), wf.WithMemoPrefix(prefix+"/memo"))
+	rt, err := wf.New(q, store, runner, wf.Options{Concurrency: c, Logger: log, MemoPrefix: prefix + "/memo"})
 	if err != nil {
 		return Result{}, err
 	}

@@ -145,9 +145,7 @@ func (s *scaleStore) open(ctx context.Context) error {
 		return err
 	}
 	s.runner = &noopSteps{last: scaleBench.steps - 1, waiters: map[string]chan string{}}
-	rt, err := wf.New(q, s.store, scaleRunner{s.runner}, wf.WithConcurrency(scaleBench.fillConc), wf.WithLogger(log),
-		wf.WithMemoPrefix(s.prefix+"/memo"), wf.WithSealing(wf.SealOptions{Prefix: s.prefix + "/sealed"}),
-		wf.WithSweepInterval(24*time.Hour))
+	rt, err := wf.New(q, s.store, scaleRunner{s.runner}, wf.Options{Concurrency: scaleBench.fillConc, Logger: log, MemoPrefix: s.prefix + "/memo", Sealing: &wf.SealOptions{Prefix: s.prefix + "/sealed"}, SweepInterval: 24 * time.Hour})
 	if err != nil {
 		_ = q.Close()
 		return err

@@ -229,7 +229,7 @@ func (s *serving) stop(err error) {
 func (s *serving) Stopped() <-chan struct{} { return s.stopped }
 
 // Shutdown stops taking commands and steps, lets running steps finish
-// (see runtime.WithShutdownTimeout), answers the commands waiting in the
+// (see runtime.Options.ShutdownTimeout), answers the commands waiting in the
 // inbox and returns why the work stopped, nil for a clean stop. Call it
 // once the caller is done waiting; it is safe to call again.
 func (s *serving) Shutdown(ctx context.Context) error {

@@ -176,9 +176,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	runner := &stages{opts: o, out: out, q: env.Queue}
 	rt, err := env.NewRuntime(runner, o.runID,
-		runtime.WithMaxAttempts(50), runtime.WithResultRetention(7*24*time.Hour),
-		// Ctrl-C interrupts the running stage instead of letting it finish.
-		runtime.WithShutdownTimeout(50*time.Millisecond))
+		runtime.Options{MaxAttempts: 50, ResultRetention: 7 * 24 * time.Hour,
+			// Ctrl-C interrupts the running stage instead of letting it finish.
+			ShutdownTimeout: 50 * time.Millisecond})
 	if err != nil {
 		return err
 	}

@@ -154,7 +154,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer env.Close()
-	rt, err := env.NewRuntime(agent{out: out, timeout: *timeout}, *runID, runtime.WithResultRetention(30*24*time.Hour))
+	rt, err := env.NewRuntime(agent{out: out, timeout: *timeout}, *runID, runtime.Options{ResultRetention: 30 * 24 * time.Hour})
 	if err != nil {
 		return err
 	}

@@ -211,7 +211,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	runner := &crawl{out: out, jobs: jr, flakyPublish: *flaky}
-	rt, err := env.NewRuntime(runner, "")
+	rt, err := env.NewRuntime(runner, "", runtime.Options{})
 	if err != nil {
 		return err
 	}

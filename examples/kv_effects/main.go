@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer env.Close()
 	q := env.Queue
-	rt, err := env.NewRuntime(fulfil{out: out}, "")
+	rt, err := env.NewRuntime(fulfil{out: out}, "", runtime.Options{})
 	if err != nil {
 		return err
 	}

@@ -159,7 +159,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer env.Close()
 	runner := agent{out: out, llm: llm.New(llm.Options{}), model: *model, baseURL: *baseURL, apiKey: key, maxTurns: *maxTurns, log: env.Log}
-	rt, err := env.NewRuntime(runner, *runID, runtime.WithResultRetention(7*24*time.Hour))
+	rt, err := env.NewRuntime(runner, *runID, runtime.Options{ResultRetention: 7 * 24 * time.Hour})
 	if err != nil {
 		return err
 	}

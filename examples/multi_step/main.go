@@ -127,7 +127,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer env.Close()
 
-	rt, err := env.NewRuntime(runner{out: out}, "")
+	rt, err := env.NewRuntime(runner{out: out}, "", runtime.Options{})
 	if err != nil {
 		return err
 	}

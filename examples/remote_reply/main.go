@@ -226,7 +226,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	requests := make(chan request, 8)
-	rt, err := env.NewRuntime(dispatcher{out: out, remote: requests, store: store, timeout: *timeout}, "")
+	rt, err := env.NewRuntime(dispatcher{out: out, remote: requests, store: store, timeout: *timeout}, "", runtime.Options{})
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return runtime.Succeed([]byte(strings.ToUpper(string(s.Payload)))), nil
 	})
 	// A terminal hook hands the run's outcome to env.Await.
-	rt, err := env.NewRuntime(upper, "")
+	rt, err := env.NewRuntime(upper, "", runtime.Options{})
 	if err != nil {
 		return err
 	}

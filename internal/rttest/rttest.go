@@ -15,11 +15,30 @@ import (
 type OpenFunc func(q *queue.Queue, store objstore.Store) (*runtime.Runtime, error)
 
 // Runtime returns an OpenFunc of runtime.New with runner, a quiet logger,
-// no shutdown grace period and then opts.
-func Runtime(runner runtime.StepRunner, opts ...runtime.Option) OpenFunc {
-	return func(q *queue.Queue, store objstore.Store) (*runtime.Runtime, error) {
-		return runtime.New(q, store, runner, append([]runtime.Option{runtime.WithLogger(queuetest.Quiet()), runtime.WithShutdownTimeout(0)}, opts...)...)
+// no shutdown grace period unless opts (at most one) set them.
+func Runtime(runner runtime.StepRunner, opts ...runtime.Options) OpenFunc {
+	o := one(opts)
+	if o.Logger == nil {
+		o.Logger = queuetest.Quiet()
 	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = -1
+	}
+	return func(q *queue.Queue, store objstore.Store) (*runtime.Runtime, error) {
+		return runtime.New(q, store, runner, o)
+	}
+}
+
+// one returns the Options a helper was given: none or one, so a call
+// site reads like runtime.New's.
+func one(opts []runtime.Options) runtime.Options {
+	switch len(opts) {
+	case 0:
+		return runtime.Options{}
+	case 1:
+		return opts[0]
+	}
+	panic("rttest: more than one runtime.Options")
 }
 
 // Env is a queuetest.Env with a runtime on its queue and, once started, a

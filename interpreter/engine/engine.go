@@ -171,14 +171,11 @@ func New(ctx context.Context, store objstore.Store, held *lease.Lease, o Options
 	// No step starts and no command is applied unless the lease stays
 	// valid for its margin: a writer that lost the store stops before
 	// another may take over.
-	ropts := []runtime.Option{runtime.WithTerminalHook(e.it), runtime.WithLogger(o.Logger),
-		runtime.WithMemoRetention(o.MemoRetention), runtime.WithResultRetention(o.Retention),
-		runtime.WithSweepInterval(sweep), runtime.WithLeaseGate(held, held.Margin()),
-		runtime.WithStoreNamespaces(interpreter.StoreNamespaces()...)}
+	ropts := runtime.Options{TerminalHook: e.it, Logger: o.Logger, MemoRetention: o.MemoRetention, ResultRetention: o.Retention, SweepInterval: sweep, LeaseGate: held, LeaseMargin: held.Margin(), StoreNamespaces: interpreter.StoreNamespaces()}
 	if o.Concurrency > 0 {
-		ropts = append(ropts, runtime.WithConcurrency(o.Concurrency))
+		ropts.Concurrency = o.Concurrency
 	}
-	e.rt, err = runtime.New(q, store, e.it, ropts...)
+	e.rt, err = runtime.New(q, store, e.it, ropts)
 	if err != nil {
 		_ = q.Close()
 		return nil, err

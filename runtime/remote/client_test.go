@@ -379,7 +379,7 @@ func ExampleClient() {
 	defer q.Close()
 	rt, err := runtime.New(q, store, runtime.StepRunnerFunc(func(context.Context, *runtime.Step) (runtime.StepOutcome, error) {
 		return runtime.Succeed(nil), nil
-	}), runtime.WithLogger(quiet))
+	}), runtime.Options{Logger: quiet})
 	if err != nil {
 		panic(err)
 	}
@@ -431,7 +431,7 @@ func openFaultyWriter(t *testing.T, base objstore.Store, runner runtime.StepRunn
 		runner = runtime.StepRunnerFunc(func(context.Context, *runtime.Step) (runtime.StepOutcome, error) { return runtime.Succeed(nil), nil })
 	}
 	logs := &logRecorder{}
-	rt, err := runtime.New(q, fs, runner, runtime.WithLogger(slog.New(logs)), runtime.WithShutdownTimeout(0))
+	rt, err := runtime.New(q, fs, runner, runtime.Options{Logger: slog.New(logs), ShutdownTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -659,7 +659,7 @@ func TestClientSignalChecks(t *testing.T) {
 		ctx, stop := context.WithCancel(context.Background())
 		store := mem.Named(fmt.Sprintf("client-test-%d", clientTestStores.Add(1)))
 		v := &validatingWaiter{}
-		w := ibxOpen(t, store, nil, v, runtime.WithSignalRetention(48*time.Hour))
+		w := ibxOpen(t, store, nil, v, runtime.Options{SignalRetention: 48 * time.Hour})
 		served := make(chan error, 1)
 		go func() { served <- ServeInbox(ctx, w.rt, InboxOptions{Writer: "test-writer"}) }()
 		t.Cleanup(func() {

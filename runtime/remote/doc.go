@@ -54,7 +54,7 @@
 // own prefix (docs/STORE-LAYOUT.md lists them): ServeInbox, DrainInbox
 // and NewClient check the inbox's prefixes against the runtime's
 // (runtime.Runtime.StoreNamespaces: queue, memo, writer lease, those
-// declared with runtime.WithStoreNamespaces) and refuse an overlap with
+// declared with runtime.Options.StoreNamespaces) and refuse an overlap with
 // objstore.ErrNamespaceOverlap naming both.
 //
 // # Invariants
@@ -89,7 +89,7 @@
 //     own commit, which therefore makes it durable. A redrain compares: an
 //     incarnation that appeared since was started by this command, and
 //     Cancel is only repeated on the incarnation it was meant for. With
-//     runtime.WithResultRetention(0) a run that was submitted by the first
+//     no retained results (a negative runtime.Options.ResultRetention) a run submitted by the first
 //     attempt and terminated before the redrain leaves no trace, and the
 //     redrain submits it again.
 //  6. An uncertain answer (the last attempt failed after the command may
@@ -101,7 +101,7 @@
 //     Client waits for that one and never deletes an uncertain answer, so
 //     it cannot delete an answer it has not read.
 //
-// With runtime.WithLeaseGate the writer applies no command while its
+// With runtime.Options.LeaseGate the writer applies no command while its
 // writer lease is not valid (runtime.Runtime.AwaitLease), and ServeInbox
 // ends with the lost lease.
 //

@@ -76,7 +76,7 @@ func TestInboxLeavesForeignObjects(t *testing.T) {
 	// The inbox's store requests go through the counter; the queue's kv
 	// uses store directly.
 	counted := counting.New(store)
-	rt, err := runtime.New(w.q, counted, w.runner, runtime.WithLogger(slog.New(logs)))
+	rt, err := runtime.New(w.q, counted, w.runner, runtime.Options{Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,28 +169,30 @@ func TestInboxRefusesOverlappingPrefixes(t *testing.T) {
 		t.Fatalf("the kv's objects %v became %v", kvObjects, got)
 	}
 	for _, memo := range []string{"queue", "queue/memo", "writer-lease", "tqw-writer.lock"} {
-		if _, err := runtime.New(w.q, store, w.runner, runtime.WithMemoPrefix(memo)); !errors.Is(err, objstore.ErrNamespaceOverlap) {
-			t.Errorf("New with WithMemoPrefix(%q) = %v; want objstore.ErrNamespaceOverlap", memo, err)
+		if _, err := runtime.New(w.q, store, w.runner, runtime.Options{MemoPrefix: memo}); !errors.Is(err, objstore.ErrNamespaceOverlap) {
+			t.Errorf("New with Options.MemoPrefix %q = %v; want objstore.ErrNamespaceOverlap", memo, err)
 		}
 	}
 	// New checks against the prefix the queue was opened with.
-	if _, err := runtime.New(w.q, store, w.runner, runtime.WithMemoPrefix(w.q.Prefix()+"/memo")); !errors.Is(err, objstore.ErrNamespaceOverlap) {
+	if _, err := runtime.New(w.q, store, w.runner, runtime.Options{MemoPrefix: w.q.Prefix() + "/memo"}); !errors.Is(err, objstore.ErrNamespaceOverlap) {
 		t.Errorf("New with the memo inside the queue's prefix %q = %v; want objstore.ErrNamespaceOverlap", w.q.Prefix(), err)
 	}
 	// Namespaces of other components sharing the store.
-	interp := runtime.WithStoreNamespaces(objstore.Namespace{Owner: "workflow definitions", Prefix: "tqw/defs"})
-	if _, err := runtime.New(w.q, store, w.runner, interp, runtime.WithMemoPrefix("tqw")); !errors.Is(err, objstore.ErrNamespaceOverlap) ||
+	interp := runtime.Options{StoreNamespaces: []objstore.Namespace{{Owner: "workflow definitions", Prefix: "tqw/defs"}}}
+	overMemo := interp
+	overMemo.MemoPrefix = "tqw"
+	if _, err := runtime.New(w.q, store, w.runner, overMemo); !errors.Is(err, objstore.ErrNamespaceOverlap) ||
 		!strings.Contains(err.Error(), `"tqw/defs/" (workflow definitions)`) {
 		t.Errorf("New with the memo over a declared namespace = %v; want objstore.ErrNamespaceOverlap naming it", err)
 	}
 	// The inbox is checked when it is built, against the memo too.
 	for _, memo := range []string{"inbox", "inbox-answers"} {
-		rt, err := runtime.New(w.q, store, w.runner, runtime.WithMemoPrefix(memo))
+		rt, err := runtime.New(w.q, store, w.runner, runtime.Options{MemoPrefix: memo})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := DrainInbox(ctx, rt, InboxOptions{}); !errors.Is(err, objstore.ErrNamespaceOverlap) {
-			t.Errorf("DrainInbox with WithMemoPrefix(%q) = %v; want objstore.ErrNamespaceOverlap", memo, err)
+			t.Errorf("DrainInbox with Options.MemoPrefix %q = %v; want objstore.ErrNamespaceOverlap", memo, err)
 		}
 	}
 	rt, err := runtime.New(w.q, store, w.runner, interp)
@@ -221,7 +223,7 @@ func TestInboxAnswersOnlyDurableOutcomes(t *testing.T) {
 			t.Fatal(err)
 		}
 		rt, err := runtime.New(q, fs, runtime.StepRunnerFunc(func(context.Context, *runtime.Step) (runtime.StepOutcome, error) { return runtime.Succeed(nil), nil }),
-			runtime.WithLogger(ibxLogger()))
+			runtime.Options{Logger: ibxLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,9 @@ type ibxWriter struct {
 }
 
 // ibxOpen opens a writer on store; clock nil means the system clock.
-func ibxOpen(t *testing.T, store objstore.Store, clk clock.Clock, runner runtime.StepRunner, opts ...runtime.Option) *ibxWriter {
+// opts (at most one) go to runtime.New, with a quiet logger and no
+// shutdown grace period unless they set them.
+func ibxOpen(t *testing.T, store objstore.Store, clk clock.Clock, runner runtime.StepRunner, opts ...runtime.Options) *ibxWriter {
 	t.Helper()
 	if clk == nil {
 		clk = clock.System()
@@ -49,7 +51,20 @@ func ibxOpen(t *testing.T, store objstore.Store, clk clock.Clock, runner runtime
 	if runner == nil {
 		runner = runtime.StepRunnerFunc(func(context.Context, *runtime.Step) (runtime.StepOutcome, error) { return runtime.Succeed(nil), nil })
 	}
-	rt, err := runtime.New(q, store, runner, append([]runtime.Option{runtime.WithLogger(ibxLogger()), runtime.WithShutdownTimeout(0)}, opts...)...)
+	if len(opts) > 1 {
+		t.Fatalf("ibxOpen: %d runtime.Options, want at most one", len(opts))
+	}
+	var o runtime.Options
+	if len(opts) == 1 {
+		o = opts[0]
+	}
+	if o.Logger == nil {
+		o.Logger = ibxLogger()
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = -1
+	}
+	rt, err := runtime.New(q, store, runner, o)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -596,7 +611,7 @@ func TestInboxIdleBackoff(t *testing.T) {
 	// The runtime's own store requests (inbox and memo) go through the
 	// counter; the queue's kv uses base directly.
 	counted := counting.New(base)
-	rt, err := runtime.New(w.q, counted, w.runner, runtime.WithLogger(ibxLogger()))
+	rt, err := runtime.New(w.q, counted, w.runner, runtime.Options{Logger: ibxLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -767,7 +782,7 @@ func BenchmarkInboxSignal(b *testing.B) {
 	}
 	defer q.Close()
 	rt, err := runtime.New(q, writerStore, runtime.StepRunnerFunc(func(context.Context, *runtime.Step) (runtime.StepOutcome, error) { return runtime.Succeed(nil), nil }),
-		runtime.WithLogger(ibxLogger()))
+		runtime.Options{Logger: ibxLogger()})
 	if err != nil {
 		b.Fatal(err)
 	}

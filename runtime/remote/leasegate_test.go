@@ -17,7 +17,7 @@ func TestLeaseGateInbox(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
 	g := newFakeLease(false)
-	w := ibxOpen(t, store, nil, nil, runtime.WithLeaseGate(g, time.Second))
+	w := ibxOpen(t, store, nil, nil, runtime.Options{LeaseGate: g, LeaseMargin: time.Second})
 	t.Cleanup(func() { _ = w.q.Close() })
 	id := ibxSend(t, store, inboxCommand{Kind: CommandSignal, Key: "k", Payload: []byte("1")})
 	drained := make(chan error, 1)

@@ -57,7 +57,7 @@ func TestMetricsAfterARealRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(q, store, it, runtime.WithTerminalHook(it), runtime.WithLogger(quiet))
+	rt, err := runtime.New(q, store, it, runtime.Options{TerminalHook: it, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

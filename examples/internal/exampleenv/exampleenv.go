@@ -74,11 +74,15 @@ func (e *Env) Close() error { return e.Queue.Close() }
 
 // NewRuntime is runtime.New on the Env's queue and store with the Env's
 // logger and a terminal hook that hands the outcome of the run runID (of
-// any run when runID is empty) to Await. opts come after these and may add
-// to them.
-func (e *Env) NewRuntime(runner runtime.StepRunner, runID string, opts ...runtime.Option) (*runtime.Runtime, error) {
-	return runtime.New(e.Queue, e.Store, runner,
-		append([]runtime.Option{runtime.WithTerminalHook(e.hook(runID)), runtime.WithLogger(e.Log)}, opts...)...)
+// any run when runID is empty) to Await, unless o sets its own.
+func (e *Env) NewRuntime(runner runtime.StepRunner, runID string, o runtime.Options) (*runtime.Runtime, error) {
+	if o.TerminalHook == nil {
+		o.TerminalHook = e.hook(runID)
+	}
+	if o.Logger == nil {
+		o.Logger = e.Log
+	}
+	return runtime.New(e.Queue, e.Store, runner, o)
 }
 
 // hook hands the first outcome of runID (of any run when runID is empty)

@@ -23,7 +23,7 @@ func TestRunToItsOutcome(t *testing.T) {
 	upper := runtime.StepRunnerFunc(func(_ context.Context, s *runtime.Step) (runtime.StepOutcome, error) {
 		return runtime.Succeed(bytes.ToUpper(s.Payload)), nil
 	})
-	rt, err := env.NewRuntime(upper, "r1")
+	rt, err := env.NewRuntime(upper, "r1", runtime.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,9 @@ type Options struct {
 	// Logger is the runner's logger and its runtime's; nil means
 	// slog.Default() for the runner and the runtime's own default.
 	Logger *slog.Logger
-	// RuntimeOptions are passed to runtime.New before the runner's own.
-	RuntimeOptions []runtime.Option
+	// RuntimeOptions are passed to runtime.New with the runner's own
+	// settings applied over them.
+	RuntimeOptions runtime.Options
 }
 
 // Option sets one of Options.
@@ -58,12 +59,12 @@ func WithSubmitConcurrency(n int) Option { return func(o *Options) { o.SubmitCon
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l } }
 
-// WithRuntimeOptions passes options to runtime.New (clock, retention,
-// replay...). The queue name, maximum attempts, concurrency (steps and
-// notifications) and terminal hook are the runner's own and override
-// these.
-func WithRuntimeOptions(opts ...runtime.Option) Option {
-	return func(o *Options) { o.RuntimeOptions = append(o.RuntimeOptions, opts...) }
+// WithRuntimeOptions sets the options passed to runtime.New (clock,
+// retention, replay...); a later call replaces an earlier one. The queue
+// name, maximum attempts, concurrency (steps and notifications) and
+// terminal hook are the runner's own and override these.
+func WithRuntimeOptions(ro runtime.Options) Option {
+	return func(o *Options) { o.RuntimeOptions = ro }
 }
 
 // Apply applies opts to o in order.
@@ -103,12 +104,11 @@ func (o *Options) Log(component string) *slog.Logger {
 // hook: o.RuntimeOptions first, then the runner's queue name, attempts,
 // step and notification concurrency, hook and logger, which win.
 func (o *Options) NewRuntime(q *queue.Queue, store objstore.Store, runner runtime.StepRunner, hook runtime.TerminalHook) (*runtime.Runtime, error) {
-	opts := append(append([]runtime.Option{}, o.RuntimeOptions...),
-		runtime.WithQueueName(o.QueueName), runtime.WithMaxAttempts(o.MaxAttempts),
-		runtime.WithConcurrency(o.Concurrency), runtime.WithNotifyConcurrency(max(2, o.Concurrency)),
-		runtime.WithTerminalHook(hook))
+	ro := o.RuntimeOptions
+	ro.QueueName, ro.MaxAttempts, ro.TerminalHook = o.QueueName, o.MaxAttempts, hook
+	ro.Concurrency, ro.NotifyConcurrency = o.Concurrency, max(2, o.Concurrency)
 	if o.Logger != nil {
-		opts = append(opts, runtime.WithLogger(o.Logger))
+		ro.Logger = o.Logger
 	}
-	return runtime.New(q, store, runner, opts...)
+	return runtime.New(q, store, runner, ro)
 }

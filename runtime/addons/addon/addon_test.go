@@ -20,9 +20,9 @@ func TestApplyInOrder(t *testing.T) {
 	l := slog.New(slog.NewTextHandler(io.Discard, nil))
 	o := valid()
 	o.Apply([]Option{WithQueueName("a"), WithQueueName("b"), WithKVPrefix("k/"), WithMaxAttempts(4), WithConcurrency(5),
-		WithSubmitConcurrency(6), WithLogger(l), WithRuntimeOptions(runtime.WithShutdownTimeout(0)), WithRuntimeOptions(runtime.WithShutdownTimeout(1))})
+		WithSubmitConcurrency(6), WithLogger(l), WithRuntimeOptions(runtime.Options{ShutdownTimeout: -1}), WithRuntimeOptions(runtime.Options{ShutdownTimeout: 1})})
 	if o.QueueName != "b" || o.KVPrefix != "k/" || o.MaxAttempts != 4 || o.Concurrency != 5 || o.SubmitConcurrency != 6 ||
-		o.Logger != l || len(o.RuntimeOptions) != 2 {
+		o.Logger != l || o.RuntimeOptions.ShutdownTimeout != 1 {
 		t.Fatalf("options %+v", o)
 	}
 }
@@ -59,7 +59,7 @@ func TestNewRuntimeOwnSettingsWin(t *testing.T) {
 	}
 	defer q.Close()
 	o := valid()
-	o.Apply([]Option{WithQueueName("mine"), WithRuntimeOptions(runtime.WithQueueName("theirs"))})
+	o.Apply([]Option{WithQueueName("mine"), WithRuntimeOptions(runtime.Options{QueueName: "theirs"})})
 	runner := runtime.StepRunnerFunc(func(context.Context, *runtime.Step) (runtime.StepOutcome, error) { return runtime.Succeed(nil), nil })
 	rt, err := o.NewRuntime(q, store, runner, runtime.TerminalHookFunc(func(context.Context, *runtime.RunOutcome, *runtime.TerminalEffects) error { return nil }))
 	if err != nil {

@@ -208,10 +208,10 @@ func WithSubmitConcurrency(n int) Option { return addon.WithSubmitConcurrency(n)
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return addon.WithLogger(l) }
 
-// WithRuntimeOptions passes options to runtime.New. The queue name,
+// WithRuntimeOptions sets the options passed to runtime.New. The queue name,
 // maximum attempts, concurrency (steps and notifications:
 // WithConcurrency, at least 2) and terminal hook are the runner's own.
-func WithRuntimeOptions(opts ...runtime.Option) Option { return addon.WithRuntimeOptions(opts...) }
+func WithRuntimeOptions(o runtime.Options) Option { return addon.WithRuntimeOptions(o) }
 
 // Runner runs one pipeline over batches of items. It owns one
 // runtime.Runtime on its own queue. Safe for concurrent use.

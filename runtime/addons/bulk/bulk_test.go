@@ -101,7 +101,7 @@ type env struct {
 func newEnv(t *testing.T, opts ...Option) *env {
 	t.Helper()
 	e := &env{p: newPipe()}
-	opts = append([]Option{WithLogger(queuetest.Quiet()), WithRuntimeOptions(runtime.WithShutdownTimeout(0))}, opts...)
+	opts = append([]Option{WithLogger(queuetest.Quiet()), WithRuntimeOptions(runtime.Options{ShutdownTimeout: -1})}, opts...)
 	e.Env = rttest.New(t, func(q *queue.Queue, store objstore.Store) (*runtime.Runtime, error) {
 		r, err := New(q, store, e.p.pipeline(), opts...)
 		if err != nil {

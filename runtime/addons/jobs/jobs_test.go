@@ -28,7 +28,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{}
 	e.Env = rttest.New(t, func(q *queue.Queue, store objstore.Store) (*runtime.Runtime, error) {
-		r, err := New(q, store, WithLogger(queuetest.Quiet()), WithRuntimeOptions(runtime.WithShutdownTimeout(0)))
+		r, err := New(q, store, WithLogger(queuetest.Quiet()), WithRuntimeOptions(runtime.Options{ShutdownTimeout: -1}))
 		if err != nil {
 			return nil, err
 		}

@@ -55,11 +55,11 @@ func WithConcurrency(n int) Option { return addon.WithConcurrency(n) }
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return addon.WithLogger(l) }
 
-// WithRuntimeOptions passes options to runtime.New (clock, retention,
+// WithRuntimeOptions sets the options passed to runtime.New (clock, retention,
 // replay...). The queue name, maximum attempts, concurrency (steps and
 // notifications: WithConcurrency, at least 2) and terminal hook are the
 // runner's own and override these.
-func WithRuntimeOptions(opts ...runtime.Option) Option { return addon.WithRuntimeOptions(opts...) }
+func WithRuntimeOptions(o runtime.Options) Option { return addon.WithRuntimeOptions(o) }
 
 // jobType is a registered job type with its types erased.
 type jobType struct {

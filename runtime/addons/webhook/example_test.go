@@ -40,7 +40,7 @@ func Example() {
 		return runtime.Succeed([]byte(`{"ok":true}`)), nil
 	})
 	hook := webhook.New(webhook.Options{Timeout: 5 * time.Second, Secret: secret})
-	rt, err := runtime.New(q, store, echo, runtime.WithTerminalHook(hook), runtime.WithLogger(quiet))
+	rt, err := runtime.New(q, store, echo, runtime.Options{TerminalHook: hook, Logger: quiet})
 	if err != nil {
 		panic(err)
 	}

@@ -92,7 +92,7 @@ func newEnv(t *testing.T, h runtime.TerminalHook) *env {
 		}
 		return runtime.Succeed(s.Payload), nil
 	})
-	return &env{rttest.New(t, rttest.Runtime(runner, runtime.WithTerminalHook(h)), func(e *queuetest.Env) {
+	return &env{rttest.New(t, rttest.Runtime(runner, runtime.Options{TerminalHook: h}), func(e *queuetest.Env) {
 		e.Options.DefaultConfig.MaxAttempts = 4
 	})}
 }

@@ -17,7 +17,7 @@ var ErrNamespaceOverlap = errors.New("objstore: object-key namespaces overlap")
 type Namespace struct {
 	// Owner names the component and the setting that moves it, for the
 	// error that reports an overlap ("memo and replay records,
-	// WithMemoPrefix").
+	// Options.MemoPrefix").
 	Owner  string
 	Prefix string
 	Key    string
