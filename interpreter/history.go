@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Outcomes a history record reports.
@@ -108,15 +109,15 @@ func outputObject(runID string, n int) string {
 }
 
 // Reader is the read surface history and signal checks need;
-// *queue.Queue and *queue.Reader implement it.
+// *storage.Queue and *storage.Reader implement it.
 type Reader interface {
 	KVGet(ctx context.Context, key string) ([]byte, error)
-	KVScan(ctx context.Context, prefix, startAfter string, limit int) ([]queue.KVEntry, error)
+	KVScan(ctx context.Context, prefix, startAfter string, limit int) ([]storage.KVEntry, error)
 }
 
 var (
-	_ Reader = (*queue.Queue)(nil)
-	_ Reader = (*queue.Reader)(nil)
+	_ Reader = (*storage.Queue)(nil)
+	_ Reader = (*storage.Reader)(nil)
 )
 
 // History returns the history records of runID in order, with large

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Definition returns the parsed workflow pinned under hash (a run's
@@ -39,7 +40,7 @@ type Position struct {
 // cache miss, one GET.
 func (it *Interpreter) Position(ctx context.Context, r runtime.StateReader, jobID string) (Position, error) {
 	job, err := r.GetJob(ctx, jobID)
-	if errors.Is(err, queue.ErrNotFound) {
+	if errors.Is(err, storage.ErrNotFound) {
 		return Position{}, fmt.Errorf("%w: job %s is gone", runtime.ErrRunNotFound, jobID)
 	}
 	if err != nil {

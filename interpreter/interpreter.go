@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/tqw-dsl/tqw/actions"
@@ -19,7 +21,6 @@ import (
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -118,7 +119,7 @@ type Interpreter struct {
 	rand   *rand.Rand
 
 	rt *runtime.Runtime
-	q  *queue.Queue
+	q  *storage.Queue
 
 	defMu sync.Mutex
 	defs  map[string]*definition

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // env builds the expression environment of the current step.
@@ -119,7 +120,7 @@ func (x *exec) finish(outcome, next string, e *dsl.ErrorInfo) error {
 	if err != nil {
 		return err
 	}
-	if len(b) > queue.MaxKVValueSize/2 {
+	if len(b) > storage.MaxKVValueSize/2 {
 		x.hist.Output = nil
 		if b, err = encodeMsgpack(&x.hist); err != nil {
 			return err

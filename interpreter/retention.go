@@ -8,9 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // ErrRunIDReused reports a submission under the id of a finished run whose
@@ -46,7 +47,7 @@ func outPrefix(runID string) string             { return kvOut + runID + "/" }
 func outputsObjectPrefix(runID string) string   { return outputsPrefix + runID + "/" }
 
 // scanKeys calls fn for every KV entry under prefix, in key order.
-func scanKeys(ctx context.Context, r Reader, prefix string, fn func(queue.KVEntry) error) error {
+func scanKeys(ctx context.Context, r Reader, prefix string, fn func(storage.KVEntry) error) error {
 	after := ""
 	for {
 		page, err := r.KVScan(ctx, prefix, after, 256)
@@ -107,7 +108,7 @@ func checkReuse(ctx context.Context, r runtime.StateReader, runID string) error 
 // redelivered notification repeats nothing. Cost: one Cancel (two durable
 // commits) per child still active; none for a run that called nothing.
 func (it *Interpreter) cancelChildren(ctx context.Context, parent string) error {
-	return scanKeys(ctx, it.q, childPrefix(parent), func(e queue.KVEntry) error {
+	return scanKeys(ctx, it.q, childPrefix(parent), func(e storage.KVEntry) error {
 		child := e.Key[len(childPrefix(parent)):]
 		ok, err := it.rt.Cancel(ctx, child)
 		if err != nil {
@@ -130,7 +131,7 @@ func (it *Interpreter) staleWaits(ctx context.Context, runID string, extra ...st
 	for _, k := range extra {
 		keys[k] = true
 	}
-	err := scanKeys(ctx, it.q, histPrefix(runID), func(e queue.KVEntry) error {
+	err := scanKeys(ctx, it.q, histPrefix(runID), func(e storage.KVEntry) error {
 		var h HistoryRecord
 		if err := decodeMsgpack(e.Value, &h); err == nil && h.WaitKey != "" {
 			keys[h.WaitKey] = true
@@ -143,7 +144,7 @@ func (it *Interpreter) staleWaits(ctx context.Context, runID string, extra ...st
 	var out []string
 	for k := range keys {
 		b, err := it.q.KVGet(ctx, waitKey(k))
-		if errors.Is(err, queue.ErrNotFound) {
+		if errors.Is(err, storage.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -196,7 +197,7 @@ func (it *Interpreter) Sweep(ctx context.Context) (SweepResult, error) {
 			t, runID, err := parseExpireKey(e.Key)
 			if err != nil {
 				it.log.Warn("deleting a malformed retention marker", "key", e.Key, "err", err)
-				if err := it.q.KVDelete(ctx, e.Key); err != nil && !errors.Is(err, queue.ErrNotFound) {
+				if err := it.q.KVDelete(ctx, e.Key); err != nil && !errors.Is(err, storage.ErrNotFound) {
 					return res, fmt.Errorf("interpreter: sweep: delete marker %s: %w", e.Key, err)
 				}
 				continue
@@ -244,7 +245,7 @@ func (it *Interpreter) purge(ctx context.Context, runID, marker, runKey string) 
 		}
 	}
 	var dels []string
-	collect := func(e queue.KVEntry) error { dels = append(dels, e.Key); return nil }
+	collect := func(e storage.KVEntry) error { dels = append(dels, e.Key); return nil }
 	// Outputs and history go before the marker; wait entries are read off
 	// the history, so they are collected first.
 	waits, err := it.staleWaits(ctx, runID)
@@ -260,7 +261,7 @@ func (it *Interpreter) purge(ctx context.Context, runID, marker, runKey string) 
 	dels = append(dels, marker)
 	for len(dels) > 0 {
 		n := min(len(dels), purgeBatch)
-		if _, err := it.q.KVApply(ctx, queue.KVBatch{Deletes: dels[:n]}); err != nil {
+		if _, err := it.q.KVApply(ctx, storage.KVBatch{Deletes: dels[:n]}); err != nil {
 			return keys, objects, fmt.Errorf("delete records: %w", err)
 		}
 		keys += n

@@ -9,11 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // A bad signal never fails a run. It is refused to its sender when the
@@ -90,7 +91,7 @@ func predictWaits(wf *dsl.Workflow, input any, runID string) (map[string][]byte,
 		if err != nil {
 			return nil, "", err
 		}
-		if len(b) > queue.MaxKVValueSize {
+		if len(b) > storage.MaxKVValueSize {
 			continue
 		}
 		records[waitKey(key)] = b
@@ -148,7 +149,7 @@ type WaitingStep struct {
 // predicted at submission), or nil when none is known.
 func (it *Interpreter) Waiting(ctx context.Context, r Reader, key string) (*WaitingStep, error) {
 	b, err := r.KVGet(ctx, waitKey(key))
-	if errors.Is(err, queue.ErrNotFound) {
+	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -175,7 +176,7 @@ func (it *Interpreter) Waiting(ctx context.Context, r Reader, key string) (*Wait
 // that names the step and what is wrong when the payload is not JSON or
 // does not match the step's schema; another error when the store could not
 // be read. It writes nothing. The run's activity is read when r is a
-// runtime.StateReader (*queue.Queue, *queue.Reader); on another Reader a
+// runtime.StateReader (*storage.Queue, *storage.Reader); on another Reader a
 // record its ended run left behind (until the run's end notification
 // removes it) is checked as if the run were active.
 func (it *Interpreter) CheckSignal(ctx context.Context, r Reader, key string, payload []byte) error {

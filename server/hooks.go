@@ -18,11 +18,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Hook is one webhook in: POST /v1/hooks/{Name} starts a run of Workflow
@@ -430,7 +431,7 @@ func (s *Server) hookSignal(w http.ResponseWriter, r *http.Request, h *hookState
 		s.signalRefused(w, key, err)
 		return
 	}
-	marker := queue.KVWrite{Key: hookMarkerKey(h.Name, delivery), Value: markerValue(s.rt.Clock().Now())}
+	marker := storage.KVWrite{Key: hookMarkerKey(h.Name, delivery), Value: markerValue(s.rt.Clock().Now())}
 	value := s.rt.SignalValue(raw)
 	err = s.rt.BufferSignal(ctx, key, value, marker)
 	if errors.Is(err, runtime.ErrRecordExists) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -486,4 +487,127 @@ func TestListByWorkflowAndAfter(t *testing.T) {
 		t.Fatalf("list --after hi-1 --limit 1:\n%s", out)
 	}
 	c.must(2, "list", "--label", "novalue")
+}
+
+// layers is the module's import order, top first: a package may import
+// packages of its own layer and the layers below it, never above. A
+// package belongs to the layer of its longest matching prefix; every
+// package of the module must match one, so a new package is placed here
+// on purpose. README's layout table and runtime/doc.go draw the same
+// arrows.
+var layers = [][]string{
+	{"cmd/tqw-bench", "bench", "examples", "internal/queuetest", "internal/rttest"},
+	{"cmd/tqw-dsl"},
+	{"server"},
+	{"interpreter/engine"},
+	{"interpreter"},
+	{"actions", "dsl", "schemas", "workflows", "editors"},
+	{"runtime/addons", "runtime/remote"},
+	{"runtime", "runtime/storage", "runtime/repair"},
+	{"runtime/archive", "runtime/lease"},
+	{"runtime/store/queue"},
+	{"runtime/store/kv"},
+	{"runtime/store/objstore"},
+	{"runtime/clock", "internal"},
+}
+
+// oneDoor lists the packages above the runtime, which reach the storage
+// stack through runtime/storage and runtime/repair only, and the
+// packages they may not import (objstore stays allowed: the store is the
+// seam). Benchmarks and tests of a lower layer may import the stack.
+var oneDoor = struct{ above, below []string }{
+	above: []string{"interpreter", "cmd/tqw-dsl", "server", "examples"},
+	below: []string{"runtime/store/queue", "runtime/store/kv"},
+}
+
+// under reports whether pkg is prefix or a package inside it.
+func under(pkg, prefix string) bool { return pkg == prefix || strings.HasPrefix(pkg, prefix+"/") }
+
+// layerOf returns the index in layers of pkg's layer, or -1.
+func layerOf(pkg string) int {
+	best, at := -1, -1
+	for i, l := range layers {
+		for _, p := range l {
+			if under(pkg, p) && len(p) > best {
+				best, at = len(p), i
+			}
+		}
+	}
+	return at
+}
+
+// importViolations returns every import of imports (package → the module
+// packages its non-test files import, paths relative to the module) that
+// breaks the layer order or the one door.
+func importViolations(imports map[string][]string) []string {
+	var bad []string
+	for pkg, deps := range imports {
+		from := layerOf(pkg)
+		if from < 0 {
+			bad = append(bad, fmt.Sprintf("%s is in no layer: add it to layers", pkg))
+			continue
+		}
+		for _, dep := range deps {
+			to := layerOf(dep)
+			switch {
+			case to < 0:
+				bad = append(bad, fmt.Sprintf("%s imports %s, which is in no layer: add it to layers", pkg, dep))
+			case to < from:
+				bad = append(bad, fmt.Sprintf("%s imports %s, a layer above it", pkg, dep))
+			}
+			for _, a := range oneDoor.above {
+				for _, b := range oneDoor.below {
+					if under(pkg, a) && under(dep, b) {
+						bad = append(bad, fmt.Sprintf("%s imports %s: above the runtime, use runtime/storage or runtime/repair", pkg, dep))
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+// TestImportsPointDown holds the layer order and the one door on the
+// module's non-test files, as go list reports their imports.
+func TestImportsPointDown(t *testing.T) {
+	const module = "github.com/tqw-dsl/tqw"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
+		imports[pkg] = nil
+		for _, dep := range f[1:] {
+			if rel, ok := strings.CutPrefix(dep, module+"/"); ok {
+				imports[pkg] = append(imports[pkg], rel)
+			}
+		}
+	}
+	if len(imports) < 40 || imports["interpreter"] == nil {
+		t.Fatalf("go list reported %d packages, interpreter importing %v: not the module", len(imports), imports["interpreter"])
+	}
+	for _, v := range importViolations(imports) {
+		t.Error(v)
+	}
+}
+
+// The checker flags an upward import and a reach past the door.
+func TestImportViolationsFire(t *testing.T) {
+	got := importViolations(map[string][]string{
+		"interpreter":         {"runtime", "runtime/store/queue"},
+		"runtime/store/queue": {"runtime"},
+		"newthing":            nil,
+	})
+	want := []string{
+		"interpreter imports runtime/store/queue: above the runtime, use runtime/storage or runtime/repair",
+		"newthing is in no layer: add it to layers",
+		"runtime/store/queue imports runtime, a layer above it",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

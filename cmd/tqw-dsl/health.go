@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime/store/kv"
+	"github.com/tqw-dsl/tqw/runtime/storage"
 )
 
 // Store health on the terminal: a writer whose store stops answering
@@ -38,7 +38,7 @@ type healthEvent struct {
 // watchHealth reports changes of health() on w until ctx is done: one
 // line when the store stops answering, a heartbeat every
 // unreachableHeartbeat while it stays away, one line when it is back.
-func watchHealth(ctx context.Context, url string, health func() kv.Health, w io.Writer, asJSON bool, mu *sync.Mutex) {
+func watchHealth(ctx context.Context, url string, health func() storage.Health, w io.Writer, asJSON bool, mu *sync.Mutex) {
 	t := time.NewTicker(healthPoll)
 	defer t.Stop()
 	var announced, lastBeat time.Time

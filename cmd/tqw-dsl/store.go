@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
@@ -22,10 +24,8 @@ import (
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/remote"
-	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // defaultStore is where runs live when neither --store nor TQW_STORE says.
@@ -115,7 +115,7 @@ type engine struct {
 	url   string
 	store objstore.Store
 	lease *lease.Lease
-	q     *queue.Queue
+	q     *storage.Queue
 	rt    *runtime.Runtime
 	it    *interpreter.Interpreter
 	core  *tqwengine.Engine
@@ -353,7 +353,7 @@ func (e *engine) leaseLostError(werr error) error {
 	if err == nil && errors.Is(werr, lease.ErrLost) {
 		err = werr
 	}
-	if err == nil && errors.Is(werr, kv.ErrFenced) {
+	if err == nil && errors.Is(werr, storage.ErrFenced) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if rerr := e.lease.Renew(ctx); errors.Is(rerr, lease.ErrLost) {
@@ -424,7 +424,7 @@ func openSession(ctx context.Context, url string, o engineOptions) (*session, er
 		return nil, err
 	}
 	c, err := remote.NewClient(store, remote.ClientOptions{Name: "tqw-dsl " + o.name, Logger: o.log, AnswerTimeout: answerTimeout, RingBell: true,
-		Queue: queue.Options{Logger: o.log}, Lease: lease.Options{Logger: o.log}})
+		Queue: storage.Options{Logger: o.log}, Lease: lease.Options{Logger: o.log}})
 	if err != nil {
 		return nil, failf(exitFailed, "sending commands to %s: %v", url, err)
 	}
@@ -514,7 +514,7 @@ func (s *session) remoteError(sctx context.Context, what string, err error) erro
 type view struct {
 	url   string
 	store objstore.Store
-	r     *queue.Reader
+	r     *storage.Reader
 	insp  *runtime.Inspector
 	it    *interpreter.Interpreter
 }
@@ -527,7 +527,7 @@ func openView(ctx context.Context, url string) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := queue.OpenReader(ctx, store, queue.Options{Logger: logger(os.Stderr)})
+	r, err := storage.OpenReader(ctx, store, storage.Options{Logger: logger(os.Stderr)})
 	if err != nil {
 		return nil, failf(exitFailed, "reading the store %s: %v", url, err)
 	}

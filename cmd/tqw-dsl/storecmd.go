@@ -10,16 +10,17 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/repair"
+
 	"github.com/spf13/cobra"
 
 	"github.com/tqw-dsl/tqw/runtime/lease"
-	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
 func init() { commands = append(commands, newStoreCmd) }
 
-// queueKV is the kv prefix of the store's queue: queue.Options.Prefix's
+// queueKV is the kv prefix of the store's queue: storage.Options.Prefix's
 // default, which openEngine and openView use. Everything the engine keeps
 // in kv lives there.
 const queueKV = "queue"
@@ -62,7 +63,7 @@ Exit status: 0 healthy, 1 a problem found (or no store at --store),
 			if err != nil {
 				return err
 			}
-			rep, err := kv.Check(ctx, s, kv.Options{Prefix: prefix, Logger: logger(cmd.ErrOrStderr())})
+			rep, err := repair.Check(ctx, s, repair.Options{Prefix: prefix, Logger: logger(cmd.ErrOrStderr())})
 			if err != nil {
 				return failf(exitFailed, "checking %s: %v", store, err)
 			}
@@ -72,7 +73,7 @@ Exit status: 0 healthy, 1 a problem found (or no store at --store),
 			out := cmd.OutOrStdout()
 			if asJSON {
 				if rep.Problems == nil {
-					rep.Problems = []kv.Problem{} // [] rather than null
+					rep.Problems = []repair.Problem{} // [] rather than null
 				}
 				if err := json.NewEncoder(out).Encode(checkJSON{Store: store, Healthy: rep.Healthy(), Report: rep}); err != nil {
 					return failf(exitFailed, "writing output: %v", err)
@@ -96,10 +97,10 @@ Exit status: 0 healthy, 1 a problem found (or no store at --store),
 type checkJSON struct {
 	Store   string `json:"store"`
 	Healthy bool   `json:"healthy"`
-	kv.Report
+	repair.Report
 }
 
-func printCheck(w io.Writer, url string, rep kv.Report) {
+func printCheck(w io.Writer, url string, rep repair.Report) {
 	for _, p := range rep.Problems {
 		fmt.Fprintln(w, p.String())
 	}
@@ -155,10 +156,10 @@ the store to a checkpoint past them, so it opens again.`,
 				return err
 			}
 			log := logger(cmd.ErrOrStderr())
-			opts := kv.Options{Prefix: prefix, Logger: log}
+			opts := repair.Options{Prefix: prefix, Logger: log}
 			out := cmd.OutOrStdout()
 			if !cmd.Flags().Changed("at") {
-				rep, err := kv.Check(ctx, s, opts)
+				rep, err := repair.Check(ctx, s, opts)
 				if err != nil {
 					return failf(exitFailed, "checking %s: %v", store, err)
 				}
@@ -175,7 +176,7 @@ the store to a checkpoint past them, so it opens again.`,
 				at = rep.BreakAt
 			}
 			if !yes {
-				plan, err := kv.PlanTruncate(ctx, s, opts, at)
+				plan, err := repair.Plan(ctx, s, opts, at)
 				if err != nil {
 					return truncateError(store, err)
 				}
@@ -202,7 +203,7 @@ the store to a checkpoint past them, so it opens again.`,
 					log.Warn("releasing the writer lease failed; it expires by itself", "err", err)
 				}
 			}()
-			done, err := kv.TruncateAt(ctx, s, opts, at)
+			done, err := repair.Truncate(ctx, s, opts, at)
 			if err != nil {
 				return truncateError(store, err)
 			}
@@ -218,13 +219,13 @@ the store to a checkpoint past them, so it opens again.`,
 }
 
 func truncateError(url string, err error) error {
-	if errors.Is(err, kv.ErrTruncatePoint) {
+	if errors.Is(err, repair.ErrTruncatePoint) {
 		return failf(exitUsage, "%s: %v", url, err)
 	}
 	return failf(exitFailed, "truncating the log of %s: %v", url, err)
 }
 
-func printTruncation(w io.Writer, url string, t kv.Truncation, asJSON bool) error {
+func printTruncation(w io.Writer, url string, t repair.Truncation, asJSON bool) error {
 	if asJSON {
 		if err := json.NewEncoder(w).Encode(t); err != nil {
 			return failf(exitFailed, "writing output: %v", err)

@@ -13,11 +13,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/spf13/cobra"
 
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/remote"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 	"github.com/tqw-dsl/tqw/server/metrics"
 )
 
@@ -307,7 +308,7 @@ func (e *engine) idle(ctx context.Context) bool {
 		}
 		after := ""
 		for {
-			jobs, err := e.q.ListJobs(ctx, name, queue.StateScheduled, after, 256)
+			jobs, err := e.q.ListJobs(ctx, name, storage.StateScheduled, after, 256)
 			if err != nil {
 				return false
 			}

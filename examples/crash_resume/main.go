@@ -30,9 +30,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 func main() { exampleenv.Main("crash_resume", run) }
@@ -49,7 +50,7 @@ type options struct {
 type stages struct {
 	opts options
 	out  io.Writer
-	q    *queue.Queue
+	q    *storage.Queue
 	// effectsMu serializes appends to the effects file.
 	effectsMu sync.Mutex
 }
@@ -166,7 +167,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	// A short backoff: a stage interrupted by Ctrl-C is retried soon after
 	// the next start.
 	env, err := exampleenv.Open(ctx, exampleenv.Config{StoreURL: o.store, LogLevel: slog.LevelError,
-		Queue: queue.Options{QueueConfigs: map[string]queue.QueueConfig{
+		Queue: storage.Options{QueueConfigs: map[string]storage.QueueConfig{
 			runtime.DefaultQueueName: {BackoffBase: 200 * time.Millisecond, BackoffMax: 5 * time.Second},
 		}}})
 	if err != nil {

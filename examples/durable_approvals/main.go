@@ -27,11 +27,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 func main() { exampleenv.Main("durable_approvals", run) }
@@ -149,7 +150,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	clock := skewedClock{Clock: clock.System(), skew: *skew}
 	env, err := exampleenv.Open(ctx, exampleenv.Config{StoreURL: *storeURL, LogLevel: slog.LevelError,
-		Queue: queue.Options{Clock: clock}})
+		Queue: storage.Options{Clock: clock}})
 	if err != nil {
 		return err
 	}

@@ -31,10 +31,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/addons/jobs"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 func main() { exampleenv.Main("fanout_jobs", run) }
@@ -193,9 +194,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		urls = []string{srv.URL + "/a", srv.URL + "/b", srv.URL + "/c"}
 	}
 
-	fast := queue.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}
+	fast := storage.QueueConfig{BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}
 	env, err := exampleenv.Open(ctx, exampleenv.Config{StoreURL: *storeURL, LogLevel: slog.LevelError,
-		Queue: queue.Options{QueueConfigs: map[string]queue.QueueConfig{
+		Queue: storage.Options{QueueConfigs: map[string]storage.QueueConfig{
 			runtime.DefaultQueueName: fast, jobs.DefaultQueueName: fast,
 		}}})
 	if err != nil {

@@ -22,9 +22,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 func main() { exampleenv.Main("kv_effects", run) }
@@ -98,7 +99,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	out = exampleenv.SyncWriter(out)
 	// A short backoff, so the retry of the failed attempt comes quickly.
 	env, err := exampleenv.Open(ctx, exampleenv.Config{StoreURL: *storeURL, LogLevel: slog.LevelError,
-		Queue: queue.Options{QueueConfigs: map[string]queue.QueueConfig{
+		Queue: storage.Options{QueueConfigs: map[string]storage.QueueConfig{
 			runtime.DefaultQueueName: {BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second},
 		}}})
 	if err != nil {
@@ -143,7 +144,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "KVGet %sstatus = %q\n", order, status)
-	if _, err := q.KVGet(ctx, order+"hold"); errors.Is(err, queue.ErrNotFound) {
+	if _, err := q.KVGet(ctx, order+"hold"); errors.Is(err, storage.ErrNotFound) {
 		fmt.Fprintf(out, "KVGet %shold: deleted by step 0\n", order)
 	} else if err != nil {
 		return err

@@ -33,11 +33,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/tqw-dsl/tqw/actions"
 	"github.com/tqw-dsl/tqw/actions/llm"
 	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 func main() { exampleenv.Main("llm_agent", run) }
@@ -151,7 +152,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	key := cmp.Or(*apiKey, os.Getenv("OPENAI_API_KEY"))
 	out = exampleenv.SyncWriter(out)
 	env, err := exampleenv.Open(ctx, exampleenv.Config{StoreURL: *storeURL, LogLevel: slog.LevelError,
-		Queue: queue.Options{QueueConfigs: map[string]queue.QueueConfig{
+		Queue: storage.Options{QueueConfigs: map[string]storage.QueueConfig{
 			runtime.DefaultQueueName: {BackoffBase: 500 * time.Millisecond, BackoffMax: 30 * time.Second},
 		}}})
 	if err != nil {

@@ -41,10 +41,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 func main() { exampleenv.Main("remote_reply", run) }
@@ -141,7 +142,7 @@ func remoteWorker(ctx context.Context, out io.Writer, requests <-chan request, s
 // watcher turns reply objects into signals.
 type watcher struct {
 	out   io.Writer
-	q     *queue.Queue
+	q     *storage.Queue
 	rt    *runtime.Runtime
 	store objstore.Store
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/oklog/ulid/v2"
 
 	"github.com/tqw-dsl/tqw/actions"
@@ -19,7 +21,6 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/remote"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Defaults of Options.
@@ -81,7 +82,7 @@ type Options struct {
 type Engine struct {
 	store objstore.Store
 	lease *lease.Lease
-	q     *queue.Queue
+	q     *storage.Queue
 	rt    *runtime.Runtime
 	it    *interpreter.Interpreter
 	acts  *actions.Registry
@@ -152,7 +153,7 @@ func New(ctx context.Context, store objstore.Store, held *lease.Lease, o Options
 		}
 	}
 	e := &Engine{store: store, lease: held, acts: acts, log: o.Logger, opts: o}
-	q, err := queue.Open(ctx, store, queue.Options{Logger: o.Logger, DefaultConfig: queue.QueueConfig{MaxAttempts: o.StepAttempts}})
+	q, err := storage.Open(ctx, store, storage.Options{Logger: o.Logger, DefaultConfig: storage.QueueConfig{MaxAttempts: o.StepAttempts}})
 	if err != nil {
 		return nil, fmt.Errorf("engine: open the queue: %w", err)
 	}

@@ -6,12 +6,12 @@ import (
 	"math"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
-	"github.com/tqw-dsl/tqw/runtime/store/kv"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // scrapeTimeout bounds the reads one scrape makes.
@@ -138,7 +138,7 @@ func (g *gauges) collectQueue(ctx context.Context, ch chan<- prometheus.Metric, 
 	for state, n := range map[string]int64{"pending": st.Pending, "scheduled": st.Scheduled, "claimed": st.Claimed, "done": st.Done, "dead": st.Dead} {
 		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(n), name, state)
 	}
-	jobs, err := q.ListJobs(ctx, name, queue.StatePending, "", oldestScan)
+	jobs, err := q.ListJobs(ctx, name, storage.StatePending, "", oldestScan)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(oldestDesc, fmt.Errorf("metrics: pending jobs of queue %s: %w", name, err))
 		return
@@ -161,7 +161,7 @@ func (g *gauges) collectQueue(ctx context.Context, ch chan<- prometheus.Metric, 
 // per power of two microseconds) to Prometheus buckets at each power of
 // two from 128 µs to 32 s, where bucket edges coincide, so counts are
 // exact; the sum is estimated from bucket midpoints (kv keeps none).
-func histogramOf(h kv.Histogram) (uint64, float64, map[float64]uint64) {
+func histogramOf(h storage.Histogram) (uint64, float64, map[float64]uint64) {
 	buckets := map[float64]uint64{}
 	var cum uint64
 	var sum float64

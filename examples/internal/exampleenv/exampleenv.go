@@ -10,10 +10,11 @@ import (
 	"os/signal"
 	"sync"
 
+	"github.com/tqw-dsl/tqw/runtime/storage"
+
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // Main runs run with the command's arguments and stdout, under a context
@@ -35,8 +36,8 @@ type Config struct {
 	StoreURL string
 	// LogLevel is the lowest level logged, as text, to stderr.
 	LogLevel slog.Level
-	// Queue configures queue.Open; its Logger is the Env's.
-	Queue queue.Options
+	// Queue configures storage.Open; its Logger is the Env's.
+	Queue storage.Options
 }
 
 // Env is an example's open store, logger and queue, and the outcome its
@@ -45,7 +46,7 @@ type Env struct {
 	// Store is the store the queue and the runtime use.
 	Store objstore.Store
 	// Queue is the queue on Store.
-	Queue *queue.Queue
+	Queue *storage.Queue
 	// Log is the logger of the queue and the runtime.
 	Log *slog.Logger
 
@@ -62,7 +63,7 @@ func Open(ctx context.Context, cfg Config) (*Env, error) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	opts := cfg.Queue
 	opts.Logger = log
-	q, err := queue.Open(ctx, store, opts)
+	q, err := storage.Open(ctx, store, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open the queue on %s: %w", cfg.StoreURL, err)
 	}
