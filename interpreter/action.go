@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	rtmemo "github.com/tqw-dsl/tqw/runtime/memo"
+
 	"github.com/tqw-dsl/tqw/actions"
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
@@ -44,7 +46,7 @@ func (x *exec) evalWith(env *dsl.Env, t *dsl.Template) (map[string]any, *stepErr
 // memo adapts the run memo to actions.Memo under a key prefix, with
 // secrets redacted from what it stores.
 type memo struct {
-	m      *runtime.Memo
+	m      *rtmemo.Memo
 	prefix string
 	red    *redactor
 }

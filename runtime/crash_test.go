@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/memo"
+
 	"github.com/tqw-dsl/tqw/internal/crashtest"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -65,7 +67,7 @@ func (c crashRunner) RunStep(ctx context.Context, s *Step) (StepOutcome, error) 
 			p += ":sig=" + string(s.Signal)
 		}
 	case 5:
-		v, err := Memoized(ctx, s.Memo, "effect", func(context.Context) (string, error) {
+		v, err := memo.Memoized(ctx, s.Memo, "effect", func(context.Context) (string, error) {
 			if err := crashtest.AppendLine(filepath.Join(c.dir, "effects.log"), "effect "+s.RunID); err != nil {
 				return "", err
 			}

@@ -189,7 +189,7 @@ func (d *delivery) process(ctx, sctx context.Context, release func()) error {
 			if err != nil {
 				return d.stepFailed(sctx, Permanent(err))
 			}
-			key := rt.memo.replayKey(d.runID, d.n, d.c.Job.Payload)
+			key := rt.memo.ReplayKey(d.runID, d.n, d.c.Job.Payload)
 			if _, err := rt.store.Put(sctx, key, b, objstore.PutOptions{}); err != nil {
 				return d.stepFailed(sctx, Transient(fmt.Errorf("record step output for replay: %w", err)))
 			}
@@ -251,8 +251,8 @@ func (d *delivery) invoke(ctx context.Context, sig []byte, eff *Effects) (out St
 	step := &Step{
 		RunID: d.runID, Number: d.n, Payload: job.Payload, Headers: userHeaders(job.Headers),
 		JobID: job.ID, Attempt: job.Attempts,
-		Memo:    stepMemo(rt.store, rt.cfg.memoPrefix, d.runID, d.n),
-		RunMemo: runMemo(rt.store, rt.cfg.memoPrefix, d.runID),
+		Memo:    rt.memo.Step(d.runID, d.n),
+		RunMemo: rt.memo.Run(d.runID),
 		Effects: eff, KV: queueKV{rt.q}, Signal: sig,
 		Lease: &Lease{q: rt.q, c: d.c},
 	}

@@ -1,6 +1,10 @@
 package runtime
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/tqw-dsl/tqw/runtime/memo"
+)
 
 // Sentinel errors; match them with errors.Is.
 var (
@@ -25,8 +29,9 @@ var (
 	ErrEffectConflict = errors.New("runtime: key staged for both put and delete")
 	// ErrValueTooLarge reports a KV value over queue.MaxKVValueSize.
 	ErrValueTooLarge = errors.New("runtime: value too large")
-	// ErrInvalidKey reports an empty KV key or memo key.
-	ErrInvalidKey = errors.New("runtime: invalid key")
+	// ErrInvalidKey reports an empty KV key or memo key (the memo's own
+	// sentinel, memo.ErrInvalidKey).
+	ErrInvalidKey = memo.ErrInvalidKey
 	// ErrRunCancelled is the cause of a step context cancelled by Cancel.
 	ErrRunCancelled = errors.New("runtime: run cancelled")
 	// ErrShutdown is the cause of a step context cancelled by worker shutdown.

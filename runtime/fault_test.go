@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/memo"
+
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 )
@@ -23,7 +25,7 @@ func TestMemoAndReplayUnderStoreFaults(t *testing.T) {
 	var violations []string
 	r := StepRunnerFunc(func(ctx context.Context, s *Step) (StepOutcome, error) {
 		key := fmt.Sprintf("%s/%d", s.RunID, s.Number)
-		v, err := Memoized(ctx, s.Memo, "call", func(context.Context) (string, error) {
+		v, err := memo.Memoized(ctx, s.Memo, "call", func(context.Context) (string, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			paid[key]++
@@ -47,8 +49,8 @@ func TestMemoAndReplayUnderStoreFaults(t *testing.T) {
 	cfg.MaxAttempts = 100
 	e := newEnvCfg(t, fs, cfg, r, Options{StepOutputReplay: true, Concurrency: 4})
 	fs.Set(
-		faults.Rule{Ops: faults.OpGet | faults.OpPut, KeyPrefix: DefaultMemoPrefix + "/", Rate: 0.3},
-		faults.Rule{Ops: faults.OpPut, KeyPrefix: DefaultMemoPrefix + "/", Rate: 0.1, LoseResponse: true},
+		faults.Rule{Ops: faults.OpGet | faults.OpPut, KeyPrefix: memo.DefaultPrefix + "/", Rate: 0.3},
+		faults.Rule{Ops: faults.OpPut, KeyPrefix: memo.DefaultPrefix + "/", Rate: 0.1, LoseResponse: true},
 	)
 	e.start()
 	const runs = 20

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/memo"
+
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
@@ -25,7 +27,7 @@ func TestMemoSurvivesRetriesAndIsScoped(t *testing.T) {
 	var paid atomic.Int32
 	r := steps{
 		0: func(ctx context.Context, s *Step) (StepOutcome, error) {
-			d, err := Memoized(ctx, s.Memo, "draft", func(context.Context) (draft, error) {
+			d, err := memo.Memoized(ctx, s.Memo, "draft", func(context.Context) (draft, error) {
 				paid.Add(1)
 				return draft{Text: "hello world", Words: 2}, nil
 			})
@@ -77,18 +79,18 @@ func TestMemoSurvivesRetriesAndIsScoped(t *testing.T) {
 
 func TestMemoContentKeysAndTypedForms(t *testing.T) {
 	ctx := context.Background()
-	ms := &MemoStore{store: mem.New(), prefix: DefaultMemoPrefix}
+	ms := memo.NewStore(mem.New(), memo.DefaultPrefix, ValidateRunID)
 	m := ms.Step("run", 3)
 	in1 := map[string]any{"op": "draft", "b": 2, "a": []byte("x")}
 	in2 := map[string]any{"a": []byte("x"), "op": "draft", "b": 2}
-	k1, err := ContentKey(in1)
+	k1, err := memo.ContentKey(in1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if k2, _ := m.ContentKey(in2); k1 != k2 || len(k1) != 64 {
 		t.Fatalf("content key not deterministic: %s %s", k1, k2)
 	}
-	if k3, _ := ContentKey(map[string]any{"op": "other", "b": 2, "a": []byte("x")}); k3 == k1 {
+	if k3, _ := memo.ContentKey(map[string]any{"op": "other", "b": 2, "a": []byte("x")}); k3 == k1 {
 		t.Fatal("different inputs, same key")
 	}
 	if _, found, _ := m.ContentGet(ctx, in1); found {
@@ -107,7 +109,7 @@ func TestMemoContentKeysAndTypedForms(t *testing.T) {
 	calls := 0
 	compute := func(context.Context) (draft, error) { calls++; return draft{Text: "t", Words: 1}, nil }
 	for range 2 {
-		d, err := MemoizedByContent(ctx, m, in1, compute)
+		d, err := memo.MemoizedByContent(ctx, m, in1, compute)
 		// The entry under in1 holds "v", which is not a draft: it is
 		// treated as absent and overwritten on the first call.
 		if err != nil || d.Text != "t" {
@@ -118,7 +120,7 @@ func TestMemoContentKeysAndTypedForms(t *testing.T) {
 		t.Fatalf("computed %d times", calls)
 	}
 	// An error from the computation stores nothing.
-	_, err = Memoized(ctx, m, "e", func(context.Context) (int, error) { return 0, errors.New("nope") })
+	_, err = memo.Memoized(ctx, m, "e", func(context.Context) (int, error) { return 0, errors.New("nope") })
 	if err == nil {
 		t.Fatal("error swallowed")
 	}
@@ -196,7 +198,7 @@ func TestStepOutputReplayAfterLostSettlement(t *testing.T) {
 	if o := e.outcome(); string(o.Result) != "next" {
 		t.Fatalf("outcome %+v", o)
 	}
-	objs, _ := e.store.List(e.ctx, DefaultMemoPrefix+"/rp/x/0/", "", 10)
+	objs, _ := e.store.List(e.ctx, memo.DefaultPrefix+"/rp/x/0/", "", 10)
 	if len(objs) != 1 {
 		t.Fatalf("replay objects %v", objs)
 	}
@@ -210,7 +212,7 @@ func TestReplayRecordIsPartOfSettlement(t *testing.T) {
 		return Succeed([]byte("ok")), nil
 	})
 	e := newEnvCfg(t, fs, defaultQueueConfig(), r, Options{StepOutputReplay: true})
-	fs.Set(faults.Rule{Ops: faults.OpPut, KeyPrefix: DefaultMemoPrefix + "/", Nth: 1})
+	fs.Set(faults.Rule{Ops: faults.OpPut, KeyPrefix: memo.DefaultPrefix + "/", Nth: 1})
 	e.start()
 	out := e.submit(RunSpec{RunID: "rs"})
 	// The replay write failed: the step did not settle and is retried.
@@ -253,7 +255,7 @@ func TestMemoRetentionSweep(t *testing.T) {
 		t.Fatalf("markers %+v %v", markers, err)
 	}
 	countMemo := func(run string) int {
-		objs, err := store.List(e.ctx, DefaultMemoPrefix+"/"+run+"/", "", 100)
+		objs, err := store.List(e.ctx, memo.DefaultPrefix+"/"+run+"/", "", 100)
 		if err != nil {
 			t.Fatal(err)
 		}

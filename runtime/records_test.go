@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/tqw-dsl/tqw/runtime/memo"
+
 	"github.com/tqw-dsl/tqw/internal/allocbound"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 )
@@ -53,7 +55,7 @@ func second[T any](_ T, err error) error { return err }
 // recomputed and overwritten, with memory in proportion to its size.
 func TestHostileMemoEntryIsRecomputed(t *testing.T) {
 	ctx := context.Background()
-	ms := &MemoStore{store: mem.New(), prefix: DefaultMemoPrefix}
+	ms := memo.NewStore(mem.New(), memo.DefaultPrefix, ValidateRunID)
 	m := ms.Step("run", 1)
 	type answer struct{ Body []byte }
 	in := []byte("\x81\xa4Body\xc6\xff\xff\xff\xff")
@@ -64,7 +66,7 @@ func TestHostileMemoEntryIsRecomputed(t *testing.T) {
 	var got answer
 	allocbound.Check(t, len(in), func() {
 		var err error
-		got, err = Memoized(ctx, m, "k", func(context.Context) (answer, error) { calls++; return answer{Body: []byte("t")}, nil })
+		got, err = memo.Memoized(ctx, m, "k", func(context.Context) (answer, error) { calls++; return answer{Body: []byte("t")}, nil })
 		if err != nil {
 			t.Fatal(err)
 		}

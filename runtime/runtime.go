@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/memo"
+
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/oklog/ulid/v2"
@@ -38,7 +40,7 @@ type Runtime struct {
 	cfg    config
 	clock  clock.Clock
 	log    *slog.Logger
-	memo   *MemoStore
+	memo   *memo.Store
 	insp   *Inspector
 	// validator checks signals before they are accepted (nil: none).
 	validator SignalValidator
@@ -222,7 +224,7 @@ func (o Options) config(q *queue.Queue) config {
 		cfg.hook = NoopTerminalHook{}
 	}
 	if cfg.memoPrefix == "" {
-		cfg.memoPrefix = DefaultMemoPrefix
+		cfg.memoPrefix = memo.DefaultPrefix
 	}
 	if cfg.sweepInterval == 0 {
 		cfg.sweepInterval = time.Minute
@@ -296,7 +298,7 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts Options) 
 	if rt.entropy == nil {
 		rt.entropy = ulid.DefaultEntropy()
 	}
-	rt.memo = &MemoStore{store: store, prefix: cfg.memoPrefix}
+	rt.memo = memo.NewStore(store, cfg.memoPrefix, ValidateRunID)
 	// Sealed runs stay readable also when this runtime does not seal.
 	rt.insp = NewArchiveInspector(q, store, sealOpts)
 	return rt, nil
@@ -334,8 +336,8 @@ func (rt *Runtime) Clock() clock.Clock { return rt.clock }
 // serving the runtime to log beside it.
 func (rt *Runtime) Logger() *slog.Logger { return rt.log }
 
-// MemoStore returns the store of memo and replay entries.
-func (rt *Runtime) MemoStore() *MemoStore { return rt.memo }
+// memo.Store returns the store of memo and replay entries.
+func (rt *Runtime) MemoStore() *memo.Store { return rt.memo }
 
 // Inspector returns the runtime's read side (Status, ListRuns).
 func (rt *Runtime) Inspector() *Inspector { return rt.insp }

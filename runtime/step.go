@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/memo"
+
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -49,7 +51,7 @@ type Step struct {
 	// Attempt counts deliveries of this step, starting at 1.
 	Attempt int
 	// Memo is this step's durable memo; RunMemo is shared by the run's steps.
-	Memo, RunMemo *Memo
+	Memo, RunMemo *memo.Memo
 	// Effects stages caller-KV writes applied with the step's settlement.
 	Effects *Effects
 	// KV reads committed caller-KV state (not this step's staged effects).

@@ -30,6 +30,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/memo"
+
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
@@ -78,7 +80,7 @@ func (s *stages) RunStep(ctx context.Context, st *runtime.Step) (runtime.StepOut
 	total := 0
 	for u := range s.opts.units {
 		computed := false
-		r, err := runtime.Memoized(ctx, st.Memo, fmt.Sprintf("unit-%d", u), func(ctx context.Context) (unitResult, error) {
+		r, err := memo.Memoized(ctx, st.Memo, fmt.Sprintf("unit-%d", u), func(ctx context.Context) (unitResult, error) {
 			computed = true
 			return s.work(ctx, st.Number, u)
 		})

@@ -31,6 +31,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/memo"
+
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
@@ -128,7 +130,7 @@ func (c *crawl) fanOut(ctx context.Context, s *runtime.Step) (aggregate, error) 
 		return aggregate{}, err
 	}
 	fresh := false
-	agg, err := runtime.Memoized(ctx, s.Memo, "aggregate", func(ctx context.Context) (aggregate, error) {
+	agg, err := memo.Memoized(ctx, s.Memo, "aggregate", func(ctx context.Context) (aggregate, error) {
 		fresh = true
 		handles := make([]*jobs.Handle[Page], len(urls))
 		for i, u := range urls {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tqw-dsl/tqw/runtime/memo"
+
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
@@ -87,7 +89,7 @@ func (s stepRunner) RunStep(ctx context.Context, step *runtime.Step) (runtime.St
 	for _, ph := range r.pipe.Phases {
 		pc := &PhaseContext{BatchID: batch, Index: i, RunID: step.RunID, Attempt: step.Attempt, Lease: step.Lease}
 		var phaseErr error
-		m, err := runtime.Memoized(ctx, step.Memo, memoKey(ph.Name), func(ctx context.Context) (phaseMemo, error) {
+		m, err := memo.Memoized(ctx, step.Memo, memoKey(ph.Name), func(ctx context.Context) (phaseMemo, error) {
 			out, err := ph.Run(ctx, pc, in)
 			if err != nil {
 				phaseErr = err
@@ -148,7 +150,7 @@ func (r *Runner) finish(step *runtime.Step, key string, rec *itemRecord) (runtim
 }
 
 // memoCosts sums the costs of the phases memoized in m. Cost: one GET per phase.
-func (r *Runner) memoCosts(ctx context.Context, m *runtime.Memo) (map[string]int64, error) {
+func (r *Runner) memoCosts(ctx context.Context, m *memo.Memo) (map[string]int64, error) {
 	var costs map[string]int64
 	for _, ph := range r.pipe.Phases {
 		b, found, err := m.Get(ctx, memoKey(ph.Name))

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tqw-dsl/tqw/runtime/memo"
+
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
@@ -91,7 +93,7 @@ type JobContext struct {
 	// Attempt counts deliveries, starting at 1; MaxAttempts is the limit.
 	Attempt, MaxAttempts int
 	// Memo caches expensive side effects across attempts of this job.
-	Memo *runtime.Memo
+	Memo *memo.Memo
 	// Lease extends the delivery's lease for long jobs.
 	Lease *runtime.Lease
 	// Effects stages caller-KV writes committed with the job's outcome.

@@ -1,4 +1,4 @@
-package runtime
+package memo
 
 import (
 	"bytes"
@@ -15,8 +15,12 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
-// DefaultMemoPrefix is the object-key prefix of memo and replay entries.
-const DefaultMemoPrefix = "workflow-memo"
+// DefaultPrefix is the object-key prefix of memo and replay entries.
+const DefaultPrefix = "workflow-memo"
+
+// ErrInvalidKey reports an empty or oversized memo key; the runtime
+// reports invalid KV keys with the same sentinel (runtime.ErrInvalidKey).
+var ErrInvalidKey = errors.New("runtime: invalid key")
 
 // Memo is a durable key-value cache scoped to one step of a run
 // (Step.Memo) or to the whole run (Step.RunMemo). It makes a retried step
@@ -30,14 +34,6 @@ const DefaultMemoPrefix = "workflow-memo"
 type Memo struct {
 	store objstore.Store
 	base  string // object-key prefix ending in "/"
-}
-
-func stepMemo(store objstore.Store, prefix, runID string, n int) *Memo {
-	return &Memo{store: store, base: prefix + "/" + runID + "/s/" + strconv.Itoa(n) + "/"}
-}
-
-func runMemo(store objstore.Store, prefix, runID string) *Memo {
-	return &Memo{store: store, base: prefix + "/" + runID + "/r/"}
 }
 
 // memoKeySegment maps a memo key to one object-key segment. Keys made of
@@ -170,23 +166,36 @@ func MemoizedByContent[T any](ctx context.Context, m *Memo, input any, compute f
 	return Memoized(ctx, m, k, compute)
 }
 
-// MemoStore addresses every memo and replay entry of the runtime's object
-// store, for cleanup policies beyond the built-in retention sweep.
-type MemoStore struct {
-	store  objstore.Store
-	prefix string
+// Store addresses every memo and replay entry of the runtime's object
+// store (Runtime.MemoStore), for cleanup policies beyond the built-in
+// retention sweep.
+type Store struct {
+	store      objstore.Store
+	prefix     string
+	validRunID func(string) error
+}
+
+// NewStore returns the memo entries under prefix in store. validRunID
+// checks a run id before ClearRun touches the objects under it (the
+// runtime passes runtime.ValidateRunID).
+func NewStore(store objstore.Store, prefix string, validRunID func(string) error) *Store {
+	return &Store{store: store, prefix: prefix, validRunID: validRunID}
 }
 
 // Step returns the memo of step n of runID, as Step.Memo sees it.
-func (s *MemoStore) Step(runID string, n int) *Memo { return stepMemo(s.store, s.prefix, runID, n) }
+func (s *Store) Step(runID string, n int) *Memo {
+	return &Memo{store: s.store, base: s.prefix + "/" + runID + "/s/" + strconv.Itoa(n) + "/"}
+}
 
 // Run returns the run memo of runID, as Step.RunMemo sees it.
-func (s *MemoStore) Run(runID string) *Memo { return runMemo(s.store, s.prefix, runID) }
+func (s *Store) Run(runID string) *Memo {
+	return &Memo{store: s.store, base: s.prefix + "/" + runID + "/r/"}
+}
 
 // ClearRun deletes every memo and replay entry of runID and returns how many
 // objects it deleted. Cost: one LIST per 1000 entries plus one DELETE each.
-func (s *MemoStore) ClearRun(ctx context.Context, runID string) (int, error) {
-	if err := ValidateRunID(runID); err != nil {
+func (s *Store) ClearRun(ctx context.Context, runID string) (int, error) {
+	if err := s.validRunID(runID); err != nil {
 		return 0, err
 	}
 	prefix := s.prefix + "/" + runID + "/"
@@ -209,27 +218,9 @@ func (s *MemoStore) ClearRun(ctx context.Context, runID string) (int, error) {
 	}
 }
 
-// replayKey is the object key of the replay record of step n with payload.
-func (s *MemoStore) replayKey(runID string, n int, payload []byte) string {
+// ReplayKey is the object key of the replay record of step n of runID
+// with payload (Options.StepOutputReplay of the runtime).
+func (s *Store) ReplayKey(runID string, n int, payload []byte) string {
 	sum := sha256.Sum256(payload)
 	return s.prefix + "/" + runID + "/x/" + strconv.Itoa(n) + "/" + hex.EncodeToString(sum[:])
-}
-
-// loadReplay returns the replay record of step n of runID for payload, or
-// nil. An undecodable record is ignored (the runner runs again).
-func (rt *Runtime) loadReplay(ctx context.Context, runID string, n int, payload []byte) (*replayRecord, error) {
-	key := rt.memo.replayKey(runID, n, payload)
-	b, _, err := rt.store.Get(ctx, key)
-	if errors.Is(err, objstore.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read replay record %s: %w", key, err)
-	}
-	rec, err := decodeReplayRecord(b)
-	if err != nil {
-		rt.log.Warn("ignoring undecodable replay record", "key", key, "err", err)
-		return nil, nil
-	}
-	return rec, nil
 }
