@@ -63,7 +63,7 @@
 //     on its key, or one predicted at submission: a wait_signal whose
 //     with reads only input and run, under a key containing the run id,
 //     whose wait record rides the submission commit) is refused with
-//     runtime.ErrSignalRejected when it is not JSON or breaks the step's
+//     signal.ErrRejected when it is not JSON or breaks the step's
 //     schema, before anything is written, whoever sends it. A payload that
 //     reaches the step anyway is set aside: an OutcomeSignalRejected
 //     history record (key, size, reason; never the payload), and the step

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -81,7 +83,7 @@ func predictWaits(wf *dsl.Workflow, input any, runID string) (map[string][]byte,
 				continue
 			}
 		}
-		if key == "" || len(key) > runtime.MaxSignalKeyLen || !strings.Contains(key, runID) {
+		if key == "" || len(key) > signal.MaxKeyLen || !strings.Contains(key, runID) {
 			continue
 		}
 		if _, dup := records[waitKey(key)]; dup {
@@ -172,7 +174,7 @@ func (it *Interpreter) Waiting(ctx context.Context, r Reader, key string) (*Wait
 // CheckSignal checks payload (JSON; empty means null) for the wait_signal
 // step known to consume signals on key (see Waiting), while its run is
 // active. It returns nil when no such step is known (nothing can be
-// checked) or the payload fits; an error wrapping runtime.ErrSignalRejected
+// checked) or the payload fits; an error wrapping signal.ErrRejected
 // that names the step and what is wrong when the payload is not JSON or
 // does not match the step's schema; another error when the store could not
 // be read. It writes nothing. The run's activity is read when r is a
@@ -201,7 +203,7 @@ func (it *Interpreter) CheckSignal(ctx context.Context, r Reader, key string, pa
 	return w.Check(payload)
 }
 
-// ValidateSignal implements runtime.SignalValidator: CheckSignal on the
+// ValidateSignal implements signal.Validator: CheckSignal on the
 // bound runtime's queue. The runtime calls it before it buffers or
 // delivers a signal, whoever sends it.
 func (it *Interpreter) ValidateSignal(ctx context.Context, key string, payload []byte) error {
@@ -211,10 +213,10 @@ func (it *Interpreter) ValidateSignal(ctx context.Context, key string, payload [
 	return it.CheckSignal(ctx, it.q, key, payload)
 }
 
-var _ runtime.SignalValidator = (*Interpreter)(nil)
+var _ signal.Validator = (*Interpreter)(nil)
 
 // Check validates a signal payload (JSON; empty means null) for the step;
-// an error wraps runtime.ErrSignalRejected. A schema that does not compile
+// an error wraps signal.ErrRejected. A schema that does not compile
 // checks nothing here: the step reports it when it runs.
 func (w *WaitingStep) Check(payload []byte) error {
 	if _, reason, err := checkPayload(w.Schema, payload); err == nil && reason != "" {
@@ -222,7 +224,7 @@ func (w *WaitingStep) Check(payload []byte) error {
 		if w.Expected {
 			yet = ", which the run has not reached yet,"
 		}
-		return fmt.Errorf("%w: step %q of run %s%s cannot use it: %s", runtime.ErrSignalRejected, w.Step.ID, w.RunID, yet, reason)
+		return fmt.Errorf("%w: step %q of run %s%s cannot use it: %s", signal.ErrRejected, w.Step.ID, w.RunID, yet, reason)
 	}
 	return nil
 }

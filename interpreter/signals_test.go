@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
@@ -16,7 +18,7 @@ func TestBufferedBadSignalIsSetAside(t *testing.T) {
 	e := newTestEnv(t)
 	p := e.write("wait.yaml", waitYAML)
 	bad := []byte(`{"approved": "yes"}`)
-	if res, err := e.rt.Signal(e.ctx, "r1:ask", bad); err != nil || res != runtime.Buffered {
+	if res, err := e.rt.Signal(e.ctx, "r1:ask", bad); err != nil || res != signal.Buffered {
 		t.Fatalf("Signal before the run: %v, %v; want buffered (nothing to check it against yet)", res, err)
 	}
 	ch := e.submitUntil(p, map[string]any{}, "r1", "ask", OutcomeSignalRejected)
@@ -37,7 +39,7 @@ func TestBufferedBadSignalIsSetAside(t *testing.T) {
 		t.Fatalf("status after the rejection %+v, %v; want waiting on r1:ask until +1h", st, err)
 	}
 	// The wait still checks what it is sent.
-	if _, err := e.rt.Signal(e.ctx, "r1:ask", bad); !errors.Is(err, runtime.ErrSignalRejected) {
+	if _, err := e.rt.Signal(e.ctx, "r1:ask", bad); !errors.Is(err, signal.ErrRejected) {
 		t.Fatalf("the same bad signal while waiting: %v; want ErrSignalRejected", err)
 	}
 	if _, err := e.rt.Signal(e.ctx, "r1:ask", []byte(`{"approved": true}`)); err != nil {
@@ -114,14 +116,14 @@ func TestSignalCheckedBeforeTheRunWaits(t *testing.T) {
 		t.Fatalf("Waiting before the wait = %+v, %v; want the predicted step ask of r1", w, err)
 	}
 	_, err = e.rt.Signal(e.ctx, "approve:r1", []byte(`{"approved": "yes"}`))
-	if !errors.Is(err, runtime.ErrSignalRejected) || !strings.Contains(err.Error(), `step "ask" of run r1`) ||
+	if !errors.Is(err, signal.ErrRejected) || !strings.Contains(err.Error(), `step "ask" of run r1`) ||
 		!strings.Contains(err.Error(), "at '/approved': got string, want boolean") {
 		t.Fatalf("bad signal before the wait: %v; want ErrSignalRejected naming the step and the field", err)
 	}
-	if list, err := e.rt.ListSignals(e.ctx, runtime.SignalListOptions{}); err != nil || len(list) != 0 {
+	if list, err := e.rt.ListSignals(e.ctx, signal.ListOptions{}); err != nil || len(list) != 0 {
 		t.Fatalf("buffered after a refused signal: %v, %v; want nothing", list, err)
 	}
-	if res, err := e.rt.Signal(e.ctx, "approve:r1", []byte(`{"approved": true}`)); err != nil || res != runtime.Buffered {
+	if res, err := e.rt.Signal(e.ctx, "approve:r1", []byte(`{"approved": true}`)); err != nil || res != signal.Buffered {
 		t.Fatalf("good signal before the wait: %v, %v; want buffered", res, err)
 	}
 	e.clock.Advance(time.Hour)
@@ -138,7 +140,7 @@ func TestSignalCheckedBeforeTheRunWaits(t *testing.T) {
 		t.Fatalf("Waiting after a run that skipped the wait = %+v, %v; want none", w, err)
 	}
 	// Once the run ended, a signal on its key is nobody's: buffered unchecked.
-	if res, err := e.rt.Signal(e.ctx, "approve:r2", []byte(`{"approved": "yes"}`)); err != nil || res != runtime.Buffered {
+	if res, err := e.rt.Signal(e.ctx, "approve:r2", []byte(`{"approved": "yes"}`)); err != nil || res != signal.Buffered {
 		t.Fatalf("signal after the run: %v, %v; want buffered", res, err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -151,31 +153,31 @@ func (rt *Runtime) SignalBuffered(ctx context.Context, key string) ([]byte, erro
 // BufferSignal buffered, consuming it from the buffer and writing record
 // (the control plane's note of the outcome) in the same commit, only
 // while the buffer still holds value: call it once SignalBuffered showed
-// value still there. It returns Delivered when it woke the waiter, or
+// value still there. It returns signal.Delivered when it woke the waiter, or
 // when value left the buffer before the wake committed and the buffer is
-// empty (a registering waiter consumed it); Buffered, writing nothing,
+// empty (a registering waiter consumed it); signal.Buffered, writing nothing,
 // when no step waits on key (the signal stays for the next waiter) or the
-// buffer holds another signal by then; and Buffered with an error when
+// buffer holds another signal by then; and signal.Buffered with an error when
 // the wake failed: the signal stays buffered for the next waiter, as with
 // SendSignal, unless the error wraps kv.ErrCommitUncertain (the wake may
 // have committed). record.Key must lie under a ControlKVPrefix. Cost: one
 // durable commit and a small one to drop the waiter's index entry when a
 // step waits; memory reads otherwise.
-func (rt *Runtime) DeliverSignal(ctx context.Context, key string, value []byte, record queue.KVWrite) (SignalOutcome, error) {
+func (rt *Runtime) DeliverSignal(ctx context.Context, key string, value []byte, record queue.KVWrite) (signal.Outcome, error) {
 	if err := validateSignalKey(key); err != nil {
-		return Buffered, err
+		return signal.Buffered, err
 	}
 	if err := checkControlRecord(record.Key); err != nil {
-		return Buffered, err
+		return signal.Buffered, err
 	}
 	payload, err := decodeSignal(value)
 	if err != nil {
-		return Buffered, fmt.Errorf("runtime: signal %q: the buffered value: %w", key, err)
+		return signal.Buffered, fmt.Errorf("runtime: signal %q: the buffered value: %w", key, err)
 	}
 	bufKey, waitKey := sigBufKey(key), sigWaitKey(key)
 	waiter, err := kvGet(ctx, rt.q, waitKey)
 	if err != nil || waiter == nil {
-		return Buffered, err
+		return signal.Buffered, err
 	}
 	res, err := rt.q.WakeScheduledKV(ctx, string(waiter), payload, queue.KVBatch{
 		Expect:  []queue.KVWrite{{Key: bufKey, Value: value}},
@@ -183,23 +185,23 @@ func (rt *Runtime) DeliverSignal(ctx context.Context, key string, value []byte, 
 		Deletes: []string{bufKey},
 	})
 	if err != nil {
-		return Buffered, fmt.Errorf("runtime: signal %q: wake job %s: %w", key, waiter, err)
+		return signal.Buffered, fmt.Errorf("runtime: signal %q: wake job %s: %w", key, waiter, err)
 	}
 	switch res {
 	case queue.Woken:
 		rt.compareAndDelete(ctx, waitKey, waiter)
-		return Delivered, nil
+		return signal.Delivered, nil
 	case queue.WakeConditionFailed:
 		cur, err := kvGet(ctx, rt.q, bufKey)
 		if cur == nil {
-			return Delivered, err
+			return signal.Delivered, err
 		}
-		return Buffered, err
+		return signal.Buffered, err
 	}
 	// A stale index entry: the waiter's timeout fired or its run ended.
 	// The signal stays buffered for the next waiter.
 	rt.compareAndDelete(ctx, waitKey, waiter)
-	return Buffered, nil
+	return signal.Buffered, nil
 }
 
 // ClearSignalWith discards the signal buffered under key, as ClearSignal

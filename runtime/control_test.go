@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -99,11 +101,11 @@ func TestControlSignalRecordsCommitOnce(t *testing.T) {
 	if m, err := e.q.KVGet(e.ctx, "workflow/test/cmd-1"); err != nil || string(m) != "m1" {
 		t.Fatalf("record = %q, %v; want the first attempt's", m, err)
 	}
-	if got, want := e.rt.SignalExpiry(first), e.clock.Now().Add(-time.Second).Add(DefaultSignalRetention).Truncate(time.Millisecond); !got.Equal(want) {
+	if got, want := e.rt.SignalExpiry(first), e.clock.Now().Add(-time.Second).Add(signal.DefaultRetention).Truncate(time.Millisecond); !got.Equal(want) {
 		t.Fatalf("SignalExpiry = %v, want %v", got, want)
 	}
 	// No waiter: DeliverSignal leaves the signal buffered, writes nothing.
-	if out, err := e.rt.DeliverSignal(e.ctx, "k", first, rec("delivered")); err != nil || out != Buffered {
+	if out, err := e.rt.DeliverSignal(e.ctx, "k", first, rec("delivered")); err != nil || out != signal.Buffered {
 		t.Fatalf("DeliverSignal without a waiter = %v, %v; want buffered", out, err)
 	}
 	if m, _ := e.q.KVGet(e.ctx, "workflow/test/cmd-1"); string(m) != "m1" {
@@ -148,7 +150,7 @@ func TestControlDeliverSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := e.rt.DeliverSignal(e.ctx, "k:d", value, queue.KVWrite{Key: "workflow/test/cmd", Value: []byte("delivered")})
-	if err != nil || out != Delivered {
+	if err != nil || out != signal.Delivered {
 		t.Fatalf("DeliverSignal = %v, %v; want delivered", out, err)
 	}
 	if m, _ := e.q.KVGet(e.ctx, "workflow/test/cmd"); string(m) != "delivered" {

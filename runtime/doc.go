@@ -60,9 +60,9 @@
 //     buffered signal removes exactly the signal read (a compare-delete in
 //     the registering settlement), so one buffered meanwhile stays for the
 //     next waiter. Before its first write a signal passes the
-//     SignalValidator (by default the StepRunner, when it implements it)
-//     and, with SignalOptions.RequireWaiting, the check that a step waits
-//     on its key: a refusal (ErrSignalRejected, ErrNoWaiter) writes
+//     signal.Validator (by default the StepRunner, when it implements it)
+//     and, with signal.Options.RequireWaiting, the check that a step waits
+//     on its key: a refusal (signal.ErrRejected, signal.ErrNoWaiter) writes
 //     nothing, whether the signal came through Signal, SendSignal or the
 //     inbox (runtime/remote, through AdmitSignal). A buffered signal is kept for the signal retention
 //     (Options.SignalRetention, default 7 days, counted from its buffering),

@@ -19,8 +19,6 @@ var (
 	ErrReserved = errors.New("runtime: reserved name")
 	// ErrInvalidRunID reports a run id the runtime cannot use in keys.
 	ErrInvalidRunID = errors.New("runtime: invalid run id")
-	// ErrInvalidSignalKey reports an empty or oversized correlation key.
-	ErrInvalidSignalKey = errors.New("runtime: invalid signal key")
 	// ErrInvalidOutcome reports a StepOutcome the runtime cannot apply; the
 	// run fails as with a permanent step error.
 	ErrInvalidOutcome = errors.New("runtime: invalid step outcome")

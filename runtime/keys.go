@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tqw-dsl/tqw/runtime/signal"
 )
 
 // Reserved names.
@@ -127,11 +129,11 @@ func ValidateRunID(id string) error {
 	return nil
 }
 
-const maxSignalKeyLen = 512
+const maxSignalKeyLen = signal.MaxKeyLen
 
 func validateSignalKey(key string) error {
 	if key == "" || len(key) > maxSignalKeyLen {
-		return fmt.Errorf("%w %q: want 1 to %d bytes", ErrInvalidSignalKey, key, maxSignalKeyLen)
+		return fmt.Errorf("%w %q: want 1 to %d bytes", signal.ErrInvalidKey, key, maxSignalKeyLen)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"github.com/tqw-dsl/tqw/runtime/signal"
 	"io"
 	"log/slog"
 	"sync"
@@ -43,7 +44,7 @@ type Runtime struct {
 	memo   *memo.Store
 	insp   *Inspector
 	// validator checks signals before they are accepted (nil: none).
-	validator SignalValidator
+	validator signal.Validator
 
 	idMu    sync.Mutex
 	entropy io.Reader
@@ -104,16 +105,16 @@ type Options struct {
 	ResultRetention time.Duration
 	// SignalRetention is how long a buffered signal waits for a step to
 	// wait on its key before the retention sweep drops it (0:
-	// DefaultSignalRetention, 7 days; negative: buffered signals are kept
+	// signal.DefaultRetention, 7 days; negative: buffered signals are kept
 	// until they are consumed or cleared). The age counts from the
 	// signal's buffering; a signal buffered by a version without retention
 	// counts from the first sweep that sees it.
 	SignalRetention time.Duration
 	// SignalValidator checks every signal before it is accepted (nil: the
-	// StepRunner, when it implements SignalValidator).
-	SignalValidator SignalValidator
+	// StepRunner, when it implements signal.Validator).
+	SignalValidator signal.Validator
 	// NoSignalValidator turns signal validation off, also when the
-	// StepRunner implements SignalValidator.
+	// StepRunner implements signal.Validator.
 	NoSignalValidator bool
 	// SweepInterval is how often the retention sweeper runs (default 1m).
 	SweepInterval time.Duration
@@ -171,7 +172,7 @@ type config struct {
 	memoRetention   time.Duration
 	resultRetention time.Duration
 	signalRetention time.Duration
-	validator       SignalValidator
+	validator       signal.Validator
 	validatorSet    bool
 	sweepInterval   time.Duration
 	reconcileEvery  time.Duration
@@ -206,7 +207,7 @@ func (o Options) config(q *queue.Queue) config {
 		namespaces: append([]objstore.Namespace(nil), o.StoreNamespaces...), replay: o.StepOutputReplay,
 		memoRetention:   o.MemoRetention,
 		resultRetention: orDefault(o.ResultRetention, DefaultResultRetention),
-		signalRetention: orDefault(o.SignalRetention, DefaultSignalRetention),
+		signalRetention: orDefault(o.SignalRetention, signal.DefaultRetention),
 		validator:       o.SignalValidator, validatorSet: o.SignalValidator != nil || o.NoSignalValidator,
 		sweepInterval: o.SweepInterval, reconcileEvery: o.ReconcileInterval, clock: o.Clock,
 		concurrency: o.Concurrency, notifyConc: o.NotifyConcurrency,
@@ -285,7 +286,7 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts Options) 
 	rt := &Runtime{q: q, store: store, runner: runner, cfg: cfg, clock: cfg.clock, log: cfg.logger,
 		entropy: cfg.entropy, lastDead: -1, validator: cfg.validator}
 	rt.endObservers = endObservers(runner, cfg.hook)
-	if v, ok := runner.(SignalValidator); ok && !cfg.validatorSet {
+	if v, ok := runner.(signal.Validator); ok && !cfg.validatorSet {
 		rt.validator = v
 	}
 	if rt.clock == nil {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -23,89 +25,8 @@ import (
 // signal for a registered waiter wakes its scheduled job with the payload,
 // which stays on the job record for redeliveries; a waiter promoted by its
 // timeout consumes a signal buffered meanwhile when it is claimed. A
-// signal is checked (SignalValidator, RequireWaiting) before its first
+// signal is checked (signal.Validator, RequireWaiting) before its first
 // write, so a refused one leaves nothing.
-
-// SignalOutcome reports what Signal did.
-type SignalOutcome uint8
-
-const (
-	// Delivered means a waiting run was woken with the payload.
-	Delivered SignalOutcome = iota + 1
-	// Buffered means no waiter was woken; the signal is held durably under
-	// its key for the next waiter, replacing any earlier buffered signal,
-	// until the signal retention drops it (Options.SignalRetention). A waiter
-	// registering at the same moment may still pick it up at once:
-	// Buffered never loses a signal, but may under-report delivery.
-	Buffered
-)
-
-// String returns "delivered" or "buffered".
-func (o SignalOutcome) String() string {
-	switch o {
-	case Delivered:
-		return "delivered"
-	case Buffered:
-		return "buffered"
-	}
-	return fmt.Sprintf("SignalOutcome(%d)", uint8(o))
-}
-
-// MaxSignalKeyLen bounds a signal key, in bytes.
-const MaxSignalKeyLen = maxSignalKeyLen
-
-// MaxSignalPayload bounds a signal's payload.
-const MaxSignalPayload = queue.MaxKVValueSize - 1 - signalTimeLen
-
-// DefaultSignalRetention is how long a buffered signal waits for a step to
-// wait on its key before the retention sweep drops it.
-const DefaultSignalRetention = 7 * 24 * time.Hour
-
-// Sentinel errors of signals; match them with errors.Is.
-var (
-	// ErrSignalRejected reports a payload the SignalValidator refused;
-	// nothing was written.
-	ErrSignalRejected = errors.New("runtime: signal payload rejected")
-	// ErrNoWaiter reports a signal sent with SignalOptions.RequireWaiting
-	// while no step waits on its key; nothing was written.
-	ErrNoWaiter = errors.New("runtime: no step is waiting on the signal key")
-)
-
-// SignalValidator checks a signal before it is buffered or delivered, so
-// a payload the waiting step would refuse is refused to its sender
-// instead. A StepRunner that implements it is the runtime's validator
-// unless Options.SignalValidator sets another; Runtime.Signal, SendSignal and
-// the inbox (runtime/remote, through AdmitSignal) all consult it, so every
-// way of sending a signal behaves the same.
-//
-// ValidateSignal returns nil to accept the payload, an error wrapping
-// ErrSignalRejected to refuse it (its text is what the sender sees: say
-// what is wrong), and any other error when it could not decide (a store
-// error): the signal is then not sent, and the inbox retries it. It must
-// not write. It runs before every signal, so it must be cheap for keys it
-// knows nothing of.
-type SignalValidator interface {
-	ValidateSignal(ctx context.Context, key string, payload []byte) error
-}
-
-// SignalOptions adjust SendSignal.
-type SignalOptions struct {
-	// RequireWaiting refuses the signal with ErrNoWaiter, writing nothing,
-	// when no step is registered as waiting on the key, instead of
-	// buffering it. A step whose registration is settling at that moment
-	// does not count as waiting yet.
-	RequireWaiting bool
-}
-
-// SignalResult is what SendSignal did.
-type SignalResult struct {
-	Outcome SignalOutcome
-	// Expires is when a Buffered signal is dropped unless a step waits on
-	// its key first: the buffering time plus the signal retention in force
-	// on the writer. Zero when delivered, or when the writer keeps
-	// buffered signals until they are consumed.
-	Expires time.Time
-}
 
 // SignalRetention returns how long a buffered signal is kept (0: until
 // consumed or cleared).
@@ -113,62 +34,62 @@ func (rt *Runtime) SignalRetention() time.Duration { return rt.cfg.signalRetenti
 
 // Signal delivers payload to the run waiting on key, or buffers it for the
 // next waiter; it is SendSignal without options.
-func (rt *Runtime) Signal(ctx context.Context, key string, payload []byte) (SignalOutcome, error) {
-	res, err := rt.SendSignal(ctx, key, payload, SignalOptions{})
+func (rt *Runtime) Signal(ctx context.Context, key string, payload []byte) (signal.Outcome, error) {
+	res, err := rt.SendSignal(ctx, key, payload, signal.Options{})
 	return res.Outcome, err
 }
 
 // SendSignal delivers payload to the run waiting on key, or buffers it for
-// the next waiter. The SignalValidator checks it first: a refused payload
-// (ErrSignalRejected) writes nothing. The buffer write is durable before
+// the next waiter. The signal.Validator checks it first: a refused payload
+// (signal.ErrRejected) writes nothing. The buffer write is durable before
 // anything else, so a signal is never lost once SendSignal returned; a
 // waiter registering concurrently picks it up in its own settlement.
 // Cost: one durable commit to buffer, plus one to wake a waiter; the
 // validator's reads, and with RequireWaiting one read of the waiter, are
 // memory reads on the writer.
-func (rt *Runtime) SendSignal(ctx context.Context, key string, payload []byte, opts SignalOptions) (SignalResult, error) {
+func (rt *Runtime) SendSignal(ctx context.Context, key string, payload []byte, opts signal.Options) (signal.Result, error) {
 	if err := rt.AdmitSignal(ctx, key, payload, opts); err != nil {
-		return SignalResult{}, err
+		return signal.Result{}, err
 	}
 	buf := encodeBufferedSignal(payload, rt.clock.Now())
 	if err := rt.q.KVPut(ctx, sigBufKey(key), buf); err != nil {
-		return SignalResult{}, fmt.Errorf("runtime: signal %q: buffer: %w", key, err)
+		return signal.Result{}, fmt.Errorf("runtime: signal %q: buffer: %w", key, err)
 	}
 	out, err := rt.deliverBuffered(ctx, key, payload, buf)
-	res := SignalResult{Outcome: out}
-	if out == Buffered {
+	res := signal.Result{Outcome: out}
+	if out == signal.Buffered {
 		res.Expires = rt.SignalExpiry(buf)
 	}
 	return res, err
 }
 
-// ValidateSignal checks a signal's key (ErrInvalidSignalKey) and the
-// size of its payload (ErrValueTooLarge, over MaxSignalPayload) as
+// ValidateSignal checks a signal's key (signal.ErrInvalidKey) and the
+// size of its payload (ErrValueTooLarge, over signal.MaxPayload) as
 // SendSignal does, without a runtime, so a process that sends signals to
 // another (runtime/remote's Client) refuses them before it sends them.
 func ValidateSignal(key string, payload []byte) error {
 	if err := validateSignalKey(key); err != nil {
 		return err
 	}
-	if len(payload) > MaxSignalPayload {
-		return fmt.Errorf("runtime: signal %q: %w: payload of %d bytes, the limit is %d", key, ErrValueTooLarge, len(payload), MaxSignalPayload)
+	if len(payload) > signal.MaxPayload {
+		return fmt.Errorf("runtime: signal %q: %w: payload of %d bytes, the limit is %d", key, ErrValueTooLarge, len(payload), signal.MaxPayload)
 	}
 	return nil
 }
 
 // AdmitSignal checks a signal as SendSignal does before anything is
 // written, and writes nothing: its key and size (ValidateSignal), the
-// SignalValidator (ErrSignalRejected), then with opts.RequireWaiting the
-// waiter (ErrNoWaiter). Any other error means it could not decide (a
+// signal.Validator (signal.ErrRejected), then with opts.RequireWaiting the
+// waiter (signal.ErrNoWaiter). Any other error means it could not decide (a
 // store error); the signal must then not be sent. Cost: the validator's
 // reads and one read of the waiter, memory reads on the writer.
-func (rt *Runtime) AdmitSignal(ctx context.Context, key string, payload []byte, opts SignalOptions) error {
+func (rt *Runtime) AdmitSignal(ctx context.Context, key string, payload []byte, opts signal.Options) error {
 	if err := ValidateSignal(key, payload); err != nil {
 		return err
 	}
 	if rt.validator != nil {
 		if err := rt.validator.ValidateSignal(ctx, key, payload); err != nil {
-			if errors.Is(err, ErrSignalRejected) {
+			if errors.Is(err, signal.ErrRejected) {
 				return err // the validator's text names the step and the reason
 			}
 			return fmt.Errorf("runtime: signal %q: check the payload: %w", key, err)
@@ -180,7 +101,7 @@ func (rt *Runtime) AdmitSignal(ctx context.Context, key string, payload []byte, 
 			return fmt.Errorf("runtime: signal %q: look for its waiter: %w", key, err)
 		}
 		if w == "" {
-			return fmt.Errorf("runtime: signal %q: %w; nothing was buffered", key, ErrNoWaiter)
+			return fmt.Errorf("runtime: signal %q: %w; nothing was buffered", key, signal.ErrNoWaiter)
 		}
 	}
 	return nil
@@ -199,30 +120,30 @@ func (rt *Runtime) SignalExpiry(buf []byte) time.Time {
 
 // deliverBuffered wakes the waiter of key, if one is registered, with the
 // signal just buffered as buf.
-func (rt *Runtime) deliverBuffered(ctx context.Context, key string, payload, buf []byte) (SignalOutcome, error) {
+func (rt *Runtime) deliverBuffered(ctx context.Context, key string, payload, buf []byte) (signal.Outcome, error) {
 	waiter, err := kvGet(ctx, rt.q, sigWaitKey(key))
 	if err != nil {
-		return Buffered, err
+		return signal.Buffered, err
 	}
 	if waiter == nil {
 		// No waiter, unless one registering concurrently consumed the
 		// buffer (and removed its index entry) between the two reads.
 		cur, err := kvGet(ctx, rt.q, sigBufKey(key))
 		if err == nil && cur == nil {
-			return Delivered, nil
+			return signal.Delivered, nil
 		}
-		return Buffered, err
+		return signal.Buffered, err
 	}
 	jobID := string(waiter)
 	res, err := rt.q.WakeScheduled(ctx, jobID, payload)
 	if err != nil {
 		// The signal is buffered; the waiter consumes it at its timeout.
-		return Buffered, fmt.Errorf("runtime: signal %q: wake job %s: %w", key, jobID, err)
+		return signal.Buffered, fmt.Errorf("runtime: signal %q: wake job %s: %w", key, jobID, err)
 	}
 	if res == queue.Woken {
 		rt.compareAndDelete(ctx, sigBufKey(key), buf)
 		rt.compareAndDelete(ctx, sigWaitKey(key), waiter)
-		return Delivered, nil
+		return signal.Delivered, nil
 	}
 	// The waiter is no longer scheduled: its timeout fired, its run was
 	// cancelled, or a concurrent registration check woke it with this
@@ -230,12 +151,12 @@ func (rt *Runtime) deliverBuffered(ctx context.Context, key string, payload, buf
 	rt.compareAndDelete(ctx, sigWaitKey(key), waiter)
 	if job, err := rt.q.GetJob(ctx, jobID); err == nil && !job.WokenAt.IsZero() && bytes.Equal(job.WakePayload, payload) {
 		rt.compareAndDelete(ctx, sigBufKey(key), buf)
-		return Delivered, nil
+		return signal.Delivered, nil
 	}
 	if cur, err := kvGet(ctx, rt.q, sigBufKey(key)); err == nil && cur == nil {
-		return Delivered, nil // consumed by the waiter meanwhile
+		return signal.Delivered, nil // consumed by the waiter meanwhile
 	}
-	return Buffered, nil
+	return signal.Buffered, nil
 }
 
 // ClearSignal discards the signal buffered under key and reports whether
@@ -275,7 +196,7 @@ func (rt *Runtime) liveWaiter(ctx context.Context, key string) (string, error) {
 
 // SignalWaiter returns the queue job of the step registered as waiting on
 // key while it is still waiting, or "" when none is: what
-// SignalOptions.RequireWaiting asks for, read without writing. Cost:
+// signal.Options.RequireWaiting asks for, read without writing. Cost:
 // memory reads (on a Reader, nothing beyond its Refresh).
 func (in *Inspector) SignalWaiter(ctx context.Context, key string) (string, error) {
 	if err := validateSignalKey(key); err != nil {
@@ -429,35 +350,16 @@ func decodeSignalTime(b []byte) ([]byte, time.Time, error) {
 	return nil, time.Time{}, fmt.Errorf("%w: signal value with unknown format", ErrCorruptRecord)
 }
 
-// BufferedSignal is a signal held under its key for the next step that
-// waits on it.
-type BufferedSignal struct {
-	Key string
-	// Size is the payload's length in bytes.
-	Size int
-	// BufferedAt is when it was buffered; zero for a signal buffered by a
-	// version that did not record it.
-	BufferedAt time.Time
-}
-
-// SignalListOptions select buffered signals for ListSignals.
-type SignalListOptions struct {
-	// After lists keys that sort after it.
-	After string
-	// Limit caps the result; 0 means 100.
-	Limit int
-}
-
 // ListSignals returns buffered signals in key order; see
 // Inspector.ListSignals.
-func (rt *Runtime) ListSignals(ctx context.Context, opts SignalListOptions) ([]BufferedSignal, error) {
+func (rt *Runtime) ListSignals(ctx context.Context, opts signal.ListOptions) ([]signal.Info, error) {
 	return rt.insp.ListSignals(ctx, opts)
 }
 
 // ListSignals returns the buffered signals (a signal no step has consumed
 // yet) in key order, without their payloads. It writes nothing; on a
 // Reader it costs nothing beyond the Reader's Refresh.
-func (in *Inspector) ListSignals(ctx context.Context, opts SignalListOptions) ([]BufferedSignal, error) {
+func (in *Inspector) ListSignals(ctx context.Context, opts signal.ListOptions) ([]signal.Info, error) {
 	limit := opts.Limit
 	if limit <= 0 {
 		limit = 100
@@ -470,13 +372,13 @@ func (in *Inspector) ListSignals(ctx context.Context, opts SignalListOptions) ([
 	if err != nil {
 		return nil, fmt.Errorf("runtime: list buffered signals: %w", err)
 	}
-	out := make([]BufferedSignal, 0, len(page))
+	out := make([]signal.Info, 0, len(page))
 	for _, e := range page {
 		p, at, err := decodeSignalTime(e.Value)
 		if err != nil {
 			return nil, fmt.Errorf("buffered signal %q: %w", e.Key[len(kvSigBuf):], err)
 		}
-		out = append(out, BufferedSignal{Key: e.Key[len(kvSigBuf):], Size: len(p), BufferedAt: at})
+		out = append(out, signal.Info{Key: e.Key[len(kvSigBuf):], Size: len(p), BufferedAt: at})
 	}
 	if err := in.durable(ctx); err != nil {
 		return nil, err

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -70,7 +72,7 @@ func TestSignalDeliveredToWaiter(t *testing.T) {
 		t.Fatalf("waiting status %+v", st)
 	}
 	res, err := e.signalQuiet("k:a", []byte("approved"))
-	if err != nil || res != Delivered {
+	if err != nil || res != signal.Delivered {
 		t.Fatalf("Signal: %v %v", res, err)
 	}
 	e.waitJob(st.JobID, func(j queue.Job) bool { return j.State == queue.StateScheduled && j.Attempts == 1 })
@@ -88,14 +90,14 @@ func TestSignalBufferedBeforeWaiterIsConsumedAtRegistration(t *testing.T) {
 	w := newWaiter(true)
 	e := newEnv(t, w)
 	e.start()
-	if res, err := e.rt.Signal(e.ctx, "k:b", []byte("early")); err != nil || res != Buffered {
+	if res, err := e.rt.Signal(e.ctx, "k:b", []byte("early")); err != nil || res != signal.Buffered {
 		t.Fatalf("Signal: %v %v", res, err)
 	}
 	// Latest wins.
-	if res, _ := e.rt.Signal(e.ctx, "k:b", []byte("earlier-replaced")); res != Buffered {
+	if res, _ := e.rt.Signal(e.ctx, "k:b", []byte("earlier-replaced")); res != signal.Buffered {
 		t.Fatal("second signal not buffered")
 	}
-	if res, _ := e.rt.Signal(e.ctx, "k:b", []byte("latest")); res != Buffered {
+	if res, _ := e.rt.Signal(e.ctx, "k:b", []byte("latest")); res != signal.Buffered {
 		t.Fatal("third signal not buffered")
 	}
 	out := e.submit(RunSpec{RunID: "b"})
@@ -125,7 +127,7 @@ func TestSignalTimeoutGivesNil(t *testing.T) {
 		t.Fatalf("outcome %+v", o)
 	}
 	// A signal after the wait ended is buffered for a future waiter.
-	if res, _ := e.rt.Signal(e.ctx, "k:c", []byte("late")); res != Buffered {
+	if res, _ := e.rt.Signal(e.ctx, "k:c", []byte("late")); res != signal.Buffered {
 		t.Fatal("late signal not buffered")
 	}
 	if ok, err := e.rt.ClearSignal(e.ctx, "k:c"); !ok || err != nil {
@@ -177,7 +179,7 @@ func TestSecondWaiterOnKeyFailsItsRun(t *testing.T) {
 		t.Fatalf("outcome %+v", o)
 	}
 	e.expectState("first", StateWaiting)
-	if res, _ := e.signalQuiet("shared", []byte("x")); res != Delivered {
+	if res, _ := e.signalQuiet("shared", []byte("x")); res != signal.Delivered {
 		t.Fatal("first waiter lost its registration")
 	}
 	if o := e.outcome(); o.RunID != "first" || string(o.Result) != "sig:x" {
@@ -191,7 +193,7 @@ func TestEmptySignalPayloadIsNotNil(t *testing.T) {
 	e.start()
 	e.submit(RunSpec{RunID: "e"})
 	e.waitRun("e", inState(StateWaiting))
-	if res, _ := e.signalQuiet("k:e", nil); res != Delivered {
+	if res, _ := e.signalQuiet("k:e", nil); res != signal.Delivered {
 		t.Fatal("not delivered")
 	}
 	if o := e.outcome(); string(o.Result) != "sig:" {
@@ -207,7 +209,7 @@ func TestSignalSurvivesRestartWhileWaiting(t *testing.T) {
 	e.waitRun("rw", inState(StateWaiting))
 	e.reopen()
 	e.expectState("rw", StateWaiting)
-	if res, _ := e.rt.Signal(e.ctx, "k:rw", []byte("after-restart")); res != Delivered {
+	if res, _ := e.rt.Signal(e.ctx, "k:rw", []byte("after-restart")); res != signal.Delivered {
 		t.Fatal("not delivered after restart")
 	}
 	e.start()
@@ -218,10 +220,10 @@ func TestSignalSurvivesRestartWhileWaiting(t *testing.T) {
 
 func TestSignalValidation(t *testing.T) {
 	e := newEnv(t, echo())
-	if _, err := e.rt.Signal(e.ctx, "", nil); !errors.Is(err, ErrInvalidSignalKey) {
+	if _, err := e.rt.Signal(e.ctx, "", nil); !errors.Is(err, signal.ErrInvalidKey) {
 		t.Fatalf("empty key: %v", err)
 	}
-	if _, err := e.rt.Signal(e.ctx, "k", make([]byte, MaxSignalPayload+1)); !errors.Is(err, ErrValueTooLarge) {
+	if _, err := e.rt.Signal(e.ctx, "k", make([]byte, signal.MaxPayload+1)); !errors.Is(err, ErrValueTooLarge) {
 		t.Fatalf("oversize: %v", err)
 	}
 }
@@ -238,8 +240,8 @@ func assertNoSignalResidue(t *testing.T, e *env) {
 
 // signalQuiet signals with the worker stopped, so the registration's own
 // post-commit look at the buffer (which may deliver a signal racing it, and
-// then Signal reports Buffered) is over: the test observes Delivered.
-func (e *env) signalQuiet(key string, payload []byte) (SignalOutcome, error) {
+// then Signal reports signal.Buffered) is over: the test observes signal.Delivered.
+func (e *env) signalQuiet(key string, payload []byte) (signal.Outcome, error) {
 	e.stop()
 	defer e.start()
 	return e.rt.Signal(e.ctx, key, payload)
@@ -283,14 +285,14 @@ func TestSignalBufferedDuringRegistrationIsKept(t *testing.T) {
 			return
 		}
 		once.Do(func() {
-			var res SignalOutcome
+			var res signal.Outcome
 			res, raceErr = e.rt.Signal(e.ctx, "k:race", []byte("second"))
-			if raceErr == nil && res != Buffered {
+			if raceErr == nil && res != signal.Buffered {
 				raceErr = fmt.Errorf("racing signal: %v, want buffered", res)
 			}
 		})
 	}
-	if res, err := e.rt.Signal(e.ctx, "k:race", []byte("first")); err != nil || res != Buffered {
+	if res, err := e.rt.Signal(e.ctx, "k:race", []byte("first")); err != nil || res != signal.Buffered {
 		t.Fatalf("Signal: %v %v", res, err)
 	}
 	e.start()
@@ -321,8 +323,8 @@ func TestSignalBufferedDuringRegistrationIsKept(t *testing.T) {
 // stamped by the first sweep and kept a full window from then.
 func TestBufferedSignalRetentionAndListing(t *testing.T) {
 	e := newEnv(t, newWaiter(false), Options{SignalRetention: time.Hour})
-	res, err := e.rt.SendSignal(e.ctx, "k:old", []byte("12345"), SignalOptions{})
-	if err != nil || res.Outcome != Buffered || !res.Expires.Equal(t0.Add(time.Hour)) {
+	res, err := e.rt.SendSignal(e.ctx, "k:old", []byte("12345"), signal.Options{})
+	if err != nil || res.Outcome != signal.Buffered || !res.Expires.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("SendSignal = %+v, %v; want buffered until %v", res, err, t0.Add(time.Hour))
 	}
 	if err := e.q.KVPut(e.ctx, sigBufKey("k:legacy"), encodeSignal([]byte("ab"))); err != nil {
@@ -332,15 +334,15 @@ func TestBufferedSignalRetentionAndListing(t *testing.T) {
 	if _, err := e.rt.Signal(e.ctx, "k:new", nil); err != nil {
 		t.Fatal(err)
 	}
-	list, err := e.rt.ListSignals(e.ctx, SignalListOptions{})
+	list, err := e.rt.ListSignals(e.ctx, signal.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []BufferedSignal{{Key: "k:legacy", Size: 2}, {Key: "k:new", Size: 0, BufferedAt: t0.Add(30 * time.Minute)}, {Key: "k:old", Size: 5, BufferedAt: t0}}
+	want := []signal.Info{{Key: "k:legacy", Size: 2}, {Key: "k:new", Size: 0, BufferedAt: t0.Add(30 * time.Minute)}, {Key: "k:old", Size: 5, BufferedAt: t0}}
 	if fmt.Sprint(list) != fmt.Sprint(want) {
 		t.Fatalf("ListSignals = %v\nwant %v", list, want)
 	}
-	if page, err := e.rt.ListSignals(e.ctx, SignalListOptions{After: "k:legacy", Limit: 1}); err != nil || len(page) != 1 || page[0].Key != "k:new" {
+	if page, err := e.rt.ListSignals(e.ctx, signal.ListOptions{After: "k:legacy", Limit: 1}); err != nil || len(page) != 1 || page[0].Key != "k:new" {
 		t.Fatalf("second page = %v, %v; want k:new", page, err)
 	}
 
@@ -350,7 +352,7 @@ func TestBufferedSignalRetentionAndListing(t *testing.T) {
 		if err != nil || r.Signals != wantDropped {
 			t.Fatalf("Sweep at %v = %+v, %v; want %d signals dropped", e.clock.Now().Sub(t0), r, err, wantDropped)
 		}
-		list, err := e.rt.ListSignals(e.ctx, SignalListOptions{})
+		list, err := e.rt.ListSignals(e.ctx, signal.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -401,17 +403,17 @@ func TestSweepLoopDropsExpiredSignals(t *testing.T) {
 // waiting step receives it.
 func TestSignalRequireWaiting(t *testing.T) {
 	e := newEnv(t, newWaiter(false))
-	_, err := e.rt.SendSignal(e.ctx, "k:rq", []byte("x"), SignalOptions{RequireWaiting: true})
-	if !errors.Is(err, ErrNoWaiter) {
-		t.Fatalf("SendSignal to nobody: %v; want ErrNoWaiter", err)
+	_, err := e.rt.SendSignal(e.ctx, "k:rq", []byte("x"), signal.Options{RequireWaiting: true})
+	if !errors.Is(err, signal.ErrNoWaiter) {
+		t.Fatalf("SendSignal to nobody: %v; want signal.ErrNoWaiter", err)
 	}
 	assertNoSignalResidue(t, e)
 	e.start()
 	e.submit(RunSpec{RunID: "rq"})
 	e.waitRun("rq", inState(StateWaiting))
 	e.stop()
-	res, err := e.rt.SendSignal(e.ctx, "k:rq", []byte("x"), SignalOptions{RequireWaiting: true})
-	if err != nil || res.Outcome != Delivered || !res.Expires.IsZero() {
+	res, err := e.rt.SendSignal(e.ctx, "k:rq", []byte("x"), signal.Options{RequireWaiting: true})
+	if err != nil || res.Outcome != signal.Delivered || !res.Expires.IsZero() {
 		t.Fatalf("SendSignal to a waiter = %+v, %v; want delivered", res, err)
 	}
 	e.start()
@@ -433,27 +435,27 @@ func (v *validatingWaiter) ValidateSignal(_ context.Context, key string, payload
 	v.mu.Unlock()
 	switch string(payload) {
 	case "bad":
-		return fmt.Errorf("%w: %q is not a decision", ErrSignalRejected, payload)
+		return fmt.Errorf("%w: %q is not a decision", signal.ErrRejected, payload)
 	case "store-error":
 		return errors.New("the store is away")
 	}
 	return nil
 }
 
-// A runner that implements SignalValidator checks every signal before it
+// A runner that implements signal.Validator checks every signal before it
 // is written: a refused or undecidable one leaves nothing.
 func TestSignalValidatorRefusesBeforeWriting(t *testing.T) {
 	v := &validatingWaiter{waiter: newWaiter(false)}
 	e := newEnv(t, v)
 	_, err := e.rt.Signal(e.ctx, "k:v", []byte("bad"))
-	if !errors.Is(err, ErrSignalRejected) || !strings.Contains(err.Error(), `"bad" is not a decision`) {
-		t.Fatalf("bad payload: %v; want ErrSignalRejected with the validator's reason", err)
+	if !errors.Is(err, signal.ErrRejected) || !strings.Contains(err.Error(), `"bad" is not a decision`) {
+		t.Fatalf("bad payload: %v; want signal.ErrRejected with the validator's reason", err)
 	}
-	if _, err := e.rt.Signal(e.ctx, "k:v", []byte("store-error")); err == nil || errors.Is(err, ErrSignalRejected) {
+	if _, err := e.rt.Signal(e.ctx, "k:v", []byte("store-error")); err == nil || errors.Is(err, signal.ErrRejected) {
 		t.Fatalf("undecidable payload: %v; want a plain error", err)
 	}
 	assertNoSignalResidue(t, e)
-	if res, err := e.rt.Signal(e.ctx, "k:v", []byte("good")); err != nil || res != Buffered {
+	if res, err := e.rt.Signal(e.ctx, "k:v", []byte("good")); err != nil || res != signal.Buffered {
 		t.Fatalf("good payload: %v, %v", res, err)
 	}
 	if fmt.Sprint(v.checked) != "[k:v k:v k:v]" {
@@ -462,7 +464,7 @@ func TestSignalValidatorRefusesBeforeWriting(t *testing.T) {
 
 	// Options{NoSignalValidator: true} turns the runner's validation off.
 	off := newEnv(t, &validatingWaiter{waiter: newWaiter(false)}, Options{NoSignalValidator: true})
-	if res, err := off.rt.Signal(off.ctx, "k:v", []byte("bad")); err != nil || res != Buffered {
+	if res, err := off.rt.Signal(off.ctx, "k:v", []byte("bad")); err != nil || res != signal.Buffered {
 		t.Fatalf("without a validator: %v, %v; want buffered", res, err)
 	}
 }
@@ -497,7 +499,7 @@ func (w *pickyWaiter) RunStep(ctx context.Context, s *Step) (StepOutcome, error)
 	case string(s.Signal) == "good":
 		return Succeed(s.Signal), nil
 	case crash:
-		if res, err := w.rt().Signal(ctx, key, []byte("good")); err != nil || res != Buffered {
+		if res, err := w.rt().Signal(ctx, key, []byte("good")); err != nil || res != signal.Buffered {
 			return StepOutcome{}, Permanent(fmt.Errorf("the good signal in the crash window: %v, %v; want buffered", res, err))
 		}
 		return StepOutcome{}, errors.New("crashed before the rejection settled")
@@ -512,7 +514,7 @@ func TestSetAsideSignalSurvivesACrashBeforeItsSettlement(t *testing.T) {
 	w := &pickyWaiter{}
 	e := newEnv(t, w)
 	w.rt, w.clock = func() *Runtime { return e.rt }, e.clock
-	if res, err := e.rt.Signal(e.ctx, "k:p", []byte("bad")); err != nil || res != Buffered {
+	if res, err := e.rt.Signal(e.ctx, "k:p", []byte("bad")); err != nil || res != signal.Buffered {
 		t.Fatalf("Signal: %v %v", res, err)
 	}
 	e.start()

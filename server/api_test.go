@@ -10,9 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	validator "github.com/pb33f/libopenapi-validator"
 
-	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/server"
 	"github.com/tqw-dsl/tqw/server/client"
 )
@@ -103,7 +104,7 @@ func TestApprovalLifecycle(t *testing.T) {
 	if _, err := f.c.Signal(ctx, "approve:nobody", []byte(`{}`), true); !errors.Is(err, client.ErrConflict) {
 		t.Fatalf("require_waiting with no waiter: %v, want 409", err)
 	}
-	signals, err := f.rt.Inspector().ListSignals(ctx, runtime.SignalListOptions{})
+	signals, err := f.rt.Inspector().ListSignals(ctx, signal.ListOptions{})
 	if err != nil || len(signals) != 0 {
 		t.Fatalf("refused signals were buffered: %v %v", signals, err)
 	}

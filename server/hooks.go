@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"go.yaml.in/yaml/v3"
@@ -427,7 +429,7 @@ func (s *Server) hookSignal(w http.ResponseWriter, r *http.Request, h *hookState
 	}
 	// Exactly once per delivery id: the marker commits with the buffered
 	// signal, so a replay finds it and writes nothing.
-	if err := s.rt.AdmitSignal(ctx, key, raw, runtime.SignalOptions{}); err != nil {
+	if err := s.rt.AdmitSignal(ctx, key, raw, signal.Options{}); err != nil {
 		s.signalRefused(w, key, err)
 		return
 	}
@@ -449,7 +451,7 @@ func (s *Server) hookSignal(w http.ResponseWriter, r *http.Request, h *hookState
 	out := HookResponse{Delivered: "buffered"}
 	if cur, err := s.rt.SignalBuffered(ctx, key); err == nil && bytes.Equal(cur, value) {
 		oc, err := s.rt.DeliverSignal(ctx, key, value, marker)
-		if err == nil && oc == runtime.Delivered {
+		if err == nil && oc == signal.Delivered {
 			out.Delivered = "now"
 		}
 	}

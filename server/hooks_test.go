@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/server"
 	"github.com/tqw-dsl/tqw/server/client"
@@ -156,7 +158,7 @@ func TestSignalHook(t *testing.T) {
 	if _, status, _ := f.c.Hook(ctx, "approve", body, auth("wrong-token-0123456789", "k1")); status != http.StatusUnauthorized {
 		t.Fatalf("a wrong bearer token: %d", status)
 	}
-	if sigs, _ := f.rt.Inspector().ListSignals(ctx, runtime.SignalListOptions{}); len(sigs) != 0 || f.waitState("h1", "waiting").State != "waiting" {
+	if sigs, _ := f.rt.Inspector().ListSignals(ctx, signal.ListOptions{}); len(sigs) != 0 || f.waitState("h1", "waiting").State != "waiting" {
 		t.Fatalf("a refused hook signalled: %v", sigs)
 	}
 	res, status, err := f.c.Hook(ctx, "approve", body, auth(bearerSecret, "k1"))
@@ -171,7 +173,7 @@ func TestSignalHook(t *testing.T) {
 	if err != nil || status != http.StatusOK || !res.Duplicate {
 		t.Fatalf("a replayed delivery: %d %+v %v, want a duplicate", status, res, err)
 	}
-	if sigs, _ := f.rt.Inspector().ListSignals(ctx, runtime.SignalListOptions{}); len(sigs) != 0 {
+	if sigs, _ := f.rt.Inspector().ListSignals(ctx, signal.ListOptions{}); len(sigs) != 0 {
 		t.Fatalf("the replay buffered a signal: %v", sigs)
 	}
 	if _, status, _ := f.c.Hook(ctx, "approve", []byte(`{"approved":true}`), auth(bearerSecret, "k2")); status != http.StatusBadRequest {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/signal"
 )
 
 // SignalResponse is the answer of POST /v1/signals/{key}.
@@ -29,8 +29,8 @@ func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "key", "the signal key is empty: POST /v1/signals/{key}")
 		return
 	}
-	if len(key) > runtime.MaxSignalKeyLen {
-		writeError(w, http.StatusBadRequest, "bad_request", "key", fmt.Sprintf("the signal key is %d bytes; the limit is %d", len(key), runtime.MaxSignalKeyLen))
+	if len(key) > signal.MaxKeyLen {
+		writeError(w, http.StatusBadRequest, "bad_request", "key", fmt.Sprintf("the signal key is %d bytes; the limit is %d", len(key), signal.MaxKeyLen))
 		return
 	}
 	requireWaiting := false
@@ -42,10 +42,10 @@ func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) {
 		}
 		requireWaiting = b
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(runtime.MaxSignalPayload)))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(signal.MaxPayload)))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "payload", fmt.Sprintf("the signal payload is over %d bytes", runtime.MaxSignalPayload))
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "payload", fmt.Sprintf("the signal payload is over %d bytes", signal.MaxPayload))
 		return
 	}
 	if err != nil {
@@ -78,13 +78,13 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request, key string, raw 
 	if ws, err := s.it.Waiting(ctx, s.rt.Queue(), key); err == nil && ws != nil {
 		waiter = ws.RunID
 	}
-	res, err := s.rt.SendSignal(ctx, key, raw, runtime.SignalOptions{RequireWaiting: requireWaiting})
+	res, err := s.rt.SendSignal(ctx, key, raw, signal.Options{RequireWaiting: requireWaiting})
 	if err != nil {
 		s.signalRefused(w, key, err)
 		return SignalResponse{}, 0, false
 	}
 	out := SignalResponse{Delivered: "now"}
-	if res.Outcome != runtime.Delivered {
+	if res.Outcome != signal.Delivered {
 		out.Delivered = "buffered"
 		if !res.Expires.IsZero() {
 			e := res.Expires.UTC()
@@ -99,10 +99,10 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request, key string, raw 
 
 func (s *Server) signalRefused(w http.ResponseWriter, key string, err error) {
 	switch {
-	case errors.Is(err, runtime.ErrSignalRejected):
-		msg := strings.TrimPrefix(err.Error(), runtime.ErrSignalRejected.Error()+": ")
+	case errors.Is(err, signal.ErrRejected):
+		msg := strings.TrimPrefix(err.Error(), signal.ErrRejected.Error()+": ")
 		writeError(w, http.StatusUnprocessableEntity, "signal_rejected", "payload", fmt.Sprintf("signal %q refused, nothing sent: %s", key, msg))
-	case errors.Is(err, runtime.ErrNoWaiter):
+	case errors.Is(err, signal.ErrNoWaiter):
 		writeError(w, http.StatusConflict, "no_waiter", "key", fmt.Sprintf("no run is waiting on %q; nothing was sent (require_waiting; without it the signal is buffered for the next step that waits on the key)", key))
 	default:
 		s.storeFailed(w, fmt.Sprintf("signal %q", key), err)

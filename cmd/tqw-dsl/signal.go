@@ -9,10 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/spf13/cobra"
 
 	"github.com/tqw-dsl/tqw/interpreter"
-	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/remote"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
 	"github.com/tqw-dsl/tqw/server/client"
@@ -70,15 +71,15 @@ writer did not answer.`,
 			if key == "" {
 				return failf(exitUsage, "KEY is empty")
 			}
-			if len(key) > runtime.MaxSignalKeyLen {
-				return failf(exitUsage, "KEY is %d bytes; the limit is %d", len(key), runtime.MaxSignalKeyLen)
+			if len(key) > signal.MaxKeyLen {
+				return failf(exitUsage, "KEY is %d bytes; the limit is %d", len(key), signal.MaxKeyLen)
 			}
 			_, raw, err := readJSONArg("the signal payload", arg, nil)
 			if err != nil {
 				return err
 			}
-			if len(raw) > runtime.MaxSignalPayload {
-				return failf(exitUsage, "the signal payload is %d bytes; the limit is %d", len(raw), runtime.MaxSignalPayload)
+			if len(raw) > signal.MaxPayload {
+				return failf(exitUsage, "the signal payload is %d bytes; the limit is %d", len(raw), signal.MaxPayload)
 			}
 			ctx := context.WithoutCancel(cmd.Context())
 			if a := liveAPI(ctx, store); a != nil {
@@ -108,15 +109,15 @@ writer did not answer.`,
 				return err
 			}
 			defer sess.Close()
-			opts := runtime.SignalOptions{RequireWaiting: requireWaiting}
-			var res runtime.SignalResult
+			opts := signal.Options{RequireWaiting: requireWaiting}
+			var res signal.Result
 			if sess.e != nil {
 				res, err = sess.e.rt.SendSignal(ctx, key, raw, opts)
 			} else {
 				sctx, stopWatch := sess.watchWriter(ctx)
 				res, err = sess.c.SendSignal(sctx, key, raw, opts)
 				stopWatch()
-				if err != nil && !errors.Is(err, runtime.ErrSignalRejected) && !errors.Is(err, runtime.ErrNoWaiter) {
+				if err != nil && !errors.Is(err, signal.ErrRejected) && !errors.Is(err, signal.ErrNoWaiter) {
 					return sess.remoteError(sctx, fmt.Sprintf("signal %q", key), err)
 				}
 			}
@@ -130,7 +131,7 @@ writer did not answer.`,
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(signalOutcomeOf(key, res))
 			}
 			switch res.Outcome {
-			case runtime.Delivered:
+			case signal.Delivered:
 				fmt.Fprintf(cmd.OutOrStdout(), "signal %q delivered\n", key)
 			default:
 				fmt.Fprintf(cmd.OutOrStdout(), "signal %q buffered: no step waits on it yet; the next one to wait on it receives it\n", key)
@@ -152,9 +153,9 @@ type signalOutcome struct {
 	Expires *time.Time `json:"expires,omitempty"`
 }
 
-func signalOutcomeOf(key string, res runtime.SignalResult) signalOutcome {
+func signalOutcomeOf(key string, res signal.Result) signalOutcome {
 	o := signalOutcome{Key: key, Outcome: "delivered"}
-	if res.Outcome != runtime.Delivered {
+	if res.Outcome != signal.Delivered {
 		o.Outcome = "buffered"
 		if !res.Expires.IsZero() {
 			e := res.Expires.UTC()
@@ -169,7 +170,7 @@ func signalOutcomeOf(key string, res runtime.SignalResult) signalOutcome {
 // waits for. It returns that step when one is known (nil otherwise).
 func checkSignal(ctx context.Context, v *view, key string, raw []byte, requireWaiting bool) (*interpreter.WaitingStep, error) {
 	if err := v.it.CheckSignal(ctx, v.r, key, raw); err != nil {
-		if errors.Is(err, runtime.ErrSignalRejected) {
+		if errors.Is(err, signal.ErrRejected) {
 			return nil, refused(key, err)
 		}
 		return nil, failf(exitFailed, "signal %q: %v", key, err)
@@ -193,15 +194,15 @@ func checkSignal(ctx context.Context, v *view, key string, raw []byte, requireWa
 // signalError turns the writer's refusal of a signal into its exit code.
 func signalError(key string, err error) error {
 	switch {
-	case errors.Is(err, runtime.ErrNoWaiter):
+	case errors.Is(err, signal.ErrNoWaiter):
 		return noWaiter(key)
-	case errors.Is(err, runtime.ErrSignalRejected):
+	case errors.Is(err, signal.ErrRejected):
 		return refused(key, err)
 	}
 	return failf(exitFailed, "signal %q: %v", key, err)
 }
 
-// refused reports a payload refused with runtime.ErrSignalRejected, by the
+// refused reports a payload refused with signal.ErrRejected, by the
 // check here or by the writer, with the reason alone.
 func refused(key string, err error) error {
 	msg := err.Error()
@@ -209,7 +210,7 @@ func refused(key string, err error) error {
 	if errors.As(err, &rejected) {
 		msg = rejected.Message
 	}
-	msg = strings.TrimPrefix(msg, runtime.ErrSignalRejected.Error()+": ")
+	msg = strings.TrimPrefix(msg, signal.ErrRejected.Error()+": ")
 	return failf(exitUsage, "signal %q refused, nothing sent: %s", key, msg)
 }
 

@@ -7,15 +7,15 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
+	"github.com/tqw-dsl/tqw/runtime/signal"
 
-	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/spf13/cobra"
 )
 
 func init() { commands = append(commands, newSignalsCmd) }
 
 // retentionText is the default signal retention, for help texts.
-var retentionText = fmt.Sprintf("%d days", int(runtime.DefaultSignalRetention/(24*time.Hour)))
+var retentionText = fmt.Sprintf("%d days", int(signal.DefaultRetention/(24*time.Hour)))
 
 // signalJSON is a buffered signal as --json prints it.
 type signalJSON struct {
@@ -56,11 +56,11 @@ durable.`,
 				return err
 			}
 			defer v.Close()
-			var sigs []runtime.BufferedSignal
+			var sigs []signal.Info
 			after := ""
 			for len(sigs) < limit {
 				want := min(limit-len(sigs), 1000)
-				page, err := v.insp.ListSignals(ctx, runtime.SignalListOptions{After: after, Limit: want})
+				page, err := v.insp.ListSignals(ctx, signal.ListOptions{After: after, Limit: want})
 				if err != nil {
 					return failf(exitFailed, "list buffered signals: %v", err)
 				}

@@ -41,6 +41,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
@@ -168,7 +170,7 @@ func (w watcher) pass(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("signal %s: %w", key, err)
 			}
-			if res == runtime.Delivered {
+			if res == signal.Delivered {
 				fmt.Fprintf(w.out, "[watcher] %s arrived; woke %s\n", reply, key)
 			} else {
 				// The wait ended (timeout) between the scan and the signal.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -138,12 +140,12 @@ func (ib *inbox) signal(ctx context.Context, cmd *inboxCommand, m *inboxMarker, 
 	}
 	mk := inboxMarkerKey(cmd.ID)
 	defer func() {
-		if ans.Signal == runtime.Buffered.String() && m != nil {
+		if ans.Signal == signal.Buffered.String() && m != nil {
 			ans.SignalExpires = rt.SignalExpiry(m.Buf)
 		}
 	}()
 	if m == nil {
-		if err := rt.AdmitSignal(ctx, cmd.Key, cmd.Payload, runtime.SignalOptions{RequireWaiting: cmd.RequireWaiting}); err != nil {
+		if err := rt.AdmitSignal(ctx, cmd.Key, cmd.Payload, signal.Options{RequireWaiting: cmd.RequireWaiting}); err != nil {
 			return err
 		}
 		m = &inboxMarker{Kind: CommandSignal, Buf: rt.SignalValue(cmd.Payload), AtMs: rt.Clock().Now().UnixMilli()}
@@ -177,7 +179,7 @@ func (ib *inbox) signal(ctx context.Context, cmd *inboxCommand, m *inboxMarker, 
 		return nil
 	}
 	done := *m
-	done.Outcome = runtime.Delivered.String()
+	done.Outcome = signal.Delivered.String()
 	mb, err := encodeMarker(&done)
 	if err != nil {
 		return err
@@ -201,11 +203,11 @@ func (ib *inbox) signal(ctx context.Context, cmd *inboxCommand, m *inboxMarker, 
 
 // outcomeOfBuffer is the outcome reported once the buffer no longer holds
 // a command's signal: consumed (empty) counts as delivered, as in Signal.
-func outcomeOfBuffer(cur []byte) runtime.SignalOutcome {
+func outcomeOfBuffer(cur []byte) signal.Outcome {
 	if cur == nil {
-		return runtime.Delivered
+		return signal.Delivered
 	}
-	return runtime.Buffered
+	return signal.Buffered
 }
 
 // clearSignal applies a ClearSignal command (invariant 4).

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/oklog/ulid/v2"
@@ -233,30 +235,30 @@ func (c *Client) Submit(ctx context.Context, spec runtime.RunSpec) (runtime.Subm
 
 // Signal asks the writer to deliver a signal; see runtime.Runtime.Signal.
 // The writer applies it exactly once, also across its own crashes.
-func (c *Client) Signal(ctx context.Context, key string, payload []byte) (runtime.SignalOutcome, error) {
-	res, err := c.SendSignal(ctx, key, payload, runtime.SignalOptions{})
+func (c *Client) Signal(ctx context.Context, key string, payload []byte) (signal.Outcome, error) {
+	res, err := c.SendSignal(ctx, key, payload, signal.Options{})
 	return res.Outcome, err
 }
 
 // SendSignal asks the writer to deliver a signal; see
 // runtime.Runtime.SendSignal. The writer checks it as SendSignal does
 // (RequireWaiting, its SignalValidator): a refusal is a *CommandError
-// matching runtime.ErrNoWaiter or runtime.ErrSignalRejected, nothing
+// matching signal.ErrNoWaiter or signal.ErrRejected, nothing
 // buffered. The writer applies it exactly once, also across its own
 // crashes.
-func (c *Client) SendSignal(ctx context.Context, key string, payload []byte, opts runtime.SignalOptions) (runtime.SignalResult, error) {
+func (c *Client) SendSignal(ctx context.Context, key string, payload []byte, opts signal.Options) (signal.Result, error) {
 	if err := runtime.ValidateSignal(key, payload); err != nil {
-		return runtime.SignalResult{}, err
+		return signal.Result{}, err
 	}
 	ans, err := c.do(ctx, &inboxCommand{Kind: CommandSignal, Key: key, Payload: payload, RequireWaiting: opts.RequireWaiting})
 	if err != nil {
-		return runtime.SignalResult{}, err
+		return signal.Result{}, err
 	}
 	out, ok := parseSignalOutcome(ans.Signal)
 	if !ok {
-		return runtime.SignalResult{}, fmt.Errorf("%w: answer to signal command %s has outcome %q", runtime.ErrCorruptRecord, ans.ID, ans.Signal)
+		return signal.Result{}, fmt.Errorf("%w: answer to signal command %s has outcome %q", runtime.ErrCorruptRecord, ans.ID, ans.Signal)
 	}
-	return runtime.SignalResult{Outcome: out, Expires: ans.SignalExpires}, nil
+	return signal.Result{Outcome: out, Expires: ans.SignalExpires}, nil
 }
 
 // ClearSignal asks the writer to discard the signal buffered under key;
@@ -301,8 +303,8 @@ func (c *Client) Status(ctx context.Context, runID string) (runtime.RunStatus, e
 
 // ListSignals lists the buffered signals from the durable state; see
 // runtime.Inspector.ListSignals.
-func (c *Client) ListSignals(ctx context.Context, opts runtime.SignalListOptions) ([]runtime.BufferedSignal, error) {
-	var out []runtime.BufferedSignal
+func (c *Client) ListSignals(ctx context.Context, opts signal.ListOptions) ([]signal.Info, error) {
+	var out []signal.Info
 	err := c.read(ctx, func(in *runtime.Inspector) (err error) {
 		out, err = in.ListSignals(ctx, opts)
 		return err

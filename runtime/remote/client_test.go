@@ -14,6 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
@@ -116,7 +118,7 @@ func TestClientCommandsThroughInbox(t *testing.T) {
 
 		// Signal delivered to the waiting run.
 		res, err := c.Signal(ctx, "k-"+run, []byte("approved"))
-		if err != nil || res != runtime.Delivered {
+		if err != nil || res != signal.Delivered {
 			t.Fatalf("Signal to a waiter = %v, %v; want delivered", res, err)
 		}
 		synctest.Wait()
@@ -126,7 +128,7 @@ func TestClientCommandsThroughInbox(t *testing.T) {
 		}
 
 		// Signal with no waiter: buffered, then cleared once.
-		if res, err := c.Signal(ctx, "nobody", []byte("x")); err != nil || res != runtime.Buffered {
+		if res, err := c.Signal(ctx, "nobody", []byte("x")); err != nil || res != signal.Buffered {
 			t.Fatalf("Signal without a waiter = %v, %v; want buffered", res, err)
 		}
 		if b := w.kv(sigBufKey("nobody")); !bufferHolds(b, "x") {
@@ -319,10 +321,10 @@ func TestNewClientValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := c.Signal(ctx, "", nil); !errors.Is(err, runtime.ErrInvalidSignalKey) {
+	if _, err := c.Signal(ctx, "", nil); !errors.Is(err, signal.ErrInvalidKey) {
 		t.Errorf("empty signal key: %v", err)
 	}
-	if _, err := c.Signal(ctx, "k", make([]byte, runtime.MaxSignalPayload+1)); !errors.Is(err, runtime.ErrValueTooLarge) {
+	if _, err := c.Signal(ctx, "k", make([]byte, signal.MaxPayload+1)); !errors.Is(err, runtime.ErrValueTooLarge) {
 		t.Errorf("oversized signal: %v", err)
 	}
 	if _, err := c.Submit(ctx, runtime.RunSpec{KVWrites: map[string][]byte{"workflow/x": nil}}); !errors.Is(err, runtime.ErrReserved) {
@@ -481,7 +483,7 @@ func TestClientResolvesUncertain(t *testing.T) {
 			do: func(ctx context.Context, c *Client) (any, error) {
 				return c.Signal(ctx, crashKey, []byte("yes"))
 			},
-			want: runtime.Delivered,
+			want: signal.Delivered,
 			check: func(t *testing.T, w *faultyWriter) {
 				ctx := context.Background()
 				j, err := w.q.GetJob(ctx, "j1")
@@ -519,7 +521,7 @@ func TestClientResolvesUncertain(t *testing.T) {
 			do: func(ctx context.Context, c *Client) (any, error) {
 				return c.Signal(ctx, crashKey, []byte("once"))
 			},
-			want: runtime.Buffered,
+			want: signal.Buffered,
 			check: func(t *testing.T, w *faultyWriter) {
 				if b, _ := kvGet(context.Background(), w.q, sigBufKey(crashKey)); !bufferHolds(b, "once") {
 					t.Fatalf("buffer %q after the signal", b)
@@ -675,25 +677,25 @@ func TestClientSignalChecks(t *testing.T) {
 
 		var remote *CommandError
 		_, err = c.Signal(ctx, "k:c", []byte("bad"))
-		if !errors.Is(err, runtime.ErrSignalRejected) || !errors.As(err, &remote) || remote.Code != "signal_rejected" || !strings.Contains(err.Error(), "is not a decision") {
+		if !errors.Is(err, signal.ErrRejected) || !errors.As(err, &remote) || remote.Code != "signal_rejected" || !strings.Contains(err.Error(), "is not a decision") {
 			t.Fatalf("bad payload through the inbox: %v; want signal_rejected with the reason", err)
 		}
-		_, err = c.SendSignal(ctx, "k:c", []byte("x"), runtime.SignalOptions{RequireWaiting: true})
-		if !errors.Is(err, runtime.ErrNoWaiter) || !errors.As(err, &remote) || remote.Code != "no_waiter" {
+		_, err = c.SendSignal(ctx, "k:c", []byte("x"), signal.Options{RequireWaiting: true})
+		if !errors.Is(err, signal.ErrNoWaiter) || !errors.As(err, &remote) || remote.Code != "no_waiter" {
 			t.Fatalf("signal to nobody with RequireWaiting: %v; want no_waiter", err)
 		}
 		if b := w.kv(sigBufKey("k:c")); b != nil {
 			t.Fatalf("a refused signal was buffered: %q", b)
 		}
 		start := time.Now()
-		res, err := c.SendSignal(ctx, "k:c", []byte("good"), runtime.SignalOptions{})
-		if err != nil || res.Outcome != runtime.Buffered {
+		res, err := c.SendSignal(ctx, "k:c", []byte("good"), signal.Options{})
+		if err != nil || res.Outcome != signal.Buffered {
 			t.Fatalf("good payload = %+v, %v; want buffered", res, err)
 		}
 		if d := res.Expires.Sub(start); d < 48*time.Hour-time.Second || d > 48*time.Hour+time.Minute {
 			t.Fatalf("Expires %v is %v after the send; want the writer's 48h retention", res.Expires, d)
 		}
-		list, err := c.ListSignals(ctx, runtime.SignalListOptions{})
+		list, err := c.ListSignals(ctx, signal.ListOptions{})
 		if err != nil || len(list) != 1 || list[0].Key != "k:c" || list[0].Size != 4 || !list[0].BufferedAt.Add(48*time.Hour).Equal(res.Expires) {
 			t.Fatalf("ListSignals through the client = %+v, %v", list, err)
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/tqw-dsl/tqw/internal/msgpackcheck"
@@ -114,7 +116,7 @@ type inboxCommand struct {
 	// Signal, ClearSignal.
 	Key     string `json:"key,omitempty"`
 	Payload []byte `json:"payload,omitempty"`
-	// RequireWaiting is runtime.SignalOptions.RequireWaiting.
+	// RequireWaiting is signal.Options.RequireWaiting.
 	RequireWaiting bool `json:"require_waiting,omitempty"`
 	// Client describes the sender (name, host, pid) for logs.
 	Client  string    `json:"client,omitempty"`
@@ -141,7 +143,7 @@ type inboxAnswer struct {
 	JobID          string      `json:"job_id,omitempty"`
 	NewlySubmitted bool        `json:"newly_submitted,omitempty"`
 	Signal         string      `json:"signal,omitempty"`
-	// SignalExpires is runtime.SignalResult.Expires of a buffered signal.
+	// SignalExpires is signal.Result.Expires of a buffered signal.
 	SignalExpires time.Time `json:"signal_expires,omitzero"`
 	// OK is Cancel's and ClearSignal's boolean result.
 	OK bool `json:"ok,omitempty"`
@@ -186,9 +188,9 @@ var answerCodes = []struct {
 	{"run_not_found", runtime.ErrRunNotFound},
 	{"reserved", runtime.ErrReserved},
 	{"invalid_run_id", runtime.ErrInvalidRunID},
-	{"invalid_signal_key", runtime.ErrInvalidSignalKey},
-	{"signal_rejected", runtime.ErrSignalRejected},
-	{"no_waiter", runtime.ErrNoWaiter},
+	{"invalid_signal_key", signal.ErrInvalidKey},
+	{"signal_rejected", signal.ErrRejected},
+	{"no_waiter", signal.ErrNoWaiter},
 	{"value_too_large", runtime.ErrValueTooLarge},
 	{"invalid_key", runtime.ErrInvalidKey},
 	{"invalid_command", ErrInvalidCommand},
@@ -333,13 +335,13 @@ func inboxNamespaces(prefix, setting string) []objstore.Namespace {
 	}
 }
 
-// parseSignalOutcome is runtime.SignalOutcome.String's inverse.
-func parseSignalOutcome(s string) (runtime.SignalOutcome, bool) {
+// parseSignalOutcome is signal.Outcome.String's inverse.
+func parseSignalOutcome(s string) (signal.Outcome, bool) {
 	switch s {
-	case runtime.Delivered.String():
-		return runtime.Delivered, true
-	case runtime.Buffered.String():
-		return runtime.Buffered, true
+	case signal.Delivered.String():
+		return signal.Delivered, true
+	case signal.Buffered.String():
+		return signal.Buffered, true
 	}
 	return 0, false
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 )
@@ -116,7 +118,7 @@ func (v *validatingWaiter) RunStep(_ context.Context, s *runtime.Step) (runtime.
 func (v *validatingWaiter) ValidateSignal(_ context.Context, _ string, payload []byte) error {
 	switch string(payload) {
 	case "bad":
-		return fmt.Errorf("%w: %q is not a decision", runtime.ErrSignalRejected, payload)
+		return fmt.Errorf("%w: %q is not a decision", signal.ErrRejected, payload)
 	case "store-error":
 		return errors.New("the store is away")
 	}

@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/tqw-dsl/tqw/runtime"
@@ -114,7 +116,7 @@ func TestInboxLeavesForeignObjects(t *testing.T) {
 			t.Fatalf("pass %d made %d requests (%+v); want only the LIST", pass, c.Total(), c)
 		}
 	}
-	if a, ok := ibxAnswer(t, store, id); !ok || a.Code != "" || a.Signal != runtime.Buffered.String() {
+	if a, ok := ibxAnswer(t, store, id); !ok || a.Code != "" || a.Signal != signal.Buffered.String() {
 		t.Fatalf("the real command's answer = %+v, %v; want buffered", a, ok)
 	}
 	if w.kv(sigBufKey("k")) != nil {

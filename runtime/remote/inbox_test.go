@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/signal"
+
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/tqw-dsl/tqw/runtime"
@@ -257,7 +259,7 @@ var crashScenarios = []crashScenario{
 			if consumed == buffered {
 				t.Fatalf("signal consumed before the redrain: %v, buffered after it: %v; want exactly one", consumed, buffered)
 			}
-			if buffered && ans.Signal != runtime.Buffered.String() {
+			if buffered && ans.Signal != signal.Buffered.String() {
 				t.Fatalf("answer %q for a buffered signal", ans.Signal)
 			}
 		},
@@ -290,7 +292,7 @@ var crashScenarios = []crashScenario{
 			if b := w.kv(sigBufKey(crashKey)); b != nil {
 				t.Fatalf("signal still buffered after its delivery: %q", b)
 			}
-			if ans.Signal != runtime.Delivered.String() {
+			if ans.Signal != signal.Delivered.String() {
 				t.Fatalf("answer %q, want delivered", ans.Signal)
 			}
 		},
@@ -541,7 +543,7 @@ func TestInboxRejections(t *testing.T) {
 		id   string
 		want error
 	}{
-		{mismatch, runtime.ErrInputMismatch}, {badKey, runtime.ErrInvalidSignalKey}, {reserved, runtime.ErrReserved},
+		{mismatch, runtime.ErrInputMismatch}, {badKey, signal.ErrInvalidKey}, {reserved, runtime.ErrReserved},
 		{expired, ErrCommandExpired}, {unknown, ErrInvalidCommand}, {newer, ErrInvalidCommand},
 	} {
 		a, ok := ibxAnswer(t, store, c.id)
