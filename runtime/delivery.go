@@ -281,12 +281,12 @@ func (d *delivery) stepFailed(ctx context.Context, err error) error {
 
 // apply settles the runner's outcome with the effects it staged.
 func (d *delivery) apply(ctx context.Context, out StepOutcome, eff *Effects) error {
-	switch out.Kind {
-	case OutcomeSucceed:
+	switch out.kind {
+	case outcomeSucceed:
 		return d.terminate(ctx, Succeeded, out.Result, "", eff, settleAck)
-	case OutcomeFail:
+	case outcomeFail:
 		return d.terminate(ctx, Failed, nil, out.Reason, eff, settleAck)
-	case OutcomeCancel:
+	case outcomeCancel:
 		return d.terminate(ctx, Cancelled, nil, out.Reason, eff, settleAck)
 	}
 	return d.advance(ctx, out, eff)
@@ -305,13 +305,13 @@ func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) e
 	addEffects(sef, eff)
 	sef.KVDeletes = append(sef.KVDeletes, d.sigDeletes...)
 	waitKey := ""
-	switch out.Trigger.Kind {
-	case TriggerAfter:
-		if out.Trigger.Delay > 0 {
-			opts.RunAt = rt.clock.Now().Add(out.Trigger.Delay)
+	switch out.trigger.Kind {
+	case triggerAfter:
+		if out.trigger.Delay > 0 {
+			opts.RunAt = rt.clock.Now().Add(out.trigger.Delay)
 		}
-	case TriggerOnSignal:
-		key := out.Trigger.SignalKey
+	case triggerOnSignal:
+		key := out.trigger.SignalKey
 		busy, err := rt.liveWaiter(ctx, key)
 		if err != nil {
 			return d.stepFailed(ctx, Transient(err))
@@ -332,7 +332,7 @@ func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) e
 			sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: deliveredKey(d.runID, next), Value: buf})
 			sef.KVCompareDeletes = append(sef.KVCompareDeletes, queue.KVWrite{Key: sigBufKey(key), Value: buf})
 		} else {
-			opts.RunAt = rt.clock.Now().Add(out.Trigger.Timeout)
+			opts.RunAt = rt.clock.Now().Add(out.trigger.Timeout)
 			opts.Headers[headerSignalWait] = key
 			sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: sigWaitKey(key), Value: []byte(jobID)})
 			waitKey = key
@@ -356,7 +356,7 @@ func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) e
 		sef.ClaimFirst = true
 	}
 	if h := rt.beforeAdvanceCommit; h != nil {
-		h(d.runID, out.Trigger.SignalKey)
+		h(d.runID, out.trigger.SignalKey)
 	}
 	if h := rt.beforeSettleCommit; h != nil {
 		h(d.runID, d.n)

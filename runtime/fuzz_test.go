@@ -137,7 +137,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := got.outcome(0)
-	if o.Kind != OutcomeContinue || o.Trigger.Kind != TriggerAfter || o.Trigger.Delay != time.Minute || string(o.Payload) != "p" ||
+	if o.kind != outcomeContinue || o.trigger.Kind != triggerAfter || o.trigger.Delay != time.Minute || string(o.Payload) != "p" ||
 		len(got.Puts) != 1 || got.Puts[0].Key != "a" || len(got.Deletes) != 1 || got.Deletes[0] != "b" || got.StoredMs != t0.UnixMilli() {
 		t.Fatalf("replay round trip %+v", got)
 	}

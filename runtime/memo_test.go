@@ -225,10 +225,10 @@ func TestReplayRecordIsPartOfSettlement(t *testing.T) {
 
 func TestReplayRecordShrinksAfterDelay(t *testing.T) {
 	rec := newReplayRecord(ContinueAfter(nil, 10*time.Minute), nil, t0)
-	if d := rec.outcome(4 * time.Minute).Trigger.Delay; d != 6*time.Minute {
+	if d := rec.outcome(4 * time.Minute).trigger.Delay; d != 6*time.Minute {
 		t.Fatalf("delay %v", d)
 	}
-	if d := rec.outcome(time.Hour).Trigger.Delay; d != 0 {
+	if d := rec.outcome(time.Hour).trigger.Delay; d != 0 {
 		t.Fatalf("delay %v", d)
 	}
 }

@@ -6,146 +6,149 @@ import (
 	"time"
 )
 
-// OutcomeKind names what a step decided.
-type OutcomeKind uint8
+// outcomeKind names what a step decided.
+type outcomeKind uint8
 
 // The four step verdicts.
 const (
-	// OutcomeContinue enqueues the next step (see Trigger).
-	OutcomeContinue OutcomeKind = iota + 1
-	// OutcomeSucceed ends the run as Succeeded with a result.
-	OutcomeSucceed
-	// OutcomeFail ends the run as Failed with a reason; the step job is
+	// outcomeContinue enqueues the next step (see trigger).
+	outcomeContinue outcomeKind = iota + 1
+	// outcomeSucceed ends the run as Succeeded with a result.
+	outcomeSucceed
+	// outcomeFail ends the run as Failed with a reason; the step job is
 	// acknowledged, not dead-lettered.
-	OutcomeFail
-	// OutcomeCancel ends the run as Cancelled with a reason; the step job
+	outcomeFail
+	// outcomeCancel ends the run as Cancelled with a reason; the step job
 	// is acknowledged, not dead-lettered.
-	OutcomeCancel
+	outcomeCancel
 )
 
 // String returns the lower-case name of the kind.
-func (k OutcomeKind) String() string {
+func (k outcomeKind) String() string {
 	switch k {
-	case OutcomeContinue:
+	case outcomeContinue:
 		return "continue"
-	case OutcomeSucceed:
+	case outcomeSucceed:
 		return "succeed"
-	case OutcomeFail:
+	case outcomeFail:
 		return "fail"
-	case OutcomeCancel:
+	case outcomeCancel:
 		return "cancel"
 	}
-	return fmt.Sprintf("OutcomeKind(%d)", uint8(k))
+	return fmt.Sprintf("outcomeKind(%d)", uint8(k))
 }
 
-// TriggerKind names when a continued run's next step becomes claimable.
-type TriggerKind uint8
+// triggerKind names when a continued run's next step becomes claimable.
+type triggerKind uint8
 
-// The three triggers of OutcomeContinue.
+// The three triggers of outcomeContinue.
 const (
-	// TriggerImmediate makes the next step claimable at once.
-	TriggerImmediate TriggerKind = iota + 1
-	// TriggerAfter schedules the next step Trigger.Delay from now.
-	TriggerAfter
-	// TriggerOnSignal parks the next step until a signal for
-	// Trigger.SignalKey arrives or Trigger.Timeout elapses.
-	TriggerOnSignal
+	// triggerImmediate makes the next step claimable at once.
+	triggerImmediate triggerKind = iota + 1
+	// triggerAfter schedules the next step trigger.Delay from now.
+	triggerAfter
+	// triggerOnSignal parks the next step until a signal for
+	// trigger.SignalKey arrives or trigger.Timeout elapses.
+	triggerOnSignal
 )
 
 // String returns the lower-case name of the kind.
-func (k TriggerKind) String() string {
+func (k triggerKind) String() string {
 	switch k {
-	case TriggerImmediate:
+	case triggerImmediate:
 		return "immediate"
-	case TriggerAfter:
+	case triggerAfter:
 		return "after"
-	case TriggerOnSignal:
+	case triggerOnSignal:
 		return "on_signal"
 	}
-	return fmt.Sprintf("TriggerKind(%d)", uint8(k))
+	return fmt.Sprintf("triggerKind(%d)", uint8(k))
 }
 
-// Trigger decides when the step after a Continue becomes claimable.
-type Trigger struct {
-	Kind TriggerKind
-	// Delay is the wait of TriggerAfter.
+// trigger decides when the step after a Continue becomes claimable.
+type trigger struct {
+	Kind triggerKind
+	// Delay is the wait of triggerAfter.
 	Delay time.Duration
-	// SignalKey is the correlation key of TriggerOnSignal.
+	// SignalKey is the correlation key of triggerOnSignal.
 	SignalKey string
-	// Timeout bounds the wait of TriggerOnSignal; when it elapses first the
+	// Timeout bounds the wait of triggerOnSignal; when it elapses first the
 	// next step runs with Step.Signal == nil.
 	Timeout time.Duration
 }
 
 // StepOutcome is what a StepRunner returns for a step: a Go value built with
-// ContinueNow, ContinueAfter, ContinueOnSignal, Succeed, Fail or CancelRun.
+// ContinueNow, ContinueAfter, ContinueOnSignal, Succeed, Fail or CancelRun
+// (the zero value is invalid: the run fails with ErrInvalidOutcome). Its
+// verdict and trigger are set by those constructors only; the runtime
+// reads them.
 type StepOutcome struct {
-	Kind OutcomeKind
-	// Payload is the next step's input (OutcomeContinue).
+	kind outcomeKind
+	// Payload is the next step's input (a Continue outcome).
 	Payload []byte
-	// Trigger is when the next step runs (OutcomeContinue).
-	Trigger Trigger
-	// Result is the run's result (OutcomeSucceed).
+	// trigger is when the next step runs (a Continue outcome).
+	trigger trigger
+	// Result is the run's result (Succeed).
 	Result []byte
-	// Reason explains OutcomeFail and OutcomeCancel.
+	// Reason explains Fail and CancelRun.
 	Reason string
 }
 
 // ContinueNow continues the run with payload as the next step's input, at once.
 func ContinueNow(payload []byte) StepOutcome {
-	return StepOutcome{Kind: OutcomeContinue, Payload: payload, Trigger: Trigger{Kind: TriggerImmediate}}
+	return StepOutcome{kind: outcomeContinue, Payload: payload, trigger: trigger{Kind: triggerImmediate}}
 }
 
 // ContinueAfter continues the run with payload as the next step's input,
 // claimable d from now (by the runtime's clock).
 func ContinueAfter(payload []byte, d time.Duration) StepOutcome {
-	return StepOutcome{Kind: OutcomeContinue, Payload: payload, Trigger: Trigger{Kind: TriggerAfter, Delay: d}}
+	return StepOutcome{kind: outcomeContinue, Payload: payload, trigger: trigger{Kind: triggerAfter, Delay: d}}
 }
 
 // ContinueOnSignal continues the run with payload as the next step's input
 // once a signal for key arrives (Runtime.Signal), or after timeout with no
 // signal. A signal already buffered under key is consumed at once.
 func ContinueOnSignal(payload []byte, key string, timeout time.Duration) StepOutcome {
-	return StepOutcome{Kind: OutcomeContinue, Payload: payload,
-		Trigger: Trigger{Kind: TriggerOnSignal, SignalKey: key, Timeout: timeout}}
+	return StepOutcome{kind: outcomeContinue, Payload: payload,
+		trigger: trigger{Kind: triggerOnSignal, SignalKey: key, Timeout: timeout}}
 }
 
 // Succeed ends the run as Succeeded with result.
-func Succeed(result []byte) StepOutcome { return StepOutcome{Kind: OutcomeSucceed, Result: result} }
+func Succeed(result []byte) StepOutcome { return StepOutcome{kind: outcomeSucceed, Result: result} }
 
 // Fail ends the run as Failed. It is the runner's verdict: the step job is
 // acknowledged, not dead-lettered (compare Permanent).
-func Fail(reason string) StepOutcome { return StepOutcome{Kind: OutcomeFail, Reason: reason} }
+func Fail(reason string) StepOutcome { return StepOutcome{kind: outcomeFail, Reason: reason} }
 
 // CancelRun ends the run as Cancelled; effects staged by the step are applied.
-func CancelRun(reason string) StepOutcome { return StepOutcome{Kind: OutcomeCancel, Reason: reason} }
+func CancelRun(reason string) StepOutcome { return StepOutcome{kind: outcomeCancel, Reason: reason} }
 
 // validate reports an outcome the runtime cannot apply.
 func (o StepOutcome) validate() error {
-	switch o.Kind {
-	case OutcomeSucceed, OutcomeFail, OutcomeCancel:
+	switch o.kind {
+	case outcomeSucceed, outcomeFail, outcomeCancel:
 		return nil
-	case OutcomeContinue:
-		switch o.Trigger.Kind {
-		case TriggerImmediate:
+	case outcomeContinue:
+		switch o.trigger.Kind {
+		case triggerImmediate:
 			return nil
-		case TriggerAfter:
-			if o.Trigger.Delay < 0 {
-				return fmt.Errorf("%w: ContinueAfter with negative delay %v", ErrInvalidOutcome, o.Trigger.Delay)
+		case triggerAfter:
+			if o.trigger.Delay < 0 {
+				return fmt.Errorf("%w: ContinueAfter with negative delay %v", ErrInvalidOutcome, o.trigger.Delay)
 			}
 			return nil
-		case TriggerOnSignal:
-			if err := validateSignalKey(o.Trigger.SignalKey); err != nil {
+		case triggerOnSignal:
+			if err := validateSignalKey(o.trigger.SignalKey); err != nil {
 				return fmt.Errorf("%w: ContinueOnSignal: %w", ErrInvalidOutcome, err)
 			}
-			if o.Trigger.Timeout < 0 {
-				return fmt.Errorf("%w: ContinueOnSignal with negative timeout %v", ErrInvalidOutcome, o.Trigger.Timeout)
+			if o.trigger.Timeout < 0 {
+				return fmt.Errorf("%w: ContinueOnSignal with negative timeout %v", ErrInvalidOutcome, o.trigger.Timeout)
 			}
 			return nil
 		}
-		return fmt.Errorf("%w: Continue with unknown trigger %v", ErrInvalidOutcome, o.Trigger.Kind)
+		return fmt.Errorf("%w: Continue with unknown trigger %v", ErrInvalidOutcome, o.trigger.Kind)
 	}
-	return fmt.Errorf("%w: unknown outcome kind %v; build outcomes with ContinueNow, ContinueAfter, ContinueOnSignal, Succeed, Fail or CancelRun", ErrInvalidOutcome, o.Kind)
+	return fmt.Errorf("%w: unknown outcome kind %v; build outcomes with ContinueNow, ContinueAfter, ContinueOnSignal, Succeed, Fail or CancelRun", ErrInvalidOutcome, o.kind)
 }
 
 // ErrorKind says how the runtime treats a failed step.

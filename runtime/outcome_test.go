@@ -220,22 +220,22 @@ func TestContinueAfterSchedulesByClock(t *testing.T) {
 func TestOutcomeConstructors(t *testing.T) {
 	cases := []struct {
 		o    StepOutcome
-		kind OutcomeKind
-		trig TriggerKind
+		kind outcomeKind
+		trig triggerKind
 	}{
-		{ContinueNow([]byte("a")), OutcomeContinue, TriggerImmediate},
-		{ContinueAfter(nil, time.Second), OutcomeContinue, TriggerAfter},
-		{ContinueOnSignal(nil, "k", time.Second), OutcomeContinue, TriggerOnSignal},
-		{Succeed(nil), OutcomeSucceed, 0},
-		{Fail("r"), OutcomeFail, 0},
-		{CancelRun("r"), OutcomeCancel, 0},
+		{ContinueNow([]byte("a")), outcomeContinue, triggerImmediate},
+		{ContinueAfter(nil, time.Second), outcomeContinue, triggerAfter},
+		{ContinueOnSignal(nil, "k", time.Second), outcomeContinue, triggerOnSignal},
+		{Succeed(nil), outcomeSucceed, 0},
+		{Fail("r"), outcomeFail, 0},
+		{CancelRun("r"), outcomeCancel, 0},
 	}
 	for _, c := range cases {
-		if c.o.Kind != c.kind || c.o.Trigger.Kind != c.trig || c.o.validate() != nil {
+		if c.o.kind != c.kind || c.o.trigger.Kind != c.trig || c.o.validate() != nil {
 			t.Errorf("%+v: kind %v trigger %v validate %v", c.o, c.kind, c.trig, c.o.validate())
 		}
 	}
-	for _, bad := range []StepOutcome{{}, ContinueAfter(nil, -1), ContinueOnSignal(nil, "", time.Second), {Kind: OutcomeContinue}} {
+	for _, bad := range []StepOutcome{{}, ContinueAfter(nil, -1), ContinueOnSignal(nil, "", time.Second), {kind: outcomeContinue}} {
 		if !errors.Is(bad.validate(), ErrInvalidOutcome) {
 			t.Errorf("%+v validated", bad)
 		}

@@ -47,9 +47,9 @@ type resultRecord struct {
 // replayRecord is the step-output replay object: the runner's outcome and
 // the effects it staged, stored before the outcome is settled.
 type replayRecord struct {
-	Kind      OutcomeKind `msgpack:"k"`
+	Kind      outcomeKind `msgpack:"k"`
 	Payload   []byte      `msgpack:"p,omitempty"`
-	Trigger   TriggerKind `msgpack:"tk,omitempty"`
+	Trigger   triggerKind `msgpack:"tk,omitempty"`
 	DelayNs   int64       `msgpack:"d,omitempty"`
 	SignalKey string      `msgpack:"sk,omitempty"`
 	TimeoutNs int64       `msgpack:"to,omitempty"`
@@ -144,8 +144,8 @@ func decodeReplayRecord(b []byte) (*replayRecord, error) {
 
 func newReplayRecord(o StepOutcome, eff *Effects, now time.Time) *replayRecord {
 	r := &replayRecord{
-		Kind: o.Kind, Payload: o.Payload, Trigger: o.Trigger.Kind,
-		DelayNs: int64(o.Trigger.Delay), SignalKey: o.Trigger.SignalKey, TimeoutNs: int64(o.Trigger.Timeout),
+		Kind: o.kind, Payload: o.Payload, Trigger: o.trigger.Kind,
+		DelayNs: int64(o.trigger.Delay), SignalKey: o.trigger.SignalKey, TimeoutNs: int64(o.trigger.Timeout),
 		Result: o.Result, Reason: o.Reason, StoredMs: now.UnixMilli(),
 	}
 	r.Puts, r.Deletes = eff.snapshot()
@@ -155,10 +155,10 @@ func newReplayRecord(o StepOutcome, eff *Effects, now time.Time) *replayRecord {
 // outcome rebuilds the stored outcome; an After delay shrinks by elapsed,
 // the time since the record was stored, so the original schedule holds.
 func (r *replayRecord) outcome(elapsed time.Duration) StepOutcome {
-	o := StepOutcome{Kind: r.Kind, Payload: r.Payload, Result: r.Result, Reason: r.Reason,
-		Trigger: Trigger{Kind: r.Trigger, Delay: time.Duration(r.DelayNs), SignalKey: r.SignalKey, Timeout: time.Duration(r.TimeoutNs)}}
-	if o.Kind == OutcomeContinue && o.Trigger.Kind == TriggerAfter && elapsed > 0 {
-		o.Trigger.Delay = max(o.Trigger.Delay-elapsed, 0)
+	o := StepOutcome{kind: r.Kind, Payload: r.Payload, Result: r.Result, Reason: r.Reason,
+		trigger: trigger{Kind: r.Trigger, Delay: time.Duration(r.DelayNs), SignalKey: r.SignalKey, Timeout: time.Duration(r.TimeoutNs)}}
+	if o.kind == outcomeContinue && o.trigger.Kind == triggerAfter && elapsed > 0 {
+		o.trigger.Delay = max(o.trigger.Delay-elapsed, 0)
 	}
 	return o
 }
