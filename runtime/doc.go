@@ -167,7 +167,7 @@
 //     or replay object; result records and markers are KV deletes; the
 //     buffered signals are scanned in memory at every pass, and each
 //     expired one costs one durable commit.
-//   - NoopTerminalHook: nothing; another hook: one notification job per
+//   - No terminal hook: nothing; a hook: one notification job per
 //     termination (it rides the terminating commit) and its acknowledgement.
 //
 // # Sealed runs
@@ -182,7 +182,7 @@
 // records for one row each (workflow/sealed/runs/<id>: nonce, segment,
 // state) and adds the segment's catalog row. The commit is guarded on
 // every result record it removes, so a run changed meanwhile aborts the
-// pass (ErrSealRaced) and nothing is sealed. Exactly once, whatever
+// pass (Seal reports the race) and nothing is sealed. Exactly once, whatever
 // crashes: before the commit the run is read from the KV and the
 // segment's objects are orphans no row names (deleted at the next
 // process's first pass); after it the run is read from the segment only.

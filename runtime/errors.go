@@ -19,12 +19,6 @@ var (
 	ErrReserved = errors.New("runtime: reserved name")
 	// ErrInvalidRunID reports a run id the runtime cannot use in keys.
 	ErrInvalidRunID = errors.New("runtime: invalid run id")
-	// ErrInvalidOutcome reports a StepOutcome the runtime cannot apply; the
-	// run fails as with a permanent step error.
-	ErrInvalidOutcome = errors.New("runtime: invalid step outcome")
-	// ErrEffectConflict reports a key staged for both a put and a delete in
-	// one step.
-	ErrEffectConflict = errors.New("runtime: key staged for both put and delete")
 	// ErrValueTooLarge reports a KV value over queue.MaxKVValueSize.
 	ErrValueTooLarge = errors.New("runtime: value too large")
 	// ErrInvalidKey reports an empty KV key or memo key (the memo's own
@@ -41,4 +35,15 @@ var (
 	// ClearSignalWith) whose key already holds one: an earlier attempt
 	// applied the operation, and nothing was written.
 	ErrRecordExists = errors.New("runtime: control record exists")
+)
+
+// Errors the runtime reports in a message but no caller branches on: a
+// programming error of a runner, which fails its run or its call.
+var (
+	// errInvalidOutcome reports a StepOutcome the runtime cannot apply; the
+	// run fails as with a permanent step error.
+	errInvalidOutcome = errors.New("runtime: invalid step outcome")
+	// errEffectConflict reports a key staged for both a put and a delete in
+	// one step.
+	errEffectConflict = errors.New("runtime: key staged for both put and delete")
 )

@@ -85,14 +85,14 @@ type RunEndObserver interface {
 	RunEnded(outcome *RunOutcome)
 }
 
-// NoopTerminalHook observes nothing: runs terminate without a notification.
-type NoopTerminalHook struct{}
+// noopTerminalHook observes nothing: runs terminate without a notification.
+type noopTerminalHook struct{}
 
 // Observes returns false.
-func (NoopTerminalHook) Observes(*RunOutcome) bool { return false }
+func (noopTerminalHook) Observes(*RunOutcome) bool { return false }
 
 // OnTermination does nothing.
-func (NoopTerminalHook) OnTermination(context.Context, *RunOutcome, *TerminalEffects) error {
+func (noopTerminalHook) OnTermination(context.Context, *RunOutcome, *TerminalEffects) error {
 	return nil
 }
 

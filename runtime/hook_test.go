@@ -103,7 +103,7 @@ func TestTerminalHookPermanentErrorDeadLettersNotification(t *testing.T) {
 }
 
 func TestNoopTerminalHookEnqueuesNothing(t *testing.T) {
-	e := newEnv(t, echo(), Options{TerminalHook: NoopTerminalHook{}})
+	e := newEnv(t, echo(), Options{TerminalHook: noopTerminalHook{}})
 	e.start()
 	e.submit(RunSpec{RunID: "n"})
 	e.waitRun("n", inState(StateSucceeded))

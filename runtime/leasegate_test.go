@@ -138,7 +138,7 @@ func TestLeaseGateBeforeRunner(t *testing.T) {
 	g.free = 1 // the claim's check passes, the runner's does not
 	ran := make(chan int, 10)
 	// No hook: the notification loop would take the free pass.
-	e := newEnv(t, ranCounter(ran), Options{LeaseGate: g, LeaseMargin: time.Second, Concurrency: 1, TerminalHook: NoopTerminalHook{}})
+	e := newEnv(t, ranCounter(ran), Options{LeaseGate: g, LeaseMargin: time.Second, Concurrency: 1, TerminalHook: noopTerminalHook{}})
 	e.submit(RunSpec{RunID: "r1"})
 	e.start()
 	g.waitBlocked(t)

@@ -79,9 +79,9 @@ type trigger struct {
 
 // StepOutcome is what a StepRunner returns for a step: a Go value built with
 // ContinueNow, ContinueAfter, ContinueOnSignal, Succeed, Fail or CancelRun
-// (the zero value is invalid: the run fails with ErrInvalidOutcome). Its
-// verdict and trigger are set by those constructors only; the runtime
-// reads them.
+// (the zero value is invalid: the run fails as with a permanent step
+// error). Its verdict and trigger are set by those constructors only; the
+// runtime reads them.
 type StepOutcome struct {
 	kind outcomeKind
 	// Payload is the next step's input (a Continue outcome).
@@ -134,21 +134,21 @@ func (o StepOutcome) validate() error {
 			return nil
 		case triggerAfter:
 			if o.trigger.Delay < 0 {
-				return fmt.Errorf("%w: ContinueAfter with negative delay %v", ErrInvalidOutcome, o.trigger.Delay)
+				return fmt.Errorf("%w: ContinueAfter with negative delay %v", errInvalidOutcome, o.trigger.Delay)
 			}
 			return nil
 		case triggerOnSignal:
 			if err := validateSignalKey(o.trigger.SignalKey); err != nil {
-				return fmt.Errorf("%w: ContinueOnSignal: %w", ErrInvalidOutcome, err)
+				return fmt.Errorf("%w: ContinueOnSignal: %w", errInvalidOutcome, err)
 			}
 			if o.trigger.Timeout < 0 {
-				return fmt.Errorf("%w: ContinueOnSignal with negative timeout %v", ErrInvalidOutcome, o.trigger.Timeout)
+				return fmt.Errorf("%w: ContinueOnSignal with negative timeout %v", errInvalidOutcome, o.trigger.Timeout)
 			}
 			return nil
 		}
-		return fmt.Errorf("%w: Continue with unknown trigger %v", ErrInvalidOutcome, o.trigger.Kind)
+		return fmt.Errorf("%w: Continue with unknown trigger %v", errInvalidOutcome, o.trigger.Kind)
 	}
-	return fmt.Errorf("%w: unknown outcome kind %v; build outcomes with ContinueNow, ContinueAfter, ContinueOnSignal, Succeed, Fail or CancelRun", ErrInvalidOutcome, o.kind)
+	return fmt.Errorf("%w: unknown outcome kind %v; build outcomes with ContinueNow, ContinueAfter, ContinueOnSignal, Succeed, Fail or CancelRun", errInvalidOutcome, o.kind)
 }
 
 // ErrorKind says how the runtime treats a failed step.

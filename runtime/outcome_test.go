@@ -236,7 +236,7 @@ func TestOutcomeConstructors(t *testing.T) {
 		}
 	}
 	for _, bad := range []StepOutcome{{}, ContinueAfter(nil, -1), ContinueOnSignal(nil, "", time.Second), {kind: outcomeContinue}} {
-		if !errors.Is(bad.validate(), ErrInvalidOutcome) {
+		if !errors.Is(bad.validate(), errInvalidOutcome) {
 			t.Errorf("%+v validated", bad)
 		}
 	}

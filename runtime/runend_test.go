@@ -36,7 +36,7 @@ func (r *endRunner) RunEnded(o *RunOutcome) {
 // notification job is needed for it.
 func TestRunEndObserverSeesEachEndOnce(t *testing.T) {
 	r := &endRunner{seen: make(chan string, 10)}
-	e := newEnv(t, r, Options{TerminalHook: NoopTerminalHook{}})
+	e := newEnv(t, r, Options{TerminalHook: noopTerminalHook{}})
 	e.start()
 	for _, id := range []string{"works", "fails"} {
 		e.submit(RunSpec{RunID: id, Input: []byte("x"), Headers: map[string]string{"who": id}})

@@ -81,8 +81,8 @@ type Options struct {
 	// Key queue.Options.QueueConfigs on the same name to set retention,
 	// lease and backoff of step jobs.
 	QueueName string
-	// TerminalHook is notified of terminations (default NoopTerminalHook).
-	// With NoopTerminalHook the worker runs no notification loop at all;
+	// TerminalHook is notified of terminations (default none). Without a
+	// hook the worker runs no notification loop at all;
 	// notifications left by an earlier configuration then wait in the
 	// notification queue until a hook is configured again.
 	TerminalHook TerminalHook
@@ -222,7 +222,7 @@ func (o Options) config(q *queue.Queue) config {
 		cfg.queueName = DefaultQueueName
 	}
 	if cfg.hook == nil {
-		cfg.hook = NoopTerminalHook{}
+		cfg.hook = noopTerminalHook{}
 	}
 	if cfg.memoPrefix == "" {
 		cfg.memoPrefix = memo.DefaultPrefix

@@ -24,9 +24,9 @@ const (
 	defaultSealCacheSegments = 64
 )
 
-// ErrSealRaced reports a seal pass whose commit found a run's records
+// errSealRaced reports a seal pass whose commit found a run's records
 // changed since it read them: nothing was sealed; the next pass retries.
-var ErrSealRaced = errors.New("runtime: a sealed run changed while it was sealed")
+var errSealRaced = errors.New("runtime: a sealed run changed while it was sealed")
 
 // SealOptions configure sealing (Options.Sealing).
 type SealOptions struct {
@@ -297,7 +297,7 @@ func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (int,
 		return 0, fmt.Errorf("runtime: seal segment %d: %w", seq, err)
 	case !applied:
 		rt.deleteSegmentObjects(ctx, meta.Key)
-		return 0, fmt.Errorf("%w: segment %d of %d runs", ErrSealRaced, seq, len(runs))
+		return 0, fmt.Errorf("%w: segment %d of %d runs", errSealRaced, seq, len(runs))
 	}
 	return len(runs), nil
 }

@@ -208,7 +208,7 @@ func TestSealInterruptedAnywhereLeavesEveryRunOnce(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			fs := faults.New(mem.New(), 1)
-			e := sealEnv(t, fs, n, Options{TerminalHook: NoopTerminalHook{}})
+			e := sealEnv(t, fs, n, Options{TerminalHook: noopTerminalHook{}})
 			ids := runIDs(n)
 			before, beforeList := snapshot(t, e, ids)
 			e.stop()

@@ -158,7 +158,7 @@ func (e *Effects) Staged() (puts []queue.KVWrite, deletes []string) {
 
 // Put stages a write of value at key. A later Put of the same key replaces
 // it. It fails with ErrReserved under "workflow/", ErrValueTooLarge over
-// queue.MaxKVValueSize and ErrEffectConflict when key is staged for delete.
+// queue.MaxKVValueSize, and with an error when key is staged for delete.
 func (e *Effects) Put(key string, value []byte) error {
 	if err := validateAppKey(key); err != nil {
 		return err
@@ -169,14 +169,14 @@ func (e *Effects) Put(key string, value []byte) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.deletes[key]; ok {
-		return fmt.Errorf("%w: key %q", ErrEffectConflict, key)
+		return fmt.Errorf("%w: key %q", errEffectConflict, key)
 	}
 	e.puts[key] = append([]byte{}, value...)
 	return nil
 }
 
 // Delete stages a delete of key. It fails with ErrReserved under
-// "workflow/" and ErrEffectConflict when key is staged for a put.
+// "workflow/", and with an error when key is staged for a put.
 func (e *Effects) Delete(key string) error {
 	if err := validateAppKey(key); err != nil {
 		return err
@@ -184,7 +184,7 @@ func (e *Effects) Delete(key string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.puts[key]; ok {
-		return fmt.Errorf("%w: key %q", ErrEffectConflict, key)
+		return fmt.Errorf("%w: key %q", errEffectConflict, key)
 	}
 	e.deletes[key] = struct{}{}
 	return nil

@@ -174,13 +174,13 @@ func TestKVEffects(t *testing.T) {
 	if err := eff.Put("a", []byte("1")); err != nil {
 		t.Fatal(err)
 	}
-	if err := eff.Delete("a"); !errors.Is(err, ErrEffectConflict) {
+	if err := eff.Delete("a"); !errors.Is(err, errEffectConflict) {
 		t.Fatalf("put then delete: %v", err)
 	}
 	if err := eff.Delete("b"); err != nil {
 		t.Fatal(err)
 	}
-	if err := eff.Put("b", nil); !errors.Is(err, ErrEffectConflict) {
+	if err := eff.Put("b", nil); !errors.Is(err, errEffectConflict) {
 		t.Fatalf("delete then put: %v", err)
 	}
 	if err := eff.Put("c", make([]byte, queue.MaxKVValueSize+1)); !errors.Is(err, ErrValueTooLarge) {

@@ -120,7 +120,7 @@ func BenchmarkWaitingRuns(b *testing.B) {
 
 func waitingRuns(t testing.TB, n int) (idle, busy counting.Counts, perRun float64) {
 	cs := counting.New(mem.New())
-	e := newEnvCfg(t, cs, defaultQueueConfig(), waitingRunner(), Options{TerminalHook: NoopTerminalHook{}, Concurrency: 32})
+	e := newEnvCfg(t, cs, defaultQueueConfig(), waitingRunner(), Options{TerminalHook: noopTerminalHook{}, Concurrency: 32})
 	e.start()
 	// The kv collects crashed writers' leftovers once after opening (3
 	// LISTs): the minute after is the idle writer's steady state.

@@ -48,7 +48,7 @@ func (rt *Runtime) Run(ctx context.Context) error {
 	go func() { defer bg.Done(); rt.sweepLoop(loopCtx) }()
 
 	loop(rt.cfg.queueName, rt.cfg.concurrency, rt.handleStep)
-	if _, noop := rt.cfg.hook.(NoopTerminalHook); !noop {
+	if _, noop := rt.cfg.hook.(noopTerminalHook); !noop {
 		loop(rt.cfg.notifyQueue, rt.cfg.notifyConc, rt.handleNotification)
 	}
 	if g := rt.cfg.gate; g != nil {
