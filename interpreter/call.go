@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
 )
@@ -110,7 +112,7 @@ func (x *exec) callEnded(ctx context.Context, env *dsl.Env) (runtime.StepOutcome
 		return x.handleError(ctx, env, newStepErr(TypeCallFailed, "child run %s reported an unreadable result: %v", x.st.Child, err))
 	}
 	switch res.Status {
-	case runtime.Succeeded.String():
+	case runstate.Succeeded.String():
 		if res.Omitted {
 			return x.handleError(ctx, env, newStepErr(TypeCallFailed, "child run %s succeeded but its result is over %d bytes; return less", x.st.Child, runtime.MaxRetainedResult))
 		}
@@ -123,7 +125,7 @@ func (x *exec) callEnded(ctx context.Context, env *dsl.Env) (runtime.StepOutcome
 			out = v
 		}
 		return x.finishAction(ctx, env, out)
-	case runtime.Cancelled.String():
+	case runstate.Cancelled.String():
 		return x.handleError(ctx, env, newStepErr(TypeCallFailed, "child run %s was cancelled: %s", x.st.Child, res.Error))
 	}
 	return x.handleError(ctx, env, newStepErr(TypeCallFailed, "child run %s failed: %s", x.st.Child, res.Error))
@@ -135,19 +137,19 @@ func (x *exec) callEnded(ctx context.Context, env *dsl.Env) (runtime.StepOutcome
 // run when Options.Retention is set (the notification writes its
 // retention marker). A succeeded run with none of these costs no
 // notification: a Watch learns of its end through RunEnded.
-func (it *Interpreter) Observes(o *runtime.RunOutcome) bool {
-	return o.Headers[HeaderParent] != "" || o.Headers[HeaderSignalKeys] != "" || o.Status != runtime.Succeeded || it.retention > 0
+func (it *Interpreter) Observes(o *runstate.Outcome) bool {
+	return o.Headers[HeaderParent] != "" || o.Headers[HeaderSignalKeys] != "" || o.Status != runstate.Succeeded || it.retention > 0
 }
 
 // RunEnded wakes the watchers of a run whose end the runtime committed in
 // this process (runtime.RunEndObserver). Ends it misses (a cancellation
 // applied with the Cancel call's stored effects) did not succeed, so
 // Observes sends them to OnTermination, which wakes the watchers too.
-func (it *Interpreter) RunEnded(o *runtime.RunOutcome) { it.wake(o) }
+func (it *Interpreter) RunEnded(o *runstate.Outcome) { it.wake(o) }
 
 // wake sends o to the run's watchers, once: they are dropped as they
 // are woken.
-func (it *Interpreter) wake(o *runtime.RunOutcome) {
+func (it *Interpreter) wake(o *runstate.Outcome) {
 	it.watchMu.Lock()
 	ws := it.watchers[o.RunID]
 	delete(it.watchers, o.RunID)
@@ -162,7 +164,7 @@ func (it *Interpreter) wake(o *runtime.RunOutcome) {
 // entries and stages its retention marker (both commit with the
 // notification's acknowledgement), then wakes watchers. Every part is
 // idempotent, as a notification is delivered at least once.
-func (it *Interpreter) OnTermination(ctx context.Context, o *runtime.RunOutcome, eff *runtime.TerminalEffects) error {
+func (it *Interpreter) OnTermination(ctx context.Context, o *runstate.Outcome, eff *runtime.TerminalEffects) error {
 	err := it.onTermination(ctx, o, eff)
 	if err != nil {
 		it.log.Warn("handling a run's end failed; the runtime retries it", "run", o.RunID, "err", err)
@@ -170,7 +172,7 @@ func (it *Interpreter) OnTermination(ctx context.Context, o *runtime.RunOutcome,
 	return err
 }
 
-func (it *Interpreter) onTermination(ctx context.Context, o *runtime.RunOutcome, eff *runtime.TerminalEffects) error {
+func (it *Interpreter) onTermination(ctx context.Context, o *runstate.Outcome, eff *runtime.TerminalEffects) error {
 	if it.rt == nil {
 		return ErrNotBound
 	}
@@ -211,8 +213,8 @@ func (it *Interpreter) onTermination(ctx context.Context, o *runtime.RunOutcome,
 // Watch returns a channel that receives runID's outcome when it
 // terminates while this process works the store, and a function that stops
 // watching. Register before submitting, so the termination cannot be missed.
-func (it *Interpreter) Watch(runID string) (<-chan *runtime.RunOutcome, func()) {
-	ch := make(chan *runtime.RunOutcome, 1)
+func (it *Interpreter) Watch(runID string) (<-chan *runstate.Outcome, func()) {
+	ch := make(chan *runstate.Outcome, 1)
 	it.watchMu.Lock()
 	it.watchers[runID] = append(it.watchers[runID], ch)
 	it.watchMu.Unlock()

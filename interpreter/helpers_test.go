@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/tqw-dsl/tqw/actions/builtin"
@@ -181,7 +183,7 @@ func (e *tenv) load(path string) *Workflow {
 
 // submit submits a run of the file at path and returns a channel that
 // receives its outcome.
-func (e *tenv) submit(path string, input any, runID string) <-chan *runtime.RunOutcome {
+func (e *tenv) submit(path string, input any, runID string) <-chan *runstate.Outcome {
 	e.t.Helper()
 	ch, _ := e.it.Watch(runID)
 	if _, err := e.it.Submit(e.ctx, e.load(path), input, runID); err != nil {
@@ -192,7 +194,7 @@ func (e *tenv) submit(path string, input any, runID string) <-chan *runtime.RunO
 
 // submitUntil submits a run, works it until step ends with status (see
 // waitEvent) and returns the channel that receives the run's outcome.
-func (e *tenv) submitUntil(path string, input any, runID, step, status string) <-chan *runtime.RunOutcome {
+func (e *tenv) submitUntil(path string, input any, runID, step, status string) <-chan *runstate.Outcome {
 	e.t.Helper()
 	ch := e.submit(path, input, runID)
 	e.start()
@@ -201,14 +203,14 @@ func (e *tenv) submitUntil(path string, input any, runID, step, status string) <
 }
 
 // run submits and works a run to its end.
-func (e *tenv) run(path string, input any, runID string) *runtime.RunOutcome {
+func (e *tenv) run(path string, input any, runID string) *runstate.Outcome {
 	e.t.Helper()
 	ch := e.submit(path, input, runID)
 	e.start()
 	return e.await(ch)
 }
 
-func (e *tenv) await(ch <-chan *runtime.RunOutcome) *runtime.RunOutcome {
+func (e *tenv) await(ch <-chan *runstate.Outcome) *runstate.Outcome {
 	e.t.Helper()
 	select {
 	case o := <-ch:
@@ -268,9 +270,9 @@ func outcomes(h []HistoryRecord) string {
 	return strings.Join(out, " ")
 }
 
-func wantSucceeded(t *testing.T, o *runtime.RunOutcome, result string) {
+func wantSucceeded(t *testing.T, o *runstate.Outcome, result string) {
 	t.Helper()
-	if o.Status != runtime.Succeeded {
+	if o.Status != runstate.Succeeded {
 		t.Fatalf("run %s: status %s (%s); want succeeded", o.RunID, o.Status, o.Error)
 	}
 	if string(o.Result) != result {
@@ -279,18 +281,18 @@ func wantSucceeded(t *testing.T, o *runtime.RunOutcome, result string) {
 }
 
 // wantFailed checks that the run failed with the error message want.
-func wantFailed(t *testing.T, o *runtime.RunOutcome, want string) {
+func wantFailed(t *testing.T, o *runstate.Outcome, want string) {
 	t.Helper()
-	if o.Status != runtime.Failed || o.Error != want {
+	if o.Status != runstate.Failed || o.Error != want {
 		t.Fatalf("run %s: outcome %s %q; want failed with %q", o.RunID, o.Status, o.Error, want)
 	}
 }
 
 // wantFailedWith checks that the run failed with an error message that
 // contains part.
-func wantFailedWith(t *testing.T, o *runtime.RunOutcome, part string) {
+func wantFailedWith(t *testing.T, o *runstate.Outcome, part string) {
 	t.Helper()
-	if o.Status != runtime.Failed || !strings.Contains(o.Error, part) {
+	if o.Status != runstate.Failed || !strings.Contains(o.Error, part) {
 		t.Fatalf("run %s: outcome %s %q; want failed with %q in the error", o.RunID, o.Status, o.Error, part)
 	}
 }

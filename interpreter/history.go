@@ -22,7 +22,7 @@ const (
 	OutcomeSucceeded = "succeeded" // the step ended the run successfully
 )
 
-// Counters the interpreter adds to a run's totals (runtime.RunTotals).
+// Counters the interpreter adds to a run's totals (runstate.Totals).
 const (
 	TotalSteps      = "steps"        // steps finished (not counting retried attempts)
 	TotalAttempts   = "attempts"     // step attempts, retries included

@@ -34,7 +34,7 @@ type Position struct {
 }
 
 // Position reads where the active run whose current step job is jobID
-// stands (runtime.RunStatus.JobID). A job that is gone (the run moved on
+// stands (runstate.Status.JobID). A job that is gone (the run moved on
 // or ended) matches runtime.ErrRunNotFound. Cost: a read of the job from
 // r (no object-store request on the writer's queue) and, on a definition
 // cache miss, one GET.

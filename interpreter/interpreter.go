@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"github.com/tqw-dsl/tqw/runtime/clock"
@@ -62,7 +64,7 @@ const HeaderDefinition = "tqw.definition"
 
 // LabelWorkflow is the run label carrying the workflow's name, so a
 // listing filtered by workflow walks that label's index
-// (runtime.ListOptions.Labels), not every run.
+// (runstate.ListOptions.Labels), not every run.
 const LabelWorkflow = "workflow"
 
 // InlineOutputLimit is the largest encoded output kept in the KV record;
@@ -127,7 +129,7 @@ type Interpreter struct {
 	pins pinSet
 
 	watchMu  sync.Mutex
-	watchers map[string][]chan *runtime.RunOutcome
+	watchers map[string][]chan *runstate.Outcome
 }
 
 var (
@@ -148,7 +150,7 @@ func New(store objstore.Store, opts Options) (*Interpreter, error) {
 	it := &Interpreter{store: store, acts: opts.Actions, getenv: opts.Getenv, clock: opts.Clock,
 		log: opts.Logger, events: opts.Events, dslOpts: opts.DSL, margin: opts.LeaseMargin, rand: opts.Rand,
 		retention: opts.Retention, sweepEvery: opts.SweepInterval,
-		defs: map[string]*definition{}, watchers: map[string][]chan *runtime.RunOutcome{}}
+		defs: map[string]*definition{}, watchers: map[string][]chan *runstate.Outcome{}}
 	if it.retention < 0 || it.sweepEvery < 0 {
 		return nil, errors.New("interpreter: Options.Retention and SweepInterval must not be negative")
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/actions/llm/llmfake"
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/internal/allocbound"
@@ -186,7 +188,7 @@ steps:
 `)
 	ch := e.submitUntil(p, map[string]any{"url": url}, "r1", "call", OutcomeRetry)
 	st, err := e.rt.Status(e.ctx, "r1")
-	if err != nil || st.State != runtime.StateScheduled || !st.Until.Equal(t0.Add(10*time.Second)) {
+	if err != nil || st.State != runstate.StateScheduled || !st.Until.Equal(t0.Add(10*time.Second)) {
 		t.Fatalf("after the first failure: %+v, %v; want scheduled until +10s", st, err)
 	}
 	e.clock.Advance(10 * time.Second)
@@ -297,12 +299,12 @@ steps:
 `)
 	ch := e.submitUntil(p, map[string]any{}, "r1", "nap", OutcomeWaiting)
 	st, _ := e.rt.Status(e.ctx, "r1")
-	if st.State != runtime.StateScheduled || !st.Until.Equal(t0.Add(2*time.Hour)) {
+	if st.State != runstate.StateScheduled || !st.Until.Equal(t0.Add(2*time.Hour)) {
 		t.Fatalf("status %+v; want scheduled for +2h", st)
 	}
 	e.clock.Advance(2 * time.Hour)
 	o := e.await(ch)
-	if o.Status != runtime.Succeeded || !strings.Contains(string(o.Result), "2026-03-04 07:06:07") {
+	if o.Status != runstate.Succeeded || !strings.Contains(string(o.Result), "2026-03-04 07:06:07") {
 		t.Fatalf("outcome %s %s; want the time after the sleep", o.Status, o.Result)
 	}
 }
@@ -428,7 +430,7 @@ steps:
 `)
 	wantSucceeded(t, e.run(p, map[string]any{"n": 21}, "p1"), "42")
 	o := e.run(p, map[string]any{"n": -1}, "p2")
-	if o.Status != runtime.Succeeded || !strings.Contains(string(o.Result), "failed: negative -1") {
+	if o.Status != runstate.Succeeded || !strings.Contains(string(o.Result), "failed: negative -1") {
 		t.Fatalf("child failure: %s %s", o.Status, o.Result)
 	}
 	e.wantHistory("p1:kid:0", "check:ok ok:succeeded")
@@ -477,7 +479,7 @@ steps:
     with: {url: "${ input.url }/fail", headers: {Authorization: "Bearer ${ secrets.TOKEN }"}}
 `)
 	o := e.run(p, map[string]any{"url": ts.URL}, "r1")
-	if o.Status != runtime.Failed {
+	if o.Status != runstate.Failed {
 		t.Fatalf("status %s", o.Status)
 	}
 	if strings.Contains(o.Error, secret) {
@@ -746,7 +748,7 @@ steps:
 	}
 	close(release)
 	o := e.await(ch)
-	if o.Status != runtime.Succeeded || !strings.Contains(string(o.Result), `"body":"done"`) {
+	if o.Status != runstate.Succeeded || !strings.Contains(string(o.Result), `"body":"done"`) {
 		t.Fatalf("outcome %s %s %s", o.Status, o.Result, o.Error)
 	}
 	mu.Lock()
@@ -775,7 +777,7 @@ steps:
 		t.Fatalf("sleep until %v; want +2h", st.Until.Sub(t0))
 	}
 	e.clock.Advance(2 * time.Hour)
-	if o := e.await(ch); o.Status != runtime.Succeeded {
+	if o := e.await(ch); o.Status != runstate.Succeeded {
 		t.Fatalf("%s %s", o.Status, o.Error)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/actions/builtin"
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
@@ -132,7 +134,7 @@ steps:
 	}()
 	select {
 	case o := <-done:
-		if o.Status != runtime.Succeeded || string(o.Result) != `"got 42"` {
+		if o.Status != runstate.Succeeded || string(o.Result) != `"got 42"` {
 			t.Fatalf("outcome %+v (result %s)", o, o.Result)
 		}
 	case <-ctx.Done():

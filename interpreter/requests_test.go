@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/tqw-dsl/tqw/actions/builtin"
@@ -81,7 +83,7 @@ steps:
 		}
 		select {
 		case o := <-done:
-			if o.Status != runtime.Succeeded || string(o.Result) != "4" {
+			if o.Status != runstate.Succeeded || string(o.Result) != "4" {
 				t.Fatalf("run %s: %+v", id, o)
 			}
 		case <-ctx.Done():

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -139,7 +141,7 @@ func TestRetentionRemovesRecordsOfExpiredRuns(t *testing.T) {
 	if ok, err := e.rt.Cancel(e.ctx, "r2"); err != nil || !ok {
 		t.Fatalf("Cancel r2: %v %v", ok, err)
 	}
-	if o := e.await(ch); o.Status != runtime.Cancelled {
+	if o := e.await(ch); o.Status != runstate.Cancelled {
 		t.Fatalf("r2 ended %s", o.Status)
 	}
 	e.settleNotifications()
@@ -267,17 +269,17 @@ steps:
 	// Every run waits, its waiting step settled: a Cancel racing a
 	// settlement is the runtime's concern, not this test's.
 	e.waitEnds(OutcomeWaiting, "mid", "leaf", "ask")
-	if st, err := e.rt.Status(e.ctx, leaf); err != nil || st.State != runtime.StateWaiting {
+	if st, err := e.rt.Status(e.ctx, leaf); err != nil || st.State != runstate.StateWaiting {
 		t.Fatalf("leaf before the cancel: %+v, %v", st, err)
 	}
 	if ok, err := e.rt.Cancel(e.ctx, "p1"); err != nil || !ok {
 		t.Fatalf("Cancel: %v %v", ok, err)
 	}
-	if o := e.await(ch); o.Status != runtime.Cancelled {
+	if o := e.await(ch); o.Status != runstate.Cancelled {
 		t.Fatalf("parent ended %s", o.Status)
 	}
-	for _, c := range []<-chan *runtime.RunOutcome{midCh, leafCh} {
-		if o := e.await(c); o.Status != runtime.Cancelled {
+	for _, c := range []<-chan *runstate.Outcome{midCh, leafCh} {
+		if o := e.await(c); o.Status != runstate.Cancelled {
 			t.Fatalf("child %s ended %s (%s); want cancelled", o.RunID, o.Status, o.Error)
 		}
 	}

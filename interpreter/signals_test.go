@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/signal"
 
 	"github.com/tqw-dsl/tqw/runtime"
@@ -35,7 +37,7 @@ func TestBufferedBadSignalIsSetAside(t *testing.T) {
 		t.Fatalf("rejection record waits on %q until %v; want r1:ask until the original deadline", rej.WaitKey, time.UnixMilli(rej.Until))
 	}
 	st, err := e.rt.Status(e.ctx, "r1")
-	if err != nil || st.State != runtime.StateWaiting || st.SignalKey != "r1:ask" || !st.Until.Equal(t0.Add(time.Hour)) {
+	if err != nil || st.State != runstate.StateWaiting || st.SignalKey != "r1:ask" || !st.Until.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("status after the rejection %+v, %v; want waiting on r1:ask until +1h", st, err)
 	}
 	// The wait still checks what it is sent.
@@ -66,11 +68,11 @@ func TestRejectedSignalKeepsTheRemainingTimeout(t *testing.T) {
 		t.Fatalf("rejection %+v; want the payload named as not JSON", r)
 	}
 	st, err := e.rt.Status(e.ctx, "r1")
-	if err != nil || st.State != runtime.StateWaiting || !st.Until.Equal(t0.Add(time.Hour)) {
+	if err != nil || st.State != runstate.StateWaiting || !st.Until.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("status %+v, %v; want waiting until +1h (40 minutes left), not a fresh hour", st, err)
 	}
 	e.clock.Advance(40*time.Minute - time.Millisecond)
-	if st, _ := e.rt.Status(e.ctx, "r1"); st.State != runtime.StateWaiting {
+	if st, _ := e.rt.Status(e.ctx, "r1"); st.State != runstate.StateWaiting {
 		t.Fatalf("before the deadline: %s; want still waiting", st.State)
 	}
 	e.clock.Advance(time.Millisecond)

@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/actions/llm/llmfake"
-	"github.com/tqw-dsl/tqw/runtime"
 )
 
 // hostRouter sends every request to the test server standing in for its
@@ -164,7 +165,7 @@ func TestEveryExampleWorkflowRuns(t *testing.T) {
 			ch := e.submit("../workflows/"+name, input, runID)
 			e.start()
 			o := e.drive(ch, runID, c.signal)
-			if o.Status != runtime.Succeeded || string(o.Result) != c.want {
+			if o.Status != runstate.Succeeded || string(o.Result) != c.want {
 				t.Fatalf("%s ended %s with %s (%s); want succeeded with %s\nrequests: %v\nhistory: %s", name, o.Status, o.Result, o.Error, c.want,
 					world.requests, outcomes(e.history(runID)))
 			}
@@ -182,7 +183,7 @@ func TestEveryExampleWorkflowRuns(t *testing.T) {
 // drive works the run to its end: it moves the mock clock to whatever the
 // run waits for (a sleep, a retry's backoff, a wait's timeout) and sends
 // the signal the case asks for once the run waits on it.
-func (e *tenv) drive(ch <-chan *runtime.RunOutcome, runID string, signal func(string) (string, string)) *runtime.RunOutcome {
+func (e *tenv) drive(ch <-chan *runstate.Outcome, runID string, signal func(string) (string, string)) *runstate.Outcome {
 	e.t.Helper()
 	sent := false
 	deadline := time.Now().Add(time.Minute)
@@ -199,7 +200,7 @@ func (e *tenv) drive(ch <-chan *runtime.RunOutcome, runID string, signal func(st
 		st, err := e.rt.Status(e.ctx, runID)
 		switch {
 		case err != nil:
-		case st.State == runtime.StateWaiting && signal != nil && !sent:
+		case st.State == runstate.StateWaiting && signal != nil && !sent:
 			key, payload := signal(runID)
 			if key != st.SignalKey {
 				e.t.Fatalf("run %s waits on %q; the case signals %q", runID, st.SignalKey, key)
@@ -212,7 +213,7 @@ func (e *tenv) drive(ch <-chan *runtime.RunOutcome, runID string, signal func(st
 				e.t.Fatalf("signal %s: %v", key, err)
 			}
 			sent = true
-		case (st.State == runtime.StateScheduled || st.State == runtime.StateWaiting && signal == nil) && st.Until.After(e.clock.Now()) &&
+		case (st.State == runstate.StateScheduled || st.State == runstate.StateWaiting && signal == nil) && st.Until.After(e.clock.Now()) &&
 			st.Until.Before(e.clock.Now().Add(10*365*24*time.Hour)): // not a call's child, which has no timeout
 			e.clock.Advance(st.Until.Sub(e.clock.Now()))
 		}

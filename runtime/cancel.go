@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -60,7 +62,7 @@ func (rt *Runtime) Cancel(ctx context.Context, runID string) (bool, error) {
 			}
 			return rt.endedCancelled(ctx, runID, rec.Nonce)
 		}
-		sef, err := rt.terminalEffects(runID, cur, ptr.Step, Cancelled, nil, "cancelled")
+		sef, err := rt.terminalEffects(runID, cur, ptr.Step, runstate.Cancelled, nil, "cancelled")
 		if err != nil {
 			return false, err
 		}
@@ -103,11 +105,11 @@ func (rt *Runtime) endedCancelled(ctx context.Context, runID, nonce string) (boo
 		if err != nil || e == nil {
 			return false, err
 		}
-		return e.Nonce == nonce && TerminalStatus(e.Status) == Cancelled, nil
+		return e.Nonce == nonce && runstate.TerminalStatus(e.Status) == runstate.Cancelled, nil
 	}
 	r, err := decodeResultRecord(b)
 	if err != nil {
 		return false, err
 	}
-	return r.Nonce == nonce && r.Status == Cancelled, nil
+	return r.Nonce == nonce && r.Status == runstate.Cancelled, nil
 }

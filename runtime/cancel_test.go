@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -23,12 +25,12 @@ func TestCancelPendingStepTerminatesAtOnce(t *testing.T) {
 	}
 	// Terminated before any worker ran: the commit that removed the job
 	// wrote the terminal state.
-	e.expectState("cp", StateCancelled)
+	e.expectState("cp", runstate.StateCancelled)
 	if s, _ := e.q.Stats(e.ctx, DefaultQueueName); s.Pending != 0 {
 		t.Fatalf("step job not removed: %+v", s)
 	}
 	e.start()
-	if o := e.outcome(); o.Status != Cancelled || o.RunID != "cp" {
+	if o := e.outcome(); o.Status != runstate.Cancelled || o.RunID != "cp" {
 		t.Fatalf("outcome %+v", o)
 	}
 	if calls.Load() != 0 {
@@ -47,12 +49,12 @@ func TestCancelScheduledStep(t *testing.T) {
 	e := newEnv(t, r)
 	e.start()
 	e.submit(RunSpec{RunID: "cs"})
-	e.waitRun("cs", inState(StateScheduled))
+	e.waitRun("cs", inState(runstate.StateScheduled))
 	if ok, err := e.rt.Cancel(e.ctx, "cs"); !ok || err != nil {
 		t.Fatalf("Cancel: %v %v", ok, err)
 	}
-	e.expectState("cs", StateCancelled)
-	if o := e.outcome(); o.Status != Cancelled || o.Step != 1 {
+	e.expectState("cs", runstate.StateCancelled)
+	if o := e.outcome(); o.Status != runstate.Cancelled || o.Step != 1 {
 		t.Fatalf("outcome %+v", o)
 	}
 	if s, _ := e.q.Stats(e.ctx, DefaultQueueName); s.Scheduled != 0 {
@@ -80,9 +82,9 @@ func TestCancelRunningStepCancelsContextAndDiscardsOutcome(t *testing.T) {
 	if ok, err := e.rt.Cancel(e.ctx, "cr"); !ok || err != nil {
 		t.Fatalf("Cancel: %v %v", ok, err)
 	}
-	e.waitRun("cr", inState(StateCancelling))
+	e.waitRun("cr", inState(runstate.StateCancelling))
 	g.open()
-	if o := e.outcome(); o.Status != Cancelled || o.Error != "cancelled" {
+	if o := e.outcome(); o.Status != runstate.Cancelled || o.Error != "cancelled" {
 		t.Fatalf("outcome %+v", o)
 	}
 	if c, _ := cause.Load().(error); !errors.Is(c, ErrRunCancelled) {
@@ -110,9 +112,9 @@ func TestCancelOverridesSucceedOfRunnerIgnoringContext(t *testing.T) {
 	if ok, _ := e.rt.Cancel(e.ctx, "ig"); !ok {
 		t.Fatal("Cancel returned false")
 	}
-	e.expectState("ig", StateCancelling)
+	e.expectState("ig", runstate.StateCancelling)
 	g.open()
-	if o := e.outcome(); o.Status != Cancelled || o.Result != nil {
+	if o := e.outcome(); o.Status != runstate.Cancelled || o.Result != nil {
 		t.Fatalf("outcome %+v", o)
 	}
 }
@@ -137,11 +139,11 @@ func TestCancelIsDurableAcrossRestart(t *testing.T) {
 	if ok, err := other.Cancel(e.ctx, "dur"); !ok || err != nil {
 		t.Fatalf("Cancel: %v %v", ok, err)
 	}
-	e.expectState("dur", StateCancelling)
+	e.expectState("dur", runstate.StateCancelling)
 	e.reopen()
-	e.expectState("dur", StateCancelling)
+	e.expectState("dur", runstate.StateCancelling)
 	e.start()
-	if o := e.outcome(); o.Status != Cancelled {
+	if o := e.outcome(); o.Status != runstate.Cancelled {
 		t.Fatalf("outcome %+v", o)
 	}
 	if calls.Load() != 0 {
@@ -161,7 +163,7 @@ func TestStaleCancelRequestIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.submit(RunSpec{RunID: "st", Input: []byte("v")})
-	if o := e.outcome(); o.Status != Succeeded {
+	if o := e.outcome(); o.Status != runstate.Succeeded {
 		t.Fatalf("outcome %+v", o)
 	}
 }
@@ -237,14 +239,14 @@ func TestCancelBetweenRunnerReturnAndSettlement(t *testing.T) {
 			e.start()
 			e.submit(RunSpec{RunID: "race"})
 			// Step 0's settlement either ends the run or moves it on.
-			st := e.waitRun("race", func(st RunStatus) bool { return st.State.Terminal() || st.Step != 0 })
-			if st.State != StateCancelled || st.Step != 0 {
+			st := e.waitRun("race", func(st runstate.Status) bool { return st.State.Terminal() || st.Step != 0 })
+			if st.State != runstate.StateCancelled || st.Step != 0 {
 				t.Fatalf("run after step 0 settled: %s at step %d, want cancelled at step 0", st.State, st.Step)
 			}
 			if err := <-cancelled; err != nil {
 				t.Fatalf("Cancel from the hook: %v", err)
 			}
-			if o := e.outcome(); o.RunID != "race" || o.Status != Cancelled || o.Step != 0 || o.Error != "cancelled" || o.Result != nil {
+			if o := e.outcome(); o.RunID != "race" || o.Status != runstate.Cancelled || o.Step != 0 || o.Error != "cancelled" || o.Result != nil {
 				t.Fatalf("outcome %+v, want cancelled at step 0", o)
 			}
 			if s, err := e.q.Stats(e.ctx, DefaultQueueName); err != nil || s.Pending+s.Scheduled+s.Claimed+s.Dead != 0 {

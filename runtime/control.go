@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/signal"
 
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -70,7 +72,7 @@ type Incarnation struct {
 	// its result is retained (Options.ResultRetention; "" for none), and
 	// Status how it ended.
 	Ended  string
-	Status TerminalStatus
+	Status runstate.TerminalStatus
 }
 
 // Incarnation returns the incarnation of runID. It writes nothing. Cost:

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/signal"
 
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -143,7 +145,7 @@ func TestControlDeliverSignal(t *testing.T) {
 	e := newEnv(t, w)
 	e.start()
 	e.submit(RunSpec{RunID: "d"})
-	e.waitRun("d", inState(StateWaiting))
+	e.waitRun("d", inState(runstate.StateWaiting))
 	e.stop()
 	value := e.rt.SignalValue([]byte("go"))
 	if err := e.rt.BufferSignal(e.ctx, "k:d", value, queue.KVWrite{Key: "workflow/test/cmd", Value: []byte("buffered")}); err != nil {
@@ -167,7 +169,7 @@ func TestControlDeliverSignal(t *testing.T) {
 		t.Fatalf("record after the second delivery = %q; want it untouched", m)
 	}
 	e.start()
-	if o := e.outcome(); o.Status != Succeeded || string(o.Result) != "sig:go" {
+	if o := e.outcome(); o.Status != runstate.Succeeded || string(o.Result) != "sig:go" {
 		t.Fatalf("outcome %+v; want the signal delivered once", o)
 	}
 }
@@ -190,7 +192,7 @@ func TestIncarnation(t *testing.T) {
 	}
 	e.submit(RunSpec{RunID: "r"})
 	second, err := e.rt.Incarnation(e.ctx, "r")
-	if err != nil || second.Active == "" || second.Active == first.Active || second.Ended != first.Active || second.Status != Cancelled {
+	if err != nil || second.Active == "" || second.Active == first.Active || second.Ended != first.Active || second.Status != runstate.Cancelled {
 		t.Fatalf("Incarnation after a cancel and a resubmission = %+v, %v; want a new active run and the first ended cancelled (%s)", second, err, first.Active)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/memo"
 
 	"github.com/tqw-dsl/tqw/internal/crashtest"
@@ -99,9 +101,9 @@ func (c crashRunner) RunStep(ctx context.Context, s *Step) (StepOutcome, error) 
 
 type crashHook struct{ dir string }
 
-func (crashHook) Observes(*RunOutcome) bool { return true }
+func (crashHook) Observes(*runstate.Outcome) bool { return true }
 
-func (h crashHook) OnTermination(_ context.Context, o *RunOutcome, _ *TerminalEffects) error {
+func (h crashHook) OnTermination(_ context.Context, o *runstate.Outcome, _ *TerminalEffects) error {
 	return crashtest.AppendLine(filepath.Join(h.dir, "terminal.log"), fmt.Sprintf("%s %s %s", o.RunID, o.Status, o.Result))
 }
 
@@ -157,7 +159,7 @@ func crashChild(dir string, runs int, finish, replay bool) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for range tick.C {
-		waiting, err := rt.ListRuns(ctx, ListOptions{States: []RunState{StateWaiting}, Limit: 1000})
+		waiting, err := rt.ListRuns(ctx, runstate.ListOptions{States: []runstate.State{runstate.StateWaiting}, Limit: 1000})
 		if err != nil {
 			return err
 		}
@@ -171,7 +173,7 @@ func crashChild(dir string, runs int, finish, replay bool) error {
 		if !finish {
 			continue
 		}
-		done, err := rt.ListRuns(ctx, ListOptions{States: []RunState{StateSucceeded, StateFailed, StateCancelled}, Limit: 1000})
+		done, err := rt.ListRuns(ctx, runstate.ListOptions{States: []runstate.State{runstate.StateSucceeded, runstate.StateFailed, runstate.StateCancelled}, Limit: 1000})
 		if err != nil {
 			return err
 		}
@@ -264,7 +266,7 @@ func verifyCrashRuns(t *testing.T, dir string, runs int) {
 		if err != nil {
 			t.Fatalf("run %s: %v", id, err)
 		}
-		if st.State != StateSucceeded || string(st.Result) != crashExpected(id) {
+		if st.State != runstate.StateSucceeded || string(st.Result) != crashExpected(id) {
 			t.Errorf("run %s: %v %q %q, want succeeded %q", id, st.State, st.Result, st.Error, crashExpected(id))
 		}
 	}

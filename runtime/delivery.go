@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/internal/invariants"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
@@ -202,7 +204,7 @@ func (d *delivery) process(ctx, sctx context.Context, release func()) error {
 // cancelled ends the run as Cancelled by an external Cancel, discarding
 // whatever the step would have done.
 func (d *delivery) cancelled(ctx context.Context) error {
-	return d.terminate(ctx, Cancelled, nil, "cancelled", nil, settleCancelled)
+	return d.terminate(ctx, runstate.Cancelled, nil, "cancelled", nil, settleCancelled)
 }
 
 // yieldToCancel reports whether err says the settlement was refused because
@@ -274,20 +276,20 @@ func (d *delivery) invoke(ctx context.Context, sig []byte, eff *Effects) (out St
 func (d *delivery) stepFailed(ctx context.Context, err error) error {
 	msg := err.Error()
 	if IsPermanent(err) {
-		return d.terminate(ctx, Failed, nil, msg, nil, settleDeadLetter)
+		return d.terminate(ctx, runstate.Failed, nil, msg, nil, settleDeadLetter)
 	}
-	return d.terminate(ctx, Failed, nil, msg, nil, settleNack)
+	return d.terminate(ctx, runstate.Failed, nil, msg, nil, settleNack)
 }
 
 // apply settles the runner's outcome with the effects it staged.
 func (d *delivery) apply(ctx context.Context, out StepOutcome, eff *Effects) error {
 	switch out.kind {
 	case outcomeSucceed:
-		return d.terminate(ctx, Succeeded, out.Result, "", eff, settleAck)
+		return d.terminate(ctx, runstate.Succeeded, out.Result, "", eff, settleAck)
 	case outcomeFail:
-		return d.terminate(ctx, Failed, nil, out.Reason, eff, settleAck)
+		return d.terminate(ctx, runstate.Failed, nil, out.Reason, eff, settleAck)
 	case outcomeCancel:
-		return d.terminate(ctx, Cancelled, nil, out.Reason, eff, settleAck)
+		return d.terminate(ctx, runstate.Cancelled, nil, out.Reason, eff, settleAck)
 	}
 	return d.advance(ctx, out, eff)
 }
@@ -382,14 +384,14 @@ func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) e
 // rejects (too large, invalid) can never settle: the run fails.
 func (d *delivery) settleFailed(ctx context.Context, err error) error {
 	if errors.Is(err, queue.ErrTooLarge) || errors.Is(err, queue.ErrInvalid) {
-		return d.terminate(ctx, Failed, nil, "the step's outcome could not be committed: "+err.Error(), nil, settleDeadLetter)
+		return d.terminate(ctx, runstate.Failed, nil, "the step's outcome could not be committed: "+err.Error(), nil, settleDeadLetter)
 	}
 	return err
 }
 
 // terminate ends the run in the step's settlement: runner effects (when
 // given), the runtime's terminal records and the notification commit with it.
-func (d *delivery) terminate(ctx context.Context, status TerminalStatus, result []byte, errMsg string, eff *Effects, mode settleMode) error {
+func (d *delivery) terminate(ctx context.Context, status runstate.TerminalStatus, result []byte, errMsg string, eff *Effects, mode settleMode) error {
 	rt := d.rt
 	sef, err := rt.terminalEffects(d.runID, d.rec, d.n, status, result, errMsg)
 	if err != nil {

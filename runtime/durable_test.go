@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 )
@@ -49,7 +51,7 @@ func TestNextStepWaitsForTheSettlementToBeDurable(t *testing.T) {
 	}
 	fs.Clear()
 	o := e.outcome()
-	if o.Status != Succeeded {
+	if o.Status != runstate.Succeeded {
 		t.Fatalf("outcome %+v; want succeeded", o)
 	}
 	for i := range started {

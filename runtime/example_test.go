@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -35,8 +37,8 @@ func Example() {
 			return runtime.Succeed(append(s.Payload, s.Signal...)), nil
 		}
 	})
-	done := make(chan *runtime.RunOutcome, 1)
-	hook := runtime.TerminalHookFunc(func(_ context.Context, o *runtime.RunOutcome, _ *runtime.TerminalEffects) error {
+	done := make(chan *runstate.Outcome, 1)
+	hook := runtime.TerminalHookFunc(func(_ context.Context, o *runstate.Outcome, _ *runtime.TerminalEffects) error {
 		done <- o
 		return nil
 	})

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/memo"
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
@@ -61,7 +63,7 @@ func TestMemoAndReplayUnderStoreFaults(t *testing.T) {
 	for len(got) < runs {
 		select {
 		case o := <-e.outcomes:
-			if o.Status != Succeeded {
+			if o.Status != runstate.Succeeded {
 				t.Fatalf("outcome %+v", o)
 			}
 			got[o.RunID] = string(o.Result)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/internal/allocbound"
 )
 
@@ -26,9 +28,9 @@ func FuzzDecodeRecords(f *testing.F) {
 	hash := bytes.Repeat([]byte{7}, 32)
 	f.Add(mustEncode(f, &runRecord{Nonce: "n", InputHash: hash, SubmittedMs: 5, Headers: map[string]string{"a": "b"}}))
 	f.Add(mustEncode(f, &stepPointer{Nonce: "n", Step: 3, JobID: "j"}))
-	f.Add(mustEncode(f, &resultRecord{Nonce: "n", Status: Failed, Error: "e", Step: 2}))
+	f.Add(mustEncode(f, &resultRecord{Nonce: "n", Status: runstate.Failed, Error: "e", Step: 2}))
 	f.Add(mustEncode(f, newReplayRecord(ContinueOnSignal([]byte("p"), "k", time.Second), newEffects(), t0)))
-	f.Add(mustEncode(f, &RunOutcome{RunID: "r", Status: Succeeded, Result: []byte("x"), FinishedAt: t0}))
+	f.Add(mustEncode(f, &runstate.Outcome{RunID: "r", Status: runstate.Succeeded, Result: []byte("x"), FinishedAt: t0}))
 	for _, b := range hostileRecords {
 		f.Add(b)
 	}
@@ -71,7 +73,7 @@ func FuzzDecodeRecords(f *testing.F) {
 			check(err)
 		}
 		if r, err := decodeResultRecord(b); err == nil {
-			if !r.Status.valid() {
+			if !r.Status.Valid() {
 				t.Fatalf("accepted invalid result %+v", r)
 			}
 		} else {
@@ -85,7 +87,7 @@ func FuzzDecodeRecords(f *testing.F) {
 			check(err)
 		}
 		if o, err := decodeRunOutcome(b); err == nil {
-			if o.RunID == "" || !o.Status.valid() {
+			if o.RunID == "" || !o.Status.Valid() {
 				t.Fatalf("accepted invalid notification %+v", o)
 			}
 		} else {

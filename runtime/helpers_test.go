@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -31,12 +33,12 @@ type env struct {
 	runner   StepRunner
 	opts     Options
 	qcfg     queue.QueueConfig
-	outcomes chan *RunOutcome
+	outcomes chan *runstate.Outcome
 }
 
 // collector is a terminal hook that forwards every outcome to a channel.
 func (e *env) hook() TerminalHook {
-	return TerminalHookFunc(func(_ context.Context, o *RunOutcome, _ *TerminalEffects) error {
+	return TerminalHookFunc(func(_ context.Context, o *runstate.Outcome, _ *TerminalEffects) error {
 		e.outcomes <- o
 		return nil
 	})
@@ -65,7 +67,7 @@ func newEnvCfg(t testing.TB, store objstore.Store, qcfg queue.QueueConfig, runne
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	t.Cleanup(cancel)
 	e := &env{t: t, ctx: ctx, store: store, clock: clock.NewMock(t0), runner: runner,
-		outcomes: make(chan *RunOutcome, 1000), qcfg: qcfg}
+		outcomes: make(chan *runstate.Outcome, 1000), qcfg: qcfg}
 	e.opts = oneOptions(t, opts)
 	if e.opts.TerminalHook == nil {
 		e.opts.TerminalHook = e.hook()
@@ -148,7 +150,7 @@ func (e *env) submit(spec RunSpec) SubmitOutcome {
 }
 
 // outcome waits for the next terminal notification.
-func (e *env) outcome() *RunOutcome {
+func (e *env) outcome() *runstate.Outcome {
 	e.t.Helper()
 	select {
 	case o := <-e.outcomes:
@@ -159,7 +161,7 @@ func (e *env) outcome() *RunOutcome {
 	}
 }
 
-func (e *env) status(runID string) RunStatus {
+func (e *env) status(runID string) runstate.Status {
 	e.t.Helper()
 	st, err := e.rt.Status(e.ctx, runID)
 	if err != nil {
@@ -170,7 +172,7 @@ func (e *env) status(runID string) RunStatus {
 
 // expectState reads the run's status once; tests call it only where the
 // state is already reached (a channel or a commit says so).
-func (e *env) expectState(runID string, want RunState) RunStatus {
+func (e *env) expectState(runID string, want runstate.State) runstate.Status {
 	e.t.Helper()
 	st := e.status(runID)
 	if st.State != want {
@@ -248,7 +250,7 @@ func (e *env) waitJob(id string, ok func(j queue.Job) bool) queue.Job {
 }
 
 // waitRun spins (yielding) until the run's status satisfies ok.
-func (e *env) waitRun(runID string, ok func(RunStatus) bool) RunStatus {
+func (e *env) waitRun(runID string, ok func(runstate.Status) bool) runstate.Status {
 	e.t.Helper()
 	for {
 		st, err := e.rt.Status(e.ctx, runID)
@@ -262,8 +264,8 @@ func (e *env) waitRun(runID string, ok func(RunStatus) bool) RunStatus {
 	}
 }
 
-func inState(s RunState) func(RunStatus) bool {
-	return func(st RunStatus) bool { return st.State == s }
+func inState(s runstate.State) func(runstate.Status) bool {
+	return func(st runstate.Status) bool { return st.State == s }
 }
 
 // yield lets other goroutines run while a test spins on a condition.

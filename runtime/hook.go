@@ -4,59 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/runstate"
 
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
-
-// TerminalStatus is how a run ended.
-type TerminalStatus uint8
-
-// The three terminal states.
-const (
-	// Succeeded: a step returned Succeed.
-	Succeeded TerminalStatus = iota + 1
-	// Failed: a step returned Fail, or a step error ended the run.
-	Failed
-	// Cancelled: a step returned CancelRun, or Cancel ended the run.
-	Cancelled
-)
-
-func (s TerminalStatus) valid() bool { return s >= Succeeded && s <= Cancelled }
-
-// String returns the lower-case name of the status.
-func (s TerminalStatus) String() string {
-	switch s {
-	case Succeeded:
-		return "succeeded"
-	case Failed:
-		return "failed"
-	case Cancelled:
-		return "cancelled"
-	}
-	return fmt.Sprintf("TerminalStatus(%d)", uint8(s))
-}
-
-// RunOutcome describes a terminated run to a TerminalHook.
-type RunOutcome struct {
-	RunID  string         `msgpack:"id"`
-	Status TerminalStatus `msgpack:"st"`
-	// Result is the Succeed result; nil when ResultOmitted (over
-	// MaxRetainedResult) or the run did not succeed.
-	Result        []byte `msgpack:"r,omitempty"`
-	ResultOmitted bool   `msgpack:"ro,omitempty"`
-	// Error is the Fail or CancelRun reason, the last step error, or
-	// "cancelled" for an external Cancel.
-	Error string `msgpack:"e,omitempty"`
-	// Step is the number of the step that terminated the run.
-	Step int `msgpack:"s"`
-	// Headers are the submitter's headers.
-	Headers map[string]string `msgpack:"hd,omitempty"`
-	// Labels are the run's labels (RunSpec.Labels).
-	Labels      map[string]string `msgpack:"lb,omitempty"`
-	SubmittedAt time.Time         `msgpack:"t"`
-	FinishedAt  time.Time         `msgpack:"f"`
-}
 
 // TerminalHook observes run terminations. Each termination it observes is
 // delivered as a notification job enqueued in the commit that terminates the
@@ -66,10 +18,10 @@ type RunOutcome struct {
 type TerminalHook interface {
 	// Observes is consulted when a run terminates; false skips the
 	// notification job, so the termination costs nothing extra.
-	Observes(outcome *RunOutcome) bool
+	Observes(outcome *runstate.Outcome) bool
 	// OnTermination handles a termination. Effects staged on eff are
 	// applied in the transaction that acknowledges the notification.
-	OnTermination(ctx context.Context, outcome *RunOutcome, eff *TerminalEffects) error
+	OnTermination(ctx context.Context, outcome *runstate.Outcome, eff *TerminalEffects) error
 }
 
 // RunEndObserver is implemented by a StepRunner or TerminalHook that wants
@@ -82,28 +34,28 @@ type TerminalHook interface {
 // with the Cancel call (a TerminalHook observing it is notified). RunEnded
 // runs on the settling goroutine and must not block.
 type RunEndObserver interface {
-	RunEnded(outcome *RunOutcome)
+	RunEnded(outcome *runstate.Outcome)
 }
 
 // noopTerminalHook observes nothing: runs terminate without a notification.
 type noopTerminalHook struct{}
 
 // Observes returns false.
-func (noopTerminalHook) Observes(*RunOutcome) bool { return false }
+func (noopTerminalHook) Observes(*runstate.Outcome) bool { return false }
 
 // OnTermination does nothing.
-func (noopTerminalHook) OnTermination(context.Context, *RunOutcome, *TerminalEffects) error {
+func (noopTerminalHook) OnTermination(context.Context, *runstate.Outcome, *TerminalEffects) error {
 	return nil
 }
 
 // TerminalHookFunc is a TerminalHook that observes every run and calls f.
-type TerminalHookFunc func(ctx context.Context, outcome *RunOutcome, eff *TerminalEffects) error
+type TerminalHookFunc func(ctx context.Context, outcome *runstate.Outcome, eff *TerminalEffects) error
 
 // Observes returns true.
-func (TerminalHookFunc) Observes(*RunOutcome) bool { return true }
+func (TerminalHookFunc) Observes(*runstate.Outcome) bool { return true }
 
 // OnTermination calls f.
-func (f TerminalHookFunc) OnTermination(ctx context.Context, o *RunOutcome, eff *TerminalEffects) error {
+func (f TerminalHookFunc) OnTermination(ctx context.Context, o *runstate.Outcome, eff *TerminalEffects) error {
 	return f(ctx, o, eff)
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -15,14 +17,14 @@ import (
 
 type filterHook struct {
 	calls   atomic.Int32
-	outcome chan *RunOutcome
+	outcome chan *runstate.Outcome
 	fail    int32 // transient failures before success
 	perm    bool
 }
 
-func (h *filterHook) Observes(o *RunOutcome) bool { return o.Headers["notify"] == "yes" }
+func (h *filterHook) Observes(o *runstate.Outcome) bool { return o.Headers["notify"] == "yes" }
 
-func (h *filterHook) OnTermination(_ context.Context, o *RunOutcome, eff *TerminalEffects) error {
+func (h *filterHook) OnTermination(_ context.Context, o *runstate.Outcome, eff *TerminalEffects) error {
 	n := h.calls.Add(1)
 	if h.perm {
 		return Permanent(errors.New("hook refuses"))
@@ -42,13 +44,13 @@ func (h *filterHook) OnTermination(_ context.Context, o *RunOutcome, eff *Termin
 }
 
 func TestTerminalHookAtLeastOnceWithEffects(t *testing.T) {
-	h := &filterHook{outcome: make(chan *RunOutcome, 10), fail: 1}
+	h := &filterHook{outcome: make(chan *runstate.Outcome, 10), fail: 1}
 	e := newEnv(t, echo(), Options{TerminalHook: h})
 	e.start()
 	e.submit(RunSpec{RunID: "quiet", Input: []byte("q")})
 	e.submit(RunSpec{RunID: "loud", Input: []byte("l"), Headers: map[string]string{"notify": "yes"}})
-	e.waitRun("quiet", inState(StateSucceeded))
-	e.waitRun("loud", inState(StateSucceeded))
+	e.waitRun("quiet", inState(runstate.StateSucceeded))
+	e.waitRun("loud", inState(runstate.StateSucceeded))
 	// The first delivery failed and is retried after the queue's backoff.
 	var notify queue.Stats
 	for notify.Scheduled != 1 {
@@ -60,7 +62,7 @@ func TestTerminalHookAtLeastOnceWithEffects(t *testing.T) {
 	}
 	e.clock.Advance(time.Minute)
 	o := <-h.outcome
-	if o.RunID != "loud" || o.Status != Succeeded || string(o.Result) != "l" || h.calls.Load() != 2 {
+	if o.RunID != "loud" || o.Status != runstate.Succeeded || string(o.Result) != "l" || h.calls.Load() != 2 {
 		t.Fatalf("hook saw %+v after %d calls", o, h.calls.Load())
 	}
 	for {
@@ -84,7 +86,7 @@ func TestTerminalHookAtLeastOnceWithEffects(t *testing.T) {
 }
 
 func TestTerminalHookPermanentErrorDeadLettersNotification(t *testing.T) {
-	h := &filterHook{outcome: make(chan *RunOutcome, 10), perm: true}
+	h := &filterHook{outcome: make(chan *runstate.Outcome, 10), perm: true}
 	e := newEnv(t, echo(), Options{TerminalHook: h})
 	e.start()
 	e.submit(RunSpec{RunID: "x", Headers: map[string]string{"notify": "yes"}})
@@ -106,7 +108,7 @@ func TestNoopTerminalHookEnqueuesNothing(t *testing.T) {
 	e := newEnv(t, echo(), Options{TerminalHook: noopTerminalHook{}})
 	e.start()
 	e.submit(RunSpec{RunID: "n"})
-	e.waitRun("n", inState(StateSucceeded))
+	e.waitRun("n", inState(runstate.StateSucceeded))
 	if s, _ := e.q.Stats(e.ctx, e.rt.NotifyQueueName()); s != (queue.Stats{}) {
 		t.Fatalf("notification queue %+v", s)
 	}
@@ -132,14 +134,14 @@ func TestReaperDeadLetterReconciledToFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitJob(out.JobID, func(j queue.Job) bool { return j.State == queue.StateDead })
-	e.waitRun("reaped", inState(StateFailed)) // from the dead job or reconciled
+	e.waitRun("reaped", inState(runstate.StateFailed)) // from the dead job or reconciled
 	// The worker's reconcile loop may get there first (its timer fired
 	// with the Advance); either way exactly one notification follows.
 	if _, err := e.rt.Reconcile(e.ctx); err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
 	o := e.outcome()
-	if o.RunID != "reaped" || o.Status != Failed || o.Error == "" {
+	if o.RunID != "reaped" || o.Status != runstate.Failed || o.Error == "" {
 		t.Fatalf("outcome %+v", o)
 	}
 	if _, err := e.q.KVGet(e.ctx, runKey("reaped")); !errors.Is(err, queue.ErrNotFound) {
@@ -163,8 +165,8 @@ func TestCrashRecoveryDeadLetterReconciledAtStartup(t *testing.T) {
 	}
 	e.reopen() // the claim was the last attempt: recovery dead-letters it
 	e.start()
-	if o := e.outcome(); o.RunID != "crashed" || o.Status != Failed {
+	if o := e.outcome(); o.RunID != "crashed" || o.Status != runstate.Failed {
 		t.Fatalf("outcome %+v", o)
 	}
-	e.waitRun("crashed", func(st RunStatus) bool { return st.State == StateFailed && !st.FinishedAt.IsZero() })
+	e.waitRun("crashed", func(st runstate.Status) bool { return st.State == runstate.StateFailed && !st.FinishedAt.IsZero() })
 }

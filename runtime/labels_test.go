@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/runstate"
 )
 
 func TestListRunsByLabelThroughTheIndex(t *testing.T) {
@@ -19,19 +21,19 @@ func TestListRunsByLabelThroughTheIndex(t *testing.T) {
 	}
 	e.clock.Advance(40 * time.Minute)
 	e.submit(RunSpec{RunID: "d-wait", Input: []byte("wait"), Labels: map[string]string{"team": "billing", "env": "a b/c"}})
-	e.waitRun("d-wait", inState(StateWaiting))
+	e.waitRun("d-wait", inState(runstate.StateWaiting))
 
 	in := e.rt.Inspector()
 	cases := []struct {
-		opts ListOptions
+		opts runstate.ListOptions
 		want string
 	}{
-		{ListOptions{Labels: map[string]string{"team": "billing"}}, "a-ok:succeeded b-ok:succeeded d-wait:waiting"},
-		{ListOptions{Labels: map[string]string{"team": "billing", "env": "prod"}}, "a-ok:succeeded"},
-		{ListOptions{Labels: map[string]string{"env": "a b/c"}}, "d-wait:waiting"},
-		{ListOptions{Labels: map[string]string{"team": "billing"}, States: []RunState{StateWaiting}}, "d-wait:waiting"},
-		{ListOptions{Labels: map[string]string{"team": "billing"}, After: "a-ok", Limit: 1}, "b-ok:succeeded"},
-		{ListOptions{Labels: map[string]string{"team": "nobody"}}, ""},
+		{runstate.ListOptions{Labels: map[string]string{"team": "billing"}}, "a-ok:succeeded b-ok:succeeded d-wait:waiting"},
+		{runstate.ListOptions{Labels: map[string]string{"team": "billing", "env": "prod"}}, "a-ok:succeeded"},
+		{runstate.ListOptions{Labels: map[string]string{"env": "a b/c"}}, "d-wait:waiting"},
+		{runstate.ListOptions{Labels: map[string]string{"team": "billing"}, States: []runstate.State{runstate.StateWaiting}}, "d-wait:waiting"},
+		{runstate.ListOptions{Labels: map[string]string{"team": "billing"}, After: "a-ok", Limit: 1}, "b-ok:succeeded"},
+		{runstate.ListOptions{Labels: map[string]string{"team": "nobody"}}, ""},
 	}
 	for _, c := range cases {
 		if got := listString(t, in, c.opts); got != c.want {
@@ -50,7 +52,7 @@ func TestListRunsByLabelThroughTheIndex(t *testing.T) {
 	if res, err := e.rt.Sweep(e.ctx); err != nil || res.Results != 3 {
 		t.Fatalf("Sweep: %+v %v", res, err)
 	}
-	if got := listString(t, in, ListOptions{Labels: map[string]string{"team": "billing"}}); got != "d-wait:waiting" {
+	if got := listString(t, in, runstate.ListOptions{Labels: map[string]string{"team": "billing"}}); got != "d-wait:waiting" {
 		t.Fatalf("after expiry: %q", got)
 	}
 	left, err := e.q.KVScan(e.ctx, kvLabels, "", 100)
@@ -75,7 +77,7 @@ func TestInvalidLabelsChangeNothing(t *testing.T) {
 	if _, err := e.rt.Status(e.ctx, "r"); !errors.Is(err, ErrRunNotFound) {
 		t.Fatalf("a refused submission left a run: %v", err)
 	}
-	if _, err := e.rt.ListRuns(e.ctx, ListOptions{Labels: map[string]string{"bad key": "v"}}); !errors.Is(err, ErrInvalidLabel) {
+	if _, err := e.rt.ListRuns(e.ctx, runstate.ListOptions{Labels: map[string]string{"bad key": "v"}}); !errors.Is(err, ErrInvalidLabel) {
 		t.Fatalf("ListRuns with a bad label: %v", err)
 	}
 }

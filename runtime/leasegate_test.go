@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -121,7 +123,7 @@ func TestLeaseGateHoldsClaims(t *testing.T) {
 	default:
 	}
 	g.set(true)
-	if o := e.outcome(); o.Status != Succeeded {
+	if o := e.outcome(); o.Status != runstate.Succeeded {
 		t.Fatalf("outcome %+v", o)
 	}
 	for _, m := range g.margins() {

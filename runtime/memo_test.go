@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/memo"
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -61,7 +63,7 @@ func TestMemoSurvivesRetriesAndIsScoped(t *testing.T) {
 		e.waitJob(out.JobID, func(j queue.Job) bool { return j.State == queue.StateScheduled && j.Attempts == attempt })
 		e.clock.Advance(time.Minute)
 	}
-	if o := e.outcome(); o.Status != Succeeded || string(o.Result) != "hello world" {
+	if o := e.outcome(); o.Status != runstate.Succeeded || string(o.Result) != "hello world" {
 		t.Fatalf("outcome %+v", o)
 	}
 	if paid.Load() != 1 {
@@ -184,11 +186,11 @@ func TestStepOutputReplayAfterLostSettlement(t *testing.T) {
 	}
 	e.clock.Advance(3 * time.Minute) // stored at t0+2m; redelivered at t0+5m
 	e.start()
-	st := e.waitRun("rp", func(st RunStatus) bool { return st.Step == 1 })
+	st := e.waitRun("rp", func(st runstate.Status) bool { return st.Step == 1 })
 	if calls.Load() != 1 {
 		t.Fatalf("runner invoked %d times; the redelivery should replay", calls.Load())
 	}
-	if want := t0.Add(12 * time.Minute); st.State != StateScheduled || !st.Until.Equal(want) {
+	if want := t0.Add(12 * time.Minute); st.State != runstate.StateScheduled || !st.Until.Equal(want) {
 		t.Fatalf("replayed After: %+v, want until %v", st, want)
 	}
 	if v, _ := e.q.KVGet(e.ctx, "app/replayed"); string(v) != "yes" {
@@ -218,7 +220,7 @@ func TestReplayRecordIsPartOfSettlement(t *testing.T) {
 	// The replay write failed: the step did not settle and is retried.
 	e.waitJob(out.JobID, func(j queue.Job) bool { return j.State == queue.StateScheduled })
 	e.clock.Advance(time.Minute)
-	if o := e.outcome(); o.Status != Succeeded || calls.Load() != 2 {
+	if o := e.outcome(); o.Status != runstate.Succeeded || calls.Load() != 2 {
 		t.Fatalf("outcome %+v, %d calls", o, calls.Load())
 	}
 }
@@ -342,7 +344,7 @@ func TestLeaseEnsureAtLeastKeepsLongStep(t *testing.T) {
 		t.Fatalf("long step was reaped: %+v", j)
 	}
 	g.open()
-	if o := e.outcome(); o.Status != Succeeded || calls.Load() != 1 {
+	if o := e.outcome(); o.Status != runstate.Succeeded || calls.Load() != 1 {
 		t.Fatalf("outcome %+v, calls %d", o, calls.Load())
 	}
 }

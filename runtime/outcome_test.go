@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -34,14 +36,14 @@ func TestContinueChainThreadsPayloadAndHeaders(t *testing.T) {
 		t.Fatalf("submit outcome %+v", out)
 	}
 	o := e.outcome()
-	if o.RunID != "chain" || o.Status != Succeeded || string(o.Result) != "xabc!" || o.Step != 3 || o.Headers["tenant"] != "t1" {
+	if o.RunID != "chain" || o.Status != runstate.Succeeded || string(o.Result) != "xabc!" || o.Step != 3 || o.Headers["tenant"] != "t1" {
 		t.Fatalf("outcome %+v", o)
 	}
 	want := []string{"0:x:t1:1", "1:xa:t1:1", "2:xab:t1:1", "3:xabc:t1:1"}
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Fatalf("steps %v, want %v", seen, want)
 	}
-	st := e.expectState("chain", StateSucceeded)
+	st := e.expectState("chain", runstate.StateSucceeded)
 	if string(st.Result) != "xabc!" || !st.FinishedAt.Equal(t0) {
 		t.Fatalf("status %+v", st)
 	}
@@ -59,7 +61,7 @@ func TestStepJobsUseDedupKeys(t *testing.T) {
 	e := newEnv(t, r)
 	e.start()
 	e.submit(RunSpec{RunID: "dd"})
-	st := e.waitRun("dd", inState(StateScheduled))
+	st := e.waitRun("dd", inState(runstate.StateScheduled))
 	j, err := e.q.GetJob(e.ctx, st.JobID)
 	if err != nil {
 		t.Fatal(err)
@@ -88,15 +90,15 @@ func TestFailAndCancelRunAreVerdictsNotDeadLetters(t *testing.T) {
 	e.start()
 	e.submit(RunSpec{RunID: "f", Input: []byte("fail")})
 	e.submit(RunSpec{RunID: "c", Input: []byte("cancel")})
-	got := map[string]*RunOutcome{}
+	got := map[string]*runstate.Outcome{}
 	for range 2 {
 		o := e.outcome()
 		got[o.RunID] = o
 	}
-	if got["f"].Status != Failed || got["f"].Error != "nope" {
+	if got["f"].Status != runstate.Failed || got["f"].Error != "nope" {
 		t.Fatalf("fail outcome %+v", got["f"])
 	}
-	if got["c"].Status != Cancelled || got["c"].Error != "changed my mind" {
+	if got["c"].Status != runstate.Cancelled || got["c"].Error != "changed my mind" {
 		t.Fatalf("cancel outcome %+v", got["c"])
 	}
 	if s, _ := e.q.Stats(e.ctx, DefaultQueueName); s.Dead != 0 {
@@ -107,8 +109,8 @@ func TestFailAndCancelRunAreVerdictsNotDeadLetters(t *testing.T) {
 			t.Fatalf("effects of run %s not applied: %q %v", id, v, err)
 		}
 	}
-	e.expectState("f", StateFailed)
-	e.expectState("c", StateCancelled)
+	e.expectState("f", runstate.StateFailed)
+	e.expectState("c", runstate.StateCancelled)
 }
 
 func TestTransientErrorRetriesThenDeadLetters(t *testing.T) {
@@ -126,14 +128,14 @@ func TestTransientErrorRetriesThenDeadLetters(t *testing.T) {
 	out := e.submit(RunSpec{RunID: "tr"})
 	for attempt := 1; attempt < 3; attempt++ {
 		e.waitJob(out.JobID, func(j queue.Job) bool { return j.State == queue.StateScheduled && j.Attempts == attempt })
-		st := e.expectState("tr", StateScheduled)
+		st := e.expectState("tr", runstate.StateScheduled)
 		if st.LastError != "flaky "+strconv.Itoa(attempt) || st.Attempt != attempt {
 			t.Fatalf("status during retry %+v", st)
 		}
 		e.clock.Advance(time.Minute)
 	}
 	o := e.outcome()
-	if o.Status != Failed || o.Error != "flaky 3" || calls.Load() != 3 {
+	if o.Status != runstate.Failed || o.Error != "flaky 3" || calls.Load() != 3 {
 		t.Fatalf("outcome %+v after %d calls", o, calls.Load())
 	}
 	dead, _ := e.q.DeadJobs(e.ctx, DefaultQueueName, "", 10)
@@ -143,7 +145,7 @@ func TestTransientErrorRetriesThenDeadLetters(t *testing.T) {
 	if _, err := e.q.KVGet(e.ctx, "app/never"); !errors.Is(err, queue.ErrNotFound) {
 		t.Fatalf("effects of a failed step applied: %v", err)
 	}
-	if st := e.expectState("tr", StateFailed); st.Error != "flaky 3" {
+	if st := e.expectState("tr", runstate.StateFailed); st.Error != "flaky 3" {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -158,7 +160,7 @@ func TestPermanentErrorDeadLettersAtOnce(t *testing.T) {
 	e.start()
 	e.submit(RunSpec{RunID: "pe"})
 	o := e.outcome()
-	if o.Status != Failed || o.Error != "bad input" || calls.Load() != 1 {
+	if o.Status != runstate.Failed || o.Error != "bad input" || calls.Load() != 1 {
 		t.Fatalf("outcome %+v after %d calls", o, calls.Load())
 	}
 	if s, _ := e.q.Stats(e.ctx, DefaultQueueName); s.Dead != 1 {
@@ -172,7 +174,7 @@ func TestInvalidOutcomeFailsRun(t *testing.T) {
 	e.start()
 	e.submit(RunSpec{RunID: "inv"})
 	o := e.outcome()
-	if o.Status != Failed || !bytes.Contains([]byte(o.Error), []byte("invalid step outcome")) {
+	if o.Status != runstate.Failed || !bytes.Contains([]byte(o.Error), []byte("invalid step outcome")) {
 		t.Fatalf("outcome %+v", o)
 	}
 }
@@ -190,7 +192,7 @@ func TestRunnerPanicIsTransient(t *testing.T) {
 	out := e.submit(RunSpec{RunID: "panic"})
 	e.waitJob(out.JobID, func(j queue.Job) bool { return j.State == queue.StateScheduled })
 	e.clock.Advance(time.Minute)
-	if o := e.outcome(); o.Status != Succeeded || string(o.Result) != "ok" {
+	if o := e.outcome(); o.Status != runstate.Succeeded || string(o.Result) != "ok" {
 		t.Fatalf("outcome %+v", o)
 	}
 }
@@ -205,12 +207,12 @@ func TestContinueAfterSchedulesByClock(t *testing.T) {
 	e := newEnv(t, r)
 	e.start()
 	e.submit(RunSpec{RunID: "after"})
-	st := e.waitRun("after", inState(StateScheduled))
+	st := e.waitRun("after", inState(runstate.StateScheduled))
 	if !st.Until.Equal(t0.Add(10*time.Minute)) || st.Step != 1 {
 		t.Fatalf("status %+v", st)
 	}
 	e.clock.Advance(9 * time.Minute)
-	e.expectState("after", StateScheduled)
+	e.expectState("after", runstate.StateScheduled)
 	e.clock.Advance(time.Minute)
 	if o := e.outcome(); string(o.Result) != "later" {
 		t.Fatalf("outcome %+v", o)
@@ -254,7 +256,7 @@ func TestWithMaxAttemptsOverridesQueueConfig(t *testing.T) {
 	e := newEnv(t, r, Options{MaxAttempts: 1})
 	e.start()
 	out := e.submit(RunSpec{RunID: "ma"})
-	if o := e.outcome(); o.Status != Failed || calls.Load() != 1 {
+	if o := e.outcome(); o.Status != runstate.Failed || calls.Load() != 1 {
 		t.Fatalf("outcome %+v after %d calls", o, calls.Load())
 	}
 	if j, _ := e.q.GetJob(e.ctx, out.JobID); j.MaxAttempts != 1 || j.State != queue.StateDead {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 )
@@ -97,10 +99,10 @@ func TestReconcileIsOneCommitAcrossACrash(t *testing.T) {
 		t.Fatalf("notification queue %+v, %v; want exactly one notification", s, err)
 	}
 	e.start()
-	if o := e.outcome(); o.RunID != "rc1" || o.Status != Failed {
+	if o := e.outcome(); o.RunID != "rc1" || o.Status != runstate.Failed {
 		t.Fatalf("outcome %+v", o)
 	}
-	e.expectState("rc1", StateFailed)
+	e.expectState("rc1", runstate.StateFailed)
 }
 
 // A concurrent change between the reconcile's reads and its commit (here

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/tqw-dsl/tqw/internal/msgpackcheck"
@@ -32,16 +34,16 @@ type stepPointer struct {
 // resultRecord lives at workflow/results/<id> for the result retention
 // window after the run terminated.
 type resultRecord struct {
-	Nonce         string            `msgpack:"n"`
-	Status        TerminalStatus    `msgpack:"st"`
-	Result        []byte            `msgpack:"r,omitempty"`
-	ResultOmitted bool              `msgpack:"ro,omitempty"`
-	Error         string            `msgpack:"e,omitempty"`
-	Step          int               `msgpack:"s"`
-	SubmittedMs   int64             `msgpack:"t"`
-	FinishedMs    int64             `msgpack:"f"`
-	Headers       map[string]string `msgpack:"hd,omitempty"`
-	Labels        map[string]string `msgpack:"lb,omitempty"`
+	Nonce         string                  `msgpack:"n"`
+	Status        runstate.TerminalStatus `msgpack:"st"`
+	Result        []byte                  `msgpack:"r,omitempty"`
+	ResultOmitted bool                    `msgpack:"ro,omitempty"`
+	Error         string                  `msgpack:"e,omitempty"`
+	Step          int                     `msgpack:"s"`
+	SubmittedMs   int64                   `msgpack:"t"`
+	FinishedMs    int64                   `msgpack:"f"`
+	Headers       map[string]string       `msgpack:"hd,omitempty"`
+	Labels        map[string]string       `msgpack:"lb,omitempty"`
 }
 
 // replayRecord is the step-output replay object: the runner's outcome and
@@ -86,13 +88,13 @@ func decodeRecordWith(what string, b []byte, v any, opts msgpackcheck.Options) e
 	return nil
 }
 
-func decodeRunOutcome(b []byte) (*RunOutcome, error) {
-	var o RunOutcome
+func decodeRunOutcome(b []byte) (*runstate.Outcome, error) {
+	var o runstate.Outcome
 	// A notification carries its times as MessagePack timestamps.
 	if err := decodeRecordWith("notification", b, &o, msgpackcheck.Options{Timestamps: true}); err != nil {
 		return nil, err
 	}
-	if o.RunID == "" || !o.Status.valid() {
+	if o.RunID == "" || !o.Status.Valid() {
 		return nil, fmt.Errorf("%w: notification without run id or status", ErrCorruptRecord)
 	}
 	return &o, nil
@@ -125,7 +127,7 @@ func decodeResultRecord(b []byte) (*resultRecord, error) {
 	if err := decodeRecord("result record", b, &r); err != nil {
 		return nil, err
 	}
-	if !r.Status.valid() {
+	if !r.Status.Valid() {
 		return nil, fmt.Errorf("%w: result record with status %d", ErrCorruptRecord, r.Status)
 	}
 	return &r, nil

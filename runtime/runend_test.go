@@ -4,13 +4,15 @@ import (
 	"context"
 	"sync"
 	"testing"
+
+	"github.com/tqw-dsl/tqw/runtime/runstate"
 )
 
 // endRunner ends each run at its second step (Succeed or Fail by run id)
 // and records the ends the runtime reports to it.
 type endRunner struct {
 	mu   sync.Mutex
-	ends []*RunOutcome
+	ends []*runstate.Outcome
 	seen chan string
 }
 
@@ -24,7 +26,7 @@ func (r *endRunner) RunStep(_ context.Context, s *Step) (StepOutcome, error) {
 	return Succeed([]byte(`"ok"`)), nil
 }
 
-func (r *endRunner) RunEnded(o *RunOutcome) {
+func (r *endRunner) RunEnded(o *runstate.Outcome) {
 	r.mu.Lock()
 	r.ends = append(r.ends, o)
 	r.mu.Unlock()
@@ -62,7 +64,7 @@ func TestRunEndObserverSeesEachEndOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Reported only once durable: the status a reader gets agrees.
-		if st.State != o.Status.state() || st.Step != o.Step || string(st.Result) != string(o.Result) || st.Error != o.Error ||
+		if st.State != o.Status.State() || st.Step != o.Step || string(st.Result) != string(o.Result) || st.Error != o.Error ||
 			o.Headers["who"] != o.RunID || !st.FinishedAt.Equal(o.FinishedAt) {
 			t.Errorf("end %+v; status %+v", o, st)
 		}

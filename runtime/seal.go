@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/tqw-dsl/tqw/runtime/archive"
@@ -72,9 +74,9 @@ func segmentKey(seq uint64) string     { return fmt.Sprintf("%s%020d", kvSealedS
 // sealedRow is a sealed run's row in the KV: its incarnation, its
 // segment and its state, so a listing filters on state without a read.
 type sealedRow struct {
-	Nonce string         `msgpack:"n"`
-	Seq   uint64         `msgpack:"q"`
-	State TerminalStatus `msgpack:"s"`
+	Nonce string                  `msgpack:"n"`
+	Seq   uint64                  `msgpack:"q"`
+	State runstate.TerminalStatus `msgpack:"s"`
 }
 
 // sealMarker is the KV put that hands a finished run to the sealer.
@@ -277,7 +279,7 @@ func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (int,
 	eff.KVPuts = append(eff.KVPuts, queue.KVWrite{Key: segmentKey(seq), Value: mb},
 		queue.KVWrite{Key: kvSealNext, Value: []byte(strconv.FormatUint(seq+1, 10))})
 	for i := range runs {
-		row, err := encodeRecord(&sealedRow{Nonce: runs[i].Nonce, Seq: seq, State: TerminalStatus(runs[i].Status)})
+		row, err := encodeRecord(&sealedRow{Nonce: runs[i].Nonce, Seq: seq, State: runstate.TerminalStatus(runs[i].Status)})
 		if err != nil {
 			return 0, err
 		}
@@ -402,7 +404,7 @@ func (rt *Runtime) expireSegment(ctx context.Context, row queue.KVEntry, m *arch
 	eff := &queue.SettlementEffects{KVDeletes: []string{row.Key}}
 	for i := range x.Entries {
 		e := &x.Entries[i]
-		b, err := encodeRecord(&sealedRow{Nonce: e.Nonce, Seq: m.Seq, State: TerminalStatus(e.Status)})
+		b, err := encodeRecord(&sealedRow{Nonce: e.Nonce, Seq: m.Seq, State: runstate.TerminalStatus(e.Status)})
 		if err != nil {
 			return 0, err
 		}
@@ -473,14 +475,14 @@ func (in *Inspector) sealedEntry(ctx context.Context, runID string, row *sealedR
 	return e, m, nil
 }
 
-func sealedStatus(e *archive.Entry) (RunStatus, error) {
-	st := RunStatus{RunID: e.ID, State: TerminalStatus(e.Status).state(), Step: e.Step, Result: e.Result,
+func sealedStatus(e *archive.Entry) (runstate.Status, error) {
+	st := runstate.Status{RunID: e.ID, State: runstate.TerminalStatus(e.Status).State(), Step: e.Step, Result: e.Result,
 		ResultOmitted: e.ResultOmitted, Error: e.Error, Headers: e.Headers, Labels: e.Labels,
 		SubmittedAt: timeFromMs(e.SubmittedMs), FinishedAt: timeFromMs(e.FinishedMs)}
 	if len(e.Totals) > 0 {
 		var t totalsRecord
 		if err := decodeRecord("totals", e.Totals, &t); err != nil {
-			return RunStatus{}, fmt.Errorf("run %s: %w", e.ID, err)
+			return runstate.Status{}, fmt.Errorf("run %s: %w", e.ID, err)
 		}
 		st.Totals = t.totals()
 	}

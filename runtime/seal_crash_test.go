@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/internal/crashtest"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -78,7 +80,7 @@ func sealKillChild(dir string, finish bool) error {
 		if err != nil {
 			return err
 		}
-		done, err := rt.ListRuns(ctx, ListOptions{States: []RunState{StateSucceeded}, Limit: 1000})
+		done, err := rt.ListRuns(ctx, runstate.ListOptions{States: []runstate.State{runstate.StateSucceeded}, Limit: 1000})
 		if err != nil {
 			return err
 		}
@@ -123,13 +125,13 @@ func TestSealKill(t *testing.T) {
 	}
 	defer q.Close()
 	in := NewArchiveInspector(q, store, SealOptions{})
-	runs, err := in.ListRuns(ctx, ListOptions{Limit: 1000, Labels: map[string]string{"kill": "test"}})
+	runs, err := in.ListRuns(ctx, runstate.ListOptions{Limit: 1000, Labels: map[string]string{"kill": "test"}})
 	if err != nil || len(runs) != sealKillRuns {
 		t.Fatalf("ListRuns: %d runs, %v; want %d", len(runs), err, sealKillRuns)
 	}
 	for i, st := range runs {
 		id := crashRunID(i)
-		if st.RunID != id || st.State != StateSucceeded || string(st.Result) != "result of "+id {
+		if st.RunID != id || st.State != runstate.StateSucceeded || string(st.Result) != "result of "+id {
 			t.Fatalf("run %d: %+v", i, st)
 		}
 		recs, ok, err := in.SealedRecords(ctx, id, "app/hist/"+id+"/")

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
@@ -79,9 +81,9 @@ func waitKV(t *testing.T, e *env, prefix string, want int) {
 }
 
 // snapshot is what a reader sees of every run.
-func snapshot(t *testing.T, e *env, ids []string) (map[string]RunStatus, string) {
+func snapshot(t *testing.T, e *env, ids []string) (map[string]runstate.Status, string) {
 	t.Helper()
-	out := map[string]RunStatus{}
+	out := map[string]runstate.Status{}
 	for _, id := range ids {
 		st, err := e.rt.Status(e.ctx, id)
 		if err != nil {
@@ -89,7 +91,7 @@ func snapshot(t *testing.T, e *env, ids []string) (map[string]RunStatus, string)
 		}
 		out[id] = st
 	}
-	return out, listString(t, e.rt.Inspector(), ListOptions{Limit: 1000})
+	return out, listString(t, e.rt.Inspector(), runstate.ListOptions{Limit: 1000})
 }
 
 func runIDs(n int) []string {
@@ -106,7 +108,7 @@ func TestSealedRunsReadAsBefore(t *testing.T) {
 	e := sealEnv(t, store, n)
 	ids := runIDs(n)
 	before, beforeList := snapshot(t, e, ids)
-	if before["run-00"].Totals == nil || before["run-02"].State != StateFailed {
+	if before["run-00"].Totals == nil || before["run-02"].State != runstate.StateFailed {
 		t.Fatalf("unexpected statuses before sealing: %+v %+v", before["run-00"], before["run-02"])
 	}
 
@@ -134,10 +136,10 @@ func TestSealedRunsReadAsBefore(t *testing.T) {
 				t.Errorf("%s: Status(%s) = %+v, want %+v", when, id, after[id], before[id])
 			}
 		}
-		if got := listString(t, e.rt.Inspector(), ListOptions{Labels: map[string]string{"parity": "1"}, States: []RunState{StateFailed}}); got != "run-05:failed" {
+		if got := listString(t, e.rt.Inspector(), runstate.ListOptions{Labels: map[string]string{"parity": "1"}, States: []runstate.State{runstate.StateFailed}}); got != "run-05:failed" {
 			t.Errorf("%s: failed runs of parity 1: %q", when, got)
 		}
-		if got := listString(t, e.rt.Inspector(), ListOptions{After: "run-07", Limit: 2}); got != "run-08:failed run-09:succeeded" {
+		if got := listString(t, e.rt.Inspector(), runstate.ListOptions{After: "run-07", Limit: 2}); got != "run-08:failed run-09:succeeded" {
 			t.Errorf("%s: page after run-07: %q", when, got)
 		}
 		recs, ok, err := e.rt.Inspector().SealedRecords(e.ctx, "run-04", "app/hist/run-04/")
@@ -154,10 +156,10 @@ func TestSealedRunsReadAsBefore(t *testing.T) {
 	e.start()
 	e.clock.Advance(30 * time.Minute)
 	e.submit(RunSpec{RunID: "run-01", Input: []byte("again")})
-	if st := e.waitRun("run-01", inState(StateSucceeded)); string(st.Result) != "result of run-01" || st.Step != 2 || st.Labels != nil {
+	if st := e.waitRun("run-01", inState(runstate.StateSucceeded)); string(st.Result) != "result of run-01" || st.Step != 2 || st.Labels != nil {
 		t.Fatalf("rerun status %+v", st)
 	}
-	if got := listString(t, e.rt.Inspector(), ListOptions{Limit: 3}); got != "run-00:succeeded run-01:succeeded run-02:failed" {
+	if got := listString(t, e.rt.Inspector(), runstate.ListOptions{Limit: 3}); got != "run-00:succeeded run-01:succeeded run-02:failed" {
 		t.Fatalf("ListRuns with a rerun: %q", got)
 	}
 
@@ -177,7 +179,7 @@ func TestSealedRunsReadAsBefore(t *testing.T) {
 			t.Errorf("expired sealed run %s: %v", id, err)
 		}
 	}
-	if st := e.status("run-01"); st.State != StateSucceeded {
+	if st := e.status("run-01"); st.State != runstate.StateSucceeded {
 		t.Fatalf("the rerun sealed after the expiry: %+v", st)
 	}
 	segs, _ = store.List(e.ctx, defaultSealPrefix, "", 100)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/signal"
 
 	"github.com/tqw-dsl/tqw/runtime/clock"
@@ -67,7 +69,7 @@ func TestSignalDeliveredToWaiter(t *testing.T) {
 	e := newEnv(t, w)
 	e.start()
 	e.submit(RunSpec{RunID: "a"})
-	st := e.waitRun("a", inState(StateWaiting))
+	st := e.waitRun("a", inState(runstate.StateWaiting))
 	if st.SignalKey != "k:a" || !st.Until.Equal(t0.Add(time.Hour)) || st.Step != 1 {
 		t.Fatalf("waiting status %+v", st)
 	}
@@ -103,7 +105,7 @@ func TestSignalBufferedBeforeWaiterIsConsumedAtRegistration(t *testing.T) {
 	out := e.submit(RunSpec{RunID: "b"})
 	// No clock advance beyond the retry: the registration consumed the
 	// buffered signal and continued at once.
-	st := e.waitRun("b", func(st RunStatus) bool { return st.Step == 1 && st.State == StateScheduled })
+	st := e.waitRun("b", func(st runstate.Status) bool { return st.Step == 1 && st.State == runstate.StateScheduled })
 	_ = out
 	e.waitJob(st.JobID, func(j queue.Job) bool { return j.Attempts == 1 })
 	e.clock.Advance(time.Minute)
@@ -121,7 +123,7 @@ func TestSignalTimeoutGivesNil(t *testing.T) {
 	e := newEnv(t, w)
 	e.start()
 	e.submit(RunSpec{RunID: "c"})
-	e.waitRun("c", inState(StateWaiting))
+	e.waitRun("c", inState(runstate.StateWaiting))
 	e.clock.Advance(time.Hour)
 	if o := e.outcome(); string(o.Result) != "nil" {
 		t.Fatalf("outcome %+v", o)
@@ -148,7 +150,7 @@ func TestSignalBufferedDuringWaitConsumedAtTimeout(t *testing.T) {
 	e := newEnv(t, w)
 	e.start()
 	e.submit(RunSpec{RunID: "d"})
-	st := e.waitRun("d", inState(StateWaiting))
+	st := e.waitRun("d", inState(runstate.StateWaiting))
 	e.stop() // the registration's own re-check of the buffer is over
 	if err := e.q.KVPut(e.ctx, sigBufKey("k:d"), encodeSignal([]byte("raced"))); err != nil {
 		t.Fatal(err)
@@ -172,13 +174,13 @@ func TestSecondWaiterOnKeyFailsItsRun(t *testing.T) {
 	e := newEnv(t, w)
 	e.start()
 	e.submit(RunSpec{RunID: "first"})
-	e.waitRun("first", inState(StateWaiting))
+	e.waitRun("first", inState(runstate.StateWaiting))
 	e.submit(RunSpec{RunID: "second"})
 	o := e.outcome()
-	if o.RunID != "second" || o.Status != Failed {
+	if o.RunID != "second" || o.Status != runstate.Failed {
 		t.Fatalf("outcome %+v", o)
 	}
-	e.expectState("first", StateWaiting)
+	e.expectState("first", runstate.StateWaiting)
 	if res, _ := e.signalQuiet("shared", []byte("x")); res != signal.Delivered {
 		t.Fatal("first waiter lost its registration")
 	}
@@ -192,7 +194,7 @@ func TestEmptySignalPayloadIsNotNil(t *testing.T) {
 	e := newEnv(t, w)
 	e.start()
 	e.submit(RunSpec{RunID: "e"})
-	e.waitRun("e", inState(StateWaiting))
+	e.waitRun("e", inState(runstate.StateWaiting))
 	if res, _ := e.signalQuiet("k:e", nil); res != signal.Delivered {
 		t.Fatal("not delivered")
 	}
@@ -206,9 +208,9 @@ func TestSignalSurvivesRestartWhileWaiting(t *testing.T) {
 	e := newEnv(t, w)
 	e.start()
 	e.submit(RunSpec{RunID: "rw"})
-	e.waitRun("rw", inState(StateWaiting))
+	e.waitRun("rw", inState(runstate.StateWaiting))
 	e.reopen()
-	e.expectState("rw", StateWaiting)
+	e.expectState("rw", runstate.StateWaiting)
 	if res, _ := e.rt.Signal(e.ctx, "k:rw", []byte("after-restart")); res != signal.Delivered {
 		t.Fatal("not delivered after restart")
 	}
@@ -255,7 +257,7 @@ func TestRegistrationRecheckDeliversRacingSignal(t *testing.T) {
 	e := newEnv(t, w)
 	e.start()
 	e.submit(RunSpec{RunID: "rc"})
-	st := e.waitRun("rc", inState(StateWaiting))
+	st := e.waitRun("rc", inState(runstate.StateWaiting))
 	e.stop()
 	if err := e.q.KVPut(e.ctx, sigBufKey("k:rc"), encodeSignal([]byte("racer"))); err != nil {
 		t.Fatal(err)
@@ -410,7 +412,7 @@ func TestSignalRequireWaiting(t *testing.T) {
 	assertNoSignalResidue(t, e)
 	e.start()
 	e.submit(RunSpec{RunID: "rq"})
-	e.waitRun("rq", inState(StateWaiting))
+	e.waitRun("rq", inState(runstate.StateWaiting))
 	e.stop()
 	res, err := e.rt.SendSignal(e.ctx, "k:rq", []byte("x"), signal.Options{RequireWaiting: true})
 	if err != nil || res.Outcome != signal.Delivered || !res.Expires.IsZero() {
@@ -519,10 +521,10 @@ func TestSetAsideSignalSurvivesACrashBeforeItsSettlement(t *testing.T) {
 	}
 	e.start()
 	e.submit(RunSpec{RunID: "p"})
-	st := e.waitRun("p", func(st RunStatus) bool { return st.Step == 1 && st.State == StateScheduled })
+	st := e.waitRun("p", func(st runstate.Status) bool { return st.Step == 1 && st.State == runstate.StateScheduled })
 	e.waitJob(st.JobID, func(j queue.Job) bool { return j.Attempts == 1 })
 	e.clock.Advance(time.Minute) // the retry backoff
-	if o := e.outcome(); o.Status != Succeeded || string(o.Result) != "good" {
+	if o := e.outcome(); o.Status != runstate.Succeeded || string(o.Result) != "good" {
 		t.Fatalf("outcome %+v; want the good signal", o)
 	}
 	w.mu.Lock()

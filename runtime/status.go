@@ -5,93 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/runstate"
 
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
-
-// RunState is where a run is.
-type RunState uint8
-
-// Run states. The first five are active, the last three terminal.
-const (
-	// StatePending: the current step is claimable.
-	StatePending RunState = iota + 1
-	// StateRunning: a worker holds the current step.
-	StateRunning
-	// StateWaiting: the current step waits for a signal (RunStatus.SignalKey)
-	// until RunStatus.Until.
-	StateWaiting
-	// StateScheduled: the current step is scheduled for RunStatus.Until
-	// (a ContinueAfter delay or a retry backoff).
-	StateScheduled
-	// StateCancelling: Cancel was requested and the running step has not
-	// returned yet.
-	StateCancelling
-	// StateSucceeded: terminated with Succeed (RunStatus.Result).
-	StateSucceeded
-	// StateFailed: terminated by Fail or a step error (RunStatus.Error).
-	StateFailed
-	// StateCancelled: terminated by CancelRun or Cancel.
-	StateCancelled
-)
-
-var stateNames = map[RunState]string{
-	StatePending: "pending", StateRunning: "running", StateWaiting: "waiting", StateScheduled: "scheduled",
-	StateCancelling: "cancelling", StateSucceeded: "succeeded", StateFailed: "failed", StateCancelled: "cancelled",
-}
-
-// String returns the lower-case name of the state.
-func (s RunState) String() string {
-	if n, ok := stateNames[s]; ok {
-		return n
-	}
-	return fmt.Sprintf("RunState(%d)", uint8(s))
-}
-
-// Terminal reports whether s is Succeeded, Failed or Cancelled.
-func (s RunState) Terminal() bool { return s >= StateSucceeded }
-
-func (s TerminalStatus) state() RunState {
-	switch s {
-	case Succeeded:
-		return StateSucceeded
-	case Failed:
-		return StateFailed
-	}
-	return StateCancelled
-}
-
-// RunStatus is a run's state as read from durable records.
-type RunStatus struct {
-	RunID string
-	State RunState
-	// Step is the current step (active) or the terminating step (terminal).
-	Step int
-	// JobID is the current step's queue job (active runs).
-	JobID string
-	// Attempt counts deliveries of the current step so far.
-	Attempt int
-	// SignalKey is the awaited correlation key (StateWaiting).
-	SignalKey string
-	// Until is when a waiting or scheduled step becomes claimable.
-	Until time.Time
-	// LastError is the current step's last error (a retry in progress).
-	LastError string
-	// Result, ResultOmitted and Error describe a terminated run.
-	Result        []byte
-	ResultOmitted bool
-	Error         string
-	Headers       map[string]string
-	// Labels are the run's labels (RunSpec.Labels).
-	Labels      map[string]string
-	SubmittedAt time.Time
-	// FinishedAt is set for terminated runs.
-	FinishedAt time.Time
-	// Totals is what the run has cost so far, as of its last durable
-	// settlement (nil before its first); see RunTotals.
-	Totals *RunTotals
-}
 
 // StateReader is the read surface Inspector needs; *queue.Queue and
 // *queue.Reader implement it.
@@ -143,19 +61,19 @@ func NewInspector(r StateReader) *Inspector { return &Inspector{r: r} }
 // Status returns the state of runID, or ErrRunNotFound when the run is
 // neither active nor within its result retention window. Cost: in-memory
 // reads only.
-func (rt *Runtime) Status(ctx context.Context, runID string) (RunStatus, error) {
+func (rt *Runtime) Status(ctx context.Context, runID string) (runstate.Status, error) {
 	return rt.insp.Status(ctx, runID)
 }
 
 // ListRuns lists active and retained runs; see Inspector.ListRuns.
-func (rt *Runtime) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatus, error) {
+func (rt *Runtime) ListRuns(ctx context.Context, opts runstate.ListOptions) ([]runstate.Status, error) {
 	return rt.insp.ListRuns(ctx, opts)
 }
 
 // Status returns the state of runID, or ErrRunNotFound.
-func (in *Inspector) Status(ctx context.Context, runID string) (RunStatus, error) {
+func (in *Inspector) Status(ctx context.Context, runID string) (runstate.Status, error) {
 	if err := ValidateRunID(runID); err != nil {
-		return RunStatus{}, err
+		return runstate.Status{}, err
 	}
 	// The reads are not one snapshot: a run that terminates between them
 	// shows an active record without its step pointer. Read again then.
@@ -164,7 +82,7 @@ func (in *Inspector) Status(ctx context.Context, runID string) (RunStatus, error
 		if err != nil || st.JobID != "" || st.State.Terminal() || attempt == 2 {
 			if err == nil || errors.Is(err, ErrRunNotFound) {
 				if berr := in.durable(ctx); berr != nil {
-					return RunStatus{}, berr
+					return runstate.Status{}, berr
 				}
 			}
 			return st, err
@@ -172,45 +90,45 @@ func (in *Inspector) Status(ctx context.Context, runID string) (RunStatus, error
 	}
 }
 
-func (in *Inspector) status(ctx context.Context, runID string) (RunStatus, error) {
+func (in *Inspector) status(ctx context.Context, runID string) (runstate.Status, error) {
 	recBytes, err := kvGet(ctx, in.r, runKey(runID))
 	if err != nil {
-		return RunStatus{}, err
+		return runstate.Status{}, err
 	}
 	if recBytes != nil {
 		rec, err := decodeRunRecord(recBytes)
 		if err != nil {
-			return RunStatus{}, fmt.Errorf("run %s: %w", runID, err)
+			return runstate.Status{}, fmt.Errorf("run %s: %w", runID, err)
 		}
 		return in.activeStatus(ctx, runID, rec)
 	}
 	b, err := kvGet(ctx, in.r, resultKey(runID))
 	if err != nil {
-		return RunStatus{}, err
+		return runstate.Status{}, err
 	}
 	if b == nil {
 		e, _, err := in.sealedRun(ctx, runID)
 		if err != nil {
-			return RunStatus{}, err
+			return runstate.Status{}, err
 		}
 		if e == nil {
-			return RunStatus{}, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+			return runstate.Status{}, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
 		}
 		return sealedStatus(e)
 	}
 	res, err := decodeResultRecord(b)
 	if err != nil {
-		return RunStatus{}, fmt.Errorf("run %s: %w", runID, err)
+		return runstate.Status{}, fmt.Errorf("run %s: %w", runID, err)
 	}
 	st := terminalStatus(runID, res)
 	if st.Totals, err = in.totals(ctx, runID, res.Nonce); err != nil {
-		return RunStatus{}, err
+		return runstate.Status{}, err
 	}
 	return st, nil
 }
 
 // totals reads the run's totals record of incarnation nonce, or nil.
-func (in *Inspector) totals(ctx context.Context, runID, nonce string) (*RunTotals, error) {
+func (in *Inspector) totals(ctx context.Context, runID, nonce string) (*runstate.Totals, error) {
 	t, err := loadTotals(ctx, in.r, runID, nonce)
 	if err != nil {
 		return nil, err
@@ -221,20 +139,20 @@ func (in *Inspector) totals(ctx context.Context, runID, nonce string) (*RunTotal
 	return t.totals(), nil
 }
 
-func terminalStatus(runID string, r *resultRecord) RunStatus {
-	return RunStatus{RunID: runID, State: r.Status.state(), Step: r.Step, Result: r.Result, ResultOmitted: r.ResultOmitted,
+func terminalStatus(runID string, r *resultRecord) runstate.Status {
+	return runstate.Status{RunID: runID, State: r.Status.State(), Step: r.Step, Result: r.Result, ResultOmitted: r.ResultOmitted,
 		Error: r.Error, Headers: r.Headers, Labels: r.Labels, SubmittedAt: timeFromMs(r.SubmittedMs), FinishedAt: timeFromMs(r.FinishedMs)}
 }
 
-func (in *Inspector) activeStatus(ctx context.Context, runID string, rec *runRecord) (RunStatus, error) {
-	st := RunStatus{RunID: runID, State: StatePending, Headers: rec.Headers, Labels: rec.Labels, SubmittedAt: timeFromMs(rec.SubmittedMs)}
+func (in *Inspector) activeStatus(ctx context.Context, runID string, rec *runRecord) (runstate.Status, error) {
+	st := runstate.Status{RunID: runID, State: runstate.StatePending, Headers: rec.Headers, Labels: rec.Labels, SubmittedAt: timeFromMs(rec.SubmittedMs)}
 	var err error
 	if st.Totals, err = in.totals(ctx, runID, rec.Nonce); err != nil {
-		return RunStatus{}, err
+		return runstate.Status{}, err
 	}
 	ptr, err := loadPointer(ctx, in.r, runID)
 	if err != nil {
-		return RunStatus{}, err
+		return runstate.Status{}, err
 	}
 	if ptr != nil {
 		st.Step, st.JobID = ptr.Step, ptr.JobID
@@ -242,61 +160,47 @@ func (in *Inspector) activeStatus(ctx context.Context, runID string, rec *runRec
 		switch {
 		case errors.Is(err, queue.ErrNotFound):
 		case err != nil:
-			return RunStatus{}, fmt.Errorf("runtime: status of run %s: job %s: %w", runID, ptr.JobID, err)
+			return runstate.Status{}, fmt.Errorf("runtime: status of run %s: job %s: %w", runID, ptr.JobID, err)
 		default:
 			st.Attempt, st.LastError = job.Attempts, job.LastError
 			switch job.State {
 			case queue.StateClaimed:
-				st.State = StateRunning
+				st.State = runstate.StateRunning
 			case queue.StateScheduled:
 				st.Until = job.RunAt
 				if k := job.Headers[headerSignalWait]; k != "" {
-					st.State, st.SignalKey = StateWaiting, k
+					st.State, st.SignalKey = runstate.StateWaiting, k
 				} else {
-					st.State = StateScheduled
+					st.State = runstate.StateScheduled
 				}
 			case queue.StateDead:
 				// Dead-lettered by the queue; the worker reconciles it to
 				// Failed.
-				st.State, st.Error, st.FinishedAt = StateFailed, job.LastError, job.FailedAt
+				st.State, st.Error, st.FinishedAt = runstate.StateFailed, job.LastError, job.FailedAt
 			}
 		}
 	}
-	if st.State != StateFailed {
+	if st.State != runstate.StateFailed {
 		c, err := kvGet(ctx, in.r, cancelKey(runID))
 		if err != nil {
-			return RunStatus{}, err
+			return runstate.Status{}, err
 		}
 		if c != nil && string(c) == rec.Nonce {
-			st.State = StateCancelling
+			st.State = runstate.StateCancelling
 		}
 	}
 	return st, nil
 }
 
-// ListOptions select runs for ListRuns.
-type ListOptions struct {
-	// After lists runs whose id sorts after it.
-	After string
-	// Limit caps the result; 0 means 100.
-	Limit int
-	// States keeps only runs in these states; empty keeps all.
-	States []RunState
-	// Labels keeps only runs carrying every one of these labels. The
-	// runs are found through the index of one of them (the first by
-	// key), not by a scan of all runs.
-	Labels map[string]string
-}
-
 // ListRuns returns active runs and terminated runs within their retention
 // window, in run-id order. A run id both terminated and active again is
 // listed once, as the active run.
-func (in *Inspector) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatus, error) {
+func (in *Inspector) ListRuns(ctx context.Context, opts runstate.ListOptions) ([]runstate.Status, error) {
 	limit := opts.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	keep := func(s RunState) bool {
+	keep := func(s runstate.State) bool {
 		if len(opts.States) == 0 {
 			return true
 		}
@@ -317,13 +221,13 @@ func (in *Inspector) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatu
 		{r: in.r, prefix: kvResults, after: opts.After},
 		{r: in.r, prefix: kvSealedRuns, after: opts.After},
 	}
-	if len(opts.States) > 0 && !keep(StatePending) && !keep(StateRunning) && !keep(StateWaiting) &&
-		!keep(StateScheduled) && !keep(StateCancelling) && !keep(StateFailed) {
+	if len(opts.States) > 0 && !keep(runstate.StatePending) && !keep(runstate.StateRunning) && !keep(runstate.StateWaiting) &&
+		!keep(runstate.StateScheduled) && !keep(runstate.StateCancelling) && !keep(runstate.StateFailed) {
 		// No active run can be listed (an active run shows Failed when the
 		// queue dead-lettered its step): skip them without reading one.
 		cursors[0].eof = true
 	}
-	var out []RunStatus
+	var out []runstate.Status
 	for len(out) < limit {
 		var items [3]*kvItem
 		var first *kvItem
@@ -367,13 +271,13 @@ func (in *Inspector) ListRuns(ctx context.Context, opts ListOptions) ([]RunStatu
 // entry counts only while the run's record (active or result) still names
 // the entry's nonce, so a stale entry of an earlier run under the same id
 // is skipped.
-func (in *Inspector) listLabelled(ctx context.Context, opts ListOptions, limit int, keep func(RunState) bool) ([]RunStatus, error) {
+func (in *Inspector) listLabelled(ctx context.Context, opts runstate.ListOptions, limit int, keep func(runstate.State) bool) ([]runstate.Status, error) {
 	if err := ValidateLabels(opts.Labels); err != nil {
 		return nil, fmt.Errorf("runtime: list runs: %w", err)
 	}
 	k, v := pickLabel(opts.Labels)
 	idx := &kvCursor{r: in.r, prefix: labelPrefix(k, v), after: opts.After}
-	var out []RunStatus
+	var out []runstate.Status
 	for len(out) < limit {
 		e, err := idx.peek(ctx)
 		if err != nil {
@@ -402,37 +306,37 @@ func (in *Inspector) listLabelled(ctx context.Context, opts ListOptions, limit i
 
 // statusOf returns the status of runID and the nonce of the incarnation
 // it describes, without totals.
-func (in *Inspector) statusOf(ctx context.Context, runID string) (RunStatus, string, error) {
+func (in *Inspector) statusOf(ctx context.Context, runID string) (runstate.Status, string, error) {
 	recBytes, err := kvGet(ctx, in.r, runKey(runID))
 	if err != nil {
-		return RunStatus{}, "", err
+		return runstate.Status{}, "", err
 	}
 	if recBytes != nil {
 		rec, err := decodeRunRecord(recBytes)
 		if err != nil {
-			return RunStatus{}, "", fmt.Errorf("run %s: %w", runID, err)
+			return runstate.Status{}, "", fmt.Errorf("run %s: %w", runID, err)
 		}
 		st, err := in.activeStatus(ctx, runID, rec)
 		return st, rec.Nonce, err
 	}
 	b, err := kvGet(ctx, in.r, resultKey(runID))
 	if err != nil {
-		return RunStatus{}, "", err
+		return runstate.Status{}, "", err
 	}
 	if b == nil {
 		e, _, err := in.sealedRun(ctx, runID)
 		if err != nil {
-			return RunStatus{}, "", err
+			return runstate.Status{}, "", err
 		}
 		if e == nil {
-			return RunStatus{}, "", fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+			return runstate.Status{}, "", fmt.Errorf("%w: %s", ErrRunNotFound, runID)
 		}
 		st, err := sealedStatus(e)
 		return st, e.Nonce, err
 	}
 	res, err := decodeResultRecord(b)
 	if err != nil {
-		return RunStatus{}, "", fmt.Errorf("run %s: %w", runID, err)
+		return runstate.Status{}, "", fmt.Errorf("run %s: %w", runID, err)
 	}
 	return terminalStatus(runID, res), res.Nonce, nil
 }
@@ -440,8 +344,8 @@ func (in *Inspector) statusOf(ctx context.Context, runID string) (RunStatus, str
 // listed returns the status of a run ListRuns found in key space from
 // (0 active, 1 result, 2 sealed) and whether keep keeps it; a sealed run
 // in a state keep drops costs no read of its segment.
-func (in *Inspector) listed(ctx context.Context, from int, it *kvItem, keep func(RunState) bool) (RunStatus, bool, error) {
-	var st RunStatus
+func (in *Inspector) listed(ctx context.Context, from int, it *kvItem, keep func(runstate.State) bool) (runstate.Status, bool, error) {
+	var st runstate.Status
 	switch from {
 	case 0:
 		rec, err := decodeRunRecord(it.value)
@@ -462,7 +366,7 @@ func (in *Inspector) listed(ctx context.Context, from int, it *kvItem, keep func
 		if err := decodeRecord("sealed run row", it.value, &row); err != nil {
 			return st, false, fmt.Errorf("run %s: %w", it.id, err)
 		}
-		if !keep(row.State.state()) {
+		if !keep(row.State.State()) {
 			return st, false, nil
 		}
 		e, _, err := in.sealedEntry(ctx, it.id, &row)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -42,7 +44,7 @@ func TestStatusAndListRunsEveryState(t *testing.T) {
 	// pending: submitted before the worker starts, and cancelled later to
 	// keep it from running.
 	e.submit(RunSpec{RunID: "p-pending", Input: []byte("ok"), Headers: map[string]string{"h": "v"}})
-	st := e.expectState("p-pending", StatePending)
+	st := e.expectState("p-pending", runstate.StatePending)
 	if st.Step != 0 || st.JobID == "" || st.Headers["h"] != "v" || !st.SubmittedAt.Equal(t0) {
 		t.Fatalf("pending status %+v", st)
 	}
@@ -59,35 +61,35 @@ func TestStatusAndListRunsEveryState(t *testing.T) {
 	for range 3 { // p-pending (cancelled), o-ok, f-fail
 		e.outcome()
 	}
-	e.waitRun("w-waiting", inState(StateWaiting))
-	e.waitRun("s-scheduled", inState(StateScheduled))
-	e.expectState("r-running", StateRunning)
+	e.waitRun("w-waiting", inState(runstate.StateWaiting))
+	e.waitRun("s-scheduled", inState(runstate.StateScheduled))
+	e.expectState("r-running", runstate.StateRunning)
 
-	if st := e.expectState("w-waiting", StateWaiting); st.SignalKey != "sig-w-waiting" || !st.Until.Equal(t0.Add(2*time.Hour)) {
+	if st := e.expectState("w-waiting", runstate.StateWaiting); st.SignalKey != "sig-w-waiting" || !st.Until.Equal(t0.Add(2*time.Hour)) {
 		t.Fatalf("waiting %+v", st)
 	}
-	if st := e.expectState("s-scheduled", StateScheduled); !st.Until.Equal(t0.Add(time.Hour)) {
+	if st := e.expectState("s-scheduled", runstate.StateScheduled); !st.Until.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("scheduled %+v", st)
 	}
-	if st := e.expectState("o-ok", StateSucceeded); string(st.Result) != "result-o-ok" {
+	if st := e.expectState("o-ok", runstate.StateSucceeded); string(st.Result) != "result-o-ok" {
 		t.Fatalf("succeeded %+v", st)
 	}
-	if st := e.expectState("f-fail", StateFailed); st.Error != "bad" {
+	if st := e.expectState("f-fail", runstate.StateFailed); st.Error != "bad" {
 		t.Fatalf("failed %+v", st)
 	}
-	e.expectState("p-pending", StateCancelled)
+	e.expectState("p-pending", runstate.StateCancelled)
 	if _, err := e.rt.Status(e.ctx, "unknown"); !errors.Is(err, ErrRunNotFound) {
 		t.Fatalf("unknown run: %v", err)
 	}
 
 	want := "f-fail:failed o-ok:succeeded p-pending:cancelled r-running:running s-scheduled:scheduled w-waiting:waiting"
-	if got := listString(t, e.rt.Inspector(), ListOptions{}); got != want {
+	if got := listString(t, e.rt.Inspector(), runstate.ListOptions{}); got != want {
 		t.Fatalf("ListRuns:\n got %s\nwant %s", got, want)
 	}
-	if got := listString(t, e.rt.Inspector(), ListOptions{After: "o-ok", Limit: 2}); got != "p-pending:cancelled r-running:running" {
+	if got := listString(t, e.rt.Inspector(), runstate.ListOptions{After: "o-ok", Limit: 2}); got != "p-pending:cancelled r-running:running" {
 		t.Fatalf("ListRuns page: %s", got)
 	}
-	if got := listString(t, e.rt.Inspector(), ListOptions{States: []RunState{StateWaiting, StateFailed}}); got != "f-fail:failed w-waiting:waiting" {
+	if got := listString(t, e.rt.Inspector(), runstate.ListOptions{States: []runstate.State{runstate.StateWaiting, runstate.StateFailed}}); got != "f-fail:failed w-waiting:waiting" {
 		t.Fatalf("ListRuns filter: %s", got)
 	}
 
@@ -103,10 +105,10 @@ func TestStatusAndListRunsEveryState(t *testing.T) {
 	if err := rd.Refresh(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := listString(t, NewInspector(rd), ListOptions{}); got != want {
+	if got := listString(t, NewInspector(rd), runstate.ListOptions{}); got != want {
 		t.Fatalf("Reader ListRuns:\n got %s\nwant %s", got, want)
 	}
-	if st, err := NewInspector(rd).Status(e.ctx, "w-waiting"); err != nil || st.State != StateWaiting || st.SignalKey != "sig-w-waiting" {
+	if st, err := NewInspector(rd).Status(e.ctx, "w-waiting"); err != nil || st.State != runstate.StateWaiting || st.SignalKey != "sig-w-waiting" {
 		t.Fatalf("Reader Status %+v %v", st, err)
 	}
 	g.open()
@@ -129,10 +131,10 @@ func TestResultRetentionExpiresStatus(t *testing.T) {
 	if _, err := e.rt.Status(e.ctx, "old"); !errors.Is(err, ErrRunNotFound) {
 		t.Fatalf("expired run still reported: %v", err)
 	}
-	e.expectState("new", StateSucceeded)
+	e.expectState("new", runstate.StateSucceeded)
 }
 
-func listString(t *testing.T, in *Inspector, opts ListOptions) string {
+func listString(t *testing.T, in *Inspector, opts runstate.ListOptions) string {
 	t.Helper()
 	runs, err := in.ListRuns(context.Background(), opts)
 	if err != nil {

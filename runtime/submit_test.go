@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -153,7 +155,7 @@ func TestKVEffects(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.submit(RunSpec{RunID: "kv", KVWrites: map[string][]byte{"app/status": []byte("submitted")}})
-	st := e.waitRun("kv", func(st RunStatus) bool { return st.State == StateScheduled && st.Step == 1 })
+	st := e.waitRun("kv", func(st runstate.Status) bool { return st.State == runstate.StateScheduled && st.Step == 1 })
 	if v, _ := e.q.KVGet(e.ctx, "app/status"); string(v) != "step0" {
 		t.Fatalf("after step 0 (with step 1 failed once): %q", v)
 	}

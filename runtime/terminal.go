@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -15,9 +17,9 @@ func timeFromMs(ms int64) time.Time { return time.UnixMilli(ms) }
 // step pointer and cancel request go, the result record and retention
 // markers come, and the notification job is enqueued when the hook observes
 // the outcome. They commit with whatever settlement ends the run.
-func (rt *Runtime) terminalEffects(runID string, rec *runRecord, n int, status TerminalStatus, result []byte, errMsg string) (*queue.SettlementEffects, error) {
+func (rt *Runtime) terminalEffects(runID string, rec *runRecord, n int, status runstate.TerminalStatus, result []byte, errMsg string) (*queue.SettlementEffects, error) {
 	now := rt.clock.Now()
-	out := &RunOutcome{RunID: runID, Status: status, Result: result, Error: errMsg, Step: n,
+	out := &runstate.Outcome{RunID: runID, Status: status, Result: result, Error: errMsg, Step: n,
 		Headers: rec.Headers, Labels: rec.Labels, SubmittedAt: timeFromMs(rec.SubmittedMs), FinishedAt: now}
 	if len(result) > MaxRetainedResult {
 		out.Result, out.ResultOmitted = nil, true
@@ -67,7 +69,7 @@ func (rt *Runtime) handleNotification(ctx context.Context, c *queue.Claim, _ fun
 	var err error
 	out, derr := decodeRunOutcome(c.Job.Payload)
 	if derr != nil {
-		out = &RunOutcome{RunID: c.Job.Headers[HeaderRunID]}
+		out = &runstate.Outcome{RunID: c.Job.Headers[HeaderRunID]}
 		err = rt.q.DeadLetter(sctx, c, derr.Error(), nil)
 	} else {
 		// The notification was claimable only once the terminating commit
@@ -113,7 +115,7 @@ func (rt *Runtime) handleNotification(ctx context.Context, c *queue.Claim, _ fun
 
 // observes asks the hook whether it wants out; a panicking Observes counts
 // as yes, so a termination is never silently dropped.
-func (rt *Runtime) observes(out *RunOutcome) (yes bool) {
+func (rt *Runtime) observes(out *runstate.Outcome) (yes bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			rt.log.Error("TerminalHook.Observes panicked; notifying anyway", "run", out.RunID, "panic", r)
@@ -123,7 +125,7 @@ func (rt *Runtime) observes(out *RunOutcome) (yes bool) {
 	return rt.cfg.hook.Observes(out)
 }
 
-func (rt *Runtime) callHook(ctx context.Context, out *RunOutcome, eff *TerminalEffects) (err error) {
+func (rt *Runtime) callHook(ctx context.Context, out *runstate.Outcome, eff *TerminalEffects) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = Transient(fmt.Errorf("terminal hook panicked: %v", r))
@@ -203,7 +205,7 @@ func (rt *Runtime) reconcileJob(ctx context.Context, job *queue.Job) (bool, erro
 	if msg == "" {
 		msg = "step job dead-lettered by the queue"
 	}
-	sef, err := rt.terminalEffects(runID, rec, ptr.Step, Failed, nil, msg)
+	sef, err := rt.terminalEffects(runID, rec, ptr.Step, runstate.Failed, nil, msg)
 	if err != nil {
 		return false, err
 	}
@@ -254,7 +256,7 @@ func (rt *Runtime) reconcileLoop(ctx context.Context) {
 
 // reportEnd tells the RunEndObservers of a run end that is durable; a
 // panicking observer is logged, never allowed to break the settlement.
-func (rt *Runtime) reportEnd(out *RunOutcome) {
+func (rt *Runtime) reportEnd(out *runstate.Outcome) {
 	for _, o := range rt.endObservers {
 		func() {
 			defer func() {

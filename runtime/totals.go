@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -32,15 +34,6 @@ import (
 // the requests of a delivery a crash interrupts). A run id used again
 // starts from zero (the record names its incarnation).
 
-// RunTotals is what a run has cost so far.
-type RunTotals struct {
-	// Requests are the object-store requests the run caused, by kind;
-	// WAL PUTs count as the run's share of each (a fraction).
-	Puts, Gets, Lists, Deletes, Heads float64
-	// Counters are the runner's totals (Step.AddTotal).
-	Counters map[string]float64
-}
-
 // totalsRecord is what workflow/totals/<run> holds.
 type totalsRecord struct {
 	Nonce    string             `msgpack:"n"`
@@ -52,8 +45,8 @@ type totalsRecord struct {
 	Counters map[string]float64 `msgpack:"c,omitempty"`
 }
 
-func (r *totalsRecord) totals() *RunTotals {
-	return &RunTotals{Puts: r.Puts, Gets: r.Gets, Lists: r.Lists, Deletes: r.Deletes, Heads: r.Heads, Counters: r.Counters}
+func (r *totalsRecord) totals() *runstate.Totals {
+	return &runstate.Totals{Puts: r.Puts, Gets: r.Gets, Lists: r.Lists, Deletes: r.Deletes, Heads: r.Heads, Counters: r.Counters}
 }
 
 func (r *totalsRecord) add(o *totalsRecord) {

@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"testing"
+
+	"github.com/tqw-dsl/tqw/runtime/runstate"
 )
 
 // A run's totals add up what its steps reported and the requests it
@@ -32,7 +34,7 @@ func TestRunTotals(t *testing.T) {
 	// The notification's acknowledgement writes the last share; the hook
 	// has run once outcome returned, its acknowledgement may still be on
 	// its way.
-	var st RunStatus
+	var st runstate.Status
 	for {
 		st = e.status("r1")
 		if st.Totals != nil && st.Totals.Puts > 1+3*0.01 && st.Totals.Counters["steps"] == 3 {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
@@ -109,7 +111,7 @@ func TestGracefulShutdownLetsRunningStepFinish(t *testing.T) {
 	if cancelled.Load() {
 		t.Fatal("step context cancelled within the shutdown timeout")
 	}
-	e.expectState("gs", StateSucceeded)
+	e.expectState("gs", runstate.StateSucceeded)
 }
 
 func TestRunReturnsWhenQueueCloses(t *testing.T) {
@@ -128,7 +130,7 @@ func TestRuntimeInheritsQueueClockUnlessOverridden(t *testing.T) {
 	e := newEnv(t, r)
 	e.start()
 	e.submit(RunSpec{RunID: "inherit"})
-	st := e.waitRun("inherit", inState(StateScheduled))
+	st := e.waitRun("inherit", inState(runstate.StateScheduled))
 	if !st.SubmittedAt.Equal(t0) || !st.Until.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("inherited clock: %+v", st)
 	}
@@ -144,7 +146,7 @@ func TestRuntimeInheritsQueueClockUnlessOverridden(t *testing.T) {
 	if _, err := rt2.Submit(e.ctx, RunSpec{RunID: "override"}); err != nil {
 		t.Fatal(err)
 	}
-	st = e.waitRun("override", inState(StateScheduled))
+	st = e.waitRun("override", inState(runstate.StateScheduled))
 	if !st.SubmittedAt.Equal(t0.Add(24*time.Hour)) || !st.Until.Equal(t0.Add(25*time.Hour)) {
 		t.Fatalf("overridden clock: %+v", st)
 	}
@@ -171,7 +173,7 @@ func TestRunsSurviveReopenAtEveryStage(t *testing.T) {
 	if c, err := e.q.Claim(e.ctx, DefaultQueueName); err != nil || c == nil || c.Job.Headers[HeaderRunID] != "running" {
 		t.Fatalf("claim: %v %v", c, err)
 	}
-	e.expectState("running", StateRunning)
+	e.expectState("running", runstate.StateRunning)
 	// pending: submitted, never claimed.
 	e.submit(RunSpec{RunID: "pending", Input: []byte("p")})
 	// notification pending: cancelled with no worker running.
@@ -186,17 +188,17 @@ func TestRunsSurviveReopenAtEveryStage(t *testing.T) {
 		t.Fatalf("notify stats %+v", s)
 	}
 	e.reopen()
-	e.expectState("pending", StatePending)
-	e.expectState("notify", StateCancelled)
-	e.expectState("running", StatePending)
+	e.expectState("pending", runstate.StatePending)
+	e.expectState("notify", runstate.StateCancelled)
+	e.expectState("running", runstate.StatePending)
 
 	// scheduled and waiting need a worker to get there.
 	hold.Store(true)
 	e.start()
 	e.submit(RunSpec{RunID: "scheduled", Input: []byte("sleep")})
 	e.submit(RunSpec{RunID: "waiting", Input: []byte("wait")})
-	e.waitRun("scheduled", func(st RunStatus) bool { return st.State == StateScheduled && st.Step == 1 })
-	e.waitRun("waiting", inState(StateWaiting))
+	e.waitRun("scheduled", func(st runstate.Status) bool { return st.State == runstate.StateScheduled && st.Step == 1 })
+	e.waitRun("waiting", inState(runstate.StateWaiting))
 	e.stop()
 	e.reopen()
 	hold.Store(false)

@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/interpreter"
-	"github.com/tqw-dsl/tqw/runtime"
 )
 
 // sseEvent is one server-sent event.
@@ -234,7 +235,7 @@ func (b *broker) check(ctx context.Context, runID string, runSubs []*subscriber,
 	b.publishState(ctx, st, runSubs, all)
 }
 
-func (b *broker) publishState(ctx context.Context, st runtime.RunStatus, runSubs []*subscriber, all []*subscriber) {
+func (b *broker) publishState(ctx context.Context, st runstate.Status, runSubs []*subscriber, all []*subscriber) {
 	state := st.State.String()
 	var data []byte
 	encode := func() []byte {
@@ -273,13 +274,13 @@ func (b *broker) seed(ctx context.Context) {
 		return
 	}
 	b.seeded = true
-	b.forEachRun(ctx, func(st runtime.RunStatus) { b.last[st.RunID] = st.State.String() })
+	b.forEachRun(ctx, func(st runstate.Status) { b.last[st.RunID] = st.State.String() })
 }
 
-func (b *broker) forEachRun(ctx context.Context, f func(runtime.RunStatus)) bool {
+func (b *broker) forEachRun(ctx context.Context, f func(runstate.Status)) bool {
 	after := ""
 	for {
-		page, err := b.s.insp.ListRuns(ctx, runtime.ListOptions{After: after, Limit: listPage})
+		page, err := b.s.insp.ListRuns(ctx, runstate.ListOptions{After: after, Limit: listPage})
 		if err != nil {
 			return false
 		}
@@ -311,7 +312,7 @@ func (b *broker) poll(ctx context.Context) {
 		return
 	}
 	listed := map[string]bool{}
-	ok := b.forEachRun(ctx, func(st runtime.RunStatus) {
+	ok := b.forEachRun(ctx, func(st runstate.Status) {
 		listed[st.RunID] = true
 		b.publishState(ctx, st, nil, all)
 	})

@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/signal"
 
-	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/server"
 	"github.com/tqw-dsl/tqw/server/client"
 )
@@ -73,7 +74,7 @@ func stripeSign(body string, t time.Time) string {
 }
 
 func runCount(t *testing.T, f *fixture) int {
-	runs, err := f.rt.Inspector().ListRuns(f.ctx, runtime.ListOptions{Limit: 1000})
+	runs, err := f.rt.Inspector().ListRuns(f.ctx, runstate.ListOptions{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

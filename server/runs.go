@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
@@ -306,7 +308,7 @@ func runIDParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 }
 
 // status reads a run's status, answering not_found or a store failure.
-func (s *Server) status(w http.ResponseWriter, r *http.Request, id string) (runtime.RunStatus, bool) {
+func (s *Server) status(w http.ResponseWriter, r *http.Request, id string) (runstate.Status, bool) {
 	st, err := s.insp.Status(r.Context(), id)
 	if errors.Is(err, runtime.ErrRunNotFound) {
 		writeError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("no run %q (a finished run is kept for the server's retention)", id))
@@ -336,7 +338,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, run)
 }
 
-func (s *Server) runDetail(r *http.Request, st runtime.RunStatus) (Run, error) {
+func (s *Server) runDetail(r *http.Request, st runstate.Status) (Run, error) {
 	ctx := r.Context()
 	run := Run{RunSummary: s.summary(r.Context(), st), DefinitionHash: st.Headers[interpreter.HeaderDefinition], ResultOmitted: st.ResultOmitted,
 		Totals: TotalsOf(st, s.rt.Clock().Now()), VisitedSteps: []string{}}
@@ -362,7 +364,7 @@ func (s *Server) runDetail(r *http.Request, st runtime.RunStatus) (Run, error) {
 			run.VisitedSteps = append(run.VisitedSteps, h.Step)
 		}
 	}
-	if st.State == runtime.StateWaiting && st.SignalKey != "" {
+	if st.State == runstate.StateWaiting && st.SignalKey != "" {
 		ws, err := s.it.Waiting(ctx, s.rt.Queue(), st.SignalKey)
 		if err == nil && ws != nil && ws.RunID == st.RunID {
 			run.Waiting = &Waiting{SignalKey: st.SignalKey, Step: ws.Step.ID, Schema: ws.Schema}
@@ -386,7 +388,7 @@ func (s *Server) runDetail(r *http.Request, st runtime.RunStatus) (Run, error) {
 
 // summary is st as a RunSummary; the current step of an active run is
 // read from its step job (no object-store request on the writer).
-func (s *Server) summary(ctx context.Context, st runtime.RunStatus) RunSummary {
+func (s *Server) summary(ctx context.Context, st runstate.Status) RunSummary {
 	sum := RunSummary{RunID: st.RunID, Workflow: st.Headers[interpreter.HeaderWorkflow], State: st.State.String(),
 		StartedAt: st.SubmittedAt.UTC(), SignalKey: st.SignalKey, StepNumber: st.Step, Attempt: st.Attempt, LastError: st.LastError}
 	if st.Error != "" {
@@ -430,7 +432,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	var last string
 	more := false
 	for {
-		page, err := s.insp.ListRuns(ctx, runtime.ListOptions{After: after, Limit: listPage})
+		page, err := s.insp.ListRuns(ctx, runstate.ListOptions{After: after, Limit: listPage})
 		if err != nil {
 			s.storeFailed(w, "listing runs", err)
 			return
@@ -461,21 +463,21 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-var stateNames = []runtime.RunState{
-	runtime.StatePending, runtime.StateRunning, runtime.StateWaiting, runtime.StateScheduled, runtime.StateCancelling,
-	runtime.StateSucceeded, runtime.StateFailed, runtime.StateCancelled,
+var stateNames = []runstate.State{
+	runstate.StatePending, runstate.StateRunning, runstate.StateWaiting, runstate.StateScheduled, runstate.StateCancelling,
+	runstate.StateSucceeded, runstate.StateFailed, runstate.StateCancelled,
 }
 
 // listFilter is GET /v1/runs's query.
 type listFilter struct {
-	states                      map[runtime.RunState]bool
+	states                      map[runstate.State]bool
 	workflow                    string
 	startedAfter, startedBefore time.Time
 	cursor                      string
 	limit                       int
 }
 
-func (f listFilter) matchesExceptState(st runtime.RunStatus) bool {
+func (f listFilter) matchesExceptState(st runstate.Status) bool {
 	if f.workflow != "" && st.Headers[interpreter.HeaderWorkflow] != f.workflow {
 		return false
 	}
@@ -488,7 +490,7 @@ func (f listFilter) matchesExceptState(st runtime.RunStatus) bool {
 	return true
 }
 
-func (f listFilter) matchesState(st runtime.RunStatus) bool {
+func (f listFilter) matchesState(st runstate.Status) bool {
 	return len(f.states) == 0 || f.states[st.State]
 }
 
@@ -501,7 +503,7 @@ func parseListFilter(w http.ResponseWriter, q map[string][]string) (listFilter, 
 	}
 	f := listFilter{workflow: get("workflow"), cursor: get("cursor"), limit: 100}
 	if v := get("status"); v != "" {
-		f.states = map[runtime.RunState]bool{}
+		f.states = map[runstate.State]bool{}
 		for _, name := range strings.Split(v, ",") {
 			st, ok := parseState(strings.TrimSpace(name))
 			if !ok {
@@ -541,7 +543,7 @@ func parseListFilter(w http.ResponseWriter, q map[string][]string) (listFilter, 
 	return f, true
 }
 
-func parseState(name string) (runtime.RunState, bool) {
+func parseState(name string) (runstate.State, bool) {
 	for _, st := range stateNames {
 		if st.String() == name {
 			return st, true
@@ -610,7 +612,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.events.touch(id)
-	state := runtime.StateCancelling.String()
+	state := runstate.StateCancelling.String()
 	if st, err := s.insp.Status(r.Context(), id); err == nil {
 		state = st.State.String()
 	}

@@ -3,8 +3,9 @@ package server
 import (
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/interpreter"
-	"github.com/tqw-dsl/tqw/runtime"
 )
 
 // S3 Standard list prices (us-east-1, per request, as published by AWS
@@ -27,7 +28,7 @@ type Totals struct {
 	// WallSeconds is from submission to the end (to now while it runs).
 	WallSeconds float64 `json:"wall_seconds"`
 	// Requests are the object-store requests the run caused; WAL PUTs
-	// count as the run's share of each (see runtime.RunTotals).
+	// count as the run's share of each (see runstate.Totals).
 	Requests Requests `json:"requests"`
 	// RequestsUSD prices them at S3 Standard list prices.
 	RequestsUSD float64 `json:"requests_usd_at_s3_list_price"`
@@ -43,10 +44,10 @@ type Requests struct {
 }
 
 // TotalsOf returns st's totals, its wall time measured to now while it runs.
-func TotalsOf(st runtime.RunStatus, now time.Time) Totals {
+func TotalsOf(st runstate.Status, now time.Time) Totals {
 	t := st.Totals
 	if t == nil {
-		t = &runtime.RunTotals{}
+		t = &runstate.Totals{}
 	}
 	end := now
 	if !st.FinishedAt.IsZero() {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/actions/builtin"
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/interpreter"
@@ -144,7 +146,7 @@ func benchSteps(ctx context.Context, cfg *config, url string, raw objstore.Store
 		}
 		select {
 		case o := <-done:
-			if o.Status != runtime.Succeeded {
+			if o.Status != runstate.Succeeded {
 				return fmt.Errorf("run %s: %s: %s", id, o.Status, o.Error)
 			}
 			return nil

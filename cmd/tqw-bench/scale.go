@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -173,7 +175,7 @@ func (s *scaleStore) point(ctx context.Context, retained int) (scalePoint, error
 	var lists Latencies
 	for range 21 {
 		t0 := time.Now()
-		if _, err := s.rt.ListRuns(ctx, wf.ListOptions{Limit: 100}); err != nil {
+		if _, err := s.rt.ListRuns(ctx, runstate.ListOptions{Limit: 100}); err != nil {
 			return p, err
 		}
 		lists.Add(time.Since(t0))

@@ -504,7 +504,7 @@ var layers = [][]string{
 	{"actions", "dsl", "schemas", "workflows", "editors"},
 	{"runtime/addons", "runtime/remote"},
 	{"runtime", "runtime/storage", "runtime/repair"},
-	{"runtime/archive", "runtime/lease", "runtime/memo", "runtime/signal"},
+	{"runtime/archive", "runtime/lease", "runtime/memo", "runtime/signal", "runtime/runstate"},
 	{"runtime/store/queue"},
 	{"runtime/store/kv"},
 	{"runtime/store/objstore"},

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/spf13/cobra"
 
 	"github.com/tqw-dsl/tqw/interpreter"
@@ -52,7 +54,7 @@ store the user may only read; and a URL with no store at it is an error
 			ctx := context.WithoutCancel(cmd.Context())
 			var (
 				recs   []interpreter.HistoryRecord
-				status func() (runtime.RunStatus, error)
+				status func() (runstate.Status, error)
 			)
 			if a := liveAPI(ctx, store); a != nil {
 				got, err := a.c.History(ctx, runID)
@@ -63,10 +65,10 @@ store the user may only read; and a URL with no store at it is an error
 					return a.apiError("history of run "+runID, err)
 				}
 				recs = historyOf(got)
-				status = func() (runtime.RunStatus, error) {
+				status = func() (runstate.Status, error) {
 					run, err := a.c.Run(ctx, runID)
 					if err != nil {
-						return runtime.RunStatus{}, a.apiError("status of run "+runID, err)
+						return runstate.Status{}, a.apiError("status of run "+runID, err)
 					}
 					return statusOf(run.RunSummary), nil
 				}
@@ -80,7 +82,7 @@ store the user may only read; and a URL with no store at it is an error
 				if err != nil {
 					return failf(exitFailed, "history of run %s: %v", runID, err)
 				}
-				status = func() (runtime.RunStatus, error) {
+				status = func() (runstate.Status, error) {
 					st, err := v.insp.Status(ctx, runID)
 					if errors.Is(err, runtime.ErrRunNotFound) {
 						return st, failf(exitFailed, "no run %q in %s", runID, store)
@@ -150,11 +152,11 @@ store the user may only read; and a URL with no store at it is an error
 }
 
 // noStepsYet says why a run has no history record, and what to do.
-func noStepsYet(st runtime.RunStatus) string {
+func noStepsYet(st runstate.Status) string {
 	switch {
-	case st.State == runtime.StatePending || st.State == runtime.StateScheduled:
+	case st.State == runstate.StatePending || st.State == runstate.StateScheduled:
 		return "its first step runs when a worker (tqw-dsl worker, or tqw-dsl run) works the store"
-	case st.State == runtime.StateRunning:
+	case st.State == runstate.StateRunning:
 		return "its first step is running; a step is recorded when it ends"
 	case st.State.Terminal():
 		return "it ended before any step was recorded"

@@ -7,9 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/interpreter"
-	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/server"
 	"github.com/tqw-dsl/tqw/server/client"
@@ -66,8 +67,8 @@ func (a *apiWriter) apiError(what string, err error) error {
 
 // statusOf turns a run read over HTTP into the runtime status the
 // commands print.
-func statusOf(s client.RunSummary) runtime.RunStatus {
-	st := runtime.RunStatus{RunID: s.RunID, Step: s.StepNumber, Attempt: s.Attempt, SignalKey: s.SignalKey, LastError: s.LastError,
+func statusOf(s client.RunSummary) runstate.Status {
+	st := runstate.Status{RunID: s.RunID, Step: s.StepNumber, Attempt: s.Attempt, SignalKey: s.SignalKey, LastError: s.LastError,
 		SubmittedAt: s.StartedAt, Headers: map[string]string{interpreter.HeaderWorkflow: s.Workflow}}
 	for _, rs := range stateNames {
 		if rs.String() == s.State {

@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/spf13/cobra"
 
 	"github.com/tqw-dsl/tqw/interpreter"
@@ -18,16 +20,16 @@ import (
 
 func init() { commands = append(commands, newListCmd) }
 
-var stateNames = []runtime.RunState{
-	runtime.StatePending, runtime.StateRunning, runtime.StateWaiting, runtime.StateScheduled, runtime.StateCancelling,
-	runtime.StateSucceeded, runtime.StateFailed, runtime.StateCancelled,
+var stateNames = []runstate.State{
+	runstate.StatePending, runstate.StateRunning, runstate.StateWaiting, runstate.StateScheduled, runstate.StateCancelling,
+	runstate.StateSucceeded, runstate.StateFailed, runstate.StateCancelled,
 }
 
-func parseStates(s string) ([]runtime.RunState, error) {
+func parseStates(s string) ([]runstate.State, error) {
 	if s == "" {
 		return nil, nil
 	}
-	var out []runtime.RunState
+	var out []runstate.State
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		found := false
@@ -109,7 +111,7 @@ store the user may only read; and a URL with no store at it is an error
 				}
 			}
 			ctx := context.WithoutCancel(cmd.Context())
-			var runs []runtime.RunStatus
+			var runs []runstate.Status
 			// The HTTP API lists by state; a cursor or label filter reads
 			// the store's indexes through a view.
 			if a := liveAPI(ctx, store); a != nil && after == "" && len(want) == 0 {
@@ -122,7 +124,7 @@ store the user may only read; and a URL with no store at it is an error
 					return err
 				}
 				defer v.Close()
-				runs, err = v.insp.ListRuns(ctx, runtime.ListOptions{States: states, Limit: limit, After: after, Labels: want})
+				runs, err = v.insp.ListRuns(ctx, runstate.ListOptions{States: states, Limit: limit, After: after, Labels: want})
 				if err != nil {
 					return failf(exitFailed, "list runs: %v", err)
 				}
@@ -158,7 +160,7 @@ store the user may only read; and a URL with no store at it is an error
 // listDetail is the DETAIL column of a run: the signal it waits on, when
 // a waiting or scheduled step resumes (until), the error of the retry in
 // progress, or the error it failed with; at most 80 bytes, cut on a rune.
-func listDetail(r runtime.RunStatus) string {
+func listDetail(r runstate.Status) string {
 	var parts []string
 	if r.SignalKey != "" {
 		parts = append(parts, "signal "+r.SignalKey)
@@ -185,12 +187,12 @@ func listDetail(r runtime.RunStatus) string {
 
 // listHTTP lists runs through the live writer's HTTP API, page by page
 // up to limit.
-func listHTTP(ctx context.Context, a *apiWriter, states []runtime.RunState, limit int) ([]runtime.RunStatus, error) {
+func listHTTP(ctx context.Context, a *apiWriter, states []runstate.State, limit int) ([]runstate.Status, error) {
 	var names []string
 	for _, st := range states {
 		names = append(names, st.String())
 	}
-	var out []runtime.RunStatus
+	var out []runstate.Status
 	cursor := ""
 	for len(out) < limit {
 		page, err := a.c.ListRuns(ctx, client.ListOptions{Status: names, Cursor: cursor, Limit: min(limit-len(out), 1000)})

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
@@ -290,7 +292,7 @@ type rerunClaim struct {
 }
 
 // reportRun prints the run's end and marks it reported, so the claim goes.
-func (rc *rerunClaim) reportRun(out, errOut io.Writer, o *runtime.RunOutcome, asJSON bool) error {
+func (rc *rerunClaim) reportRun(out, errOut io.Writer, o *runstate.Outcome, asJSON bool) error {
 	rc.reported = true
 	return report(out, errOut, o, asJSON)
 }
@@ -403,7 +405,7 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 		healthOut = out
 	}
 	go watchHealth(hctx, e.url, e.q.DB().Health, healthOut, f.json, &sync.Mutex{})
-	var outcome *runtime.RunOutcome
+	var outcome *runstate.Outcome
 	select {
 	case outcome = <-done:
 	case <-ctx.Done():
@@ -516,7 +518,7 @@ type followOptions struct {
 // Cost: a Reader Refresh per poll (one GET of the kv manifest plus one
 // per WAL object written since), and one lease.Live check (a GET of the
 // lease object) per writerCheck.
-func follow(ctx context.Context, store objstore.Store, v *view, runID string, progress func(interpreter.Event), o followOptions) (*runtime.RunStatus, error) {
+func follow(ctx context.Context, store objstore.Store, v *view, runID string, progress func(interpreter.Event), o followOptions) (*runstate.Status, error) {
 	if o.pollMin == 0 {
 		o.pollMin = 20 * time.Millisecond
 	}
@@ -585,20 +587,20 @@ func follow(ctx context.Context, store objstore.Store, v *view, runID string, pr
 }
 
 // outcomeOf is the outcome of a run whose status is terminal.
-func outcomeOf(st runtime.RunStatus) *runtime.RunOutcome {
-	o := &runtime.RunOutcome{RunID: st.RunID, Status: runtime.Failed, Result: st.Result, ResultOmitted: st.ResultOmitted,
+func outcomeOf(st runstate.Status) *runstate.Outcome {
+	o := &runstate.Outcome{RunID: st.RunID, Status: runstate.Failed, Result: st.Result, ResultOmitted: st.ResultOmitted,
 		Error: st.Error, Step: st.Step, Headers: st.Headers, SubmittedAt: st.SubmittedAt, FinishedAt: st.FinishedAt}
 	switch st.State {
-	case runtime.StateSucceeded:
-		o.Status = runtime.Succeeded
-	case runtime.StateCancelled:
-		o.Status = runtime.Cancelled
+	case runstate.StateSucceeded:
+		o.Status = runstate.Succeeded
+	case runstate.StateCancelled:
+		o.Status = runstate.Cancelled
 	}
 	return o
 }
 
 // report prints a run's end and returns its exit status.
-func report(out, errOut io.Writer, o *runtime.RunOutcome, asJSON bool) error {
+func report(out, errOut io.Writer, o *runstate.Outcome, asJSON bool) error {
 	if asJSON {
 		ev := endEvent{Event: "run_end", RunID: o.RunID, Status: o.Status.String(), Error: o.Error}
 		if len(o.Result) > 0 {
@@ -609,19 +611,19 @@ func report(out, errOut io.Writer, o *runtime.RunOutcome, asJSON bool) error {
 		}
 	}
 	switch o.Status {
-	case runtime.Succeeded:
+	case runstate.Succeeded:
 		if !asJSON {
 			printResult(out, o)
 		}
 		return nil
-	case runtime.Cancelled:
+	case runstate.Cancelled:
 		return failf(exitCancelled, "run %s was cancelled", o.RunID)
 	}
 	return failf(exitFailed, "run %s failed: %s", o.RunID, o.Error)
 }
 
 // printResult prints a JSON string result as text, anything else as JSON.
-func printResult(out io.Writer, o *runtime.RunOutcome) {
+func printResult(out io.Writer, o *runstate.Outcome) {
 	if o.ResultOmitted {
 		fmt.Fprintf(out, "(the result is over %d bytes; see 'tqw-dsl history %s')\n", runtime.MaxRetainedResult, o.RunID)
 		return

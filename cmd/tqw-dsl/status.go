@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/spf13/cobra"
 
 	"github.com/tqw-dsl/tqw/interpreter"
@@ -80,7 +82,7 @@ func latestOf(recs []interpreter.HistoryRecord) (*lastStep, *rejectedJSON) {
 	return &lastStep{Step: h.Step, Attempt: h.Attempt, Outcome: h.Outcome}, rej
 }
 
-func toRunJSON(st runtime.RunStatus) runJSON {
+func toRunJSON(st runstate.Status) runJSON {
 	r := runJSON{RunID: st.RunID, Workflow: st.Headers[interpreter.HeaderWorkflow], State: st.State.String(), Step: st.Step, Attempt: st.Attempt, SignalKey: st.SignalKey,
 		LastError: st.LastError, Error: st.Error, SubmittedAt: st.SubmittedAt.UTC()}
 	if !st.Until.IsZero() {
@@ -121,7 +123,7 @@ durable.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := context.WithoutCancel(cmd.Context())
 			var (
-				st     runtime.RunStatus
+				st     runstate.Status
 				last   *lastStep
 				rej    *rejectedJSON
 				totals *totalsJSON
@@ -176,7 +178,7 @@ durable.`,
 	return cmd
 }
 
-func printStatus(out io.Writer, st runtime.RunStatus) {
+func printStatus(out io.Writer, st runstate.Status) {
 	fmt.Fprintf(out, "run        %s\nworkflow   %s\nstate      %s\nsubmitted  %s\n", st.RunID, st.Headers[interpreter.HeaderWorkflow], st.State, st.SubmittedAt.UTC().Format(time.RFC3339))
 	if st.SignalKey != "" {
 		fmt.Fprintf(out, "waiting on %s\n", st.SignalKey)
@@ -190,7 +192,7 @@ func printStatus(out io.Writer, st runtime.RunStatus) {
 	if !st.FinishedAt.IsZero() {
 		fmt.Fprintf(out, "finished   %s\n", st.FinishedAt.UTC().Format(time.RFC3339))
 	}
-	if st.State == runtime.StateSucceeded {
+	if st.State == runstate.StateSucceeded {
 		if st.ResultOmitted {
 			fmt.Fprintln(out, "result     (over 256 KiB; see history)")
 		} else {

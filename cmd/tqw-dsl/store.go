@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"github.com/oklog/ulid/v2"
@@ -542,9 +544,9 @@ func openView(ctx context.Context, url string) (*view, error) {
 func (v *view) Close() error { return v.r.Close() }
 
 // status returns the status of runID, or a not-found error that names the store.
-func (v *view) status(ctx context.Context, url, runID string) (runtime.RunStatus, error) {
+func (v *view) status(ctx context.Context, url, runID string) (runstate.Status, error) {
 	if err := runtime.ValidateRunID(runID); err != nil {
-		return runtime.RunStatus{}, failf(exitUsage, "%v", err)
+		return runstate.Status{}, failf(exitUsage, "%v", err)
 	}
 	st, err := v.insp.Status(ctx, runID)
 	if errors.Is(err, runtime.ErrRunNotFound) {

@@ -5,7 +5,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/server"
 )
 
@@ -13,7 +14,7 @@ import (
 // server's, so the CLI and the HTTP API print the same document.
 type totalsJSON = server.Totals
 
-func toTotalsJSON(st runtime.RunStatus, now time.Time) *totalsJSON {
+func toTotalsJSON(st runstate.Status, now time.Time) *totalsJSON {
 	t := server.TotalsOf(st, now)
 	return &t
 }

@@ -27,6 +27,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"github.com/tqw-dsl/tqw/runtime/clock"
@@ -218,7 +220,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 			return err
 		}
-		if st.State == runtime.StateWaiting && st.Until.After(clock.Now()) {
+		if st.State == runstate.StateWaiting && st.Until.After(clock.Now()) {
 			if err := env.Queue.DB().Sync(ctx); err != nil {
 				return err
 			}

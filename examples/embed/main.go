@@ -23,10 +23,11 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/actions"
 	"github.com/tqw-dsl/tqw/examples/internal/exampleenv"
 	"github.com/tqw-dsl/tqw/interpreter/engine"
-	"github.com/tqw-dsl/tqw/runtime"
 )
 
 //go:embed review.tqw.yaml
@@ -92,7 +93,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.Status != runtime.Succeeded {
+	if o.Status != runstate.Succeeded {
 		return fmt.Errorf("run %s %s: %s", o.RunID, o.Status, o.Error)
 	}
 	var result string

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/internal/queuetest"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -132,7 +134,7 @@ func (e *Env) Submit(spec runtime.RunSpec) runtime.SubmitOutcome {
 }
 
 // Status returns the status of run id, failing the test on an error.
-func (e *Env) Status(id string) runtime.RunStatus {
+func (e *Env) Status(id string) runstate.Status {
 	e.T.Helper()
 	st, err := e.RT.Status(e.Ctx, id)
 	if err != nil {
@@ -143,9 +145,9 @@ func (e *Env) Status(id string) runtime.RunStatus {
 
 // WaitRun yields until the status of run id satisfies ok, and returns it.
 // It does not move the clock.
-func (e *Env) WaitRun(id string, ok func(runtime.RunStatus) bool) runtime.RunStatus {
+func (e *Env) WaitRun(id string, ok func(runstate.Status) bool) runstate.Status {
 	e.T.Helper()
-	var st runtime.RunStatus
+	var st runstate.Status
 	var err error
 	e.Until(func() bool {
 		st, err = e.RT.Status(e.Ctx, id)
@@ -160,6 +162,6 @@ func (e *Env) WaitRun(id string, ok func(runtime.RunStatus) bool) runtime.RunSta
 func (e *Env) Terminated(ids ...string) {
 	e.T.Helper()
 	for _, id := range ids {
-		e.WaitRun(id, func(st runtime.RunStatus) bool { return st.State.Terminal() })
+		e.WaitRun(id, func(st runstate.Status) bool { return st.State.Terminal() })
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
@@ -20,14 +22,14 @@ func TestSubmitWaitReopen(t *testing.T) {
 	}
 	e.Start()
 	e.Terminated("r1")
-	if st := e.Status("r1"); st.State != runtime.StateSucceeded || string(st.Result) != "done:x" {
+	if st := e.Status("r1"); st.State != runstate.StateSucceeded || string(st.Result) != "done:x" {
 		t.Fatalf("status %+v", st)
 	}
 	e.Reopen()
 	if e.W != nil {
 		t.Fatal("worker running after Reopen")
 	}
-	if st := e.Status("r1"); st.State != runtime.StateSucceeded {
+	if st := e.Status("r1"); st.State != runstate.StateSucceeded {
 		t.Fatalf("status after reopening on the same store: %+v", st)
 	}
 }

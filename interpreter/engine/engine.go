@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"github.com/oklog/ulid/v2"
@@ -247,7 +249,7 @@ func (e *Engine) Submit(ctx context.Context, w *interpreter.Workflow, input any,
 // Await waits until runID ends and returns its outcome, or ctx's error.
 // A run that ended before the call (and is still retained) returns at
 // once. The engine must be started for a run to progress.
-func (e *Engine) Await(ctx context.Context, runID string) (*runtime.RunOutcome, error) {
+func (e *Engine) Await(ctx context.Context, runID string) (*runstate.Outcome, error) {
 	done, unwatch := e.it.Watch(runID)
 	defer unwatch()
 	st, err := e.rt.Status(ctx, runID)
@@ -272,7 +274,7 @@ func (e *Engine) Await(ctx context.Context, runID string) (*runtime.RunOutcome, 
 }
 
 // Run submits w on input under a fresh run id and awaits its outcome.
-func (e *Engine) Run(ctx context.Context, w *interpreter.Workflow, input any) (*runtime.RunOutcome, error) {
+func (e *Engine) Run(ctx context.Context, w *interpreter.Workflow, input any) (*runstate.Outcome, error) {
 	runID := ulid.Make().String()
 	done, unwatch := e.it.Watch(runID)
 	defer unwatch()
@@ -294,14 +296,14 @@ func (e *Engine) Run(ctx context.Context, w *interpreter.Workflow, input any) (*
 }
 
 // OutcomeOf is the outcome of a terminated run's status.
-func OutcomeOf(st runtime.RunStatus) *runtime.RunOutcome {
-	o := &runtime.RunOutcome{RunID: st.RunID, Status: runtime.Failed, Result: st.Result, ResultOmitted: st.ResultOmitted,
+func OutcomeOf(st runstate.Status) *runstate.Outcome {
+	o := &runstate.Outcome{RunID: st.RunID, Status: runstate.Failed, Result: st.Result, ResultOmitted: st.ResultOmitted,
 		Error: st.Error, Step: st.Step, Headers: st.Headers, SubmittedAt: st.SubmittedAt, FinishedAt: st.FinishedAt}
 	switch st.State {
-	case runtime.StateSucceeded:
-		o.Status = runtime.Succeeded
-	case runtime.StateCancelled:
-		o.Status = runtime.Cancelled
+	case runstate.StateSucceeded:
+		o.Status = runstate.Succeeded
+	case runstate.StateCancelled:
+		o.Status = runstate.Cancelled
 	}
 	return o
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/actions"
 	"github.com/tqw-dsl/tqw/interpreter/engine"
 	"github.com/tqw-dsl/tqw/runtime"
@@ -100,7 +102,7 @@ func TestOutcomeSurvivesReopen(t *testing.T) {
 		t.Fatal("a second Start succeeded")
 	}
 	o, err := e.Await(ctx, "r1")
-	if err != nil || o.Status != runtime.Succeeded || string(o.Result) != `"HELLO AGAIN!"` {
+	if err != nil || o.Status != runstate.Succeeded || string(o.Result) != `"HELLO AGAIN!"` {
 		t.Fatalf("Await: %+v %v", o, err)
 	}
 	if err := e.Close(ctx); err != nil {
@@ -113,7 +115,7 @@ func TestOutcomeSurvivesReopen(t *testing.T) {
 	}
 	defer e2.Close(ctx)
 	o2, err := e2.Await(ctx, "r1")
-	if err != nil || o2.Status != runtime.Succeeded || string(o2.Result) != string(o.Result) {
+	if err != nil || o2.Status != runstate.Succeeded || string(o2.Result) != string(o.Result) {
 		t.Fatalf("Await after reopening: %+v %v", o2, err)
 	}
 	// The same id and input again is a no-op.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/signal"
 
 	"github.com/tqw-dsl/tqw/runtime"
@@ -122,7 +124,7 @@ func (ib *inbox) cancel(ctx context.Context, cmd *inboxCommand, m *inboxMarker, 
 	} else if inc.Active != m.Active {
 		// The incarnation this command meant ended since the first
 		// attempt; never cancel a newer one.
-		ans.OK = inc.Ended == m.Active && inc.Status == runtime.Cancelled
+		ans.OK = inc.Ended == m.Active && inc.Status == runstate.Cancelled
 		return nil
 	}
 	ans.OK, err = rt.Cancel(ctx, cmd.RunID)

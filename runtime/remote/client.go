@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/signal"
 
 	"github.com/tqw-dsl/tqw/runtime/clock"
@@ -289,11 +291,11 @@ func (c *Client) Cancel(ctx context.Context, runID string) (bool, error) {
 // Status returns the durable state of runID (runtime.ErrRunNotFound when
 // the store has no such run); see runtime.Inspector.Status. A step whose
 // claim is not durable yet shows as pending.
-func (c *Client) Status(ctx context.Context, runID string) (runtime.RunStatus, error) {
+func (c *Client) Status(ctx context.Context, runID string) (runstate.Status, error) {
 	if err := runtime.ValidateRunID(runID); err != nil {
-		return runtime.RunStatus{}, err
+		return runstate.Status{}, err
 	}
-	var st runtime.RunStatus
+	var st runstate.Status
 	err := c.read(ctx, func(in *runtime.Inspector) (err error) {
 		st, err = in.Status(ctx, runID)
 		return err
@@ -314,8 +316,8 @@ func (c *Client) ListSignals(ctx context.Context, opts signal.ListOptions) ([]si
 
 // ListRuns lists runs from the durable state; see
 // runtime.Inspector.ListRuns.
-func (c *Client) ListRuns(ctx context.Context, opts runtime.ListOptions) ([]runtime.RunStatus, error) {
-	var out []runtime.RunStatus
+func (c *Client) ListRuns(ctx context.Context, opts runstate.ListOptions) ([]runstate.Status, error) {
+	var out []runstate.Status
 	err := c.read(ctx, func(in *runtime.Inspector) (err error) {
 		out, err = in.ListRuns(ctx, opts)
 		return err

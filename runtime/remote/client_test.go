@@ -14,6 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/signal"
 
 	"github.com/tqw-dsl/tqw/runtime"
@@ -112,7 +114,7 @@ func TestClientCommandsThroughInbox(t *testing.T) {
 		// Status from the Reader: the run waits for its signal.
 		synctest.Wait()
 		st, err := c.Status(ctx, run)
-		if err != nil || st.State != runtime.StateWaiting || st.SignalKey != "k-"+run || st.Headers["who"] != "client" {
+		if err != nil || st.State != runstate.StateWaiting || st.SignalKey != "k-"+run || st.Headers["who"] != "client" {
 			t.Fatalf("Status = %+v, %v; want waiting on k-%s", st, err, run)
 		}
 
@@ -123,7 +125,7 @@ func TestClientCommandsThroughInbox(t *testing.T) {
 		}
 		synctest.Wait()
 		st, err = c.Status(ctx, run)
-		if err != nil || st.State != runtime.StateSucceeded || string(st.Result) != "approved" {
+		if err != nil || st.State != runstate.StateSucceeded || string(st.Result) != "approved" {
 			t.Fatalf("Status after the signal = %+v, %v; want succeeded with the signal", st, err)
 		}
 
@@ -147,7 +149,7 @@ func TestClientCommandsThroughInbox(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		if st, err := c.Status(ctx, "early"); err != nil || st.State != runtime.StateSucceeded || string(st.Result) != "ahead" {
+		if st, err := c.Status(ctx, "early"); err != nil || st.State != runstate.StateSucceeded || string(st.Result) != "ahead" {
 			t.Fatalf("run after a buffered signal = %+v, %v", st, err)
 		}
 
@@ -163,13 +165,13 @@ func TestClientCommandsThroughInbox(t *testing.T) {
 			t.Fatalf("Cancel of an unknown run = %v, %v; want false", ok, err)
 		}
 		synctest.Wait()
-		if st, err := c.Status(ctx, "doomed"); err != nil || st.State != runtime.StateCancelled {
+		if st, err := c.Status(ctx, "doomed"); err != nil || st.State != runstate.StateCancelled {
 			t.Fatalf("Status after Cancel = %+v, %v", st, err)
 		}
 		if _, err := c.Status(ctx, "no-such-run"); !errors.Is(err, runtime.ErrRunNotFound) {
 			t.Fatalf("Status of an unknown run: %v", err)
 		}
-		runs, err := c.ListRuns(ctx, runtime.ListOptions{})
+		runs, err := c.ListRuns(ctx, runstate.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -470,7 +472,7 @@ func TestClientResolvesUncertain(t *testing.T) {
 			},
 			want: true,
 			check: func(t *testing.T, w *faultyWriter) {
-				if st, err := w.rt.Status(context.Background(), "r1"); err != nil || st.State.Terminal() && st.State != runtime.StateSucceeded {
+				if st, err := w.rt.Status(context.Background(), "r1"); err != nil || st.State.Terminal() && st.State != runstate.StateSucceeded {
 					t.Fatalf("run r1 after the resolved submission: %+v, %v", st, err)
 				}
 			},
@@ -510,7 +512,7 @@ func TestClientResolvesUncertain(t *testing.T) {
 			},
 			want: true,
 			check: func(t *testing.T, w *faultyWriter) {
-				if st, err := w.rt.Status(context.Background(), "r1"); err != nil || st.State != runtime.StateCancelled {
+				if st, err := w.rt.Status(context.Background(), "r1"); err != nil || st.State != runstate.StateCancelled {
 					t.Fatalf("run r1 after the resolved cancel: %+v, %v", st, err)
 				}
 			},

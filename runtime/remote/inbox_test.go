@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/signal"
 
 	"github.com/tqw-dsl/tqw/runtime/clock"
@@ -382,7 +384,7 @@ var crashScenarios = []crashScenario{
 				if st.State.Terminal() {
 					t.Fatalf("the cancel was applied twice: the new incarnation is %s", st.State)
 				}
-			} else if st.State != runtime.StateCancelled {
+			} else if st.State != runstate.StateCancelled {
 				t.Fatalf("run is %s after the cancel, want cancelled", st.State)
 			}
 			if !ans.OK {

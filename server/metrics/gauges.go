@@ -6,6 +6,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,8 +65,8 @@ var (
 
 var leaseStates = []lease.State{lease.Valid, lease.Suspended, lease.Lost, lease.Released}
 
-var runStates = []runtime.RunState{runtime.StatePending, runtime.StateRunning, runtime.StateWaiting, runtime.StateScheduled,
-	runtime.StateCancelling, runtime.StateSucceeded, runtime.StateFailed, runtime.StateCancelled}
+var runStates = []runstate.State{runstate.StatePending, runstate.StateRunning, runstate.StateWaiting, runstate.StateScheduled,
+	runstate.StateCancelling, runstate.StateSucceeded, runstate.StateFailed, runstate.StateCancelled}
 
 // gauges is the collector of Watch.
 type gauges struct{ src Source }
@@ -107,10 +109,10 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (g *gauges) collectRuns(ctx context.Context, ch chan<- prometheus.Metric) {
-	counts := map[runtime.RunState]int{}
+	counts := map[runstate.State]int{}
 	after := ""
 	for {
-		page, err := g.src.Runtime.ListRuns(ctx, runtime.ListOptions{After: after, Limit: 1000})
+		page, err := g.src.Runtime.ListRuns(ctx, runstate.ListOptions{After: after, Limit: 1000})
 		if err != nil {
 			ch <- prometheus.NewInvalidMetric(runsDesc, fmt.Errorf("metrics: list runs: %w", err))
 			return

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tqw-dsl/tqw/actions/builtin"
@@ -88,7 +90,7 @@ func TestMetricsAfterARealRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.State == runtime.StateWaiting {
+		if st.State == runstate.StateWaiting {
 			break
 		}
 		select {

@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"sync"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"github.com/tqw-dsl/tqw/runtime"
@@ -50,7 +52,7 @@ type Env struct {
 	// Log is the logger of the queue and the runtime.
 	Log *slog.Logger
 
-	outcomes chan *runtime.RunOutcome
+	outcomes chan *runstate.Outcome
 }
 
 // Open opens the store at cfg.StoreURL and a queue on it. Close the Env
@@ -67,7 +69,7 @@ func Open(ctx context.Context, cfg Config) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the queue on %s: %w", cfg.StoreURL, err)
 	}
-	return &Env{Store: store, Queue: q, Log: log, outcomes: make(chan *runtime.RunOutcome, 1)}, nil
+	return &Env{Store: store, Queue: q, Log: log, outcomes: make(chan *runstate.Outcome, 1)}, nil
 }
 
 // Close closes the queue. Shut the workers down first.
@@ -89,7 +91,7 @@ func (e *Env) NewRuntime(runner runtime.StepRunner, runID string, o runtime.Opti
 // hook hands the first outcome of runID (of any run when runID is empty)
 // to Await and drops the rest without blocking.
 func (e *Env) hook(runID string) runtime.TerminalHook {
-	return runtime.TerminalHookFunc(func(_ context.Context, o *runtime.RunOutcome, _ *runtime.TerminalEffects) error {
+	return runtime.TerminalHookFunc(func(_ context.Context, o *runstate.Outcome, _ *runtime.TerminalEffects) error {
 		if runID == "" || o.RunID == runID {
 			select {
 			case e.outcomes <- o:
@@ -103,11 +105,11 @@ func (e *Env) hook(runID string) runtime.TerminalHook {
 // Outcomes delivers the outcome the terminal hook reported, once the run's
 // terminal commit is durable. For a select that waits for other things too;
 // Await waits for the outcome alone.
-func (e *Env) Outcomes() <-chan *runtime.RunOutcome { return e.outcomes }
+func (e *Env) Outcomes() <-chan *runstate.Outcome { return e.outcomes }
 
 // Await waits for the outcome the terminal hook reports, or returns
 // context.Cause(ctx) when ctx is done first.
-func (e *Env) Await(ctx context.Context) (*runtime.RunOutcome, error) {
+func (e *Env) Await(ctx context.Context) (*runstate.Outcome, error) {
 	select {
 	case o := <-e.outcomes:
 		return o, nil
@@ -118,8 +120,8 @@ func (e *Env) Await(ctx context.Context) (*runtime.RunOutcome, error) {
 
 // Succeeded returns nil when the run succeeded and otherwise an error that
 // names the run, how it ended and why.
-func Succeeded(o *runtime.RunOutcome) error {
-	if o.Status != runtime.Succeeded {
+func Succeeded(o *runstate.Outcome) error {
+	if o.Status != runstate.Succeeded {
 		return fmt.Errorf("run %s ended %s: %s", o.RunID, o.Status, o.Error)
 	}
 	return nil
@@ -127,10 +129,10 @@ func Succeeded(o *runtime.RunOutcome) error {
 
 // Status is rt.Status, except that a run the store does not know has the
 // zero RunStatus (RunID "", not terminal) rather than an error.
-func Status(ctx context.Context, rt *runtime.Runtime, runID string) (runtime.RunStatus, error) {
+func Status(ctx context.Context, rt *runtime.Runtime, runID string) (runstate.Status, error) {
 	st, err := rt.Status(ctx, runID)
 	if errors.Is(err, runtime.ErrRunNotFound) {
-		return runtime.RunStatus{}, nil
+		return runstate.Status{}, nil
 	}
 	return st, err
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
@@ -49,10 +51,10 @@ func TestRunToItsOutcome(t *testing.T) {
 
 func TestHookHandsOnlyItsRunOnce(t *testing.T) {
 	ctx := context.Background()
-	e := &Env{outcomes: make(chan *runtime.RunOutcome, 1)}
+	e := &Env{outcomes: make(chan *runstate.Outcome, 1)}
 	h := e.hook("b")
 	for _, id := range []string{"a", "b", "b"} { // never blocks on the second b
-		if err := h.OnTermination(ctx, &runtime.RunOutcome{RunID: id, Step: len(id)}, nil); err != nil {
+		if err := h.OnTermination(ctx, &runstate.Outcome{RunID: id, Step: len(id)}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,7 +67,7 @@ func TestHookHandsOnlyItsRunOnce(t *testing.T) {
 	default:
 	}
 	all := e.hook("")
-	if err := all.OnTermination(ctx, &runtime.RunOutcome{RunID: "a"}, nil); err != nil {
+	if err := all.OnTermination(ctx, &runstate.Outcome{RunID: "a"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if o := <-e.Outcomes(); o.RunID != "a" {
@@ -74,7 +76,7 @@ func TestHookHandsOnlyItsRunOnce(t *testing.T) {
 }
 
 func TestAwaitReturnsTheCause(t *testing.T) {
-	e := &Env{outcomes: make(chan *runtime.RunOutcome, 1)}
+	e := &Env{outcomes: make(chan *runstate.Outcome, 1)}
 	stop := errors.New("stopped by the test")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(stop)
@@ -84,10 +86,10 @@ func TestAwaitReturnsTheCause(t *testing.T) {
 }
 
 func TestSucceeded(t *testing.T) {
-	if err := Succeeded(&runtime.RunOutcome{RunID: "r", Status: runtime.Succeeded}); err != nil {
+	if err := Succeeded(&runstate.Outcome{RunID: "r", Status: runstate.Succeeded}); err != nil {
 		t.Fatal(err)
 	}
-	err := Succeeded(&runtime.RunOutcome{RunID: "r", Status: runtime.Failed, Error: "no stock"})
+	err := Succeeded(&runstate.Outcome{RunID: "r", Status: runstate.Failed, Error: "no stock"})
 	if err == nil || err.Error() != "run r ended failed: no stock" {
 		t.Fatalf("Succeeded = %v", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -61,7 +63,7 @@ func TestNewRuntimeOwnSettingsWin(t *testing.T) {
 	o := valid()
 	o.Apply([]Option{WithQueueName("mine"), WithRuntimeOptions(runtime.Options{QueueName: "theirs"})})
 	runner := runtime.StepRunnerFunc(func(context.Context, *runtime.Step) (runtime.StepOutcome, error) { return runtime.Succeed(nil), nil })
-	rt, err := o.NewRuntime(q, store, runner, runtime.TerminalHookFunc(func(context.Context, *runtime.RunOutcome, *runtime.TerminalEffects) error { return nil }))
+	rt, err := o.NewRuntime(q, store, runner, runtime.TerminalHookFunc(func(context.Context, *runstate.Outcome, *runtime.TerminalEffects) error { return nil }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/internal/allocbound"
 	"github.com/tqw-dsl/tqw/internal/queuetest"
 	"github.com/tqw-dsl/tqw/internal/rttest"
@@ -338,7 +340,7 @@ func TestFailureThresholdStopsBatch(t *testing.T) {
 	if !started["slow-0"] || len(started) > 3 || len(started) == 3 && !(started["slow-3"] && started["slow-4"]) {
 		t.Fatalf("started %v", started)
 	}
-	if st := e.Status(RunID("b3", 0)); st.State != runtime.StateCancelled {
+	if st := e.Status(RunID("b3", 0)); st.State != runstate.StateCancelled {
 		t.Fatalf("running item: %+v", st)
 	}
 	if !subsetSum(p.Costs["tokens"]-tokens, maybe) || p.Costs["micro_usd"] != 0 {

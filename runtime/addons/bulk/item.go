@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime/memo"
 
 	"github.com/tqw-dsl/tqw/runtime"
@@ -175,9 +177,9 @@ func (r *Runner) memoCosts(ctx context.Context, m *memo.Memo) (map[string]int64,
 // item's record into the batch aggregate and applies the threshold.
 type hook struct{ r *Runner }
 
-func (h hook) Observes(o *runtime.RunOutcome) bool { return o.Headers[HeaderBatch] != "" }
+func (h hook) Observes(o *runstate.Outcome) bool { return o.Headers[HeaderBatch] != "" }
 
-func (h hook) OnTermination(ctx context.Context, o *runtime.RunOutcome, _ *runtime.TerminalEffects) error {
+func (h hook) OnTermination(ctx context.Context, o *runstate.Outcome, _ *runtime.TerminalEffects) error {
 	r := h.r
 	batch, i, gen, err := itemOf(o.Headers)
 	if err != nil {
@@ -230,11 +232,11 @@ func (h hook) OnTermination(ctx context.Context, o *runtime.RunOutcome, _ *runti
 	return nil
 }
 
-func statusOf(s runtime.TerminalStatus) Status {
+func statusOf(s runstate.TerminalStatus) Status {
 	switch s {
-	case runtime.Succeeded:
+	case runstate.Succeeded:
 		return Succeeded
-	case runtime.Cancelled:
+	case runstate.Cancelled:
 		return Cancelled
 	}
 	return Failed

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/internal/allocbound"
 	"github.com/tqw-dsl/tqw/internal/queuetest"
 	"github.com/tqw-dsl/tqw/internal/rttest"
@@ -154,7 +156,7 @@ func TestSubmitAwait(t *testing.T) {
 	if out.Upper != "HELLO" || out.ID != h.ID || h.Deduplicated {
 		t.Fatalf("out %+v, handle %+v", out, h)
 	}
-	if st := e.Status(h.ID); st.State != runtime.StateSucceeded {
+	if st := e.Status(h.ID); st.State != runstate.StateSucceeded {
 		t.Fatalf("run status %+v", st)
 	}
 }
@@ -376,9 +378,9 @@ func (unregistered) Run(context.Context, JobContext) (int, error) { return 0, ni
 
 func FuzzDecodeRecord(f *testing.F) {
 	for _, r := range []*record{
-		{Name: "echo", InputHash: make([]byte, 32), Status: runtime.Succeeded, Output: []byte(`{"a":1}`), FinishMs: 5},
-		{Name: "flaky", Status: runtime.Failed, Message: "m", Class: Permanent, Code: "c", Detail: []byte(`[1]`), Attempts: 2},
-		{Name: "g", Status: runtime.Cancelled},
+		{Name: "echo", InputHash: make([]byte, 32), Status: runstate.Succeeded, Output: []byte(`{"a":1}`), FinishMs: 5},
+		{Name: "flaky", Status: runstate.Failed, Message: "m", Class: Permanent, Code: "c", Detail: []byte(`[1]`), Attempts: 2},
+		{Name: "g", Status: runstate.Cancelled},
 	} {
 		b, err := encodeRecord(r)
 		if err != nil {
@@ -401,7 +403,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			}
 			return
 		}
-		if rec.Name == "" || rec.Status < runtime.Succeeded || rec.Status > runtime.Cancelled {
+		if rec.Name == "" || rec.Status < runstate.Succeeded || rec.Status > runstate.Cancelled {
 			t.Fatalf("accepted invalid record %+v", rec)
 		}
 	})

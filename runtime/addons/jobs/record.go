@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/tqw-dsl/tqw/internal/msgpackcheck"
-	"github.com/tqw-dsl/tqw/runtime"
 )
 
 // ErrCorruptRecord reports an outcome record that failed to decode.
@@ -17,16 +18,16 @@ var ErrCorruptRecord = errors.New("jobs: corrupt outcome record")
 // record is a job's outcome, at "<prefix>results/<id>". It is a MessagePack
 // map with short names; fields are only ever added.
 type record struct {
-	Name      string                 `msgpack:"n"`
-	InputHash []byte                 `msgpack:"h"`
-	Status    runtime.TerminalStatus `msgpack:"s"`
-	Output    []byte                 `msgpack:"o,omitempty"` // JSON
-	Message   string                 `msgpack:"m,omitempty"`
-	Class     Class                  `msgpack:"k,omitempty"`
-	Code      string                 `msgpack:"c,omitempty"`
-	Detail    []byte                 `msgpack:"d,omitempty"` // JSON
-	Attempts  int                    `msgpack:"a,omitempty"`
-	FinishMs  int64                  `msgpack:"f"`
+	Name      string                  `msgpack:"n"`
+	InputHash []byte                  `msgpack:"h"`
+	Status    runstate.TerminalStatus `msgpack:"s"`
+	Output    []byte                  `msgpack:"o,omitempty"` // JSON
+	Message   string                  `msgpack:"m,omitempty"`
+	Class     Class                   `msgpack:"k,omitempty"`
+	Code      string                  `msgpack:"c,omitempty"`
+	Detail    []byte                  `msgpack:"d,omitempty"` // JSON
+	Attempts  int                     `msgpack:"a,omitempty"`
+	FinishMs  int64                   `msgpack:"f"`
 }
 
 func encodeRecord(r *record) ([]byte, error) {
@@ -45,13 +46,13 @@ func decodeRecord(b []byte) (*record, error) {
 		return nil, fmt.Errorf("%w: %w", ErrCorruptRecord, err)
 	}
 	switch {
-	case rec.Status < runtime.Succeeded || rec.Status > runtime.Cancelled:
+	case rec.Status < runstate.Succeeded || rec.Status > runstate.Cancelled:
 		return nil, fmt.Errorf("%w: status %d", ErrCorruptRecord, rec.Status)
 	case rec.Name == "":
 		return nil, fmt.Errorf("%w: no job name", ErrCorruptRecord)
 	case len(rec.InputHash) != 0 && len(rec.InputHash) != 32:
 		return nil, fmt.Errorf("%w: input hash of %d bytes", ErrCorruptRecord, len(rec.InputHash))
-	case rec.Status == runtime.Succeeded && !json.Valid(rec.Output):
+	case rec.Status == runstate.Succeeded && !json.Valid(rec.Output):
 		return nil, fmt.Errorf("%w: output is not JSON", ErrCorruptRecord)
 	}
 	return &rec, nil
@@ -63,7 +64,7 @@ func (r *record) failure(id string) *Failure {
 	if cls == 0 {
 		cls = Permanent
 	}
-	return &Failure{Job: r.Name, ID: id, Cancelled: r.Status == runtime.Cancelled, Class: cls,
+	return &Failure{Job: r.Name, ID: id, Cancelled: r.Status == runstate.Cancelled, Class: cls,
 		Message: r.Message, Code: r.Code, Detail: r.Detail, Attempts: r.Attempts}
 }
 

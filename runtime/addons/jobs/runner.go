@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/addons/addon"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -298,7 +300,7 @@ func (h *Handle[Out]) FetchResult(ctx context.Context) (Out, error) {
 	if err := h.check(rec); err != nil {
 		return zero, err
 	}
-	if rec.Status != runtime.Succeeded {
+	if rec.Status != runstate.Succeeded {
 		return zero, rec.failure(h.ID)
 	}
 	var out Out
@@ -381,7 +383,7 @@ func (s stepRunner) RunStep(ctx context.Context, step *runtime.Step) (runtime.St
 			if !bytes.Equal(rec.InputHash, hash) {
 				return runtime.Fail(fmt.Sprintf("job %s already finished with another input; %v", step.RunID, ErrInputMismatch)), nil
 			}
-			if rec.Status == runtime.Succeeded {
+			if rec.Status == runstate.Succeeded {
 				return runtime.Succeed(nil), nil
 			}
 			return runtime.Fail(rec.Message), nil
@@ -390,7 +392,7 @@ func (s stepRunner) RunStep(ctx context.Context, step *runtime.Step) (runtime.St
 	rec := &record{Name: name, InputHash: hash, Attempts: step.Attempt}
 	jt := r.lookup(name)
 	if jt == nil {
-		rec.Status, rec.Class = runtime.Failed, Permanent
+		rec.Status, rec.Class = runstate.Failed, Permanent
 		rec.Message = fmt.Sprintf("%v: %q is not registered in the worker process; register it before starting the worker", ErrUnknownJob, name)
 		return r.finish(step, rec)
 	}
@@ -401,7 +403,7 @@ func (s stepRunner) RunStep(ctx context.Context, step *runtime.Step) (runtime.St
 		if errors.Is(context.Cause(ctx), runtime.ErrShutdown) || cls == Transient && step.Attempt < r.cfg.MaxAttempts {
 			return runtime.StepOutcome{}, runtime.Transient(err)
 		}
-		rec.Status, rec.Class, rec.Message = runtime.Failed, cls, err.Error()
+		rec.Status, rec.Class, rec.Message = runstate.Failed, cls, err.Error()
 		var c Coder
 		if errors.As(err, &c) {
 			rec.Code = c.ErrorCode()
@@ -416,7 +418,7 @@ func (s stepRunner) RunStep(ctx context.Context, step *runtime.Step) (runtime.St
 		}
 		return r.finish(step, rec)
 	}
-	rec.Status, rec.Output = runtime.Succeeded, out
+	rec.Status, rec.Output = runstate.Succeeded, out
 	return r.finish(step, rec)
 }
 
@@ -431,7 +433,7 @@ func (r *Runner) finish(step *runtime.Step, rec *record) (runtime.StepOutcome, e
 		// An output too large for a KV value: fail the job with a record
 		// that says so.
 		msg := fmt.Sprintf("the outcome of job %s could not be stored (%v); return smaller outputs and keep large data in objects", step.RunID, err)
-		small := &record{Name: rec.Name, InputHash: rec.InputHash, Status: runtime.Failed, Class: Permanent,
+		small := &record{Name: rec.Name, InputHash: rec.InputHash, Status: runstate.Failed, Class: Permanent,
 			Message: msg, Attempts: rec.Attempts, FinishMs: rec.FinishMs}
 		if b, err = encodeRecord(small); err == nil {
 			err = step.Effects.Put(r.resultKey(step.RunID), b)
@@ -441,7 +443,7 @@ func (r *Runner) finish(step *runtime.Step, rec *record) (runtime.StepOutcome, e
 		}
 		return runtime.Fail(msg), nil
 	}
-	if rec.Status == runtime.Succeeded {
+	if rec.Status == runstate.Succeeded {
 		return runtime.Succeed(nil), nil
 	}
 	return runtime.Fail(rec.Message), nil
@@ -451,9 +453,9 @@ func (r *Runner) finish(step *runtime.Step, rec *record) (runtime.StepOutcome, e
 // and wakes the job's waiters.
 type hook struct{ r *Runner }
 
-func (h hook) Observes(o *runtime.RunOutcome) bool { return o.Headers[HeaderName] != "" }
+func (h hook) Observes(o *runstate.Outcome) bool { return o.Headers[HeaderName] != "" }
 
-func (h hook) OnTermination(ctx context.Context, o *runtime.RunOutcome, _ *runtime.TerminalEffects) error {
+func (h hook) OnTermination(ctx context.Context, o *runstate.Outcome, _ *runtime.TerminalEffects) error {
 	r := h.r
 	rec, err := r.load(ctx, o.RunID)
 	switch {
@@ -466,10 +468,10 @@ func (h hook) OnTermination(ctx context.Context, o *runtime.RunOutcome, _ *runti
 		hash, _ := hex.DecodeString(o.Headers[HeaderInputHash])
 		rec = &record{Name: o.Headers[HeaderName], InputHash: hash, Status: o.Status, Message: o.Error,
 			FinishMs: o.FinishedAt.UnixMilli()}
-		if o.Status == runtime.Failed {
+		if o.Status == runstate.Failed {
 			rec.Class = Permanent
 		}
-		if rec.Status == runtime.Succeeded { // a success always has a record; be safe
+		if rec.Status == runstate.Succeeded { // a success always has a record; be safe
 			rec.Output = []byte("null")
 		}
 		b, err := encodeRecord(rec)

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
@@ -77,7 +79,7 @@ func New(opts Options) *Hook {
 }
 
 // Observes reports whether the run carries a callback URL.
-func (h *Hook) Observes(o *runtime.RunOutcome) bool { return o.Headers[CallbackURLHeader] != "" }
+func (h *Hook) Observes(o *runstate.Outcome) bool { return o.Headers[CallbackURLHeader] != "" }
 
 // Payload is the JSON body of a callback.
 type Payload struct {
@@ -95,7 +97,7 @@ type Payload struct {
 }
 
 // NewPayload builds the callback body of o.
-func NewPayload(o *runtime.RunOutcome) Payload {
+func NewPayload(o *runstate.Outcome) Payload {
 	p := Payload{RunID: o.RunID, Status: o.Status.String(), ResultOmitted: o.ResultOmitted, Reason: o.Error,
 		Step: o.Step, SubmittedAt: o.SubmittedAt.UTC(), FinishedAt: o.FinishedAt.UTC()}
 	if len(o.Result) > 0 {
@@ -118,7 +120,7 @@ func Sign(secret []byte, t int64, body []byte) string {
 }
 
 // OnTermination POSTs o to its callback URL and classifies the answer.
-func (h *Hook) OnTermination(ctx context.Context, o *runtime.RunOutcome, _ *runtime.TerminalEffects) error {
+func (h *Hook) OnTermination(ctx context.Context, o *runstate.Outcome, _ *runtime.TerminalEffects) error {
 	raw := o.Headers[CallbackURLHeader]
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+
 	"github.com/tqw-dsl/tqw/internal/queuetest"
 	"github.com/tqw-dsl/tqw/internal/rttest"
 	"github.com/tqw-dsl/tqw/runtime"
@@ -243,8 +245,8 @@ func TestNotificationCreatedWithTerminatingCommit(t *testing.T) {
 
 func TestClassification(t *testing.T) {
 	h := New(Options{})
-	o := &runtime.RunOutcome{RunID: "x", Status: runtime.Succeeded, Headers: map[string]string{CallbackURLHeader: "ftp://h/x"}}
-	if !h.Observes(o) || h.Observes(&runtime.RunOutcome{}) {
+	o := &runstate.Outcome{RunID: "x", Status: runstate.Succeeded, Headers: map[string]string{CallbackURLHeader: "ftp://h/x"}}
+	if !h.Observes(o) || h.Observes(&runstate.Outcome{}) {
 		t.Fatal("Observes")
 	}
 	if err := h.OnTermination(context.Background(), o, nil); !runtime.IsPermanent(err) {
