@@ -12,18 +12,36 @@
 //
 // # Where it sits
 //
-// Imports point down only:
+// Imports point down only (TestImportsPointDown in cmd/tqw-dsl holds the
+// table):
 //
 //	interpreter, runtime/remote, runtime/addons/*   (above: they drive runs)
 //	        │
 //	        ▼
-//	runtime ──► runtime/archive (sealed runs' format)
+//	runtime, runtime/storage, runtime/repair
+//	        │
+//	        ▼
+//	runtime/runstate, runtime/signal, runtime/memo, runtime/archive, runtime/lease
 //	        │
 //	        ▼
 //	runtime/store/queue ──► runtime/store/kv ──► runtime/store/objstore
+//	        all of them ──► runtime/clock
 //
-// The writer lease (runtime/lease) is handed in as a LeaseGate; the
-// runtime does not import it.
+// The package is the step runtime and nothing else: New takes the queue,
+// the store, the runner and one Options value whose zero fields are the
+// defaults. What callers only name or pass on lives in small packages
+// below it, so a reader of this one sees the runtime's behaviour, not its
+// vocabulary: runtime/runstate (a run's State, Status, Totals, Outcome),
+// runtime/signal (what sending a signal did, its options, validator and
+// limits), runtime/memo (the step and run memo). Those import nothing of
+// the runtime, so the inbox, the interpreter and the server use them
+// without a cycle. The layers above reach the storage stack through
+// runtime/storage (open the queue or a read-only view of it; the storage
+// types they pass on, as aliases) and runtime/repair (check a store, cut
+// a broken log), never through queue or kv, so the stack under the
+// runtime can change behind one door. runtime/clock is the one clock of
+// the stack. The writer lease (runtime/lease) is handed in as a
+// LeaseGate.
 //
 // # Guarantees
 //
@@ -96,7 +114,8 @@
 //     keeps a store blocked that long after a writer on another machine
 //     died (a dead one on the same machine is replaced at once).
 //   - Status and ListRuns read durable records only, so a process with a
-//     queue.Reader on the store follows runs (Inspector).
+//     read-only view of the store (runtime/storage.OpenReader) follows
+//     runs (Inspector).
 //
 // # Control surface
 //
@@ -220,5 +239,5 @@
 // KV values, so keep them small (results over MaxRetainedResult are not
 // retained in status records); put large data in objects and pass keys.
 // One process owns a queue (the single writer); other processes read
-// through queue.Reader.
+// through a read-only view (runtime/storage.OpenReader).
 package runtime
