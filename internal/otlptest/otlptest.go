@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +18,8 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Span is one received span, with ids in hex and attributes as strings.
+// Span is one received span, with ids in hex and attribute values as
+// text (numbers and booleans in Go's format, other kinds as OTLP JSON).
 type Span struct {
 	Name          string
 	TraceID       string
@@ -129,6 +131,12 @@ func value(v *commonpb.AnyValue) string {
 	switch x := v.GetValue().(type) {
 	case *commonpb.AnyValue_StringValue:
 		return x.StringValue
+	case *commonpb.AnyValue_IntValue:
+		return strconv.FormatInt(x.IntValue, 10)
+	case *commonpb.AnyValue_BoolValue:
+		return strconv.FormatBool(x.BoolValue)
+	case *commonpb.AnyValue_DoubleValue:
+		return strconv.FormatFloat(x.DoubleValue, 'g', -1, 64)
 	case nil:
 		return ""
 	default:
