@@ -31,7 +31,7 @@ func tracedEnv(t *testing.T, opts ...envOption) (*tenv, *tracetest.InMemoryExpor
 func spanAttr(s tracetest.SpanStub, key attribute.Key) string {
 	for _, kv := range s.Attributes {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -61,7 +61,7 @@ func describeSpans(spans tracetest.SpanStubs) string {
 	for _, s := range spans {
 		fmt.Fprintf(&b, "  %s span=%s parent=%s status=%v %q", s.Name, s.SpanContext.SpanID(), s.Parent.SpanID(), s.Status.Code, s.Status.Description)
 		for _, kv := range s.Attributes {
-			fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.Emit())
+			fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.String())
 		}
 		b.WriteString("\n")
 	}
@@ -85,12 +85,12 @@ func wantNoSecret(t *testing.T, spans tracetest.SpanStubs, secret string) {
 	for _, s := range spans {
 		texts := []string{s.Name, s.Status.Description}
 		for _, kv := range s.Attributes {
-			texts = append(texts, kv.Value.Emit())
+			texts = append(texts, kv.Value.String())
 		}
 		for _, ev := range s.Events {
 			texts = append(texts, ev.Name)
 			for _, kv := range ev.Attributes {
-				texts = append(texts, kv.Value.Emit())
+				texts = append(texts, kv.Value.String())
 			}
 		}
 		for _, text := range texts {
