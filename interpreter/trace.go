@@ -110,7 +110,11 @@ func (it *Interpreter) runSpan(ctx context.Context, rs *runtime.Step) context.Co
 		parent = propagation.TraceContext{}.Extract(ctx, traceCarrier{&tp})
 	}
 	wf := rs.Headers[HeaderWorkflow]
-	_, span := it.tracer.Start(parent, "run "+wf, trace.WithAttributes(AttrRunID.String(rs.RunID), AttrWorkflow.String(wf)))
+	name := "run"
+	if wf != "" {
+		name += " " + wf
+	}
+	_, span := it.tracer.Start(parent, name, trace.WithAttributes(AttrRunID.String(rs.RunID), AttrWorkflow.String(wf)))
 	it.runSpans[rs.RunID] = span
 	return trace.ContextWithSpan(ctx, span)
 }
