@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tqw-dsl/tqw/actions/builtin"
 	"github.com/tqw-dsl/tqw/actions/llm"
 	"github.com/tqw-dsl/tqw/dsl"
@@ -47,7 +49,12 @@ type tenv struct {
 	ropts []runtime.Option
 	// client sends the http and llm actions' requests (nil: Go's default).
 	client *http.Client
+	// tp traces the interpreter (nil: no tracing).
+	tp trace.TracerProvider
 }
+
+// withTracerProvider traces the interpreter with tp.
+func withTracerProvider(tp trace.TracerProvider) envOption { return func(e *tenv) { e.tp = tp } }
 
 // withHTTPClient makes the http and llm actions send through c.
 func withHTTPClient(c *http.Client) envOption { return func(e *tenv) { e.client = c } }
@@ -102,7 +109,7 @@ func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 	if e.wrapStore != nil {
 		istore = e.wrapStore(e.store)
 	}
-	it, err := New(istore, Options{Actions: acts, Getenv: e.getenv, Rand: rand.New(rand.NewPCG(1, 2)), Logger: quiet(), Retention: e.retention,
+	it, err := New(istore, Options{Actions: acts, Getenv: e.getenv, Rand: rand.New(rand.NewPCG(1, 2)), Logger: quiet(), Retention: e.retention, TracerProvider: e.tp,
 		Events: func(ev Event) {
 			select {
 			case e.events <- ev:

@@ -86,6 +86,7 @@ func prepareRun(ctx context.Context, store objstore.Store, pins *pinSet, r runti
 	for _, o := range opts {
 		o(&spec)
 	}
+	stampTrace(ctx, &spec)
 	return spec, nil
 }
 
