@@ -33,10 +33,19 @@
 //   - Event streams (server-sent events) report a run's state from durable
 //     records; step_end events are sent once the step's settlement is
 //     durable. A run's stream sends its terminal state after the run's
-//     last step_end (held back at most one Config.Heartbeat) and ends. A
-//     stream that falls behind by 256 events is closed (the client
-//     reconnects and reads the state again). State changes made by other
-//     processes (inbox commands) reach the streams within a heartbeat.
+//     last step_end (held back at most one Config.Heartbeat) and ends.
+//     State changes made by other processes (inbox commands) reach the
+//     streams within a heartbeat.
+//   - Events carry ids ("<process epoch>-<seq>"); a client that reconnects
+//     with Last-Event-ID loses nothing. The stream of every run replays
+//     the changes since from a ring of the last 8192 events or, when the
+//     ring no longer reaches back (or the id is another process's), sends
+//     the current summary of every run that changed since (every run). A
+//     run's stream replays its step events from the ring, then sends the
+//     current state (beyond the ring: the state only; the history has the
+//     steps). A stream that falls 256 events behind is ended with a
+//     resync event carrying the id to reconnect with, never dropped
+//     silently. The ring costs memory only (about 8192 event payloads).
 //
 // # Cost in object-store requests
 //

@@ -153,17 +153,22 @@
 
   // subscribe reads a text/event-stream with fetch (EventSource cannot send
   // an Authorization header) and calls onEvent(type, data) for each event.
-  // It reconnects with backoff while again() says so, calling onOpen at each
-  // connection (a page reloads what it may have missed). It returns a stop function.
+  // It reconnects with backoff while again() says so, sending the id of the
+  // last event read as Last-Event-ID so the server resends what it missed,
+  // and calling onOpen at each connection. A resync event (the server ended
+  // a stream that fell behind) reconnects at once. It returns a stop function.
   function subscribe(path, onEvent, {onOpen, again} = {}) {
     const ctl = new AbortController();
     const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+    const last = {id: ''};
     (async () => {
       let backoff = 500;
       while (!ctl.signal.aborted) {
-        let open = false;
+        let open = false, resync = false;
         try {
-          const res = await fetch(path, {headers: authHeaders({Accept: 'text/event-stream'}), signal: ctl.signal, cache: 'no-store', credentials: 'omit'});
+          const extra = {Accept: 'text/event-stream'};
+          if (last.id) extra['Last-Event-ID'] = last.id;
+          const res = await fetch(path, {headers: authHeaders(extra), signal: ctl.signal, cache: 'no-store', credentials: 'omit'});
           if (await refused(res)) continue;
           if (!res.ok || !res.body) throw new APIError(res.status, null, '');
           open = true;
@@ -178,12 +183,13 @@
             buf += value.replace(/\r/g, '');
             let i;
             while ((i = buf.indexOf('\n\n')) >= 0) {
-              dispatch(buf.slice(0, i), onEvent);
+              if (dispatch(buf.slice(0, i), onEvent, last) === 'resync') resync = true;
               buf = buf.slice(i + 2);
             }
           }
           setLive(-1);
           open = false;
+          if (resync) continue;
           if (again && !again()) return;
         } catch (e) {
           if (open) setLive(-1);
@@ -196,7 +202,9 @@
     })();
     return () => ctl.abort();
   }
-  function dispatch(block, onEvent) {
+  // dispatch parses one event, records its id in last.id and returns its
+  // type; a resync event is the stream's own business, not onEvent's.
+  function dispatch(block, onEvent, last) {
     let type = 'message';
     const data = [];
     for (const line of block.split('\n')) {
@@ -207,11 +215,13 @@
       if (value.startsWith(' ')) value = value.slice(1);
       if (field === 'event') type = value;
       else if (field === 'data') data.push(value);
+      else if (field === 'id') last.id = value;
     }
-    if (!data.length) return;
+    if (!data.length || type === 'resync') return type;
     let parsed;
-    try { parsed = JSON.parse(data.join('\n')); } catch (_) { return; }
+    try { parsed = JSON.parse(data.join('\n')); } catch (_) { return type; }
     onEvent(type, parsed);
+    return type;
   }
 
   // throttle runs f at most once per ms, trailing: a burst of events costs
