@@ -97,8 +97,16 @@ func TestApprovalLifecycle(t *testing.T) {
 	}
 
 	_, err = f.c.Signal(ctx, "approve:ap1", []byte(`{"approved":"yes"}`), false)
-	if !errors.Is(err, client.ErrRejected) || fieldOf(err) != "payload" || !strings.Contains(err.Error(), "boolean") {
-		t.Fatalf("a payload the schema refuses: %v, want 422 naming the problem", err)
+	if !errors.Is(err, client.ErrRejected) || fieldOf(err) != "/approved" || !strings.Contains(err.Error(), "boolean") {
+		t.Fatalf("a payload the schema refuses: %v, want 422 naming the problem at /approved", err)
+	}
+	// A missing required property is pointed at; so is a part of a nested
+	// value, and a payload wrong as a whole has no field.
+	for payload, want := range map[string]string{`{"by":"ann"}`: "/approved", `{"approved":true,"by":7}`: "/by", `"yes"`: ""} {
+		_, err = f.c.Signal(ctx, "approve:ap1", []byte(payload), false)
+		if !errors.Is(err, client.ErrRejected) || fieldOf(err) != want {
+			t.Fatalf("payload %s: %v, want 422 with field %q", payload, err, want)
+		}
 	}
 	if _, err := f.c.Signal(ctx, "approve:nobody", []byte(`{}`), true); !errors.Is(err, client.ErrConflict) {
 		t.Fatalf("require_waiting with no waiter: %v, want 409", err)
@@ -153,9 +161,12 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"both", client.SubmitRequest{Workflow: "greet.yaml", YAML: "tqw: v1"}, client.ErrBadRequest, "yaml"},
 		{"path", client.SubmitRequest{Workflow: "../greet.yaml"}, client.ErrBadRequest, "workflow"},
 		{"missing file", client.SubmitRequest{Workflow: "nope.yaml"}, client.ErrNotFound, "workflow"},
-		{"invalid file", client.SubmitRequest{Workflow: "broken.yaml"}, client.ErrRejected, "workflow"},
-		{"invalid inline", client.SubmitRequest{YAML: "tqw: v1\nsteps: []\n"}, client.ErrRejected, "yaml"},
-		{"input type", client.SubmitRequest{Workflow: "approval.tqw.yaml", Input: json.RawMessage(`{"request":7}`)}, client.ErrRejected, "input"},
+		// A 422's field is a JSON pointer into the request body.
+		{"invalid file", client.SubmitRequest{Workflow: "broken.yaml"}, client.ErrRejected, "/workflow"},
+		{"invalid inline", client.SubmitRequest{YAML: "tqw: v1\nsteps: []\n"}, client.ErrRejected, "/yaml"},
+		{"input type", client.SubmitRequest{Workflow: "approval.tqw.yaml", Input: json.RawMessage(`{"request":7}`)}, client.ErrRejected, "/input/request"},
+		{"input missing", client.SubmitRequest{Workflow: "approval.tqw.yaml", Input: json.RawMessage(`{}`)}, client.ErrRejected, "/input/request"},
+		{"input not an object", client.SubmitRequest{Workflow: "approval.tqw.yaml", Input: json.RawMessage(`[]`)}, client.ErrRejected, "/input"},
 		{"run id", client.SubmitRequest{Workflow: "greet.yaml", RunID: "bad id!"}, client.ErrBadRequest, "run_id"},
 	}
 	for _, tc := range cases {

@@ -195,7 +195,11 @@ type subscribeReq struct {
 	runID  string // "" for the stream of every run
 	state  string // the run's state as the stream's first event says
 	lastID string // the client's Last-Event-ID, if any
-	reply  chan subscribed
+	// ended carries the terminal state event of a run that ended: a
+	// resuming stream holds it back like a live one (the run's last
+	// step events may still be on their way to the broker).
+	ended []byte
+	reply chan subscribed
 }
 
 type subscribed struct {
@@ -205,12 +209,15 @@ type subscribed struct {
 	first []sseEvent
 	// at is the id of the broker's position when the stream opened.
 	at string
+	// held says the run's terminal state is held back (subscribeReq.ended):
+	// the broker sends it and ends the stream.
+	held bool
 }
 
 // open registers a stream from the handler's goroutine; nil once the
 // broker closed.
-func (b *broker) open(runID, state, lastID string) *subscribed {
-	req := subscribeReq{runID: runID, state: state, lastID: lastID, reply: make(chan subscribed, 1)}
+func (b *broker) open(runID, state, lastID string, ended []byte) *subscribed {
+	req := subscribeReq{runID: runID, state: state, lastID: lastID, ended: ended, reply: make(chan subscribed, 1)}
 	select {
 	case b.subReq <- req:
 	case <-b.quit:
@@ -246,10 +253,14 @@ func (b *broker) subscribe(ctx context.Context, req subscribeReq) subscribed {
 			}
 		}
 	}
+	held := req.runID != "" && req.lastID != "" && req.ended != nil
+	if held {
+		sub.final, sub.finalAt = &sseEvent{name: "state", data: req.ended}, time.Now().Add(b.s.cfg.Heartbeat)
+	}
 	b.subsMu.Lock()
 	b.subs[sub] = struct{}{}
 	b.subsMu.Unlock()
-	return subscribed{sub: sub, first: first, at: sub.lastID}
+	return subscribed{sub: sub, first: first, at: sub.lastID, held: held}
 }
 
 // resyncAll returns the current summary of every run whose state changed
@@ -608,9 +619,19 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, "encoding run "+id, err)
 		return
 	}
-	opened := s.events.open(id, st.State.String(), lastEventID(r))
+	var ended []byte
+	if st.State.Terminal() {
+		ended = data
+	}
+	opened := s.events.open(id, st.State.String(), lastEventID(r), ended)
 	if opened == nil {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "", "the server is shutting down")
+		return
+	}
+	if opened.held {
+		// Resuming after the run ended: what the client missed, then the
+		// terminal state once the last step event is in.
+		s.stream(w, r, opened.sub, opened.first)
 		return
 	}
 	if st.State.Terminal() {
@@ -624,7 +645,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
-	opened := s.events.open("", "", lastEventID(r))
+	opened := s.events.open("", "", lastEventID(r), nil)
 	if opened == nil {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "", "the server is shutting down")
 		return

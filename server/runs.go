@@ -172,7 +172,7 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 		}
 		input = v
 	}
-	out, status, ok := s.submit(w, wf, input, req.RunID, r)
+	out, status, ok := s.submit(w, wf, input, "/input", req.RunID, r)
 	if ok {
 		writeJSON(w, status, out)
 	}
@@ -189,13 +189,14 @@ func (s *Server) loadRequested(w http.ResponseWriter, req SubmitRequest) (*inter
 		writeError(w, http.StatusBadRequest, "bad_request", "workflow", "give workflow (a file of the server's workflows folder) or yaml (the workflow inline)")
 		return nil, false
 	}
+	// A 422's field is a JSON pointer into the request body.
 	var (
 		wf    *interpreter.Workflow
 		err   error
-		field = "yaml"
+		field = "/yaml"
 	)
 	if req.Workflow != "" {
-		field = "workflow"
+		field = "/workflow"
 		path, ok := s.workflowPath(w, req.Workflow, "workflow")
 		if !ok {
 			return nil, false
@@ -254,10 +255,11 @@ func isWorkflowFile(name string) bool {
 }
 
 // submit validates input and runID and submits the run, answering a
-// refusal itself (ok false).
-func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input any, runID string, r *http.Request) (SubmitResponse, int, bool) {
+// refusal itself (ok false). inputAt is the JSON pointer of the input in
+// the request body ("/input"; "" when the body is the input).
+func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input any, inputAt, runID string, r *http.Request) (SubmitResponse, int, bool) {
 	if err := wf.ValidateInput(input); err != nil {
-		writeError(w, http.StatusUnprocessableEntity, "invalid_input", "input", fmt.Sprintf("input of %s: %v", wf.Main.File, err))
+		writeError(w, http.StatusUnprocessableEntity, "invalid_input", inputPointer(inputAt, err), fmt.Sprintf("input of %s: %v", wf.Main.File, err))
 		return SubmitResponse{}, 0, false
 	}
 	if runID != "" {
@@ -275,7 +277,7 @@ func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input a
 	case errors.Is(err, runtime.ErrInvalidRunID):
 		writeError(w, http.StatusBadRequest, "bad_request", "run_id", err.Error())
 	case errors.Is(err, dsl.ErrInputInvalid):
-		writeError(w, http.StatusUnprocessableEntity, "invalid_input", "input", err.Error())
+		writeError(w, http.StatusUnprocessableEntity, "invalid_input", inputPointer(inputAt, err), err.Error())
 	case err != nil:
 		s.storeFailed(w, "submitting the run", err)
 	default:
@@ -287,6 +289,13 @@ func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input a
 		return SubmitResponse{RunID: sub.RunID, New: sub.NewlySubmitted}, status, true
 	}
 	return SubmitResponse{}, 0, false
+}
+
+// inputPointer is the JSON pointer of the part of the input an input
+// validation error is about, under inputAt.
+func inputPointer(inputAt string, err error) string {
+	p, _ := dsl.InstancePointer(err)
+	return inputAt + p
 }
 
 // storeFailed answers a failure of the store (or the writer) with 503.

@@ -88,7 +88,9 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 	wf, diags, err := dsl.LoadWith(path, s.cfg.DSL)
 	if err != nil {
 		if errors.Is(err, dsl.ErrInvalid) {
-			writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: errorBody{Code: "invalid_workflow", Field: "name",
+			// The file is at fault, not the request: no field; the
+			// diagnostics say where.
+			writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: errorBody{Code: "invalid_workflow",
 				Message: fmt.Sprintf("%s is not a valid workflow: %s", name, strings.TrimSpace(diags.Errors().String())), Diagnostics: diags}})
 			return
 		}
