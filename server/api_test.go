@@ -280,10 +280,11 @@ func TestWorkflowsValidateSchema(t *testing.T) {
 	for _, w := range wfs {
 		byName[w.Name] = w
 	}
-	if w := byName["approval.tqw.yaml"]; !w.Valid || w.Steps != 4 || w.Description == "" {
+	// Each file carries its workflow's declared name, as its runs do.
+	if w := byName["approval.tqw.yaml"]; !w.Valid || w.Steps != 4 || w.Description == "" || w.Workflow != "approval" {
 		t.Errorf("approval: %+v", w)
 	}
-	if w := byName["broken.yaml"]; w.Valid || w.Error == "" {
+	if w := byName["broken.yaml"]; w.Valid || w.Error == "" || w.Workflow != "" {
 		t.Errorf("broken: %+v", w)
 	}
 	d, err := f.c.Workflow(ctx, "approval.tqw.yaml")

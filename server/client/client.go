@@ -397,7 +397,10 @@ func (c *Client) Signal(ctx context.Context, key string, payload []byte, require
 
 // WorkflowInfo is one file of the server's workflows folder.
 type WorkflowInfo struct {
+	// Name is the file's name, Workflow the workflow's declared name (as
+	// runs carry it); absent for a file that does not load.
 	Name        string `json:"name"`
+	Workflow    string `json:"workflow,omitempty"`
 	Description string `json:"description"`
 	Steps       int    `json:"steps"`
 	Valid       bool   `json:"valid"`

@@ -804,6 +804,7 @@
       if (!ws.length) { list.replaceWith(h('p', {class: 'empty'}, 'The server knows no workflow files (start it with --workflows DIR).')); return; }
       list.replaceChildren(...ws.map((w) => h('li', {'data-workflow': w.name},
         h('h2', {}, h('a', {href: workflowURL(w.name)}, w.name)),
+        w.workflow ? h('p', {class: 'muted', 'data-declared': w.workflow}, 'workflow ', h('code', {}, w.workflow)) : null,
         w.description ? h('p', {}, w.description) : null,
         h('p', {class: 'muted'}, `${w.steps || 0} steps`))));
     } catch (e) { showError(list, e); }
