@@ -419,3 +419,115 @@ func TestConformanceCheckerCatchesDrift(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitSchemaKeepsDeclaredOrder: the wait's schema carries x-order,
+// the property names in the order the workflow writes them.
+func TestWaitSchemaKeepsDeclaredOrder(t *testing.T) {
+	f := newFixture(t)
+	src := `tqw: v1
+name: ordered
+steps:
+  - id: ask
+    action: wait_signal
+    with:
+      key: "order:${ run.id }"
+      timeout: 1h
+      schema:
+        type: object
+        properties:
+          zeta: {type: string}
+          approved: {type: boolean}
+          mid: {type: object, properties: {b: {type: string}, a: {type: string}}}
+  - id: done
+    succeed: ok
+`
+	if _, err := f.c.Submit(f.ctx, client.SubmitRequest{YAML: src, RunID: "ord1"}); err != nil {
+		t.Fatal(err)
+	}
+	run := f.waitState("ord1", "waiting")
+	if run.Waiting == nil {
+		t.Fatal("a waiting run without its wait")
+	}
+	b, err := json.Marshal(run.Waiting.Schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sch struct {
+		Order      []string `json:"x-order"`
+		Properties struct {
+			Mid struct {
+				Order []string `json:"x-order"`
+			} `json:"mid"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(b, &sch); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(sch.Order, ",") != "zeta,approved,mid" || strings.Join(sch.Properties.Mid.Order, ",") != "b,a" {
+		t.Fatalf("x-order %v and %v in %s; want the declared zeta,approved,mid and b,a", sch.Order, sch.Properties.Mid.Order, b)
+	}
+	// The annotation changes nothing in what the schema accepts.
+	if _, err := f.c.Signal(f.ctx, "order:ord1", []byte(`{"zeta":"z","approved":true}`), true); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState("ord1", "succeeded")
+}
+
+// TestListByLabel: runs submitted with labels are listed by them, with
+// the counts of the runs that carry them; bad labels are refused.
+func TestListByLabel(t *testing.T) {
+	f := newFixture(t)
+	ctx := f.ctx
+	for id, labels := range map[string]map[string]string{
+		"lb-blue1": {"team": "blue"}, "lb-blue2": {"team": "blue", "tier": "gold"}, "lb-red": {"team": "red"}, "lb-none": nil,
+	} {
+		if _, err := f.c.Submit(ctx, client.SubmitRequest{Workflow: "greet.yaml", RunID: id, Labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+		f.waitState(id, "succeeded")
+	}
+	ids := func(l client.RunList) string {
+		var out []string
+		for _, r := range l.Runs {
+			out = append(out, r.RunID)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{"team": "blue"}, "lb-blue1,lb-blue2"},
+		{map[string]string{"team": "blue", "tier": "gold"}, "lb-blue2"},
+		{map[string]string{"team": "green"}, ""},
+		{map[string]string{"workflow": "greet"}, "lb-blue1,lb-blue2,lb-none,lb-red"},
+	} {
+		l, err := f.c.ListRuns(ctx, client.ListOptions{Labels: tc.labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(l); got != tc.want || l.Counts["succeeded"] != len(l.Runs) {
+			t.Errorf("label %v: runs %q counts %v, want %q", tc.labels, got, l.Counts, tc.want)
+		}
+	}
+	run, err := f.c.Run(ctx, "lb-blue2")
+	if err != nil || run.Labels["team"] != "blue" || run.Labels["tier"] != "gold" || run.Labels["workflow"] != "greet" {
+		t.Fatalf("run labels %v %v", run.Labels, err)
+	}
+	if _, err := f.c.Submit(ctx, client.SubmitRequest{Workflow: "greet.yaml", Labels: map[string]string{"workflow": "other"}}); !errors.Is(err, client.ErrBadRequest) || fieldOf(err) != "labels" {
+		t.Errorf("the reserved workflow label: %v, want 400 on labels", err)
+	}
+	if _, err := f.c.Submit(ctx, client.SubmitRequest{Workflow: "greet.yaml", Labels: map[string]string{"": "x"}}); !errors.Is(err, client.ErrBadRequest) || fieldOf(err) != "labels" {
+		t.Errorf("an empty label key: %v, want 400 on labels", err)
+	}
+	for _, q := range []string{"label=nokey", "label==x", "label=a=1&label=a=2"} {
+		r, err := f.raw().Get(f.hs.URL + "/v1/runs?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != http.StatusBadRequest {
+			t.Errorf("GET /v1/runs?%s: %d, want 400", q, r.StatusCode)
+		}
+	}
+}

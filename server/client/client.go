@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -192,6 +193,8 @@ type SubmitRequest struct {
 	YAML     string          `json:"yaml,omitempty"`
 	Input    json.RawMessage `json:"input,omitempty"`
 	RunID    string          `json:"run_id,omitempty"`
+	// Labels tag the run (not the key workflow, the server's own).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // SubmitResponse reports a submission; New is false when the same run
@@ -226,6 +229,9 @@ type RunSummary struct {
 	Until       *time.Time `json:"until,omitempty"`
 	LastError   string     `json:"last_error,omitempty"`
 	Error       *string    `json:"error"`
+	// Labels are the run's labels, its workflow's name (key workflow)
+	// among them.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Totals is what a run cost so far.
@@ -286,6 +292,8 @@ type ListOptions struct {
 	StartedBefore time.Time
 	Cursor        string
 	Limit         int
+	// Labels keeps runs carrying every one of these labels (label=k=v).
+	Labels map[string]string
 }
 
 // RunList is a page of runs.
@@ -315,6 +323,14 @@ func (c *Client) ListRuns(ctx context.Context, o ListOptions) (RunList, error) {
 	}
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	keys := make([]string, 0, len(o.Labels))
+	for k := range o.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		q.Add("label", k+"="+o.Labels[k])
 	}
 	path := "/v1/runs"
 	if len(q) > 0 {

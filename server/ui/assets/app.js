@@ -346,7 +346,7 @@
   function runsPage() {
     setTitle('Runs');
     const params = new URLSearchParams(location.search);
-    const f = {status: params.get('status') || '', workflow: params.get('workflow') || '', q: params.get('q') || ''};
+    const f = {status: params.get('status') || '', workflow: params.get('workflow') || '', label: params.get('label') || '', q: params.get('q') || ''};
     const rows = new Map(); // run id -> {run, tr}
     let cursor = null, shown = PAGE;
 
@@ -354,6 +354,9 @@
     const status = h('select', {id: 'f-status', name: 'status'}, h('option', {value: ''}, 'any'), STATES.map((s) => h('option', {value: s}, s)));
     const workflow = h('select', {id: 'f-workflow', name: 'workflow'}, h('option', {value: ''}, 'any'));
     const search = h('input', {id: 'f-q', name: 'q', type: 'search', placeholder: 'run id', autocomplete: 'off', spellcheck: 'false'});
+    const label = h('input', {id: 'f-label', name: 'label', type: 'search', placeholder: 'key=value', autocomplete: 'off', spellcheck: 'false', 'aria-describedby': 'f-label-msg'});
+    const labelMsg = h('p', {class: 'field-error', role: 'alert', id: 'f-label-msg'});
+    label.value = f.label;
     const searchMsg = h('p', {class: 'field-error', role: 'alert', id: 'f-q-msg'});
     status.value = f.status;
     search.value = f.q;
@@ -365,6 +368,7 @@
     const form = h('form', {class: 'filters', role: 'search', onsubmit: (ev) => { ev.preventDefault(); openSearched(); }},
       h('div', {}, h('label', {for: 'f-status'}, 'State'), status),
       h('div', {}, h('label', {for: 'f-workflow'}, 'Workflow'), workflow),
+      h('div', {}, h('label', {for: 'f-label'}, 'Label'), label, labelMsg),
       h('div', {}, h('label', {for: 'f-q'}, 'Search by id'), search, searchMsg));
     main().append(h('h1', {}, 'Runs'), counts, form, problem,
       h('table', {'aria-describedby': 'runs-empty'},
@@ -374,11 +378,18 @@
 
     const syncURL = () => {
       const p = new URLSearchParams();
-      for (const k of ['status', 'workflow', 'q']) if (f[k]) p.set(k, f[k]);
+      for (const k of ['status', 'workflow', 'label', 'q']) if (f[k]) p.set(k, f[k]);
       history.replaceState(null, '', '/ui/' + (p.toString() ? '?' + p : ''));
     };
     status.addEventListener('change', () => { f.status = status.value; syncURL(); load(true); });
     workflow.addEventListener('change', () => { f.workflow = workflow.value; syncURL(); load(true); });
+    // A label filter is key=value (the API's label=k=v); applied on change.
+    label.addEventListener('change', () => {
+      const v = label.value.trim();
+      if (v && !/^[^=]+=/.test(v)) { labelMsg.textContent = 'Write the label as key=value.'; label.setAttribute('aria-invalid', 'true'); return; }
+      labelMsg.textContent = ''; label.removeAttribute('aria-invalid');
+      f.label = v; syncURL(); load(true);
+    });
     search.addEventListener('input', () => { f.q = search.value.trim(); searchMsg.textContent = ''; syncURL(); applySearch(); });
 
     const knownWorkflows = new Set();
@@ -392,7 +403,12 @@
     workflowsIndex().then((list) => list.forEach((w) => addWorkflowOption(runWorkflowName(w)))).catch(() => {});
 
     function matches(run) {
-      return (!f.status || run.state === f.status) && (!f.workflow || run.workflow === f.workflow);
+      let byLabel = true;
+      if (f.label) {
+        const i = f.label.indexOf('=');
+        byLabel = !!run.labels && run.labels[f.label.slice(0, i)] === f.label.slice(i + 1);
+      }
+      return (!f.status || run.state === f.status) && (!f.workflow || run.workflow === f.workflow) && byLabel;
     }
     function rowFor(run) {
       const tr = h('tr', {'data-run': run.run_id, 'data-state': run.state},
@@ -448,6 +464,7 @@
       const p = new URLSearchParams();
       if (f.status) p.set('status', f.status);
       if (f.workflow) p.set('workflow', f.workflow);
+      if (f.label) p.set('label', f.label);
       p.set('limit', String(reset ? Math.max(PAGE, shown) : PAGE));
       if (!reset && cursor) p.set('cursor', cursor);
       const mine = loading = call('GET', '/v1/runs?' + p);
@@ -715,7 +732,11 @@
 
     const intro = h('p', {}, 'Step ', h('strong', {}, w.step || '?'), ' waits for the signal ', h('code', {}, w.signal_key), '.');
     if (props) {
-      for (const [name, sub] of Object.entries(props)) form.append(field(name, sub && typeof sub === 'object' ? sub : {}, required.has(name)));
+      // x-order is the order the workflow declares the properties in (a
+      // JSON object's keys have none); names it lacks follow.
+      const declared = Array.isArray(schema['x-order']) ? schema['x-order'].filter((k) => Object.hasOwn(props, k)) : [];
+      const names = [...new Set([...declared, ...Object.keys(props)])];
+      for (const name of names) { const sub = props[name]; form.append(field(name, sub && typeof sub === 'object' ? sub : {}, required.has(name))); }
     } else {
       form.append(field('', {title: 'Payload (JSON)', description: schema ? 'The payload must match the step\'s schema.' : 'Any JSON value.'}, false));
     }
