@@ -43,7 +43,7 @@
 //     the current summary of every run that changed since (every run). A
 //     run's stream replays its step events from the ring, then sends the
 //     current state (beyond the ring: the state only; the history has the
-//     steps). A stream that falls 256 events behind is ended with a
+//     steps). A stream that falls 1024 events behind is ended with a
 //     resync event carrying the id to reconnect with, never dropped
 //     silently. The ring costs memory only (about 8192 event payloads).
 //

@@ -60,8 +60,11 @@ type subscriber struct {
 func (sub *subscriber) drop() { sub.goneOnce.Do(func() { close(sub.gone) }) }
 
 // subscriberBuffer is how many events a stream may lag behind before
-// the broker ends it with a resync event.
-const subscriberBuffer = 256
+// the broker ends it with a resync event (a variable so tests can
+// shrink it). 1024 keeps a burst of state changes (100 streams while
+// 1,000 runs end) from ending streams: a resync costs the client a
+// reconnection.
+var subscriberBuffer = 1024
 
 // defaultReplayRing is how many recent events the broker keeps to replay
 // to a client that reconnects with Last-Event-ID.

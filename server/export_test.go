@@ -7,3 +7,12 @@ func SetReplayRing(n int) (restore func()) {
 	replayRing = n
 	return func() { replayRing = old }
 }
+
+// SetSubscriberBuffer sets how many events a stream of a server made
+// from now on may lag behind before it is told to resync; it returns the
+// undo.
+func SetSubscriberBuffer(n int) (restore func()) {
+	old := subscriberBuffer
+	subscriberBuffer = n
+	return func() { subscriberBuffer = old }
+}

@@ -103,7 +103,8 @@ func readUntilAllSucceeded(t *testing.T, f *fixture, st *client.Stream, want map
 }
 
 // TestSlowSubscriberLosesNothing stalls a client of the stream of every
-// run while 300 runs end, so the server's queue for it overflows: the
+// run while 300 runs end, so the server's queue for it (shrunk to 64
+// events) overflows: the
 // server ends the stream with a resync event, the client reconnects with
 // Last-Event-ID and still sees every run end. With a replay ring too
 // small to reach back, the server resends the current summary of every
@@ -114,6 +115,7 @@ func TestSlowSubscriberLosesNothing(t *testing.T) {
 		ring int
 	}{{"replayed from the ring", 0}, {"resent from the store", 16}} {
 		t.Run(tc.name, func(t *testing.T) {
+			defer server.SetSubscriberBuffer(64)()
 			if tc.ring > 0 {
 				defer server.SetReplayRing(tc.ring)()
 			}
@@ -129,7 +131,7 @@ func TestSlowSubscriberLosesNothing(t *testing.T) {
 			close(release)
 			readUntilAllSucceeded(t, f, st, want)
 			if st.Resyncs == 0 {
-				t.Fatalf("the stalled stream was never told to resync: 300 runs did not overflow its queue")
+				t.Fatalf("the stalled stream was never told to resync: 300 runs did not overflow its queue of 64")
 			}
 		})
 	}
