@@ -57,9 +57,11 @@
 //   - GET /readyz: Config.Ready's (serve: one HEAD of the lease object, a
 //     stat on file://).
 //   - GET /v1/runs: none; it scans every retained run's record in memory
-//     (for the counts), so its CPU cost grows with the runs retained.
+//     (for the counts), so its CPU cost grows with the runs retained; with
+//     label=k=v it walks that label's index instead.
 //   - GET /v1/runs/{id}: none, plus one GET for a definition this process
-//     has not parsed yet (cached after).
+//     has not parsed yet (cached after); a waiting run's schema gets its
+//     x-order from one YAML parse of the definition (CPU only).
 //   - GET /v1/runs/{id}/history: one GET per step output over
 //     interpreter.InlineOutputLimit (kept in its own object).
 //   - POST /v1/runs: one PUT per workflow file not pinned yet, plus the
