@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -202,5 +203,62 @@ func TestRunStreamResumes(t *testing.T) {
 	}
 	if want := len(names) - 1; starts+ends != want {
 		t.Fatalf("the resumed stream sent %v; want only step events before the state", names)
+	}
+}
+
+// TestResyncEventMatchesItsSchema reads a stalled stream raw: its last
+// event is resync, whose id is the last event it carried and whose data
+// matches ResyncEvent.
+func TestResyncEventMatchesItsSchema(t *testing.T) {
+	defer server.SetSubscriberBuffer(16)()
+	f := newFixture(t)
+	release := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.srv.Handler().ServeHTTP(&stalledWriter{ResponseWriter: w, release: release}, r)
+	}))
+	defer hs.Close()
+	defer hs.CloseClientConnections()
+	resp, err := f.raw().Get(hs.URL + "/v1/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	submitGreets(t, f, "rs", 40)
+	close(release)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := strings.Split(strings.TrimSpace(string(b)), "\n\n")
+	last := events[len(events)-1]
+	var name, id, data, prevID string
+	for _, line := range strings.Split(last, "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		switch k {
+		case "event":
+			name = v
+		case "id":
+			id = v
+		case "data":
+			data = v
+		}
+	}
+	if name != "resync" {
+		t.Fatalf("the stalled stream ended with %q, want a resync event:\n%s", name, b)
+	}
+	f.conf.checkSchema(t, "ResyncEvent", []byte(data))
+	var rd struct {
+		LastEventID string `json:"last_event_id"`
+	}
+	if err := json.Unmarshal([]byte(data), &rd); err != nil || rd.LastEventID != id {
+		t.Fatalf("resync data %s (%v) and id %q disagree", data, err, id)
+	}
+	for _, line := range strings.Split(events[len(events)-2], "\n") {
+		if v, ok := strings.CutPrefix(line, "id: "); ok {
+			prevID = v
+		}
+	}
+	if prevID != id {
+		t.Fatalf("resync names %q but the last event it followed was %q", id, prevID)
 	}
 }
