@@ -16,8 +16,8 @@ import (
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
-// sseEvent is one server-sent event; id is its Last-Event-ID
-// ("<epoch>-<seq>"), empty for events a client cannot resume after.
+// sseEvent is one server-sent event; id is what a client that read it
+// reconnects with (Last-Event-ID): "<process epoch>-<seq>".
 type sseEvent struct {
 	name string
 	id   string
