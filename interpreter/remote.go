@@ -99,6 +99,20 @@ func WithRunKey(key string) SubmitOption {
 	return func(s *runtime.RunSpec) { s.Headers[HeaderRunKey] = key }
 }
 
+// WithLabels adds labels to the run (runtime.RunSpec.Labels), to list it
+// by (runtime.ListOptions.Labels). LabelWorkflow stays the workflow's
+// name: a label of that key is ignored. Check them with
+// runtime.ValidateLabels first.
+func WithLabels(labels map[string]string) SubmitOption {
+	return func(s *runtime.RunSpec) {
+		for k, v := range labels {
+			if k != LabelWorkflow {
+				s.Labels[k] = v
+			}
+		}
+	}
+}
+
 // pinDefinitions makes sure the store holds every definition of w. A
 // definition in pins is known stored and costs nothing; any other costs a
 // HEAD, and a create-only PUT when the store lacks it (a racing writer of

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
@@ -101,7 +102,10 @@ func (s *Server) signalRefused(w http.ResponseWriter, key string, err error) {
 	switch {
 	case errors.Is(err, runtime.ErrSignalRejected):
 		msg := strings.TrimPrefix(err.Error(), runtime.ErrSignalRejected.Error()+": ")
-		writeError(w, http.StatusUnprocessableEntity, "signal_rejected", "payload", fmt.Sprintf("signal %q refused, nothing sent: %s", key, msg))
+		// field is the JSON pointer of the payload's part at fault
+		// (absent: the payload as a whole).
+		at, _ := dsl.InstancePointer(err)
+		writeError(w, http.StatusUnprocessableEntity, "signal_rejected", at, fmt.Sprintf("signal %q refused, nothing sent: %s", key, msg))
 	case errors.Is(err, runtime.ErrNoWaiter):
 		writeError(w, http.StatusConflict, "no_waiter", "key", fmt.Sprintf("no run is waiting on %q; nothing was sent (require_waiting; without it the signal is buffered for the next step that waits on the key)", key))
 	default:

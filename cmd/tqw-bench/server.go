@@ -166,6 +166,9 @@ func runServer(ctx context.Context, cfg *config) error {
 	var fanMu sync.Mutex
 	submitted := sync.Map{} // id -> time.Time
 	lost := atomic.Int64{}
+	// resyncs counts the reconnections after the server ended a stream
+	// that fell behind (the client resumes with Last-Event-ID).
+	resyncs := atomic.Int64{}
 	for s := 0; s < serverStreams; s++ {
 		st, err := c.Events(sctx)
 		if err != nil {
@@ -176,6 +179,7 @@ func runServer(ctx context.Context, cfg *config) error {
 		go func() {
 			defer ended.Done()
 			defer st.Close()
+			defer func() { resyncs.Add(int64(st.Resyncs)) }()
 			ready.Done()
 			seen := map[string]bool{}
 			var mine Latencies
@@ -232,7 +236,7 @@ func runServer(ctx context.Context, cfg *config) error {
 	if errors.Is(sctx.Err(), context.DeadlineExceeded) {
 		return errors.New("the streams did not see every run end within 5 minutes")
 	}
-	extra := map[string]any{"streams": serverStreams, "runs": serverRuns, "lost": lost.Load(), "errors": failed.Load(),
+	extra := map[string]any{"streams": serverStreams, "runs": serverRuns, "lost": lost.Load(), "resyncs": resyncs.Load(), "errors": failed.Load(),
 		"submit_p50_ms": apiLats.Percentile(50), "submit_p99_ms": apiLats.Percentile(99)}
 	return cfg.emitFor("file://", newResult("server-sse-fanout", serverClients, int64(fanLats.Len()), time.Since(fanStart).Seconds(), &fanLats, counting.Counts{}, extra))
 }
