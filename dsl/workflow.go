@@ -85,7 +85,7 @@ func (w *Workflow) ValidateInput(v any) error {
 		return nil
 	}
 	if err := w.input.Validate(v); err != nil {
-		return fmt.Errorf("%w: %v", ErrInputInvalid, err)
+		return fmt.Errorf("%w: %w", ErrInputInvalid, err)
 	}
 	return nil
 }

@@ -79,7 +79,7 @@ func (x *exec) invoke(ctx context.Context, a actions.Action, call *actions.Call)
 		stop := x.keepLease(ctx)
 		defer stop()
 	}
-	actx := ctx
+	actx := x.actionContext(ctx)
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		actx, cancel = context.WithTimeout(ctx, timeout)

@@ -73,6 +73,8 @@ func (x *exec) call(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, err
 		if err := addPredictedWaits(&spec, cd.wf); err != nil {
 			return runtime.StepOutcome{}, runtime.Permanent(err)
 		}
+		// The child's run spans are children of this step's.
+		stampTrace(ctx, &spec)
 		if _, err := x.it.rt.Submit(ctx, spec); err != nil {
 			return runtime.StepOutcome{}, runtime.Transient(fmt.Errorf("start child run %s: %w", childID, err))
 		}
@@ -150,6 +152,7 @@ func (it *Interpreter) RunEnded(o *runstate.Outcome) { it.wake(o) }
 // wake sends o to the run's watchers, once: they are dropped as they
 // are woken.
 func (it *Interpreter) wake(o *runstate.Outcome) {
+	it.endRunSpan(o)
 	it.watchMu.Lock()
 	ws := it.watchers[o.RunID]
 	delete(it.watchers, o.RunID)
@@ -254,6 +257,13 @@ func (it *Interpreter) Submit(ctx context.Context, w *Workflow, input any, runID
 	if it.rt == nil {
 		return runtime.SubmitOutcome{}, ErrNotBound
 	}
+	ctx, span := it.startSubmitSpan(ctx, w)
+	out, err := it.submit(ctx, w, input, runID, opts...)
+	endSubmitSpan(span, out, err)
+	return out, err
+}
+
+func (it *Interpreter) submit(ctx context.Context, w *Workflow, input any, runID string, opts ...SubmitOption) (runtime.SubmitOutcome, error) {
 	spec, err := prepareRun(ctx, it.store, &it.pins, it.q, w, input, runID, opts...)
 	if err != nil {
 		return runtime.SubmitOutcome{}, err

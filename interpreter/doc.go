@@ -76,6 +76,18 @@
 //     pinned before its run exists (PrepareRun writes it from another
 //     process before the writer applies the submission), so no
 //     reference count read by the writer can prove it unused.
+//   - Tracing (Options.TracerProvider; off when nil, and then no span is
+//     created): a span per run in this process, from the first step it
+//     runs to the run's end or EndRunSpans (the process giving its runs
+//     up), a child span per step delivery (AttrStep, AttrAction,
+//     AttrAttempt, AttrOutcome; error status when the attempt failed, with
+//     the error text the history stores), and a span per Submit. Submit
+//     stores the submitting span's traceparent as HeaderTraceParent, so
+//     the run spans of every process that works the run, after a crash
+//     too, are children of it in one trace; a child run's spans are
+//     children of its call step's. Spans carry no input, output or
+//     header; an action's context carries the step's redactor
+//     (tracing.WithRedaction), which the HTTP client spans apply.
 //
 // # Costs in object-store requests
 //
@@ -95,7 +107,8 @@
 // Memo reads and writes cost one GET and one PUT each (llm and foreach
 // only). A predicted wait is one KV record in the submission commit (at
 // most 16 per run); checking a signal (ValidateSignal, CheckSignal) costs
-// memory reads, plus one GET for a definition not cached yet.
+// memory reads, plus one GET for a definition not cached yet. Tracing
+// costs no request: the trace header rides in the submission commit.
 //
 // A termination costs the runtime's notification job (riding the
 // terminating commit) and its acknowledgement (one durable commit, which
@@ -126,6 +139,10 @@
 // records and of a child's retained result (a child cancelled at the
 // run's end finishes a little after it) makes that call step find the old
 // child and wait, until its timeout, for an end already reported.
+// A run submitted through PrepareRun (another process's inbox) has no
+// trace header unless its context carried a span: each process's run
+// span is then a trace of its own. A run span stays open (in memory)
+// while the run waits in this process.
 // foreach cannot run sleep or wait_signal: Load refuses such a workflow
 // (foreach.wait-action), and a run pinned to one before this check fails.
 package interpreter

@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
-	"github.com/tqw-dsl/tqw/runtime/clock"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tqw-dsl/tqw/actions/builtin"
 	"github.com/tqw-dsl/tqw/actions/llm"
@@ -28,7 +29,7 @@ import (
 
 var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
-// tenv is an interpreter on a runtime on a mem store driven by a clock.Mock.
+// tenv is an interpreter on a runtime on a mem store driven by a MockClock.
 type tenv struct {
 	t      *testing.T
 	ctx    context.Context
@@ -52,7 +53,12 @@ type tenv struct {
 	ropts runtime.Options
 	// client sends the http and llm actions' requests (nil: Go's default).
 	client *http.Client
+	// tp traces the interpreter (nil: no tracing).
+	tp trace.TracerProvider
 }
+
+// withTracerProvider traces the interpreter with tp.
+func withTracerProvider(tp trace.TracerProvider) envOption { return func(e *tenv) { e.tp = tp } }
 
 // withHTTPClient makes the http and llm actions send through c.
 func withHTTPClient(c *http.Client) envOption { return func(e *tenv) { e.client = c } }
@@ -107,7 +113,7 @@ func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 	if e.wrapStore != nil {
 		istore = e.wrapStore(e.store)
 	}
-	it, err := New(istore, Options{Actions: acts, Getenv: e.getenv, Rand: rand.New(rand.NewPCG(1, 2)), Logger: quiet(), Retention: e.retention,
+	it, err := New(istore, Options{Actions: acts, Getenv: e.getenv, Rand: rand.New(rand.NewPCG(1, 2)), Logger: quiet(), Retention: e.retention, TracerProvider: e.tp,
 		Events: func(ev Event) {
 			select {
 			case e.events <- ev:

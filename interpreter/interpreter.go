@@ -12,11 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
-
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
-	"github.com/tqw-dsl/tqw/runtime/clock"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tqw-dsl/tqw/actions"
 	"github.com/tqw-dsl/tqw/dsl"
@@ -85,6 +85,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Events, when set, is called as steps start and end. It must not block.
 	Events func(Event)
+	// TracerProvider, when set, traces runs: a span per run in this
+	// process, a child span per step delivery, and the submission's span
+	// (see HeaderTraceParent); nil creates no span (package tracing).
+	TracerProvider trace.TracerProvider
 	// Load options for definitions. The registry's actions that are not
 	// built in are added to ExtraActions with the schemas they declare
 	// (actions.SchemaDeclarer), so an action is registered in one place.
@@ -130,6 +134,12 @@ type Interpreter struct {
 
 	watchMu  sync.Mutex
 	watchers map[string][]chan *runstate.Outcome
+
+	// tracer is nil when tracing is off; runSpans are the spans of the
+	// runs this process works, by run id (trace.go).
+	tracer   trace.Tracer
+	spanMu   sync.Mutex
+	runSpans map[string]trace.Span
 }
 
 var (
@@ -151,6 +161,9 @@ func New(store objstore.Store, opts Options) (*Interpreter, error) {
 		log: opts.Logger, events: opts.Events, dslOpts: opts.DSL, margin: opts.LeaseMargin, rand: opts.Rand,
 		retention: opts.Retention, sweepEvery: opts.SweepInterval,
 		defs: map[string]*definition{}, watchers: map[string][]chan *runstate.Outcome{}}
+	if opts.TracerProvider != nil {
+		it.tracer, it.runSpans = opts.TracerProvider.Tracer(tracerName), map[string]trace.Span{}
+	}
 	if it.retention < 0 || it.sweepEvery < 0 {
 		return nil, errors.New("interpreter: Options.Retention and SweepInterval must not be negative")
 	}

@@ -86,6 +86,7 @@ func prepareRun(ctx context.Context, store objstore.Store, pins *pinSet, r runti
 	for _, o := range opts {
 		o(&spec)
 	}
+	stampTrace(ctx, &spec)
 	return spec, nil
 }
 
@@ -96,6 +97,20 @@ type SubmitOption func(*runtime.RunSpec)
 // submits it, so the retention sweep removes the command's claim object.
 func WithRunKey(key string) SubmitOption {
 	return func(s *runtime.RunSpec) { s.Headers[HeaderRunKey] = key }
+}
+
+// WithLabels adds labels to the run (runtime.RunSpec.Labels), to list it
+// by (runstate.ListOptions.Labels). LabelWorkflow stays the workflow's
+// name: a label of that key is ignored. Check them with
+// runtime.ValidateLabels first.
+func WithLabels(labels map[string]string) SubmitOption {
+	return func(s *runtime.RunSpec) {
+		for k, v := range labels {
+			if k != LabelWorkflow {
+				s.Labels[k] = v
+			}
+		}
+	}
 }
 
 // pinDefinitions makes sure the store holds every definition of w. A

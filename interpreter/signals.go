@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/signal"
-
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -218,48 +217,61 @@ var _ signal.Validator = (*Interpreter)(nil)
 // Check validates a signal payload (JSON; empty means null) for the step;
 // an error wraps signal.ErrRejected. A schema that does not compile
 // checks nothing here: the step reports it when it runs.
+//
+// A schema mismatch keeps the *jsonschema.ValidationError in the error's
+// chain, so dsl.InstancePointer locates the part of the payload at fault.
 func (w *WaitingStep) Check(payload []byte) error {
-	if _, reason, err := checkPayload(w.Schema, payload); err == nil && reason != "" {
+	if _, problem, err := checkPayload(w.Schema, payload); err == nil && problem != nil {
 		yet := ""
 		if w.Expected {
 			yet = ", which the run has not reached yet,"
 		}
-		return fmt.Errorf("%w: step %q of run %s%s cannot use it: %s", signal.ErrRejected, w.Step.ID, w.RunID, yet, reason)
+		return fmt.Errorf("%w: step %q of run %s%s cannot use it: %w", signal.ErrRejected, w.Step.ID, w.RunID, yet, problem)
 	}
 	return nil
 }
 
+// payloadProblem is why a signal payload cannot be used: its message,
+// and the validation error behind it (if any).
+type payloadProblem struct {
+	msg   string
+	cause error
+}
+
+func (p *payloadProblem) Error() string { return p.msg }
+func (p *payloadProblem) Unwrap() error { return p.cause }
+
 // checkPayload decodes a signal payload and checks it against schema (nil:
 // any JSON value). It returns the decoded value or why the payload cannot
 // be used, or an error when the schema itself does not compile.
-func checkPayload(schema any, payload []byte) (v any, reason string, err error) {
+func checkPayload(schema any, payload []byte) (v any, problem *payloadProblem, err error) {
 	var sch *jsonschema.Schema
 	if schema != nil {
 		if sch, err = compileSchema(schema); err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
 	}
 	v, err = decodeSignalPayload(payload)
 	if err != nil {
-		return nil, err.Error(), nil
+		return nil, &payloadProblem{msg: err.Error()}, nil
 	}
 	if sch == nil {
-		return v, "", nil
+		return v, nil, nil
 	}
 	inst, err := jsonRoundTrip(v)
 	if err != nil {
-		return nil, "the payload is not a JSON value: " + err.Error(), nil
+		return nil, &payloadProblem{msg: "the payload is not a JSON value: " + err.Error()}, nil
 	}
-	if err := sch.Validate(inst); err != nil {
-		msg := oneLine(err.Error())
+	if verr := sch.Validate(inst); verr != nil {
+		msg := oneLine(verr.Error())
 		// Keep what is wrong where ("at '/approved': got string, want
 		// boolean"), not the schema's internal name.
 		if _, rest, ok := strings.Cut(msg, "; - "); ok {
 			msg = strings.ReplaceAll(rest, "; - ", "; ")
 		}
-		return nil, "the payload does not match the schema: " + msg, nil
+		return nil, &payloadProblem{msg: "the payload does not match the schema: " + msg, cause: verr}, nil
 	}
-	return v, "", nil
+	return v, nil, nil
 }
 
 // compileSchema compiles a wait_signal's with.schema (a plain value).

@@ -31,19 +31,28 @@ type exec struct {
 
 // RunStep executes the current DSL step of a run: one durable step.
 func (it *Interpreter) RunStep(ctx context.Context, rs *runtime.Step) (runtime.StepOutcome, error) {
+	if it.tracer != nil {
+		return it.traceStep(ctx, rs)
+	}
+	_, out, err := it.runStep(ctx, rs)
+	return out, err
+}
+
+// runStep is RunStep; it returns the step's execution once there is one.
+func (it *Interpreter) runStep(ctx context.Context, rs *runtime.Step) (*exec, runtime.StepOutcome, error) {
 	if it.rt == nil {
-		return runtime.StepOutcome{}, runtime.Permanent(ErrNotBound)
+		return nil, runtime.StepOutcome{}, runtime.Permanent(ErrNotBound)
 	}
 	st, err := decodeState(rs.Payload)
 	if err != nil {
-		return runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("run %s, step %d: %w", rs.RunID, rs.Number, err))
+		return nil, runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("run %s, step %d: %w", rs.RunID, rs.Number, err))
 	}
 	d, err := it.definition(ctx, st.Def)
 	if err != nil {
 		if errors.Is(err, ErrDefinitionMissing) || errors.Is(err, ErrCorruptState) {
-			return runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("run %s: %w", rs.RunID, err))
+			return nil, runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("run %s: %w", rs.RunID, err))
 		}
-		return runtime.StepOutcome{}, runtime.Transient(err)
+		return nil, runtime.StepOutcome{}, runtime.Transient(err)
 	}
 	if rs.Number == 0 && !st.Init {
 		// A run submitted under the id of a finished run whose records are
@@ -51,10 +60,10 @@ func (it *Interpreter) RunStep(ctx context.Context, rs *runtime.Step) (runtime.S
 		// here, before it writes anything that would mix with them.
 		found, err := hasRecords(ctx, it.q, rs.RunID)
 		if err != nil {
-			return runtime.StepOutcome{}, runtime.Transient(err)
+			return nil, runtime.StepOutcome{}, runtime.Transient(err)
 		}
 		if found {
-			return runtime.Fail(fmt.Sprintf("%v: the history of an earlier run %s is still stored; submit under a fresh run id", ErrRunIDReused, rs.RunID)), nil
+			return nil, runtime.Fail(fmt.Sprintf("%v: the history of an earlier run %s is still stored; submit under a fresh run id", ErrRunIDReused, rs.RunID)), nil
 		}
 	}
 	x := &exec{it: it, rs: rs, st: st, d: d, wf: d.wf, start: it.now()}
@@ -65,7 +74,7 @@ func (it *Interpreter) RunStep(ctx context.Context, rs *runtime.Step) (runtime.S
 		err = x.red.err(err)
 		x.it.log.Warn("step failed; the runtime retries it", "run", rs.RunID, "step", x.stepID(), "err", err.Error())
 	}
-	return out, err
+	return x, out, err
 }
 
 func (x *exec) stepID() string {

@@ -22,14 +22,14 @@ func (x *exec) waitSignal(ctx context.Context, env *dsl.Env) (runtime.StepOutcom
 		// A payload the step cannot use is set aside before anything
 		// ends the wait, so the wait record stays for the next signal.
 		var (
-			v      any
-			reason string
-			err    error
+			v       any
+			problem *payloadProblem
+			err     error
 		)
 		if x.rs.Signal != nil {
-			v, reason, err = checkPayload(args["schema"], x.rs.Signal)
-			if err == nil && reason != "" {
-				return x.setAsideSignal(args, reason)
+			v, problem, err = checkPayload(args["schema"], x.rs.Signal)
+			if err == nil && problem != nil {
+				return x.setAsideSignal(args, problem.Error())
 			}
 		}
 		if err := x.rs.Effects.Delete(waitKey(x.st.WaitKey)); err != nil {

@@ -3,99 +3,17 @@ package runtime
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
+	"github.com/tqw-dsl/tqw/internal/leasetest"
+
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
-
-// fakeLease is a LeaseGate a test opens, closes and loses.
-type fakeLease struct {
-	mu      sync.Mutex
-	valid   bool
-	free    int // calls that pass while not valid
-	asked   []time.Duration
-	lostErr error
-	lost    chan struct{}
-	changed chan struct{}
-	blocked chan struct{} // a value per call that blocks
-}
-
-func newFakeLease(valid bool) *fakeLease {
-	return &fakeLease{valid: valid, lost: make(chan struct{}), changed: make(chan struct{}), blocked: make(chan struct{}, 100)}
-}
-
-func (f *fakeLease) AwaitValid(ctx context.Context, atLeast time.Duration) error {
-	f.mu.Lock()
-	f.asked = append(f.asked, atLeast)
-	if f.free > 0 {
-		f.free--
-		f.mu.Unlock()
-		return nil
-	}
-	f.mu.Unlock()
-	for first := true; ; first = false {
-		f.mu.Lock()
-		if f.lostErr != nil {
-			err := f.lostErr
-			f.mu.Unlock()
-			return err
-		}
-		if f.valid {
-			f.mu.Unlock()
-			return nil
-		}
-		ch := f.changed
-		f.mu.Unlock()
-		if first {
-			f.blocked <- struct{}{}
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (f *fakeLease) Lost() <-chan struct{} { return f.lost }
-
-func (f *fakeLease) set(valid bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.valid = valid
-	close(f.changed)
-	f.changed = make(chan struct{})
-}
-
-func (f *fakeLease) lose() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.lostErr = &lease.LostError{Where: "writer-lease", Holder: lease.Info{Owner: "other"}}
-	close(f.lost)
-	close(f.changed)
-	f.changed = make(chan struct{})
-}
-
-func (f *fakeLease) waitBlocked(t *testing.T) {
-	t.Helper()
-	select {
-	case <-f.blocked:
-	case <-time.After(time.Minute):
-		t.Fatal("nothing waited for the lease")
-	}
-}
-
-func (f *fakeLease) margins() []time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]time.Duration(nil), f.asked...)
-}
 
 // ranCounter is a one-step runner that counts its invocations.
 func ranCounter(ran chan<- int) StepRunner {
@@ -108,12 +26,12 @@ func ranCounter(ran chan<- int) StepRunner {
 // TestLeaseGateHoldsClaims: while the lease is not valid the worker
 // claims nothing; once it is, the run proceeds.
 func TestLeaseGateHoldsClaims(t *testing.T) {
-	g := newFakeLease(false)
+	g := leasetest.New(false)
 	ran := make(chan int, 10)
 	e := newEnv(t, ranCounter(ran), Options{LeaseGate: g, LeaseMargin: 3 * time.Second})
 	e.submit(RunSpec{RunID: "r1"})
 	e.start()
-	g.waitBlocked(t)
+	g.WaitBlocked(t)
 	if st, err := e.q.Stats(e.ctx, DefaultQueueName); err != nil || st.Claimed != 0 || st.Pending != 1 {
 		t.Fatalf("stats %+v, %v; want the step pending, unclaimed", st, err)
 	}
@@ -122,11 +40,11 @@ func TestLeaseGateHoldsClaims(t *testing.T) {
 		t.Fatal("a step ran while the lease was not valid")
 	default:
 	}
-	g.set(true)
+	g.Set(true)
 	if o := e.outcome(); o.Status != runstate.Succeeded {
 		t.Fatalf("outcome %+v", o)
 	}
-	for _, m := range g.margins() {
+	for _, m := range g.Margins() {
 		if m != 3*time.Second {
 			t.Fatalf("AwaitValid asked for %v, want the 3s margin", m)
 		}
@@ -136,14 +54,14 @@ func TestLeaseGateHoldsClaims(t *testing.T) {
 // TestLeaseGateBeforeRunner: a step claimed while the lease was valid
 // does not start when the lease stopped being valid meanwhile.
 func TestLeaseGateBeforeRunner(t *testing.T) {
-	g := newFakeLease(false)
-	g.free = 1 // the claim's check passes, the runner's does not
+	g := leasetest.New(false)
+	g.PassNext(1) // the claim's check passes, the runner's does not
 	ran := make(chan int, 10)
 	// No hook: the notification loop would take the free pass.
 	e := newEnv(t, ranCounter(ran), Options{LeaseGate: g, LeaseMargin: time.Second, Concurrency: 1, TerminalHook: noopTerminalHook{}})
 	e.submit(RunSpec{RunID: "r1"})
 	e.start()
-	g.waitBlocked(t)
+	g.WaitBlocked(t)
 	if st, err := e.q.Stats(e.ctx, DefaultQueueName); err != nil || st.Claimed != 1 {
 		t.Fatalf("stats %+v, %v; want the step claimed", st, err)
 	}
@@ -152,7 +70,7 @@ func TestLeaseGateBeforeRunner(t *testing.T) {
 		t.Fatal("the runner was invoked while the lease was not valid")
 	default:
 	}
-	g.set(true)
+	g.Set(true)
 	select {
 	case <-ran:
 	case <-e.ctx.Done():
@@ -164,7 +82,7 @@ func TestLeaseGateBeforeRunner(t *testing.T) {
 // lease.ErrLost, cancelling the running step, also while nothing else
 // happens.
 func TestLeaseGateLostStopsRun(t *testing.T) {
-	g := newFakeLease(true)
+	g := leasetest.New(true)
 	entered := make(chan struct{})
 	cancelled := make(chan error, 1)
 	e := newEnv(t, steps{0: func(ctx context.Context, _ *Step) (StepOutcome, error) {
@@ -176,7 +94,7 @@ func TestLeaseGateLostStopsRun(t *testing.T) {
 	e.submit(RunSpec{RunID: "r1"})
 	e.start()
 	<-entered
-	g.lose()
+	g.Lose()
 	select {
 	case <-e.w.Done():
 	case <-e.ctx.Done():
@@ -200,7 +118,7 @@ func TestWithLeaseGateRejectsNegativeMargin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if _, err := New(q, store, ranCounter(make(chan int, 1)), Options{LeaseGate: newFakeLease(true), LeaseMargin: -time.Second}); err == nil {
+	if _, err := New(q, store, ranCounter(make(chan int, 1)), Options{LeaseGate: leasetest.New(true), LeaseMargin: -time.Second}); err == nil {
 		t.Fatal("a negative margin was accepted")
 	}
 }

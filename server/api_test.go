@@ -98,8 +98,16 @@ func TestApprovalLifecycle(t *testing.T) {
 	}
 
 	_, err = f.c.Signal(ctx, "approve:ap1", []byte(`{"approved":"yes"}`), false)
-	if !errors.Is(err, client.ErrRejected) || fieldOf(err) != "payload" || !strings.Contains(err.Error(), "boolean") {
-		t.Fatalf("a payload the schema refuses: %v, want 422 naming the problem", err)
+	if !errors.Is(err, client.ErrRejected) || fieldOf(err) != "/approved" || !strings.Contains(err.Error(), "boolean") {
+		t.Fatalf("a payload the schema refuses: %v, want 422 naming the problem at /approved", err)
+	}
+	// A missing required property is pointed at; so is a part of a nested
+	// value, and a payload wrong as a whole has no field.
+	for payload, want := range map[string]string{`{"by":"ann"}`: "/approved", `{"approved":true,"by":7}`: "/by", `"yes"`: ""} {
+		_, err = f.c.Signal(ctx, "approve:ap1", []byte(payload), false)
+		if !errors.Is(err, client.ErrRejected) || fieldOf(err) != want {
+			t.Fatalf("payload %s: %v, want 422 with field %q", payload, err, want)
+		}
 	}
 	if _, err := f.c.Signal(ctx, "approve:nobody", []byte(`{}`), true); !errors.Is(err, client.ErrConflict) {
 		t.Fatalf("require_waiting with no waiter: %v, want 409", err)
@@ -154,9 +162,12 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"both", client.SubmitRequest{Workflow: "greet.yaml", YAML: "tqw: v1"}, client.ErrBadRequest, "yaml"},
 		{"path", client.SubmitRequest{Workflow: "../greet.yaml"}, client.ErrBadRequest, "workflow"},
 		{"missing file", client.SubmitRequest{Workflow: "nope.yaml"}, client.ErrNotFound, "workflow"},
-		{"invalid file", client.SubmitRequest{Workflow: "broken.yaml"}, client.ErrRejected, "workflow"},
-		{"invalid inline", client.SubmitRequest{YAML: "tqw: v1\nsteps: []\n"}, client.ErrRejected, "yaml"},
-		{"input type", client.SubmitRequest{Workflow: "approval.tqw.yaml", Input: json.RawMessage(`{"request":7}`)}, client.ErrRejected, "input"},
+		// A 422's field is a JSON pointer into the request body.
+		{"invalid file", client.SubmitRequest{Workflow: "broken.yaml"}, client.ErrRejected, "/workflow"},
+		{"invalid inline", client.SubmitRequest{YAML: "tqw: v1\nsteps: []\n"}, client.ErrRejected, "/yaml"},
+		{"input type", client.SubmitRequest{Workflow: "approval.tqw.yaml", Input: json.RawMessage(`{"request":7}`)}, client.ErrRejected, "/input/request"},
+		{"input missing", client.SubmitRequest{Workflow: "approval.tqw.yaml", Input: json.RawMessage(`{}`)}, client.ErrRejected, "/input/request"},
+		{"input not an object", client.SubmitRequest{Workflow: "approval.tqw.yaml", Input: json.RawMessage(`[]`)}, client.ErrRejected, "/input"},
 		{"run id", client.SubmitRequest{Workflow: "greet.yaml", RunID: "bad id!"}, client.ErrBadRequest, "run_id"},
 	}
 	for _, tc := range cases {
@@ -270,10 +281,11 @@ func TestWorkflowsValidateSchema(t *testing.T) {
 	for _, w := range wfs {
 		byName[w.Name] = w
 	}
-	if w := byName["approval.tqw.yaml"]; !w.Valid || w.Steps != 4 || w.Description == "" {
+	// Each file carries its workflow's declared name, as its runs do.
+	if w := byName["approval.tqw.yaml"]; !w.Valid || w.Steps != 4 || w.Description == "" || w.Workflow != "approval" {
 		t.Errorf("approval: %+v", w)
 	}
-	if w := byName["broken.yaml"]; w.Valid || w.Error == "" {
+	if w := byName["broken.yaml"]; w.Valid || w.Error == "" || w.Workflow != "" {
 		t.Errorf("broken: %+v", w)
 	}
 	d, err := f.c.Workflow(ctx, "approval.tqw.yaml")
@@ -405,6 +417,118 @@ func TestConformanceCheckerCatchesDrift(t *testing.T) {
 		ok, errs := c.v.ValidateHttpResponse(req, resp)
 		if ok != tc.ok {
 			t.Errorf("%s: valid=%v, want %v: %s", name, ok, tc.ok, describeValidation(errs))
+		}
+	}
+}
+
+// TestWaitSchemaKeepsDeclaredOrder: the wait's schema carries x-order,
+// the property names in the order the workflow writes them.
+func TestWaitSchemaKeepsDeclaredOrder(t *testing.T) {
+	f := newFixture(t)
+	src := `tqw: v1
+name: ordered
+steps:
+  - id: ask
+    action: wait_signal
+    with:
+      key: "order:${ run.id }"
+      timeout: 1h
+      schema:
+        type: object
+        properties:
+          zeta: {type: string}
+          approved: {type: boolean}
+          mid: {type: object, properties: {b: {type: string}, a: {type: string}}}
+  - id: done
+    succeed: ok
+`
+	if _, err := f.c.Submit(f.ctx, client.SubmitRequest{YAML: src, RunID: "ord1"}); err != nil {
+		t.Fatal(err)
+	}
+	run := f.waitState("ord1", "waiting")
+	if run.Waiting == nil {
+		t.Fatal("a waiting run without its wait")
+	}
+	b, err := json.Marshal(run.Waiting.Schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sch struct {
+		Order      []string `json:"x-order"`
+		Properties struct {
+			Mid struct {
+				Order []string `json:"x-order"`
+			} `json:"mid"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(b, &sch); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(sch.Order, ",") != "zeta,approved,mid" || strings.Join(sch.Properties.Mid.Order, ",") != "b,a" {
+		t.Fatalf("x-order %v and %v in %s; want the declared zeta,approved,mid and b,a", sch.Order, sch.Properties.Mid.Order, b)
+	}
+	// The annotation changes nothing in what the schema accepts.
+	if _, err := f.c.Signal(f.ctx, "order:ord1", []byte(`{"zeta":"z","approved":true}`), true); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState("ord1", "succeeded")
+}
+
+// TestListByLabel: runs submitted with labels are listed by them, with
+// the counts of the runs that carry them; bad labels are refused.
+func TestListByLabel(t *testing.T) {
+	f := newFixture(t)
+	ctx := f.ctx
+	for id, labels := range map[string]map[string]string{
+		"lb-blue1": {"team": "blue"}, "lb-blue2": {"team": "blue", "tier": "gold"}, "lb-red": {"team": "red"}, "lb-none": nil,
+	} {
+		if _, err := f.c.Submit(ctx, client.SubmitRequest{Workflow: "greet.yaml", RunID: id, Labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+		f.waitState(id, "succeeded")
+	}
+	ids := func(l client.RunList) string {
+		var out []string
+		for _, r := range l.Runs {
+			out = append(out, r.RunID)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{"team": "blue"}, "lb-blue1,lb-blue2"},
+		{map[string]string{"team": "blue", "tier": "gold"}, "lb-blue2"},
+		{map[string]string{"team": "green"}, ""},
+		{map[string]string{"workflow": "greet"}, "lb-blue1,lb-blue2,lb-none,lb-red"},
+	} {
+		l, err := f.c.ListRuns(ctx, client.ListOptions{Labels: tc.labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(l); got != tc.want || l.Counts["succeeded"] != len(l.Runs) {
+			t.Errorf("label %v: runs %q counts %v, want %q", tc.labels, got, l.Counts, tc.want)
+		}
+	}
+	run, err := f.c.Run(ctx, "lb-blue2")
+	if err != nil || run.Labels["team"] != "blue" || run.Labels["tier"] != "gold" || run.Labels["workflow"] != "greet" {
+		t.Fatalf("run labels %v %v", run.Labels, err)
+	}
+	if _, err := f.c.Submit(ctx, client.SubmitRequest{Workflow: "greet.yaml", Labels: map[string]string{"workflow": "other"}}); !errors.Is(err, client.ErrBadRequest) || fieldOf(err) != "labels" {
+		t.Errorf("the reserved workflow label: %v, want 400 on labels", err)
+	}
+	if _, err := f.c.Submit(ctx, client.SubmitRequest{Workflow: "greet.yaml", Labels: map[string]string{"": "x"}}); !errors.Is(err, client.ErrBadRequest) || fieldOf(err) != "labels" {
+		t.Errorf("an empty label key: %v, want 400 on labels", err)
+	}
+	for _, q := range []string{"label=nokey", "label==x", "label=a=1&label=a=2"} {
+		r, err := f.raw().Get(f.hs.URL + "/v1/runs?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != http.StatusBadRequest {
+			t.Errorf("GET /v1/runs?%s: %d, want 400", q, r.StatusCode)
 		}
 	}
 }

@@ -33,10 +33,19 @@
 //   - Event streams (server-sent events) report a run's state from durable
 //     records; step_end events are sent once the step's settlement is
 //     durable. A run's stream sends its terminal state after the run's
-//     last step_end (held back at most one Config.Heartbeat) and ends. A
-//     stream that falls behind by 256 events is closed (the client
-//     reconnects and reads the state again). State changes made by other
-//     processes (inbox commands) reach the streams within a heartbeat.
+//     last step_end (held back at most one Config.Heartbeat) and ends.
+//     State changes made by other processes (inbox commands) reach the
+//     streams within a heartbeat.
+//   - Events carry ids ("<process epoch>-<seq>"); a client that reconnects
+//     with Last-Event-ID loses nothing. The stream of every run replays
+//     the changes since from a ring of the last 8192 events or, when the
+//     ring no longer reaches back (or the id is another process's), sends
+//     the current summary of every run that changed since (every run). A
+//     run's stream replays its step events from the ring, then sends the
+//     current state (beyond the ring: the state only; the history has the
+//     steps). A stream that falls 1024 events behind is ended with a
+//     resync event carrying the id to reconnect with, never dropped
+//     silently. The ring costs memory only (about 8192 event payloads).
 //
 // # Cost in object-store requests
 //
@@ -48,9 +57,11 @@
 //   - GET /readyz: Config.Ready's (serve: one HEAD of the lease object, a
 //     stat on file://).
 //   - GET /v1/runs: none; it scans every retained run's record in memory
-//     (for the counts), so its CPU cost grows with the runs retained.
+//     (for the counts), so its CPU cost grows with the runs retained; with
+//     label=k=v it walks that label's index instead.
 //   - GET /v1/runs/{id}: none, plus one GET for a definition this process
-//     has not parsed yet (cached after).
+//     has not parsed yet (cached after); a waiting run's schema gets its
+//     x-order from one YAML parse of the definition (CPU only).
 //   - GET /v1/runs/{id}/history: one GET per step output over
 //     interpreter.InlineOutputLimit (kept in its own object).
 //   - POST /v1/runs: one PUT per workflow file not pinned yet, plus the

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/runstate"
@@ -14,10 +17,20 @@ import (
 	"github.com/tqw-dsl/tqw/interpreter"
 )
 
-// sseEvent is one server-sent event.
+// sseEvent is one server-sent event; id is what a client that read it
+// reconnects with (Last-Event-ID): "<process epoch>-<seq>".
 type sseEvent struct {
 	name string
+	id   string
 	data []byte
+}
+
+// replayed is one published event kept in the broker's ring: for the
+// streams of every run (target "") or of one run (target its id).
+type replayed struct {
+	seq     uint64
+	targets []string
+	ev      sseEvent
 }
 
 // subscriber is one open event stream: of one run (runID set) or of
@@ -36,13 +49,27 @@ type subscriber struct {
 	// which status may show first) or finalAt passes.
 	final   *sseEvent
 	finalAt time.Time
+	// lastID is the id of the last event queued on ch (or, before any,
+	// the broker's position when the stream opened).
+	lastID string
+	// resync, set before the broker drops a stream that fell behind, is
+	// the stream's last event: it tells the client to reconnect with
+	// Last-Event-ID, from where nothing is lost.
+	resync atomic.Pointer[sseEvent]
 }
 
 func (sub *subscriber) drop() { sub.goneOnce.Do(func() { close(sub.gone) }) }
 
 // subscriberBuffer is how many events a stream may lag behind before
-// the broker drops it (the client reconnects and reads the state anew).
-const subscriberBuffer = 256
+// the broker ends it with a resync event (a variable so tests can
+// shrink it). 1024 keeps a burst of state changes (100 streams while
+// 1,000 runs end) from ending streams: a resync costs the client a
+// reconnection.
+var subscriberBuffer = 1024
+
+// defaultReplayRing is how many recent events the broker keeps to replay
+// to a client that reconnects with Last-Event-ID.
+const defaultReplayRing = 8192
 
 // broker fans step events and run state changes out to event streams.
 // State changes are noticed from the runs' step events and the API's own
@@ -53,23 +80,95 @@ type broker struct {
 	s       *Server
 	in      chan interpreter.Event
 	touched chan string
-	seedReq chan chan struct{}
 	subsMu  sync.Mutex
 	subs    map[*subscriber]struct{}
 	// last is the state each run was last published in, for the streams
 	// of every run; seeded (without publishing) when the first opens.
 	last   map[string]string
 	seeded bool
-	quit   chan struct{}
-	once   sync.Once
-	done   chan struct{}
+	// epoch tells this process's event ids from another's; seq numbers
+	// the events published (the loop's alone).
+	epoch string
+	seq   uint64
+	// ring holds the last ringCap events published, oldest first at
+	// ringHead once full.
+	ring     []replayed
+	ringCap  int
+	ringHead int
+	// changed is the seq of the last published state change of each run
+	// in last; seedSeq the seq when last was seeded: a resumption from
+	// before it cannot know what changed, so it is sent every run.
+	changed map[string]uint64
+	seedSeq uint64
+	subReq  chan subscribeReq
+	quit    chan struct{}
+	once    sync.Once
+	done    chan struct{}
 }
 
-func newBroker(s *Server) *broker {
-	b := &broker{s: s, in: make(chan interpreter.Event, 4096), touched: make(chan string, 4096), seedReq: make(chan chan struct{}),
-		subs: map[*subscriber]struct{}{}, last: map[string]string{}, quit: make(chan struct{}), done: make(chan struct{})}
+func newBroker(s *Server, ringCap int) *broker {
+	b := &broker{s: s, in: make(chan interpreter.Event, 4096), touched: make(chan string, 4096),
+		subs: map[*subscriber]struct{}{}, last: map[string]string{}, changed: map[string]uint64{}, subReq: make(chan subscribeReq),
+		epoch: strconv.FormatInt(time.Now().UnixNano(), 36), ringCap: ringCap, quit: make(chan struct{}), done: make(chan struct{})}
 	go b.loop()
 	return b
+}
+
+// eventID is the Last-Event-ID of the event numbered seq.
+func (b *broker) eventID(seq uint64) string { return b.epoch + "-" + strconv.FormatUint(seq, 10) }
+
+// parseEventID returns the seq of a Last-Event-ID this process gave out;
+// ok is false for another process's id or one that does not parse.
+func (b *broker) parseEventID(id string) (seq uint64, ok bool) {
+	epoch, n, found := strings.Cut(id, "-")
+	if !found || epoch != b.epoch {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(n, 10, 64)
+	if err != nil || seq > b.seq {
+		return 0, false
+	}
+	return seq, true
+}
+
+// next numbers a new event for targets and keeps it in the ring.
+func (b *broker) next(name string, data []byte, targets ...string) sseEvent {
+	b.seq++
+	ev := sseEvent{name: name, id: b.eventID(b.seq), data: data}
+	if b.ringCap > 0 {
+		r := replayed{seq: b.seq, targets: targets, ev: ev}
+		if len(b.ring) < b.ringCap {
+			b.ring = append(b.ring, r)
+		} else {
+			b.ring[b.ringHead] = r
+			b.ringHead = (b.ringHead + 1) % b.ringCap
+		}
+	}
+	return ev
+}
+
+// replay returns the ring's events for target after seq; ok is false
+// when the ring no longer holds every event after seq.
+func (b *broker) replay(target string, after uint64) (out []sseEvent, ok bool) {
+	if after == b.seq {
+		return nil, true
+	}
+	if len(b.ring) == 0 || b.ring[b.ringHead].seq > after+1 {
+		return nil, false
+	}
+	for i := range b.ring {
+		r := b.ring[(b.ringHead+i)%len(b.ring)]
+		if r.seq <= after {
+			continue
+		}
+		for _, t := range r.targets {
+			if t == target {
+				out = append(out, r.ev)
+				break
+			}
+		}
+	}
+	return out, true
 }
 
 func (b *broker) close() {
@@ -94,12 +193,110 @@ func (b *broker) touch(runID string) {
 	}
 }
 
-func (b *broker) subscribe(runID, state string) *subscriber {
-	sub := &subscriber{runID: runID, ch: make(chan sseEvent, subscriberBuffer), gone: make(chan struct{}), last: state}
+// subscribeReq asks the loop to open a stream, so that what it replays
+// and what it publishes next neither overlap nor leave a gap.
+type subscribeReq struct {
+	runID  string // "" for the stream of every run
+	state  string // the run's state as the stream's first event says
+	lastID string // the client's Last-Event-ID, if any
+	// ended carries the terminal state event of a run that ended: a
+	// resuming stream holds it back like a live one (the run's last
+	// step events may still be on their way to the broker).
+	ended []byte
+	reply chan subscribed
+}
+
+type subscribed struct {
+	sub *subscriber
+	// first are the events to write before the stream's queue: what the
+	// client missed since lastID.
+	first []sseEvent
+	// at is the id of the broker's position when the stream opened.
+	at string
+	// held says the run's terminal state is held back (subscribeReq.ended):
+	// the broker sends it and ends the stream.
+	held bool
+}
+
+// open registers a stream from the handler's goroutine; nil once the
+// broker closed.
+func (b *broker) open(runID, state, lastID string, ended []byte) *subscribed {
+	req := subscribeReq{runID: runID, state: state, lastID: lastID, ended: ended, reply: make(chan subscribed, 1)}
+	select {
+	case b.subReq <- req:
+	case <-b.quit:
+		return nil
+	}
+	res := <-req.reply
+	return &res
+}
+
+// subscribe runs in the loop: it registers the stream and computes what
+// a client resuming after lastID missed. A run stream gets the ring's
+// step events after lastID (its handler then sends the current state);
+// the stream of every run gets the ring's run events after lastID, or,
+// when the ring no longer reaches back so far, the current summary of
+// every run that changed since (of every run, for an id of another
+// process or from before the broker began following every run).
+func (b *broker) subscribe(ctx context.Context, req subscribeReq) subscribed {
+	sub := &subscriber{runID: req.runID, ch: make(chan sseEvent, subscriberBuffer), gone: make(chan struct{}), last: req.state,
+		lastID: b.eventID(b.seq)}
+	var first []sseEvent
+	if req.runID == "" {
+		b.seed(ctx)
+	}
+	if req.lastID != "" {
+		after, known := b.parseEventID(req.lastID)
+		switch {
+		case req.runID == "" && (!known || after < b.seedSeq):
+			first = b.resyncAll(ctx, 0)
+		case known:
+			var ok bool
+			if first, ok = b.replay(req.runID, after); !ok && req.runID == "" {
+				first = b.resyncAll(ctx, after)
+			}
+		}
+	}
+	held := req.runID != "" && req.lastID != "" && req.ended != nil
+	if held {
+		sub.final, sub.finalAt = &sseEvent{name: "state", data: req.ended}, time.Now().Add(b.s.cfg.Heartbeat)
+	}
 	b.subsMu.Lock()
 	b.subs[sub] = struct{}{}
 	b.subsMu.Unlock()
-	return sub
+	return subscribed{sub: sub, first: first, at: sub.lastID, held: held}
+}
+
+// resyncAll returns the current summary of every run whose state changed
+// after seq (every run for 0), oldest change first, each with the id of
+// its change.
+func (b *broker) resyncAll(ctx context.Context, after uint64) []sseEvent {
+	type change struct {
+		id  string
+		seq uint64
+	}
+	var ids []change
+	for id, seq := range b.changed {
+		if after == 0 || seq > after {
+			ids = append(ids, change{id, seq})
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		return ids[i].seq < ids[j].seq || ids[i].seq == ids[j].seq && ids[i].id < ids[j].id
+	})
+	out := make([]sseEvent, 0, len(ids))
+	for _, c := range ids {
+		st, err := b.s.insp.Status(ctx, c.id)
+		if err != nil {
+			continue // expired since
+		}
+		data, err := json.Marshal(b.s.summary(ctx, st))
+		if err != nil {
+			continue
+		}
+		out = append(out, sseEvent{name: "run", id: b.eventID(c.seq), data: data})
+	}
+	return out
 }
 
 func (b *broker) unsubscribe(sub *subscriber) {
@@ -124,7 +321,9 @@ func (b *broker) snapshot() (run map[string][]*subscriber, all []*subscriber) {
 	return run, all
 }
 
-// send queues ev on sub, dropping a stream that fell behind.
+// send queues ev on sub. A stream that fell behind is ended with a
+// resync event naming the last event it was queued, so its client
+// resumes from there (Last-Event-ID) and misses nothing.
 func send(sub *subscriber, ev sseEvent) {
 	select {
 	case <-sub.gone:
@@ -133,9 +332,20 @@ func send(sub *subscriber, ev sseEvent) {
 	}
 	select {
 	case sub.ch <- ev:
+		if ev.id != "" {
+			sub.lastID = ev.id
+		}
 	default:
+		data, _ := json.Marshal(resyncData{Reason: fmt.Sprintf("this stream fell %d events behind", subscriberBuffer), LastEventID: sub.lastID})
+		sub.resync.Store(&sseEvent{name: "resync", id: sub.lastID, data: data})
 		sub.drop()
 	}
+}
+
+// resyncData is the data of a resync event.
+type resyncData struct {
+	Reason      string `json:"reason"`
+	LastEventID string `json:"last_event_id"`
 }
 
 func (b *broker) loop() {
@@ -162,9 +372,8 @@ func (b *broker) loop() {
 		case id := <-b.touched:
 			run, all := b.snapshot()
 			b.check(ctx, id, run[id], all)
-		case done := <-b.seedReq:
-			b.seed(ctx)
-			close(done)
+		case req := <-b.subReq:
+			req.reply <- b.subscribe(ctx, req)
 		case <-t.C:
 			b.poll(ctx)
 		}
@@ -181,10 +390,9 @@ func ownerOf(runID string) string {
 }
 
 func (b *broker) publishStep(ctx context.Context, ev interpreter.Event) {
+	// Numbered and kept even with no stream open, so a client that
+	// reconnects meanwhile is replayed what it missed.
 	run, all := b.snapshot()
-	if len(run) == 0 && len(all) == 0 {
-		return
-	}
 	name := "step_start"
 	if ev.Kind != "start" {
 		name = "step_end"
@@ -193,15 +401,17 @@ func (b *broker) publishStep(ctx context.Context, ev interpreter.Event) {
 	if err != nil {
 		return
 	}
-	for _, id := range []string{ev.RunID, ownerOf(ev.RunID)} {
+	targets := []string{ev.RunID}
+	if owner := ownerOf(ev.RunID); owner != ev.RunID {
+		targets = append(targets, owner)
+	}
+	sev := b.next(name, data, targets...)
+	for _, id := range targets {
 		for _, sub := range run[id] {
-			send(sub, sseEvent{name: name, data: data})
+			send(sub, sev)
 			if id == ev.RunID && ev.Kind == "end" && (ev.Status == interpreter.OutcomeSucceeded || ev.Status == interpreter.OutcomeFailed) {
 				sub.finalAt = time.Time{} // the run's last step: end now
 			}
-		}
-		if id == ownerOf(ev.RunID) {
-			break
 		}
 	}
 	b.check(ctx, ev.RunID, run[ev.RunID], all)
@@ -215,7 +425,9 @@ func (b *broker) endStreams(subs []*subscriber) {
 	now := time.Now()
 	for _, sub := range subs {
 		if sub.final != nil && !now.Before(sub.finalAt) {
-			send(sub, *sub.final)
+			final := *sub.final
+			final.id = b.eventID(b.seq)
+			send(sub, final)
 			sub.final = nil
 			sub.drop()
 		}
@@ -249,7 +461,8 @@ func (b *broker) publishState(ctx context.Context, st runstate.Status, runSubs [
 			continue
 		}
 		sub.last = state
-		ev := sseEvent{name: "state", data: encode()}
+		// Every event for this run up to seq has been queued on sub.
+		ev := sseEvent{name: "state", id: b.eventID(b.seq), data: encode()}
 		if st.State.Terminal() {
 			sub.final, sub.finalAt = &ev, time.Now().Add(b.s.cfg.Heartbeat)
 			continue
@@ -260,8 +473,10 @@ func (b *broker) publishState(ctx context.Context, st runstate.Status, runSubs [
 		b.seed(ctx)
 		if b.last[st.RunID] != state {
 			b.last[st.RunID] = state
+			ev := b.next("run", encode(), "")
+			b.changed[st.RunID] = b.seq
 			for _, sub := range all {
-				send(sub, sseEvent{name: "run", data: encode()})
+				send(sub, ev)
 			}
 		}
 	}
@@ -274,7 +489,14 @@ func (b *broker) seed(ctx context.Context) {
 		return
 	}
 	b.seeded = true
-	b.forEachRun(ctx, func(st runstate.Status) { b.last[st.RunID] = st.State.String() })
+	// The seed takes a seq of its own: a client resuming from before it
+	// missed changes nobody recorded, and is sent every run.
+	b.seq++
+	b.seedSeq = b.seq
+	b.forEachRun(ctx, func(st runstate.Status) {
+		b.last[st.RunID] = st.State.String()
+		b.changed[st.RunID] = b.seedSeq
+	})
 }
 
 func (b *broker) forEachRun(ctx context.Context, f func(runstate.Status)) bool {
@@ -304,7 +526,7 @@ func (b *broker) poll(ctx context.Context) {
 	}
 	if len(all) == 0 {
 		// Nobody follows every run: forget, and seed anew on the next.
-		b.last, b.seeded = map[string]string{}, false
+		b.last, b.changed, b.seeded = map[string]string{}, map[string]uint64{}, false
 		return
 	}
 	if !b.seeded {
@@ -320,6 +542,7 @@ func (b *broker) poll(ctx context.Context) {
 		for id := range b.last {
 			if !listed[id] {
 				delete(b.last, id) // expired from the store
+				delete(b.changed, id)
 			}
 		}
 	}
@@ -335,10 +558,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, sub *subscriber,
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	write := func(ev sseEvent) bool {
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, ev.data); err != nil {
-			return false
+		var err error
+		if ev.id != "" {
+			_, err = fmt.Fprintf(w, "event: %s\nid: %s\ndata: %s\n\n", ev.name, ev.id, ev.data)
+		} else {
+			_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, ev.data)
 		}
-		return rc.Flush() == nil
+		return err == nil && rc.Flush() == nil
 	}
 	for _, ev := range first {
 		if !write(ev) {
@@ -366,6 +592,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, sub *subscriber,
 						return
 					}
 				default:
+					if rs := sub.resync.Load(); rs != nil {
+						write(*rs)
+					}
 					return
 				}
 			}
@@ -376,6 +605,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, sub *subscriber,
 		}
 	}
 }
+
+// lastEventID is the id a reconnecting client resumes after.
+func lastEventID(r *http.Request) string { return strings.TrimSpace(r.Header.Get("Last-Event-ID")) }
 
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	id, ok := runIDParam(w, r)
@@ -391,23 +623,36 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, "encoding run "+id, err)
 		return
 	}
-	sub := s.events.subscribe(id, st.State.String())
+	var ended []byte
 	if st.State.Terminal() {
-		sub.drop()
+		ended = data
+	}
+	opened := s.events.open(id, st.State.String(), lastEventID(r), ended)
+	if opened == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "", "the server is shutting down")
+		return
+	}
+	if opened.held {
+		// Resuming after the run ended: what the client missed, then the
+		// terminal state once the last step event is in.
+		s.stream(w, r, opened.sub, opened.first)
+		return
+	}
+	if st.State.Terminal() {
+		opened.sub.drop()
 	}
 	// A change between the read above and the subscription is caught by
 	// the next poll: the stream compares with the state it was sent.
 	s.events.touch(id)
-	s.stream(w, r, sub, []sseEvent{{name: "state", data: data}})
+	// What a resuming client missed, then the current state.
+	s.stream(w, r, opened.sub, append(opened.first, sseEvent{name: "state", id: opened.at, data: data}))
 }
 
 func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
-	sub := s.events.subscribe("", "")
-	done := make(chan struct{})
-	select {
-	case s.events.seedReq <- done:
-		<-done
-	case <-s.events.quit:
+	opened := s.events.open("", "", lastEventID(r), nil)
+	if opened == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "", "the server is shutting down")
+		return
 	}
-	s.stream(w, r, sub, nil)
+	s.stream(w, r, opened.sub, opened.first)
 }

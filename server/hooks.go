@@ -350,7 +350,7 @@ func (s *Server) hookRun(w http.ResponseWriter, r *http.Request, h *hookState, b
 			return
 		}
 	}
-	out, status, ok := s.submit(w, wf, input, runID, r)
+	out, status, ok := s.submit(w, wf, input, "", runID, r)
 	if !ok {
 		return
 	}

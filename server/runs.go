@@ -37,6 +37,9 @@ type SubmitRequest struct {
 	// RunID names the run (default a new ULID); submitting the same id
 	// and input again is answered new=false.
 	RunID string `json:"run_id,omitempty"`
+	// Labels tag the run, to list it by (GET /v1/runs?label=k=v); the
+	// key "workflow" is the workflow's name, set by the server.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // SubmitResponse is the answer of POST /v1/runs.
@@ -65,6 +68,9 @@ type RunSummary struct {
 	// Error the error a run failed with.
 	LastError string  `json:"last_error,omitempty"`
 	Error     *string `json:"error"`
+	// Labels are the run's labels, its workflow's name (key workflow)
+	// among them.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Run is one run's detail: GET /v1/runs/{id}.
@@ -81,7 +87,9 @@ type Run struct {
 	Mermaid string `json:"mermaid,omitempty"`
 }
 
-// Waiting is the wait_signal step a waiting run waits in.
+// Waiting is the wait_signal step a waiting run waits in. Each object
+// schema of Schema that lists properties carries dsl.OrderKeyword
+// ("x-order"): its property names in the order the workflow declares.
 type Waiting struct {
 	SignalKey string `json:"signal_key"`
 	Step      string `json:"step"`
@@ -174,7 +182,17 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 		}
 		input = v
 	}
-	out, status, ok := s.submit(w, wf, input, req.RunID, r)
+	if len(req.Labels) > 0 {
+		if _, ok := req.Labels[interpreter.LabelWorkflow]; ok {
+			writeError(w, http.StatusBadRequest, "bad_request", "labels", fmt.Sprintf("label %q is the workflow's name, which the server sets; pick another key", interpreter.LabelWorkflow))
+			return
+		}
+		if err := runtime.ValidateLabels(req.Labels); err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", "labels", err.Error())
+			return
+		}
+	}
+	out, status, ok := s.submit(w, wf, input, "/input", req.RunID, r, interpreter.WithLabels(req.Labels))
 	if ok {
 		writeJSON(w, status, out)
 	}
@@ -191,13 +209,14 @@ func (s *Server) loadRequested(w http.ResponseWriter, req SubmitRequest) (*inter
 		writeError(w, http.StatusBadRequest, "bad_request", "workflow", "give workflow (a file of the server's workflows folder) or yaml (the workflow inline)")
 		return nil, false
 	}
+	// A 422's field is a JSON pointer into the request body.
 	var (
 		wf    *interpreter.Workflow
 		err   error
-		field = "yaml"
+		field = "/yaml"
 	)
 	if req.Workflow != "" {
-		field = "workflow"
+		field = "/workflow"
 		path, ok := s.workflowPath(w, req.Workflow, "workflow")
 		if !ok {
 			return nil, false
@@ -256,10 +275,11 @@ func isWorkflowFile(name string) bool {
 }
 
 // submit validates input and runID and submits the run, answering a
-// refusal itself (ok false).
-func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input any, runID string, r *http.Request) (SubmitResponse, int, bool) {
+// refusal itself (ok false). inputAt is the JSON pointer of the input in
+// the request body ("/input"; "" when the body is the input).
+func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input any, inputAt, runID string, r *http.Request, opts ...interpreter.SubmitOption) (SubmitResponse, int, bool) {
 	if err := wf.ValidateInput(input); err != nil {
-		writeError(w, http.StatusUnprocessableEntity, "invalid_input", "input", fmt.Sprintf("input of %s: %v", wf.Main.File, err))
+		writeError(w, http.StatusUnprocessableEntity, "invalid_input", inputPointer(inputAt, err), fmt.Sprintf("input of %s: %v", wf.Main.File, err))
 		return SubmitResponse{}, 0, false
 	}
 	if runID != "" {
@@ -268,7 +288,7 @@ func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input a
 			return SubmitResponse{}, 0, false
 		}
 	}
-	sub, err := s.it.Submit(r.Context(), wf, input, runID)
+	sub, err := s.it.Submit(r.Context(), wf, input, runID, opts...)
 	switch {
 	case errors.Is(err, runtime.ErrInputMismatch):
 		writeError(w, http.StatusConflict, "run_id_in_use", "run_id", fmt.Sprintf("run id %q is in use by an active run with a different workflow or input; pick another run_id", runID))
@@ -277,7 +297,7 @@ func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input a
 	case errors.Is(err, runtime.ErrInvalidRunID):
 		writeError(w, http.StatusBadRequest, "bad_request", "run_id", err.Error())
 	case errors.Is(err, dsl.ErrInputInvalid):
-		writeError(w, http.StatusUnprocessableEntity, "invalid_input", "input", err.Error())
+		writeError(w, http.StatusUnprocessableEntity, "invalid_input", inputPointer(inputAt, err), err.Error())
 	case err != nil:
 		s.storeFailed(w, "submitting the run", err)
 	default:
@@ -289,6 +309,13 @@ func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input a
 		return SubmitResponse{RunID: sub.RunID, New: sub.NewlySubmitted}, status, true
 	}
 	return SubmitResponse{}, 0, false
+}
+
+// inputPointer is the JSON pointer of the part of the input an input
+// validation error is about, under inputAt.
+func inputPointer(inputAt string, err error) string {
+	p, _ := dsl.InstancePointer(err)
+	return inputAt + p
 }
 
 // storeFailed answers a failure of the store (or the writer) with 503.
@@ -367,7 +394,12 @@ func (s *Server) runDetail(r *http.Request, st runstate.Status) (Run, error) {
 	if st.State == runstate.StateWaiting && st.SignalKey != "" {
 		ws, err := s.it.Waiting(ctx, s.rt.Queue(), st.SignalKey)
 		if err == nil && ws != nil && ws.RunID == st.RunID {
-			run.Waiting = &Waiting{SignalKey: st.SignalKey, Step: ws.Step.ID, Schema: ws.Schema}
+			// The form the UI draws keeps the order the file declares.
+			schema := ws.Schema
+			if schema != nil {
+				schema = ws.Workflow.OrderSchema(ws.Step, "schema", schema)
+			}
+			run.Waiting = &Waiting{SignalKey: st.SignalKey, Step: ws.Step.ID, Schema: schema}
 		} else {
 			run.Waiting = &Waiting{SignalKey: st.SignalKey}
 		}
@@ -390,7 +422,7 @@ func (s *Server) runDetail(r *http.Request, st runstate.Status) (Run, error) {
 // read from its step job (no object-store request on the writer).
 func (s *Server) summary(ctx context.Context, st runstate.Status) RunSummary {
 	sum := RunSummary{RunID: st.RunID, Workflow: st.Headers[interpreter.HeaderWorkflow], State: st.State.String(),
-		StartedAt: st.SubmittedAt.UTC(), SignalKey: st.SignalKey, StepNumber: st.Step, Attempt: st.Attempt, LastError: st.LastError}
+		StartedAt: st.SubmittedAt.UTC(), SignalKey: st.SignalKey, StepNumber: st.Step, Attempt: st.Attempt, LastError: st.LastError, Labels: st.Labels}
 	if st.Error != "" {
 		e := st.Error
 		sum.Error = &e
@@ -432,7 +464,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	var last string
 	more := false
 	for {
-		page, err := s.insp.ListRuns(ctx, runstate.ListOptions{After: after, Limit: listPage})
+		page, err := s.insp.ListRuns(ctx, runstate.ListOptions{After: after, Limit: listPage, Labels: f.labels})
 		if err != nil {
 			s.storeFailed(w, "listing runs", err)
 			return
@@ -475,6 +507,9 @@ type listFilter struct {
 	startedAfter, startedBefore time.Time
 	cursor                      string
 	limit                       int
+	// labels the runs must carry every one of (label=k=v, repeatable),
+	// found through the index of one of them.
+	labels map[string]string
 }
 
 func (f listFilter) matchesExceptState(st runstate.Status) bool {
@@ -525,6 +560,25 @@ func parseListFilter(w http.ResponseWriter, q map[string][]string) (listFilter, 
 			}
 			*p.t = t
 		}
+	}
+	for _, kv := range q["label"] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			writeError(w, http.StatusBadRequest, "bad_request", "label", fmt.Sprintf("label %q: want key=value", kv))
+			return f, false
+		}
+		if f.labels == nil {
+			f.labels = map[string]string{}
+		}
+		if old, dup := f.labels[k]; dup && old != v {
+			writeError(w, http.StatusBadRequest, "bad_request", "label", fmt.Sprintf("label %q is given twice with different values; a run carries one value per key", k))
+			return f, false
+		}
+		f.labels[k] = v
+	}
+	if err := runtime.ValidateLabels(f.labels); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "label", err.Error())
+		return f, false
 	}
 	if v := get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

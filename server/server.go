@@ -60,6 +60,10 @@ type Config struct {
 	Heartbeat time.Duration
 }
 
+// replayRing is how many recent events the broker keeps for clients
+// that reconnect (a variable so tests can shrink it).
+var replayRing = defaultReplayRing
+
 // DefaultHeartbeat is Config.Heartbeat's default.
 const DefaultHeartbeat = time.Second
 
@@ -116,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.hooks[h.Name] = newHookState(h)
 	}
-	s.events = newBroker(s)
+	s.events = newBroker(s, replayRing)
 	s.handler = s.routes()
 	return s, nil
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/signal"
+
+	"github.com/tqw-dsl/tqw/dsl"
 )
 
 // SignalResponse is the answer of POST /v1/signals/{key}.
@@ -101,7 +103,10 @@ func (s *Server) signalRefused(w http.ResponseWriter, key string, err error) {
 	switch {
 	case errors.Is(err, signal.ErrRejected):
 		msg := strings.TrimPrefix(err.Error(), signal.ErrRejected.Error()+": ")
-		writeError(w, http.StatusUnprocessableEntity, "signal_rejected", "payload", fmt.Sprintf("signal %q refused, nothing sent: %s", key, msg))
+		// field is the JSON pointer of the payload's part at fault
+		// (absent: the payload as a whole).
+		at, _ := dsl.InstancePointer(err)
+		writeError(w, http.StatusUnprocessableEntity, "signal_rejected", at, fmt.Sprintf("signal %q refused, nothing sent: %s", key, msg))
 	case errors.Is(err, signal.ErrNoWaiter):
 		writeError(w, http.StatusConflict, "no_waiter", "key", fmt.Sprintf("no run is waiting on %q; nothing was sent (require_waiting; without it the signal is buffered for the next step that waits on the key)", key))
 	default:

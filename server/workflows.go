@@ -16,7 +16,10 @@ import (
 
 // WorkflowInfo is one file of the workflows folder.
 type WorkflowInfo struct {
+	// Name is the file's name; Workflow the workflow's declared name (its
+	// name: field), as runs carry it (RunSummary.Workflow, ?workflow=).
 	Name        string `json:"name"`
+	Workflow    string `json:"workflow,omitempty"`
 	Description string `json:"description"`
 	Steps       int    `json:"steps"`
 	// Valid is false for a file that does not load; Error says why.
@@ -67,7 +70,7 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 		wf, diags, err := dsl.LoadWith(filepath.Join(s.cfg.WorkflowsDir, e.Name()), s.cfg.DSL)
 		switch {
 		case err == nil:
-			info.Valid, info.Description, info.Steps = true, wf.Description, len(wf.Steps)
+			info.Valid, info.Workflow, info.Description, info.Steps = true, wf.Name, wf.Description, len(wf.Steps)
 		case errors.Is(err, dsl.ErrInvalid):
 			info.Error = strings.TrimSpace(diags.Errors().String())
 		default:
@@ -88,7 +91,9 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 	wf, diags, err := dsl.LoadWith(path, s.cfg.DSL)
 	if err != nil {
 		if errors.Is(err, dsl.ErrInvalid) {
-			writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: errorBody{Code: "invalid_workflow", Field: "name",
+			// The file is at fault, not the request: no field; the
+			// diagnostics say where.
+			writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: errorBody{Code: "invalid_workflow",
 				Message: fmt.Sprintf("%s is not a valid workflow: %s", name, strings.TrimSpace(diags.Errors().String())), Diagnostics: diags}})
 			return
 		}

@@ -169,17 +169,14 @@ func benchSteps(ctx context.Context, cfg *config, url string, raw objstore.Store
 // benchHello times 'tqw-dsl run hello.yaml' as a user runs it: a fresh
 // process on a file:// store, end to end.
 func benchHello(ctx context.Context, cfg *config) error {
-	bin := interpBinary
-	if bin == "" {
-		dir, err := os.MkdirTemp("", "tqw-bench-bin-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		bin = filepath.Join(dir, "tqw-dsl")
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tqw-dsl").CombinedOutput(); err != nil {
-			return fmt.Errorf("building tqw-dsl (run from the repository root or pass --tqw-dsl): %v\n%s", err, out)
-		}
+	dir, err := os.MkdirTemp("", "tqw-bench-bin-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin, err := tqwDSL(ctx, interpBinary, dir)
+	if err != nil {
+		return err
 	}
 	if _, err := os.Stat(interpHello); err != nil {
 		return fmt.Errorf("--hello: %w", err)

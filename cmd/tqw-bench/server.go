@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -52,18 +53,18 @@ steps:
 // fresh file:// store with wf as its only workflow file (bench.yaml) and
 // extra flags. It returns serve's address, the binary, the store URL and
 // a func that stops serve and removes everything.
+// servingLine is how serve says where it serves.
+var servingLine = regexp.MustCompile(`serving (http://[0-9.:]+)`)
+
 func startServe(ctx context.Context, bin, wf string, extra ...string) (addr, binPath, store string, stop func(), err error) {
 	dir, err := os.MkdirTemp("", "tqw-bench-serve-")
 	if err != nil {
 		return "", "", "", nil, err
 	}
 	cleanup := func() { os.RemoveAll(dir) }
-	if bin == "" {
-		bin = filepath.Join(dir, "tqw-dsl")
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tqw-dsl").CombinedOutput(); err != nil {
-			cleanup()
-			return "", "", "", nil, fmt.Errorf("building tqw-dsl (run from the repository root or pass --tqw-dsl): %v\n%s", err, out)
-		}
+	if bin, err = tqwDSL(ctx, bin, dir); err != nil {
+		cleanup()
+		return "", "", "", nil, err
 	}
 	wfDir := filepath.Join(dir, "wf")
 	if err := os.MkdirAll(wfDir, 0o755); err != nil {
@@ -91,7 +92,13 @@ func startServe(ctx context.Context, bin, wf string, extra ...string) (addr, bin
 		_ = srv.Wait()
 		cleanup()
 	}
-	addr, err = serveAddress(stderr)
+	addr, err = awaitLine(stderr, "where it serves", func(line string) (string, bool) {
+		m := servingLine.FindStringSubmatch(line)
+		if m == nil {
+			return "", false
+		}
+		return m[1], true
+	})
 	if err != nil {
 		stop()
 		return "", "", "", nil, err
@@ -159,6 +166,9 @@ func runServer(ctx context.Context, cfg *config) error {
 	var fanMu sync.Mutex
 	submitted := sync.Map{} // id -> time.Time
 	lost := atomic.Int64{}
+	// resyncs counts the reconnections after the server ended a stream
+	// that fell behind (the client resumes with Last-Event-ID).
+	resyncs := atomic.Int64{}
 	for s := 0; s < serverStreams; s++ {
 		st, err := c.Events(sctx)
 		if err != nil {
@@ -169,6 +179,7 @@ func runServer(ctx context.Context, cfg *config) error {
 		go func() {
 			defer ended.Done()
 			defer st.Close()
+			defer func() { resyncs.Add(int64(st.Resyncs)) }()
 			ready.Done()
 			seen := map[string]bool{}
 			var mine Latencies
@@ -225,7 +236,7 @@ func runServer(ctx context.Context, cfg *config) error {
 	if errors.Is(sctx.Err(), context.DeadlineExceeded) {
 		return errors.New("the streams did not see every run end within 5 minutes")
 	}
-	extra := map[string]any{"streams": serverStreams, "runs": serverRuns, "lost": lost.Load(), "errors": failed.Load(),
+	extra := map[string]any{"streams": serverStreams, "runs": serverRuns, "lost": lost.Load(), "resyncs": resyncs.Load(), "errors": failed.Load(),
 		"submit_p50_ms": apiLats.Percentile(50), "submit_p99_ms": apiLats.Percentile(99)}
 	return cfg.emitFor("file://", newResult("server-sse-fanout", serverClients, int64(fanLats.Len()), time.Since(fanStart).Seconds(), &fanLats, counting.Counts{}, extra))
 }

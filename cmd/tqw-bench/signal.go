@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -55,12 +54,9 @@ func runSignalLatency(ctx context.Context, cfg *config) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := sigBinary
-	if bin == "" {
-		bin = filepath.Join(dir, "tqw-dsl")
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tqw-dsl").CombinedOutput(); err != nil {
-			return fmt.Errorf("building tqw-dsl (run from the repository root or pass --tqw-dsl): %v\n%s", err, out)
-		}
+	bin, err := tqwDSL(ctx, sigBinary, dir)
+	if err != nil {
+		return err
 	}
 	wf := filepath.Join(dir, "latency.yaml")
 	if err := os.WriteFile(wf, []byte(latencyWorkflow), 0o600); err != nil {
@@ -95,7 +91,9 @@ func signalLatencyOn(ctx context.Context, cfg *config, bin, wf, dir, url string,
 		return err
 	}
 	defer func() { stopWorker(); _ = worker.Wait() }()
-	metricsURL, err := metricsAddress(stderr)
+	metricsURL, err := awaitLine(stderr, "where it serves metrics", func(line string) (string, bool) {
+		return strings.CutPrefix(line, "tqw-dsl worker: metrics at ")
+	})
 	if err != nil {
 		return err
 	}
@@ -147,22 +145,6 @@ func signalLatencyOn(ctx context.Context, cfg *config, bin, wf, dir, url string,
 		Extra: map[string]any{"p90_ms": step.Percentile(90), "cli_p50_ms": cli.Percentile(50), "cli_p90_ms": cli.Percentile(90),
 			"idle_requests_per_min": total, "idle_requests_per_min_by_op": perMin, "gap_s": sigGap.Seconds(),
 			"note": "signal start -> next step's shell 'date'; each signal after --gap of idleness"}})
-}
-
-// metricsAddress reads the worker's stderr until it names its metrics
-// address, then drains the rest in the background.
-func metricsAddress(r io.Reader) (string, error) {
-	sc := bufio.NewScanner(r)
-	var seen []string
-	for sc.Scan() {
-		line := sc.Text()
-		if addr, ok := strings.CutPrefix(line, "tqw-dsl worker: metrics at "); ok {
-			go func() { _, _ = io.Copy(io.Discard, r) }()
-			return addr, nil
-		}
-		seen = append(seen, line)
-	}
-	return "", fmt.Errorf("the worker exited without serving metrics:\n%s", strings.Join(seen, "\n"))
 }
 
 // awaitMark waits for the run's mark step to write its start time.

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"regexp"
 	"strings"
 	"time"
 
@@ -68,20 +64,6 @@ func runSignal(ctx context.Context, cfg *config) error {
 		n++
 	}
 	return cfg.emitFor("file://", newResult("cli-signal-http", 1, n, time.Since(start).Seconds(), &lats, counting.Counts{}, map[string]any{"path": "http"}))
-}
-
-// serveAddress reads serve's stderr until it says where it serves, then
-// drains the rest in the background.
-func serveAddress(r io.Reader) (string, error) {
-	sc := bufio.NewScanner(r)
-	re := regexp.MustCompile(`serving (http://[0-9.:]+)`)
-	for sc.Scan() {
-		if m := re.FindStringSubmatch(sc.Text()); m != nil {
-			go func() { _, _ = io.Copy(io.Discard, r) }()
-			return m[1], nil
-		}
-	}
-	return "", errors.New("serve exited before it said where it serves")
 }
 
 func signalOnce(ctx context.Context, c *client.Client, bin, store string, env []string, n int64) (time.Duration, error) {

@@ -496,7 +496,7 @@ func TestListByWorkflowAndAfter(t *testing.T) {
 // on purpose. README's layout table and runtime/doc.go draw the same
 // arrows.
 var layers = [][]string{
-	{"cmd/tqw-bench", "bench", "examples", "internal/queuetest", "internal/rttest"},
+	{"cmd/tqw-bench", "bench", "examples", "internal/queuetest", "internal/rttest", "internal/leasetest"},
 	{"cmd/tqw-dsl"},
 	{"server"},
 	{"interpreter/engine"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/actions/llm"
 	"github.com/tqw-dsl/tqw/actions/shell"
+	"github.com/tqw-dsl/tqw/interpreter/tracing"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 )
 
@@ -47,7 +48,7 @@ type exitCode struct {
 var exitCodes = []exitCode{
 	{exitOK, "success: the run succeeded, the files are valid, the command was applied"},
 	{exitFailed, "the command ran and failed: the run failed; validate found an error in a file (a file it cannot read included), graph or eval one in the workflow or expression; no such run; the store does not exist, cannot be reached or is damaged; a command sent to the store's live writer failed or got no answer"},
-	{exitUsage, "usage error, and nothing was done: an unknown command or flag, a wrong or missing argument, a file or JSON value given on the command line that cannot be read, an invalid workflow or input given to run or submit, a signal payload the waiting step's schema refuses, a store URL that names no store (or s3:// without credentials), a mem:// store for a run that must outlive the process (submit, run --detach), store truncate without --yes"},
+	{exitUsage, "usage error, and nothing was done: an unknown command or flag, a wrong or missing argument, a file or JSON value given on the command line that cannot be read, an invalid workflow or input given to run or submit, a signal payload the waiting step's schema refuses, a store URL that names no store (or s3:// without credentials), a mem:// store for a run that must outlive the process (submit, run --detach), store truncate without --yes, an OTLP exporter setting tracing cannot honor (grpc)"},
 	{exitCancelled, "the run was cancelled (run)"},
 	{exitInterrupted, "run was interrupted by SIGINT or SIGTERM before the run ended; the run continues with the store's next worker or run (a worker stopped so exits 0)"},
 }
@@ -59,6 +60,7 @@ const (
 	readInherited           // passed on to shell commands (the shell action's LookupEnv)
 	readByGo                // read by Go's standard library
 	readAsHookSecret        // named by a --hooks file (serve's webhooks)
+	readByOTel              // read by the OpenTelemetry SDK and exporter, with tracing on
 )
 
 // envVar is one row of the environment table: variables that share a
@@ -98,6 +100,10 @@ var envVars = []envVar{
 	{[]string{hookSecretPlaceholder}, "every variable a --hooks file names as secret_env: the webhooks' HMAC secrets and bearer tokens, read by serve when it starts", readAsHookSecret},
 	{shell.DefaultInherit, "passed on to the shell action's commands, the only variables of the worker's environment they see (a step's env: adds others)", readInherited},
 	{[]string{"HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY"}, "proxies of the http and llm actions and of s3:// stores (read by Go's net/http, also in lower case)", readByGo},
+	{[]string{tracing.EnvEndpoint, tracing.EnvTracesEndpoint}, "turn OpenTelemetry tracing on: the OTLP/HTTP endpoint the spans of runs, steps and the http and llm actions' requests go to, from run, worker, serve and every command that works the store; unset, nothing is traced", readByName},
+	{[]string{tracing.EnvSDKDisabled, tracing.EnvTracesExporter}, "true, or none: tracing stays off although an endpoint is set; an exporter other than otlp is a usage error", readByName},
+	{[]string{tracing.EnvProtocol, tracing.EnvTracesProtocol}, "http/protobuf (the default) or http/json; grpc is a usage error, as tqw exports OTLP over HTTP only", readByName},
+	{[]string{"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_TRACES_SAMPLER"}, "with tracing on, read by the OpenTelemetry SDK: the service name (default tqw-dsl), resource attributes, the exporter's headers and timeout (also their _TRACES_ forms, with compression and TLS), the sampler (and OTEL_BSP_* batching)", readByOTel},
 	{[]string{"TQW_SHELL_SUPERVISOR"}, "set by tqw-dsl on the process that supervises a shell command (tqw-dsl's own binary); never set it yourself", readByName},
 }
 

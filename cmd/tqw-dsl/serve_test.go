@@ -35,8 +35,9 @@ func startServe(t *testing.T, c *cli, extra ...string) (*bg, string) {
 		t.Fatal(err)
 	}
 	p := c.start(append([]string{"serve", "--addr", "127.0.0.1:0", "--workflows", wfDir, "--inbox-poll", "1h"}, extra...)...)
-	p.waitLine("serving http://")
-	m := regexp.MustCompile(`serving (http://[0-9.:]+)`).FindStringSubmatch(p.stderr())
+	// Its own address, not a former writer's that a takeover line names.
+	p.waitLine("(stop with Ctrl-C)")
+	m := regexp.MustCompile(`serving (http://[0-9.:]+) \(stop with Ctrl-C\)`).FindStringSubmatch(p.stderr())
 	if m == nil {
 		t.Fatalf("no address in %s", p.stderr())
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/interpreter"
 	tqwengine "github.com/tqw-dsl/tqw/interpreter/engine"
+	"github.com/tqw-dsl/tqw/interpreter/tracing"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/remote"
@@ -126,6 +127,8 @@ type engine struct {
 	inboxPoll time.Duration
 	// inboxAnswered is InboxOptions.OnAnswered of serve.
 	inboxAnswered func(remote.Answered)
+	// tracing exports the spans of the runs (off unless OTEL_* says).
+	tracing *tracing.Provider
 
 	closeOnce sync.Once
 	closeErr  error
@@ -221,7 +224,14 @@ func openEngineOn(ctx context.Context, url string, store objstore.Store, o engin
 	if o.wrapStore != nil {
 		store = o.wrapStore(store)
 	}
+	tr, err := tracing.FromEnv(ctx, tracing.Options{ServiceName: "tqw-dsl", Logger: o.log})
+	if err != nil {
+		return nil, failf(exitUsage, "%v", err)
+	}
 	held, err := acquireLease(ctx, store, o)
+	if err != nil {
+		shutdownTracing(tr, o.log)
+	}
 	var active *lease.ActiveError
 	if errors.As(err, &active) {
 		return nil, &busyError{url: url, holder: active}
@@ -235,15 +245,29 @@ func openEngineOn(ctx context.Context, url string, store objstore.Store, o engin
 	}
 	core, err := tqwengine.New(ctx, store, held, tqwengine.Options{
 		Shell: !o.noShell, Concurrency: o.concurrency, Retention: o.retention,
-		Events: o.events, Logger: o.log, InboxPoll: o.inboxPoll,
+		Events: o.events, Logger: o.log, InboxPoll: o.inboxPoll, TracerProvider: tr.TracerProvider(),
 	})
 	if err != nil {
 		e := &engine{lease: held, log: o.log}
 		e.releaseLease()
+		shutdownTracing(tr, o.log)
 		return nil, failf(exitFailed, "opening the store %s: %v", url, err)
 	}
 	return &engine{url: url, store: store, lease: held, core: core, q: core.Runtime().Queue(), rt: core.Runtime(),
-		it: core.Interpreter(), log: o.log, inboxPoll: o.inboxPoll, inboxAnswered: o.inboxAnswered}, nil
+		it: core.Interpreter(), log: o.log, inboxPoll: o.inboxPoll, inboxAnswered: o.inboxAnswered, tracing: tr}, nil
+}
+
+// tracingFlushTimeout bounds the flush of the spans as a writer closes:
+// an unreachable collector does not hold the process up.
+const tracingFlushTimeout = 5 * time.Second
+
+// shutdownTracing flushes the spans of tr (a no-op when tracing is off).
+func shutdownTracing(tr *tracing.Provider, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		log.Warn("tracing: some spans were not sent", "err", err)
+	}
 }
 
 // acquireLease takes the store's writer lease. A dead holder on this
@@ -390,6 +414,7 @@ func (e *engine) Close() error {
 		if err := e.core.Close(context.Background()); err != nil {
 			e.closeErr = failf(exitFailed, "closing the store: %v", err)
 		}
+		shutdownTracing(e.tracing, e.log)
 	})
 	return e.closeErr
 }

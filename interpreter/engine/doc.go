@@ -16,6 +16,11 @@
 // retention sweep, and the store inbox, so `tqw-dsl status`, `signal`,
 // `cancel` and `submit` run from other processes reach this one.
 //
+// With Options.TracerProvider set (tracing.FromEnv builds one from the
+// OTEL_* environment), runs, steps and the http and llm actions' requests
+// are traced (see package tracing); Close ends the spans of runs still
+// open, and the caller then shuts the provider down to flush them.
+//
 // Guarantees: those of the layers below (a step reported complete is
 // durable; a run's outcome reaches Await only once its commit is durable).
 // An Engine is the store's only writer while it is open: Open fails with

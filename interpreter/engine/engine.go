@@ -13,11 +13,13 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"github.com/oklog/ulid/v2"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tqw-dsl/tqw/actions"
 	"github.com/tqw-dsl/tqw/actions/builtin"
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/interpreter"
+	"github.com/tqw-dsl/tqw/interpreter/tracing"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/remote"
@@ -76,6 +78,11 @@ type Options struct {
 	Getenv func(string) string
 	// Events, when set, is called as steps start and end; it must not block.
 	Events func(interpreter.Event)
+	// TracerProvider, when set, traces runs, steps and the http and llm
+	// actions' requests (interpreter.Options.TracerProvider,
+	// tracing.Transport); nil traces nothing. tracing.FromEnv builds one
+	// from the OTEL_* environment; the caller shuts it down after Close.
+	TracerProvider trace.TracerProvider
 	// Logger receives logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -148,7 +155,7 @@ func New(ctx context.Context, store objstore.Store, held *lease.Lease, o Options
 	if o.Retention <= 0 {
 		o.Retention = runtime.DefaultResultRetention
 	}
-	acts := builtin.New(builtin.Options{EnableShell: o.Shell})
+	acts := builtin.New(builtin.Options{EnableShell: o.Shell, HTTPClient: tracing.HTTPClient(o.TracerProvider)})
 	for _, a := range o.Actions {
 		if err := acts.Register(a); err != nil {
 			return nil, fmt.Errorf("engine: register action %q: %w", a.Name(), err)
@@ -164,7 +171,7 @@ func New(ctx context.Context, store objstore.Store, held *lease.Lease, o Options
 	// runtime's result, so a run's id is free again once both are gone.
 	sweep := SweepInterval(o.Retention)
 	e.it, err = interpreter.New(store, interpreter.Options{
-		Actions: acts, Getenv: o.Getenv, Logger: o.Logger, Events: o.Events,
+		Actions: acts, Getenv: o.Getenv, Logger: o.Logger, Events: o.Events, TracerProvider: o.TracerProvider,
 		Retention: o.Retention, SweepInterval: sweep,
 	})
 	if err != nil {
@@ -344,6 +351,8 @@ func (e *Engine) Close(ctx context.Context) error {
 		if err := e.q.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("engine: close the queue: %w", err))
 		}
+		// After the last commit: the runs that ended have ended their spans.
+		e.it.EndRunSpans()
 		// Bounded: a lease object that cannot be released expires by
 		// itself, and everything is durable already.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

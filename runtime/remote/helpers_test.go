@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	goruntime "runtime"
-	"sync"
-	"testing"
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/signal"
 
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/lease"
 )
 
 // The runtime's caller-KV keys the tests read to check what a command
@@ -34,73 +31,6 @@ func bufferHolds(b []byte, payload string) bool {
 		return string(b[9:]) == payload
 	}
 	return false
-}
-
-// fakeLease is a runtime.LeaseGate a test opens and loses.
-type fakeLease struct {
-	mu      sync.Mutex
-	valid   bool
-	lostErr error
-	lost    chan struct{}
-	changed chan struct{}
-	blocked chan struct{} // a value per call that blocks
-}
-
-func newFakeLease(valid bool) *fakeLease {
-	return &fakeLease{valid: valid, lost: make(chan struct{}), changed: make(chan struct{}), blocked: make(chan struct{}, 100)}
-}
-
-func (f *fakeLease) AwaitValid(ctx context.Context, _ time.Duration) error {
-	for first := true; ; first = false {
-		f.mu.Lock()
-		if f.lostErr != nil {
-			err := f.lostErr
-			f.mu.Unlock()
-			return err
-		}
-		if f.valid {
-			f.mu.Unlock()
-			return nil
-		}
-		ch := f.changed
-		f.mu.Unlock()
-		if first {
-			f.blocked <- struct{}{}
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (f *fakeLease) Lost() <-chan struct{} { return f.lost }
-
-func (f *fakeLease) set(valid bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.valid = valid
-	close(f.changed)
-	f.changed = make(chan struct{})
-}
-
-func (f *fakeLease) lose() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.lostErr = &lease.LostError{Where: "writer-lease", Holder: lease.Info{Owner: "other"}}
-	close(f.lost)
-	close(f.changed)
-	f.changed = make(chan struct{})
-}
-
-func (f *fakeLease) waitBlocked(t *testing.T) {
-	t.Helper()
-	select {
-	case <-f.blocked:
-	case <-time.After(time.Minute):
-		t.Fatal("nothing waited for the lease")
-	}
 }
 
 // validatingWaiter waits at step 0 on "k:<run>" and is its own

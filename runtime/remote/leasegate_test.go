@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/leasetest"
+
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
@@ -16,7 +18,7 @@ import (
 func TestLeaseGateInbox(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
-	g := newFakeLease(false)
+	g := leasetest.New(false)
 	w := ibxOpen(t, store, nil, nil, runtime.Options{LeaseGate: g, LeaseMargin: time.Second})
 	t.Cleanup(func() { _ = w.q.Close() })
 	id := ibxSend(t, store, inboxCommand{Kind: CommandSignal, Key: "k", Payload: []byte("1")})
@@ -25,11 +27,11 @@ func TestLeaseGateInbox(t *testing.T) {
 		_, err := DrainInbox(ctx, w.rt, InboxOptions{})
 		drained <- err
 	}()
-	g.waitBlocked(t)
+	g.WaitBlocked(t)
 	if _, ok := ibxAnswer(t, store, id); ok || w.kv(sigBufKey("k")) != nil {
 		t.Fatal("a command was applied while the lease was not valid")
 	}
-	g.set(true)
+	g.Set(true)
 	if err := <-drained; err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func TestLeaseGateInbox(t *testing.T) {
 	}
 
 	id = ibxSend(t, store, inboxCommand{Kind: CommandSignal, Key: "k2", Payload: []byte("2")})
-	g.lose()
+	g.Lose()
 	err := ServeInbox(ctx, w.rt, InboxOptions{})
 	if !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("ServeInbox with a lost lease: %v", err)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -192,6 +193,8 @@ type SubmitRequest struct {
 	YAML     string          `json:"yaml,omitempty"`
 	Input    json.RawMessage `json:"input,omitempty"`
 	RunID    string          `json:"run_id,omitempty"`
+	// Labels tag the run (not the key workflow, the server's own).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // SubmitResponse reports a submission; New is false when the same run
@@ -226,6 +229,9 @@ type RunSummary struct {
 	Until       *time.Time `json:"until,omitempty"`
 	LastError   string     `json:"last_error,omitempty"`
 	Error       *string    `json:"error"`
+	// Labels are the run's labels, its workflow's name (key workflow)
+	// among them.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Totals is what a run cost so far.
@@ -286,6 +292,8 @@ type ListOptions struct {
 	StartedBefore time.Time
 	Cursor        string
 	Limit         int
+	// Labels keeps runs carrying every one of these labels (label=k=v).
+	Labels map[string]string
 }
 
 // RunList is a page of runs.
@@ -315,6 +323,14 @@ func (c *Client) ListRuns(ctx context.Context, o ListOptions) (RunList, error) {
 	}
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	keys := make([]string, 0, len(o.Labels))
+	for k := range o.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		q.Add("label", k+"="+o.Labels[k])
 	}
 	path := "/v1/runs"
 	if len(q) > 0 {
@@ -397,7 +413,10 @@ func (c *Client) Signal(ctx context.Context, key string, payload []byte, require
 
 // WorkflowInfo is one file of the server's workflows folder.
 type WorkflowInfo struct {
+	// Name is the file's name, Workflow the workflow's declared name (as
+	// runs carry it); absent for a file that does not load.
 	Name        string `json:"name"`
+	Workflow    string `json:"workflow,omitempty"`
 	Description string `json:"description"`
 	Steps       int    `json:"steps"`
 	Valid       bool   `json:"valid"`
@@ -469,21 +488,53 @@ func (c *Client) Schema(ctx context.Context) (json.RawMessage, error) {
 }
 
 // Event is one server-sent event: Name is state, step_start, step_end
-// (run streams) or run (the stream of every run); Data its JSON.
+// (run streams) or run (the stream of every run); Data its JSON; ID its
+// id, which a reconnecting client resumes after (Last-Event-ID).
 type Event struct {
 	Name string
+	ID   string
 	Data json.RawMessage
 }
 
 // Stream is an open event stream. Close it when done.
+//
+// The server ends a stream that falls too far behind with a resync
+// event; Next then reconnects with the id of the last event read
+// (Last-Event-ID), and the server resends what the stream missed, so a
+// slow reader loses nothing. A reconnection that fails is Next's error;
+// EventsSince and RunEventsSince resume from LastEventID by hand.
 type Stream struct {
-	body io.ReadCloser
-	sc   *bufio.Scanner
+	c      *Client
+	ctx    context.Context
+	path   string
+	body   io.ReadCloser
+	sc     *bufio.Scanner
+	lastID string
+	// Resyncs counts the reconnections a resync event caused.
+	Resyncs int
 }
+
+// LastEventID is the id of the last event Next returned (or the
+// position the server gave in a resync event): pass it to EventsSince
+// or RunEventsSince to resume after it.
+func (s *Stream) LastEventID() string { return s.lastID }
 
 // Next returns the next event; io.EOF once the server ended the stream
 // (a run stream ends after its run ended).
 func (s *Stream) Next() (Event, error) {
+	for {
+		ev, err := s.read()
+		if err != nil || ev.Name != "resync" {
+			return ev, err
+		}
+		if err := s.reconnect(); err != nil {
+			return Event{}, err
+		}
+	}
+}
+
+// read parses the next event off the wire.
+func (s *Stream) read() (Event, error) {
 	var ev Event
 	var data []string
 	for s.sc.Scan() {
@@ -492,11 +543,16 @@ func (s *Stream) Next() (Event, error) {
 		case line == "":
 			if ev.Name != "" || len(data) > 0 {
 				ev.Data = json.RawMessage(strings.Join(data, "\n"))
+				if ev.ID != "" {
+					s.lastID = ev.ID
+				}
 				return ev, nil
 			}
 		case strings.HasPrefix(line, ":"):
 		case strings.HasPrefix(line, "event:"):
 			ev.Name = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+		case strings.HasPrefix(line, "id:"):
+			ev.ID = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
 		case strings.HasPrefix(line, "data:"):
 			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
 		}
@@ -507,13 +563,35 @@ func (s *Stream) Next() (Event, error) {
 	return Event{}, io.EOF
 }
 
+func (s *Stream) reconnect() error {
+	_ = s.body.Close()
+	ns, err := s.c.stream(s.ctx, s.path, s.lastID)
+	if err != nil {
+		return fmt.Errorf("client: resuming the event stream after %q: %w", s.lastID, err)
+	}
+	s.body, s.sc = ns.body, ns.sc
+	s.Resyncs++
+	return nil
+}
+
 // Close ends the stream.
 func (s *Stream) Close() error { return s.body.Close() }
 
-func (c *Client) stream(ctx context.Context, path string) (*Stream, error) {
-	resp, err := c.send(ctx, http.MethodGet, path, nil, "")
+func (c *Client) stream(ctx context.Context, path, lastID string) (*Stream, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("client: GET %s: %w", path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
@@ -522,18 +600,32 @@ func (c *Client) stream(ctx context.Context, path string) (*Stream, error) {
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	return &Stream{body: resp.Body, sc: sc}, nil
+	return &Stream{c: c, ctx: ctx, path: path, body: resp.Body, sc: sc, lastID: lastID}, nil
 }
 
 // RunEvents opens the event stream of one run: first its current state,
 // then step_start, step_end and state events until it ends.
 func (c *Client) RunEvents(ctx context.Context, id string) (*Stream, error) {
-	return c.stream(ctx, "/v1/runs/"+url.PathEscape(id)+"/events")
+	return c.RunEventsSince(ctx, id, "")
+}
+
+// RunEventsSince resumes a run's stream after the event lastID: the
+// step events since (while the server still holds them), then the
+// current state.
+func (c *Client) RunEventsSince(ctx context.Context, id, lastID string) (*Stream, error) {
+	return c.stream(ctx, "/v1/runs/"+url.PathEscape(id)+"/events", lastID)
 }
 
 // Events opens the stream of every run's state changes (event run).
 func (c *Client) Events(ctx context.Context) (*Stream, error) {
-	return c.stream(ctx, "/v1/events")
+	return c.EventsSince(ctx, "")
+}
+
+// EventsSince resumes the stream of every run after the event lastID:
+// the server resends the changes since, or the current summary of each
+// run that changed since, so no run's latest state is missed.
+func (c *Client) EventsSince(ctx context.Context, lastID string) (*Stream, error) {
+	return c.stream(ctx, "/v1/events", lastID)
 }
 
 // HookResponse is a webhook's answer.

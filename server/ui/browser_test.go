@@ -425,6 +425,10 @@ func TestBrowserApprovalFlow(t *testing.T) {
 	until("the form has a select, a number, a text field and a switch",
 		`!!document.querySelector('#approval-form select[name=decision]') && !!document.querySelector('#approval-form input[name=score][type=number][min="1"][max="5"]') &&
 		 !!document.querySelector('#approval-form input[name=note][type=text][minlength="3"]') && !!document.querySelector('#approval-form input[name=urgent][role=switch]')`)
+	// The fields come in the order the workflow declares them, not sorted.
+	if order := eval("read the form's field order", `[...document.querySelectorAll('#approval-form [name]')].map((e) => e.name).join(',')`); order != "decision,score,note,urgent" {
+		t.Errorf("the review form's fields are in the order %q, want the declared decision,score,note,urgent", order)
+	}
 	until("the graph of the inline workflow highlights its waiting step",
 		`(() => { const c = [...document.querySelectorAll('#graph svg g.node.current')]; return c.length === 1 && /s_review/.test(c[0].id); })()`)
 	step("send the empty form", chromedp.Click(chromedp.CSS(`#approval-form button[type=submit]`)))
@@ -456,6 +460,48 @@ func TestBrowserApprovalFlow(t *testing.T) {
 		t.Errorf("review result shows %s, want decision ship, score 4", got)
 	}
 	shot("review-succeeded")
+
+	// The runs list filters by label, live: a labelled run submitted while
+	// the filter is set appears without a reload, others do not.
+	step("back to the runs list to filter by label", chromedp.Click(chromedp.CSS(`nav a[data-nav=runs]`)))
+	until("the list shows the earlier runs", fmt.Sprintf(`document.querySelector('tr[data-run=%q]') !== null`, runID))
+	step("filter by the label team=blue",
+		chromedp.SendKeys(chromedp.CSS(`#f-label`), "team=blue\n"),
+		chromedp.Blur(chromedp.CSS(`#f-label`)))
+	until("the unlabelled runs leave the list", fmt.Sprintf(`document.querySelector('tr[data-run=%q]') === null && /label=team%%3Dblue/.test(location.search)`, runID))
+	eval("mark the filtered page", `window.tqwNoReload = 'filtered'`)
+	const blueID, redID = "ui-browser-blue", "ui-browser-red"
+	// The red run reaches its wait first, so its events precede the blue
+	// run's on the stream: once the blue row shows, the red one had its chance.
+	srv.api(t, "POST", "/v1/runs", map[string]any{"workflow": "approval.tqw.yaml", "input": map[string]any{"request": "r-44"}, "run_id": redID, "labels": map[string]string{"team": "red"}}, &sub)
+	waitCtx, cancelWait := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancelWait()
+	for {
+		var redRun struct {
+			State string `json:"state"`
+		}
+		srv.api(t, "GET", "/v1/runs/"+redID, nil, &redRun)
+		if redRun.State == "waiting" {
+			break
+		}
+		select {
+		case <-waitCtx.Done():
+			t.Fatalf("the red run did not reach its wait within a minute (state %q)", redRun.State)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	srv.api(t, "POST", "/v1/runs", map[string]any{"workflow": "approval.tqw.yaml", "input": map[string]any{"request": "r-45"}, "run_id": blueID, "labels": map[string]string{"team": "blue"}}, &sub)
+	until("the blue run appears, waiting", fmt.Sprintf(`document.querySelector('tr[data-run=%q][data-state=waiting]') !== null`, blueID))
+	if rows := eval("read the filtered rows", `[...document.querySelectorAll('#runs-body tr')].map((r) => r.dataset.run).join(',')`); rows != blueID {
+		t.Errorf("with the label filter team=blue the list shows %q, want only %s", rows, blueID)
+	}
+	if marker := eval("read the marker", `window.tqwNoReload || ''`); marker != "filtered" {
+		t.Errorf("the filtered list reloaded (the window marker is %q)", marker)
+	}
+	shot("runs-by-label")
+	for _, id := range []string{blueID, redID} {
+		srv.api(t, "POST", "/v1/runs/"+id+"/cancel", nil, nil)
+	}
 
 	// Cancel asks first, then cancels.
 	const cancelID = "ui-browser-cancel"

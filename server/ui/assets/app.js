@@ -153,17 +153,22 @@
 
   // subscribe reads a text/event-stream with fetch (EventSource cannot send
   // an Authorization header) and calls onEvent(type, data) for each event.
-  // It reconnects with backoff while again() says so, calling onOpen at each
-  // connection (a page reloads what it may have missed). It returns a stop function.
+  // It reconnects with backoff while again() says so, sending the id of the
+  // last event read as Last-Event-ID so the server resends what it missed,
+  // and calling onOpen at each connection. A resync event (the server ended
+  // a stream that fell behind) reconnects at once. It returns a stop function.
   function subscribe(path, onEvent, {onOpen, again} = {}) {
     const ctl = new AbortController();
     const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+    const last = {id: ''};
     (async () => {
       let backoff = 500;
       while (!ctl.signal.aborted) {
-        let open = false;
+        let open = false, resync = false;
         try {
-          const res = await fetch(path, {headers: authHeaders({Accept: 'text/event-stream'}), signal: ctl.signal, cache: 'no-store', credentials: 'omit'});
+          const extra = {Accept: 'text/event-stream'};
+          if (last.id) extra['Last-Event-ID'] = last.id;
+          const res = await fetch(path, {headers: authHeaders(extra), signal: ctl.signal, cache: 'no-store', credentials: 'omit'});
           if (await refused(res)) continue;
           if (!res.ok || !res.body) throw new APIError(res.status, null, '');
           open = true;
@@ -178,12 +183,13 @@
             buf += value.replace(/\r/g, '');
             let i;
             while ((i = buf.indexOf('\n\n')) >= 0) {
-              dispatch(buf.slice(0, i), onEvent);
+              if (dispatch(buf.slice(0, i), onEvent, last) === 'resync') resync = true;
               buf = buf.slice(i + 2);
             }
           }
           setLive(-1);
           open = false;
+          if (resync) continue;
           if (again && !again()) return;
         } catch (e) {
           if (open) setLive(-1);
@@ -196,7 +202,9 @@
     })();
     return () => ctl.abort();
   }
-  function dispatch(block, onEvent) {
+  // dispatch parses one event, records its id in last.id and returns its
+  // type; a resync event is the stream's own business, not onEvent's.
+  function dispatch(block, onEvent, last) {
     let type = 'message';
     const data = [];
     for (const line of block.split('\n')) {
@@ -207,11 +215,13 @@
       if (value.startsWith(' ')) value = value.slice(1);
       if (field === 'event') type = value;
       else if (field === 'data') data.push(value);
+      else if (field === 'id') last.id = value;
     }
-    if (!data.length) return;
+    if (!data.length || type === 'resync') return type;
     let parsed;
-    try { parsed = JSON.parse(data.join('\n')); } catch (_) { return; }
+    try { parsed = JSON.parse(data.join('\n')); } catch (_) { return type; }
     onEvent(type, parsed);
+    return type;
   }
 
   // throttle runs f at most once per ms, trailing: a burst of events costs
@@ -336,7 +346,7 @@
   function runsPage() {
     setTitle('Runs');
     const params = new URLSearchParams(location.search);
-    const f = {status: params.get('status') || '', workflow: params.get('workflow') || '', q: params.get('q') || ''};
+    const f = {status: params.get('status') || '', workflow: params.get('workflow') || '', label: params.get('label') || '', q: params.get('q') || ''};
     const rows = new Map(); // run id -> {run, tr}
     let cursor = null, shown = PAGE;
 
@@ -344,6 +354,9 @@
     const status = h('select', {id: 'f-status', name: 'status'}, h('option', {value: ''}, 'any'), STATES.map((s) => h('option', {value: s}, s)));
     const workflow = h('select', {id: 'f-workflow', name: 'workflow'}, h('option', {value: ''}, 'any'));
     const search = h('input', {id: 'f-q', name: 'q', type: 'search', placeholder: 'run id', autocomplete: 'off', spellcheck: 'false'});
+    const label = h('input', {id: 'f-label', name: 'label', type: 'search', placeholder: 'key=value', autocomplete: 'off', spellcheck: 'false', 'aria-describedby': 'f-label-msg'});
+    const labelMsg = h('p', {class: 'field-error', role: 'alert', id: 'f-label-msg'});
+    label.value = f.label;
     const searchMsg = h('p', {class: 'field-error', role: 'alert', id: 'f-q-msg'});
     status.value = f.status;
     search.value = f.q;
@@ -355,6 +368,7 @@
     const form = h('form', {class: 'filters', role: 'search', onsubmit: (ev) => { ev.preventDefault(); openSearched(); }},
       h('div', {}, h('label', {for: 'f-status'}, 'State'), status),
       h('div', {}, h('label', {for: 'f-workflow'}, 'Workflow'), workflow),
+      h('div', {}, h('label', {for: 'f-label'}, 'Label'), label, labelMsg),
       h('div', {}, h('label', {for: 'f-q'}, 'Search by id'), search, searchMsg));
     main().append(h('h1', {}, 'Runs'), counts, form, problem,
       h('table', {'aria-describedby': 'runs-empty'},
@@ -364,11 +378,18 @@
 
     const syncURL = () => {
       const p = new URLSearchParams();
-      for (const k of ['status', 'workflow', 'q']) if (f[k]) p.set(k, f[k]);
+      for (const k of ['status', 'workflow', 'label', 'q']) if (f[k]) p.set(k, f[k]);
       history.replaceState(null, '', '/ui/' + (p.toString() ? '?' + p : ''));
     };
     status.addEventListener('change', () => { f.status = status.value; syncURL(); load(true); });
     workflow.addEventListener('change', () => { f.workflow = workflow.value; syncURL(); load(true); });
+    // A label filter is key=value (the API's label=k=v); applied on change.
+    label.addEventListener('change', () => {
+      const v = label.value.trim();
+      if (v && !/^[^=]+=/.test(v)) { labelMsg.textContent = 'Write the label as key=value.'; label.setAttribute('aria-invalid', 'true'); return; }
+      labelMsg.textContent = ''; label.removeAttribute('aria-invalid');
+      f.label = v; syncURL(); load(true);
+    });
     search.addEventListener('input', () => { f.q = search.value.trim(); searchMsg.textContent = ''; syncURL(); applySearch(); });
 
     const knownWorkflows = new Set();
@@ -382,7 +403,12 @@
     workflowsIndex().then((list) => list.forEach((w) => addWorkflowOption(runWorkflowName(w)))).catch(() => {});
 
     function matches(run) {
-      return (!f.status || run.state === f.status) && (!f.workflow || run.workflow === f.workflow);
+      let byLabel = true;
+      if (f.label) {
+        const i = f.label.indexOf('=');
+        byLabel = !!run.labels && run.labels[f.label.slice(0, i)] === f.label.slice(i + 1);
+      }
+      return (!f.status || run.state === f.status) && (!f.workflow || run.workflow === f.workflow) && byLabel;
     }
     function rowFor(run) {
       const tr = h('tr', {'data-run': run.run_id, 'data-state': run.state},
@@ -438,6 +464,7 @@
       const p = new URLSearchParams();
       if (f.status) p.set('status', f.status);
       if (f.workflow) p.set('workflow', f.workflow);
+      if (f.label) p.set('label', f.label);
       p.set('limit', String(reset ? Math.max(PAGE, shown) : PAGE));
       if (!reset && cursor) p.set('cursor', cursor);
       const mine = loading = call('GET', '/v1/runs?' + p);
@@ -705,7 +732,11 @@
 
     const intro = h('p', {}, 'Step ', h('strong', {}, w.step || '?'), ' waits for the signal ', h('code', {}, w.signal_key), '.');
     if (props) {
-      for (const [name, sub] of Object.entries(props)) form.append(field(name, sub && typeof sub === 'object' ? sub : {}, required.has(name)));
+      // x-order is the order the workflow declares the properties in (a
+      // JSON object's keys have none); names it lacks follow.
+      const declared = Array.isArray(schema['x-order']) ? schema['x-order'].filter((k) => Object.hasOwn(props, k)) : [];
+      const names = [...new Set([...declared, ...Object.keys(props)])];
+      for (const name of names) { const sub = props[name]; form.append(field(name, sub && typeof sub === 'object' ? sub : {}, required.has(name))); }
     } else {
       form.append(field('', {title: 'Payload (JSON)', description: schema ? 'The payload must match the step\'s schema.' : 'Any JSON value.'}, false));
     }
@@ -794,6 +825,7 @@
       if (!ws.length) { list.replaceWith(h('p', {class: 'empty'}, 'The server knows no workflow files (start it with --workflows DIR).')); return; }
       list.replaceChildren(...ws.map((w) => h('li', {'data-workflow': w.name},
         h('h2', {}, h('a', {href: workflowURL(w.name)}, w.name)),
+        w.workflow ? h('p', {class: 'muted', 'data-declared': w.workflow}, 'workflow ', h('code', {}, w.workflow)) : null,
         w.description ? h('p', {}, w.description) : null,
         h('p', {class: 'muted'}, `${w.steps || 0} steps`))));
     } catch (e) { showError(list, e); }

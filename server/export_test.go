@@ -1,0 +1,18 @@
+package server
+
+// SetReplayRing sets how many events the brokers of servers made from
+// now on keep for reconnecting clients; it returns the undo.
+func SetReplayRing(n int) (restore func()) {
+	old := replayRing
+	replayRing = n
+	return func() { replayRing = old }
+}
+
+// SetSubscriberBuffer sets how many events a stream of a server made
+// from now on may lag behind before it is told to resync; it returns the
+// undo.
+func SetSubscriberBuffer(n int) (restore func()) {
+	old := subscriberBuffer
+	subscriberBuffer = n
+	return func() { subscriberBuffer = old }
+}
