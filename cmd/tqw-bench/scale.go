@@ -11,6 +11,7 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +41,8 @@ var scaleBench = struct {
 	runs     int
 	fillConc int
 	plot     string
+	cpuProf  string
+	memProf  string
 }{}
 
 func init() {
@@ -52,6 +55,8 @@ func init() {
 			fs.IntVar(&scaleBench.runs, "runs", 200, "runs measured at each point, one after another (concurrency 1)")
 			fs.IntVar(&scaleBench.fillConc, "fill-concurrency", 32, "runs in flight while filling the store")
 			fs.StringVar(&scaleBench.plot, "plot", "scale.png", "PNG plot to write (empty: none)")
+			fs.StringVar(&scaleBench.cpuProf, "cpuprofile", "", "write CPU profiles of each point's reopen and measured runs to PREFIX-<store>-<retained>-{reopen,steps}.pprof")
+			fs.StringVar(&scaleBench.memProf, "memprofile", "", "write a heap profile at each point, after the reopen, to PREFIX-<store>-<retained>.pprof")
 		},
 		run: runScale,
 	})
@@ -84,7 +89,7 @@ func runScale(ctx context.Context, cfg *config) error {
 	var order []string
 	err := eachStore(ctx, cfg, func(url string, inner objstore.Store) error {
 		prefix := fmt.Sprintf("bench-scale/%d", time.Now().UnixNano())
-		s := &scaleStore{store: counting.New(inner), prefix: prefix}
+		s := &scaleStore{store: counting.New(inner), prefix: prefix, name: storeTag(url)}
 		defer s.close()
 		for _, n := range points {
 			p, err := s.point(ctx, n)
@@ -123,6 +128,8 @@ type scaleStore struct {
 	w      *wf.Worker
 	runner *noopSteps
 	filled int
+	// name tags the store in profile file names.
+	name string
 }
 
 func (s *scaleStore) close() {
@@ -167,11 +174,17 @@ func (s *scaleStore) point(ctx context.Context, retained int) (scalePoint, error
 		return p, err
 	}
 	s.close()
+	stopProf, err := startCPUProfile(fmt.Sprintf("%s-%d-reopen", s.name, retained))
+	if err != nil {
+		return p, err
+	}
 	t0 := time.Now()
 	if err := s.open(ctx); err != nil {
+		stopProf()
 		return p, err
 	}
 	p.reopenMs = float64(time.Since(t0).Microseconds()) / 1e3
+	stopProf()
 	var lists Latencies
 	for range 21 {
 		t0 := time.Now()
@@ -188,20 +201,71 @@ func (s *scaleStore) point(ctx context.Context, retained int) (scalePoint, error
 	var ms goruntime.MemStats
 	goruntime.ReadMemStats(&ms)
 	p.heapMB = float64(ms.HeapAlloc) / (1 << 20)
+	if err := writeHeapProfile(fmt.Sprintf("%s-%d", s.name, retained)); err != nil {
+		return p, err
+	}
+	if stopProf, err = startCPUProfile(fmt.Sprintf("%s-%d-steps", s.name, retained)); err != nil {
+		return p, err
+	}
 	cpu0, t1 := processCPU(), time.Now()
 	for i := range scaleBench.runs {
 		if err := s.measuredRun(ctx, fmt.Sprintf("m%07d-%05d", retained, i)); err != nil {
+			stopProf()
 			return p, err
 		}
 	}
 	secs, cpu := time.Since(t1).Seconds(), processCPU()-cpu0
+	stopProf()
 	steps := float64(scaleBench.runs * scaleBench.steps)
 	p.stepsPerSec = steps / secs
 	p.cpuUsPerStep = float64(cpu) / 1e3 / steps
 	// The measured runs are retained too: seal them with the rest.
 	s.filled += scaleBench.runs
-	_, err := s.rt.Seal(ctx)
+	_, err = s.rt.Seal(ctx)
 	return p, err
+}
+
+// storeTag turns a store URL into a file-name fragment ("file", "s3").
+func storeTag(url string) string {
+	scheme, _, _ := strings.Cut(url, "://")
+	return scheme
+}
+
+// startCPUProfile starts a CPU profile to --cpuprofile's PREFIX-name.pprof
+// and returns its stop; without --cpuprofile it does nothing.
+func startCPUProfile(name string) (func(), error) {
+	if scaleBench.cpuProf == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(scaleBench.cpuProf + "-" + name + ".pprof")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpu profile %s: %w", f.Name(), err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}
+
+// writeHeapProfile writes the live heap to --memprofile's
+// PREFIX-name.pprof; without --memprofile it does nothing.
+func writeHeapProfile(name string) error {
+	if scaleBench.memProf == "" {
+		return nil
+	}
+	// The heap profile lags up to two collections behind.
+	goruntime.GC()
+	goruntime.GC()
+	f, err := os.Create(scaleBench.memProf + "-" + name + ".pprof")
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("heap profile %s: %w", f.Name(), err)
+	}
+	return f.Close()
 }
 
 // measuredRun submits one run and waits for its last step's job to end.
