@@ -37,6 +37,7 @@ import (
 // RSS and runs of --steps no-op steps.
 var scaleBench = struct {
 	retained multiFlag
+	s3Points multiFlag
 	steps    int
 	runs     int
 	fillConc int
@@ -51,6 +52,7 @@ func init() {
 		summary: "steps/s, CPU µs/step, RSS, reopen time and list latency as retained (sealed) runs grow; writes a PNG plot",
 		flags: func(fs *flag.FlagSet) {
 			fs.Var(&scaleBench.retained, "retained", "retained finished runs at each point (comma-separated, ascending; default 0,10000,100000)")
+			fs.Var(&scaleBench.s3Points, "s3-retained", "retained runs at each point on s3:// stores (default --retained's)")
 			fs.IntVar(&scaleBench.steps, "steps", 10, "steps per measured run")
 			fs.IntVar(&scaleBench.runs, "runs", 200, "runs measured at each point, one after another (concurrency 1)")
 			fs.IntVar(&scaleBench.fillConc, "fill-concurrency", 32, "runs in flight while filling the store")
@@ -71,23 +73,24 @@ type scalePoint struct {
 }
 
 func runScale(ctx context.Context, cfg *config) error {
-	points := []int{0, 10_000, 100_000}
-	if len(scaleBench.retained) > 0 {
-		points = points[:0]
-		for _, s := range scaleBench.retained {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 0 || (len(points) > 0 && n < points[len(points)-1]) {
-				return fmt.Errorf("--retained %q: want ascending whole numbers", scaleBench.retained.String())
-			}
-			points = append(points, n)
-		}
+	points, err := parsePoints("--retained", scaleBench.retained, []int{0, 10_000, 100_000})
+	if err != nil {
+		return err
+	}
+	s3Points, err := parsePoints("--s3-retained", scaleBench.s3Points, points)
+	if err != nil {
+		return err
 	}
 	if scaleBench.steps < 1 || scaleBench.runs < 1 || scaleBench.fillConc < 1 {
 		return errors.New("--steps, --runs and --fill-concurrency must be at least 1")
 	}
 	series := map[string][]scalePoint{}
 	var order []string
-	err := eachStore(ctx, cfg, func(url string, inner objstore.Store) error {
+	err = eachStore(ctx, cfg, func(url string, inner objstore.Store) error {
+		points := points
+		if strings.HasPrefix(url, "s3://") {
+			points = s3Points
+		}
 		prefix := fmt.Sprintf("bench-scale/%d", time.Now().UnixNano())
 		s := &scaleStore{store: counting.New(inner), prefix: prefix, name: storeTag(url)}
 		defer s.close()
@@ -117,6 +120,23 @@ func runScale(ctx context.Context, cfg *config) error {
 		return writeScalePlot(scaleBench.plot, order, series)
 	}
 	return nil
+}
+
+// parsePoints parses a flag's ascending retained-run counts, or returns
+// def when the flag is unset.
+func parsePoints(name string, f multiFlag, def []int) ([]int, error) {
+	if len(f) == 0 {
+		return def, nil
+	}
+	var points []int
+	for _, s := range f {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || (len(points) > 0 && n < points[len(points)-1]) {
+			return nil, fmt.Errorf("%s %q: want ascending whole numbers", name, f.String())
+		}
+		points = append(points, n)
+	}
+	return points, nil
 }
 
 // scaleStore is one store filled point after point.
