@@ -111,6 +111,16 @@ func TestSealedRunsReadAsBefore(t *testing.T) {
 			t.Errorf("after sealing the KV still holds %d entries under %s", len(page), p)
 		}
 	}
+	// Nothing per run stays in the KV: the catalog rows find the runs.
+	all, err := e.q.KVScan(e.ctx, "", "", 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range all {
+		if !strings.HasPrefix(kv.Key, kvSealedSegs) && kv.Key != kvSealNext && kv.Key != kvSealGen {
+			t.Errorf("after sealing the KV holds %s", kv.Key)
+		}
+	}
 	segs, _ := store.List(e.ctx, DefaultSealPrefix, "", 100)
 	if len(segs) != 6 { // 10 runs in segments of 4: 3 segments, 2 objects each
 		t.Fatalf("sealed objects: %d, want 6", len(segs))
@@ -178,6 +188,78 @@ func TestSealedRunsReadAsBefore(t *testing.T) {
 	}
 	if page, _ := e.q.KVScan(e.ctx, kvLabels, "", 100); len(page) != 0 {
 		t.Fatalf("label entries of expired runs left: %v", page)
+	}
+}
+
+// memoRunner is recordingRunner that also writes a run memo entry.
+type memoRunner struct{ recordingRunner }
+
+func (r memoRunner) RunStep(ctx context.Context, s *Step) (StepOutcome, error) {
+	if s.Number == 0 {
+		if err := s.RunMemo.Put(ctx, "paid", []byte("answer")); err != nil {
+			return StepOutcome{}, err
+		}
+	}
+	return r.recordingRunner.RunStep(ctx, s)
+}
+
+// Under a memo retention longer than the result retention, a sealed run
+// keeps no memo marker in the KV: its segment hides its runs once their
+// results expire (slim catalog entry), and when the memo retention
+// passes too it clears their memo entries and goes.
+func TestSealedSegmentMemoRetention(t *testing.T) {
+	const n = 6
+	store := mem.New()
+	opts := []Option{WithSealing(SealOptions{BatchRuns: 4, CacheSegments: 2}), WithResultRetention(time.Hour),
+		WithMemoRetention(3 * time.Hour), WithSweepInterval(24 * time.Hour)}
+	e := newEnvCfg(t, store, defaultQueueConfig(), memoRunner{}, opts...)
+	e.start()
+	for i := range n {
+		e.submit(RunSpec{RunID: fmt.Sprintf("run-%02d", i), Input: []byte("ok")})
+	}
+	waitKV(t, e, kvSealQ, n)
+	memoObjects := func() int {
+		objs, err := store.List(e.ctx, e.rt.cfg.memoPrefix, "", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(objs)
+	}
+	if got := memoObjects(); got != n {
+		t.Fatalf("memo objects before sealing: %d, want %d", got, n)
+	}
+	if res, err := e.rt.Sweep(e.ctx); err != nil || res.Sealed != n {
+		t.Fatalf("Sweep: %+v %v", res, err)
+	}
+	if page, _ := e.q.KVScan(e.ctx, kvTerminals, "", 100); len(page) != 0 {
+		t.Fatalf("memo markers of sealed runs left in the KV: %v", page)
+	}
+	e.clock.Advance(90 * time.Minute)
+	res, err := e.rt.Sweep(e.ctx)
+	if err != nil || res.SealedExpired != n || res.MemoRuns != 0 {
+		t.Fatalf("Sweep after the result retention: %+v %v", res, err)
+	}
+	if _, err := e.rt.Status(e.ctx, "run-00"); !errors.Is(err, ErrRunNotFound) {
+		t.Fatalf("Status of a run whose result expired: %v", err)
+	}
+	if got := listString(t, e.rt.Inspector(), ListOptions{}); got != "" {
+		t.Fatalf("ListRuns after the result retention: %q", got)
+	}
+	if got := memoObjects(); got != n {
+		t.Fatalf("memo objects within the memo retention: %d, want %d", got, n)
+	}
+	e.clock.Advance(2 * time.Hour)
+	if res, err := e.rt.Sweep(e.ctx); err != nil || res.SealedExpired != 0 {
+		t.Fatalf("Sweep after the memo retention: %+v %v", res, err)
+	}
+	if got := memoObjects(); got != 0 {
+		t.Fatalf("memo objects after the memo retention: %d, want 0", got)
+	}
+	if segs, _ := store.List(e.ctx, DefaultSealPrefix, "", 100); len(segs) != 0 {
+		t.Fatalf("sealed objects after the memo retention: %v", segs)
+	}
+	if page, _ := e.q.KVScan(e.ctx, kvSealedSegs, "", 100); len(page) != 0 {
+		t.Fatalf("catalog rows after the memo retention: %v", page)
 	}
 }
 

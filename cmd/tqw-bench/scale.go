@@ -150,7 +150,14 @@ type scaleStore struct {
 	filled int
 	// name tags the store in profile file names.
 	name string
+	// slots bound the fill's runs in flight (fillInFlight).
+	slots chan struct{}
 }
+
+// fillInFlight bounds the fill runs submitted and not yet run: the
+// submitters stay ahead of the worker without queueing the whole fill
+// in memory.
+const fillInFlight = 8192
 
 func (s *scaleStore) close() {
 	if s.w != nil {
@@ -172,7 +179,10 @@ func (s *scaleStore) open(ctx context.Context) error {
 		return err
 	}
 	s.runner = &noopSteps{last: scaleBench.steps - 1, waiters: map[string]chan string{}}
-	rt, err := wf.New(q, s.store, scaleRunner{s.runner}, wf.WithConcurrency(scaleBench.fillConc), wf.WithLogger(log),
+	if s.slots == nil {
+		s.slots = make(chan struct{}, fillInFlight)
+	}
+	rt, err := wf.New(q, s.store, scaleRunner{s.runner, s.slots}, wf.WithConcurrency(scaleBench.fillConc), wf.WithLogger(log),
 		wf.WithMemoPrefix(s.prefix+"/memo"), wf.WithSealing(wf.SealOptions{Prefix: s.prefix + "/sealed"}),
 		wf.WithSweepInterval(24*time.Hour))
 	if err != nil {
@@ -332,6 +342,12 @@ func (s *scaleStore) fill(ctx context.Context, n int) error {
 				if i >= int64(n) {
 					return
 				}
+				select {
+				case s.slots <- struct{}{}:
+				case <-ctx.Done():
+					errs <- ctx.Err()
+					return
+				}
 				// Ids in submission order, as ULIDs would be.
 				if _, err := s.rt.Submit(ctx, wf.RunSpec{RunID: fmt.Sprintf("f%09d", base+int(i)), Input: []byte("fill")}); err != nil {
 					errs <- err
@@ -450,12 +466,19 @@ func writeScalePlot(path string, stores []string, series map[string][]scalePoint
 	return f.Close()
 }
 
-// scaleRunner ends fill runs (ids "f...") at their first step and runs
-// measured ones through noopSteps.
-type scaleRunner struct{ *noopSteps }
+// scaleRunner ends fill runs (ids "f...") at their first step, handing
+// back a fill slot, and runs measured ones through noopSteps.
+type scaleRunner struct {
+	*noopSteps
+	slots chan struct{}
+}
 
 func (r scaleRunner) RunStep(ctx context.Context, s *wf.Step) (wf.StepOutcome, error) {
 	if strings.HasPrefix(s.RunID, "f") {
+		select {
+		case <-r.slots:
+		default: // a redelivered step: its slot came back already
+		}
 		return wf.Succeed(nil), nil
 	}
 	return r.noopSteps.RunStep(ctx, s)
