@@ -196,7 +196,11 @@ func (it *Interpreter) onTermination(ctx context.Context, o *runtime.RunOutcome,
 				return runtime.Permanent(err)
 			}
 		}
-		if it.retention > 0 {
+		marker, err := it.needsExpiryMarker(ctx, o)
+		if err != nil {
+			return err
+		}
+		if marker {
 			// The marker carries the run key, so the sweep also removes
 			// the rerun claim of a run whose command never reported it.
 			if err := eff.Put(expireKey(o.FinishedAt, o.RunID), []byte(o.Headers[HeaderRunKey])); err != nil {
@@ -252,7 +256,7 @@ func (it *Interpreter) Submit(ctx context.Context, w *Workflow, input any, runID
 	if it.rt == nil {
 		return runtime.SubmitOutcome{}, ErrNotBound
 	}
-	spec, err := prepareRun(ctx, it.store, &it.pins, it.q, w, input, runID, opts...)
+	spec, err := prepareRun(ctx, it.store, &it.pins, it.rt, it.q, w, input, runID, opts...)
 	if err != nil {
 		return runtime.SubmitOutcome{}, err
 	}

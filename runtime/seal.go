@@ -101,6 +101,11 @@ func (rt *Runtime) sealMarker(runID string, finished time.Time) queue.KVWrite {
 	return queue.KVWrite{Key: timedKey(kvSealQ, finished, runID), Value: []byte{1}}
 }
 
+// Seals reports whether the runtime seals finished runs (WithSealing,
+// with a result retention), so a RunRecordOwner's records of a run leave
+// the KV store with it.
+func (rt *Runtime) Seals() bool { return rt.sealing() }
+
 // sealing reports whether finished runs are sealed.
 func (rt *Runtime) sealing() bool { return rt.cfg.seal != nil && rt.cfg.resultRetention > 0 }
 

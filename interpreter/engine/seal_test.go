@@ -21,11 +21,11 @@ func sealAll(t *testing.T, ctx context.Context, e *engine.Engine, runID string) 
 		if _, err := e.Runtime().Seal(ctx); err != nil {
 			t.Fatalf("Seal: %v", err)
 		}
-		page, err := e.Runtime().Queue().KVScan(ctx, "workflow/sealed/runs/"+runID, "", 1)
+		_, sealed, err := e.Runtime().Inspector().SealedRecords(ctx, runID, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(page) == 1 {
+		if sealed {
 			return
 		}
 		if time.Now().After(deadline) {
