@@ -110,11 +110,10 @@ func (rt *Runtime) Seals() bool { return rt.sealing() }
 func (rt *Runtime) sealing() bool { return rt.cfg.seal != nil && rt.cfg.resultRetention > 0 }
 
 // segmentCache keeps decoded segment indexes, by segment object key, and
-// decoded catalog rows, by their bytes.
+// the decoded catalog.
 type segmentCache struct {
 	store objstore.Store
 	lru   *lru.Cache[string, *archive.Index]
-	metas *lru.Cache[string, *archive.Meta]
 	cat   catalogCache
 }
 
@@ -167,24 +166,7 @@ func newSegmentCache(store objstore.Store, size int) *segmentCache {
 	if err != nil {
 		panic(err) // size is at least 1 (withDefaults)
 	}
-	m, err := lru.New[string, *archive.Meta](4 * size)
-	if err != nil {
-		panic(err)
-	}
-	return &segmentCache{store: store, lru: c, metas: m}
-}
-
-// meta decodes a catalog row, once per distinct row.
-func (c *segmentCache) meta(row []byte) (*archive.Meta, error) {
-	if m, ok := c.metas.Get(string(row)); ok {
-		return m, nil
-	}
-	m, err := archive.DecodeMeta(row)
-	if err != nil {
-		return nil, err
-	}
-	c.metas.Add(string(row), m)
-	return m, nil
+	return &segmentCache{store: store, lru: c}
 }
 
 // index returns the decoded index of m: a cache hit, else one GET.

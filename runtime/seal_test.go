@@ -323,3 +323,125 @@ func TestSealInterruptedAnywhereLeavesEveryRunOnce(t *testing.T) {
 		})
 	}
 }
+
+// A segment expiry interrupted by a failed DELETE (of a memo object while
+// its runs' memo entries are cleared, or of a segment object after the
+// commit) loses nothing and leaves nothing behind: the next pass clears
+// the memo entries again, and the next process's first seal pass
+// deletes the objects no catalog row names.
+func TestSegmentExpiryInterrupted(t *testing.T) {
+	const n = 6
+	cases := []struct {
+		name string
+		rule faults.Rule
+	}{
+		{name: "memo object delete fails", rule: faults.Rule{Ops: faults.OpDelete, KeyPrefix: DefaultMemoPrefix, Nth: 3}},
+		{name: "segment object delete fails", rule: faults.Rule{Ops: faults.OpDelete, KeyPrefix: DefaultSealPrefix, Nth: 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs := faults.New(mem.New(), 1)
+			e := newEnvCfg(t, fs, defaultQueueConfig(), memoRunner{}, WithSealing(SealOptions{BatchRuns: 4}),
+				WithResultRetention(time.Hour), WithMemoRetention(2*time.Hour), WithSweepInterval(24*time.Hour))
+			e.start()
+			for i := range n {
+				e.submit(RunSpec{RunID: fmt.Sprintf("run-%02d", i), Input: []byte("ok")})
+			}
+			waitKV(t, e, kvSealQ, n)
+			if res, err := e.rt.Sweep(e.ctx); err != nil || res.Sealed != n {
+				t.Fatalf("Sweep: %+v %v", res, err)
+			}
+			e.clock.Advance(3 * time.Hour)
+			fs.Set(c.rule)
+			_, err := e.rt.Sweep(e.ctx)
+			fs.Clear()
+			if c.rule.KeyPrefix == DefaultMemoPrefix && err == nil {
+				t.Fatal("the interrupted expiry reported success")
+			}
+			if _, err := e.rt.Sweep(e.ctx); err != nil {
+				t.Fatalf("Sweep after the failure: %v", err)
+			}
+			e.reopen()
+			if _, err := e.rt.Seal(e.ctx); err != nil {
+				t.Fatalf("first seal pass after reopening: %v", err)
+			}
+			for _, p := range []string{DefaultMemoPrefix, DefaultSealPrefix} {
+				if objs, _ := fs.List(e.ctx, p, "", 100); len(objs) != 0 {
+					t.Errorf("objects left under %s: %d", p, len(objs))
+				}
+			}
+			if page, _ := e.q.KVScan(e.ctx, kvSealedSegs, "", 100); len(page) != 0 {
+				t.Errorf("catalog rows left: %d", len(page))
+			}
+			for _, id := range runIDs(n) {
+				if _, err := e.rt.Status(e.ctx, id); !errors.Is(err, ErrRunNotFound) {
+					t.Errorf("Status(%s) after the expiry: %v", id, err)
+				}
+			}
+		})
+	}
+}
+
+// pagesString lists every run through pages of size, following the
+// cursor.
+func pagesString(t *testing.T, in *Inspector, opts ListOptions, size int) string {
+	t.Helper()
+	var all []string
+	opts.Limit = size
+	for {
+		runs, err := in.ListRuns(context.Background(), opts)
+		if err != nil {
+			t.Fatalf("ListRuns: %v", err)
+		}
+		for _, r := range runs {
+			all = append(all, fmt.Sprintf("%s:%s", r.RunID, r.State))
+		}
+		if len(runs) < size {
+			return strings.Join(all, " ")
+		}
+		opts.After = runs[len(runs)-1].RunID
+	}
+}
+
+// Segments whose id ranges overlap (ids not in submission order) list
+// the same runs in the same order as before sealing, page by page, with
+// and without state and label filters.
+func TestSealedListingAcrossOverlappingSegments(t *testing.T) {
+	const n = 23
+	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), recordingRunner{}, WithSealing(SealOptions{BatchRuns: 4, CacheSegments: 2}),
+		WithResultRetention(time.Hour), WithSweepInterval(24*time.Hour))
+	e.start()
+	for i := range n {
+		id := (i * 7) % n // a permutation: segments interleave in id order
+		in := "ok"
+		if id%3 == 0 {
+			in = "fail"
+		}
+		e.submit(RunSpec{RunID: fmt.Sprintf("run-%02d", id), Input: []byte(in), Labels: map[string]string{"mod": fmt.Sprint(id % 4)}})
+		e.waitRun(fmt.Sprintf("run-%02d", id), func(st RunStatus) bool { return st.State.Terminal() })
+	}
+	waitKV(t, e, kvSealQ, n)
+	views := []ListOptions{
+		{},
+		{States: []RunState{StateFailed}},
+		{Labels: map[string]string{"mod": "1"}},
+		{Labels: map[string]string{"mod": "2"}, States: []RunState{StateSucceeded}},
+	}
+	var before []string
+	for _, v := range views {
+		before = append(before, pagesString(t, e.rt.Inspector(), v, 3))
+	}
+	if res, err := e.rt.Sweep(e.ctx); err != nil || res.Sealed != n {
+		t.Fatalf("Sweep: %+v %v", res, err)
+	}
+	for i, v := range views {
+		for _, size := range []int{1, 3, 100} {
+			if got := pagesString(t, e.rt.Inspector(), v, size); got != before[i] {
+				t.Errorf("%+v in pages of %d after sealing:\n got %s\nwant %s", v, size, got, before[i])
+			}
+		}
+	}
+	if !strings.Contains(before[1], "run-03:failed") || strings.Contains(before[1], "succeeded") || len(strings.Fields(before[0])) != n {
+		t.Fatalf("unexpected listings before sealing: %q", before)
+	}
+}
