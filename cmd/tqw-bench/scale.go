@@ -44,6 +44,7 @@ var scaleBench = struct {
 	plot     string
 	cpuProf  string
 	memProf  string
+	waiting  int
 }{}
 
 func init() {
@@ -57,6 +58,7 @@ func init() {
 			fs.IntVar(&scaleBench.runs, "runs", 200, "runs measured at each point, one after another (concurrency 1)")
 			fs.IntVar(&scaleBench.fillConc, "fill-concurrency", 32, "runs in flight while filling the store")
 			fs.StringVar(&scaleBench.plot, "plot", "scale.png", "PNG plot to write (empty: none)")
+			fs.IntVar(&scaleBench.waiting, "waiting", 10_000, "runs parked on a signal (24 h timeout) before the first point, waiting through all of them")
 			fs.StringVar(&scaleBench.cpuProf, "cpuprofile", "", "write CPU profiles of each point's reopen and measured runs to PREFIX-<store>-<retained>-{reopen,steps}.pprof")
 			fs.StringVar(&scaleBench.memProf, "memprofile", "", "write a heap profile at each point, after the reopen, to PREFIX-<store>-<retained>.pprof")
 		},
@@ -69,7 +71,8 @@ type scalePoint struct {
 	retained                  int
 	stepsPerSec, cpuUsPerStep float64
 	rssMB, heapMB             float64
-	reopenMs, listMs          float64
+	reopenMs, reopenCPUMs     float64
+	listMs                    float64
 }
 
 func runScale(ctx context.Context, cfg *config) error {
@@ -103,7 +106,7 @@ func runScale(ctx context.Context, cfg *config) error {
 			r := Result{Bench: "scale", Concurrency: 1, Ops: int64(scaleBench.runs * scaleBench.steps),
 				OpsPerSec: p.stepsPerSec, Extra: map[string]any{
 					"retained_runs": n, "steps_per_sec": p.stepsPerSec, "cpu_us_per_step": p.cpuUsPerStep,
-					"rss_mb": p.rssMB, "heap_mb": p.heapMB, "reopen_ms": p.reopenMs, "list_first_page_ms": p.listMs,
+					"rss_mb": p.rssMB, "heap_mb": p.heapMB, "reopen_ms": p.reopenMs, "reopen_cpu_ms": p.reopenCPUMs, "waiting_runs": scaleBench.waiting, "list_first_page_ms": p.listMs,
 					"op_unit": "step of a measured run (runs of --steps no-op steps at concurrency 1)"}}
 			if err := cfg.emitFor(url, r); err != nil {
 				return err
@@ -199,6 +202,9 @@ func (s *scaleStore) point(ctx context.Context, retained int) (scalePoint, error
 		if err := s.open(ctx); err != nil {
 			return p, err
 		}
+		if err := s.park(ctx, scaleBench.waiting); err != nil {
+			return p, err
+		}
 	}
 	if err := s.fill(ctx, retained-s.filled); err != nil {
 		return p, err
@@ -208,12 +214,13 @@ func (s *scaleStore) point(ctx context.Context, retained int) (scalePoint, error
 	if err != nil {
 		return p, err
 	}
-	t0 := time.Now()
+	t0, c0 := time.Now(), processCPU()
 	if err := s.open(ctx); err != nil {
 		stopProf()
 		return p, err
 	}
 	p.reopenMs = float64(time.Since(t0).Microseconds()) / 1e3
+	p.reopenCPUMs = float64(processCPU()-c0) / 1e6
 	stopProf()
 	var lists Latencies
 	for range 21 {
@@ -368,7 +375,7 @@ func (s *scaleStore) fill(ctx context.Context, n int) error {
 		if err != nil {
 			return err
 		}
-		if st.Pending+st.Scheduled+st.Claimed == 0 {
+		if st.Pending+st.Claimed == 0 && st.Scheduled <= int64(scaleBench.waiting) {
 			break
 		}
 		select {
@@ -380,6 +387,32 @@ func (s *scaleStore) fill(ctx context.Context, n int) error {
 	s.filled += n
 	_, err := s.rt.Seal(ctx)
 	return err
+}
+
+// park submits n runs ("w..." ids) that wait on a signal for 24 hours
+// and returns once every one waits.
+func (s *scaleStore) park(ctx context.Context, n int) error {
+	for i := range n {
+		if _, err := s.rt.Submit(ctx, wf.RunSpec{RunID: fmt.Sprintf("w%09d", i), Input: []byte("wait")}); err != nil {
+			return err
+		}
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := s.q.Stats(ctx, s.rt.QueueName())
+		if err != nil {
+			return err
+		}
+		if st.Scheduled >= int64(n) {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // rssMB returns the process's resident set size in MB (Linux), or -1.
@@ -466,14 +499,18 @@ func writeScalePlot(path string, stores []string, series map[string][]scalePoint
 	return f.Close()
 }
 
-// scaleRunner ends fill runs (ids "f...") at their first step, handing
-// back a fill slot, and runs measured ones through noopSteps.
+// scaleRunner parks waiting runs (ids "w...") on a signal, ends fill runs
+// (ids "f...") at their first step, handing back a fill slot, and runs
+// measured ones through noopSteps.
 type scaleRunner struct {
 	*noopSteps
 	slots chan struct{}
 }
 
 func (r scaleRunner) RunStep(ctx context.Context, s *wf.Step) (wf.StepOutcome, error) {
+	if strings.HasPrefix(s.RunID, "w") {
+		return wf.ContinueOnSignal(nil, "sig-"+s.RunID, 24*time.Hour), nil
+	}
 	if strings.HasPrefix(s.RunID, "f") {
 		select {
 		case <-r.slots:
