@@ -12,6 +12,7 @@ import (
 	goruntime "runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,7 @@ var scaleBench = struct {
 	cpuProf  string
 	memProf  string
 	waiting  int
+	repeat   int
 }{}
 
 func init() {
@@ -58,6 +60,7 @@ func init() {
 			fs.IntVar(&scaleBench.runs, "runs", 200, "runs measured at each point, one after another (concurrency 1)")
 			fs.IntVar(&scaleBench.fillConc, "fill-concurrency", 32, "runs in flight while filling the store")
 			fs.StringVar(&scaleBench.plot, "plot", "scale.png", "PNG plot to write (empty: none)")
+			fs.IntVar(&scaleBench.repeat, "repeat", 5, "measurements of --runs runs at each point; steps/s and CPU per step are their medians")
 			fs.IntVar(&scaleBench.waiting, "waiting", 10_000, "runs parked on a signal (24 h timeout) before the first point, waiting through all of them")
 			fs.StringVar(&scaleBench.cpuProf, "cpuprofile", "", "write CPU profiles of each point's reopen and measured runs to PREFIX-<store>-<retained>-{reopen,steps}.pprof")
 			fs.StringVar(&scaleBench.memProf, "memprofile", "", "write a heap profile at each point, after the reopen, to PREFIX-<store>-<retained>.pprof")
@@ -84,8 +87,8 @@ func runScale(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	if scaleBench.steps < 1 || scaleBench.runs < 1 || scaleBench.fillConc < 1 {
-		return errors.New("--steps, --runs and --fill-concurrency must be at least 1")
+	if scaleBench.steps < 1 || scaleBench.runs < 1 || scaleBench.fillConc < 1 || scaleBench.repeat < 1 {
+		return errors.New("--steps, --runs, --repeat and --fill-concurrency must be at least 1")
 	}
 	series := map[string][]scalePoint{}
 	var order []string
@@ -103,11 +106,11 @@ func runScale(ctx context.Context, cfg *config) error {
 				return fmt.Errorf("scale on %s at %d retained runs: %w", url, n, err)
 			}
 			series[url] = append(series[url], p)
-			r := Result{Bench: "scale", Concurrency: 1, Ops: int64(scaleBench.runs * scaleBench.steps),
+			r := Result{Bench: "scale", Concurrency: 1, Ops: int64(scaleBench.runs * scaleBench.steps * scaleBench.repeat),
 				OpsPerSec: p.stepsPerSec, Extra: map[string]any{
 					"retained_runs": n, "steps_per_sec": p.stepsPerSec, "cpu_us_per_step": p.cpuUsPerStep,
 					"rss_mb": p.rssMB, "heap_mb": p.heapMB, "reopen_ms": p.reopenMs, "reopen_cpu_ms": p.reopenCPUMs, "waiting_runs": scaleBench.waiting, "list_first_page_ms": p.listMs,
-					"op_unit": "step of a measured run (runs of --steps no-op steps at concurrency 1)"}}
+					"op_unit": "step of a measured run (runs of --steps no-op steps at concurrency 1; medians of --repeat measurements)"}}
 			if err := cfg.emitFor(url, r); err != nil {
 				return err
 			}
@@ -244,22 +247,35 @@ func (s *scaleStore) point(ctx context.Context, retained int) (scalePoint, error
 	if stopProf, err = startCPUProfile(fmt.Sprintf("%s-%d-steps", s.name, retained)); err != nil {
 		return p, err
 	}
-	cpu0, t1 := processCPU(), time.Now()
-	for i := range scaleBench.runs {
-		if err := s.measuredRun(ctx, fmt.Sprintf("m%07d-%05d", retained, i)); err != nil {
-			stopProf()
-			return p, err
-		}
-	}
-	secs, cpu := time.Since(t1).Seconds(), processCPU()-cpu0
-	stopProf()
+	var rates, cpus []float64
 	steps := float64(scaleBench.runs * scaleBench.steps)
-	p.stepsPerSec = steps / secs
-	p.cpuUsPerStep = float64(cpu) / 1e3 / steps
+	for r := range scaleBench.repeat {
+		cpu0, t1 := processCPU(), time.Now()
+		for i := range scaleBench.runs {
+			if err := s.measuredRun(ctx, fmt.Sprintf("m%07d-%02d-%05d", retained, r, i)); err != nil {
+				stopProf()
+				return p, err
+			}
+		}
+		secs, cpu := time.Since(t1).Seconds(), processCPU()-cpu0
+		rates = append(rates, steps/secs)
+		cpus = append(cpus, float64(cpu)/1e3/steps)
+	}
+	stopProf()
+	p.stepsPerSec, p.cpuUsPerStep = median(rates), median(cpus)
 	// The measured runs are retained too: seal them with the rest.
-	s.filled += scaleBench.runs
+	s.filled += scaleBench.runs * scaleBench.repeat
 	_, err = s.rt.Seal(ctx)
 	return p, err
+}
+
+// median returns the median of xs (not empty); xs is reordered.
+func median(xs []float64) float64 {
+	sort.Float64s(xs)
+	if n := len(xs); n%2 == 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return xs[len(xs)/2]
 }
 
 // storeTag turns a store URL into a file-name fragment ("file", "s3").
