@@ -445,3 +445,62 @@ func TestSealedListingAcrossOverlappingSegments(t *testing.T) {
 		t.Fatalf("unexpected listings before sealing: %q", before)
 	}
 }
+
+// A store sealed by an earlier build kept a row and label index entries
+// per sealed run in the KV: such runs read the same (the catalog rows
+// carry the same hashes), are listed once, and their expiry deletes the
+// rows and entries.
+func TestSealedByEarlierBuild(t *testing.T) {
+	const n = 6
+	store := mem.New()
+	e := sealEnv(t, store, n)
+	if res, err := e.rt.Sweep(e.ctx); err != nil || res.Sealed != n {
+		t.Fatalf("Sweep: %+v %v", res, err)
+	}
+	segs, err := e.rt.insp.catalog().catalog(e.ctx, e.q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the earlier build wrote beside the catalog rows.
+	for _, m := range segs {
+		x, err := e.rt.insp.segments.index(e.ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range x.Entries {
+			en := &x.Entries[i]
+			row, err := encodeRecord(&sealedRow{Nonce: en.Nonce, Seq: m.Seq, State: TerminalStatus(en.Status)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.q.KVPut(e.ctx, sealedRunKey(en.ID), row); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range labelWrites(en.Labels, en.ID, en.Nonce) {
+				if err := e.q.KVPut(e.ctx, w.Key, w.Value); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	e.reopen()
+	want := "run-01:succeeded run-03:succeeded run-05:failed"
+	if got := listString(t, e.rt.Inspector(), ListOptions{Labels: map[string]string{"parity": "1"}}); got != want {
+		t.Fatalf("labelled listing: %q, want %q", got, want)
+	}
+	if got := listString(t, e.rt.Inspector(), ListOptions{}); len(strings.Fields(got)) != n {
+		t.Fatalf("listing: %q, want %d runs once each", got, n)
+	}
+	if st, err := e.rt.Status(e.ctx, "run-04"); err != nil || st.State != StateSucceeded {
+		t.Fatalf("Status(run-04) = %+v, %v", st, err)
+	}
+	e.clock.Advance(2 * time.Hour)
+	if res, err := e.rt.Sweep(e.ctx); err != nil || res.SealedExpired != n {
+		t.Fatalf("Sweep after the retention: %+v %v", res, err)
+	}
+	for _, p := range []string{kvSealedRuns, kvLabels, kvSealedSegs} {
+		if page, _ := e.q.KVScan(e.ctx, p, "", 100); len(page) != 0 {
+			t.Errorf("left under %s after the expiry: %d entries", p, len(page))
+		}
+	}
+}
