@@ -201,7 +201,11 @@ func (it *Interpreter) onTermination(ctx context.Context, o *runstate.Outcome, e
 				return runtime.Permanent(err)
 			}
 		}
-		if it.retention > 0 {
+		marker, err := it.needsExpiryMarker(ctx, o)
+		if err != nil {
+			return err
+		}
+		if marker {
 			// The marker carries the run key, so the sweep also removes
 			// the rerun claim of a run whose command never reported it.
 			if err := eff.Put(expireKey(o.FinishedAt, o.RunID), []byte(o.Headers[HeaderRunKey])); err != nil {
@@ -264,7 +268,7 @@ func (it *Interpreter) Submit(ctx context.Context, w *Workflow, input any, runID
 }
 
 func (it *Interpreter) submit(ctx context.Context, w *Workflow, input any, runID string, opts ...SubmitOption) (runtime.SubmitOutcome, error) {
-	spec, err := prepareRun(ctx, it.store, &it.pins, it.q, w, input, runID, opts...)
+	spec, err := prepareRun(ctx, it.store, &it.pins, it.rt, it.q, w, input, runID, opts...)
 	if err != nil {
 		return runtime.SubmitOutcome{}, err
 	}

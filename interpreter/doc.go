@@ -58,6 +58,15 @@
 //     first, deletes objects, then the KV records with the marker last, so
 //     a crash mid-sweep is finished by the next pass. The hook also drops
 //     at once the wait entry of a run that ended while waiting.
+//   - Sealed runs (runtime.Options.Sealing; the engine and the CLI seal by
+//     default): the Interpreter is a runtime.RunRecordOwner, so a run's
+//     history, step outputs and child index move into its sealed segment
+//     with its result and leave the KV store; History reads them back
+//     through a Reader from WithSealed (the CLI's status and history and
+//     the server do), and they expire with the segment. A sealed run then
+//     needs a retention marker only for what lives outside the KV (a
+//     rerun claim, large-output objects), so a plain run leaves nothing
+//     of the interpreter's in memory.
 //   - A bad signal never fails a run. The Interpreter is the runtime's
 //     SignalValidator: a signal whose receiving step is known (one waiting
 //     on its key, or one predicted at submission: a wait_signal whose

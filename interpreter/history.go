@@ -120,9 +120,49 @@ var (
 	_ Reader = (*storage.Reader)(nil)
 )
 
+// SealedRecordReader reads the records a sealed run's segment holds;
+// *runtime.Inspector implements it (Runtime.Inspector on the writer,
+// runtime.NewArchiveInspector elsewhere).
+type SealedRecordReader interface {
+	SealedRecords(ctx context.Context, runID, prefix string) ([]storage.KVEntry, bool, error)
+}
+
+// WithSealed returns r reading also the records of runs sealed into
+// segments (the interpreter is a runtime.RunRecordOwner: a sealed run's
+// history and outputs leave the KV store with it): History on it finds a
+// sealed run's history in its segment.
+func WithSealed(r Reader, sealed SealedRecordReader) Reader {
+	return sealedReader{Reader: r, sealed: sealed}
+}
+
+type sealedReader struct {
+	Reader
+	sealed SealedRecordReader
+}
+
+// RunRecordPrefixes implements runtime.RunRecordOwner: a run's history,
+// its step outputs and its children's index are sealed with the run,
+// so a finished run leaves nothing of the interpreter's in the KV store
+// but its retention marker. Its wait entries are gone by then (removed
+// in its terminal notification's commit).
+func (it *Interpreter) RunRecordPrefixes(runID string) []string {
+	return []string{histPrefix(runID), outPrefix(runID), childPrefix(runID)}
+}
+
 // History returns the history records of runID in order, with large
-// outputs read back from their objects. A run never run has none.
+// outputs read back from their objects. A run never run has none. On a
+// Reader from WithSealed it reads a sealed run's history from its
+// segment (one GET of the segment's data object, plus its index unless
+// cached); otherwise from the KV store (memory reads on the writer).
 func History(ctx context.Context, r Reader, store objstore.Store, runID string) ([]HistoryRecord, error) {
+	sealed, _ := r.(sealedReader)
+	// Sealed first, then the KV, then sealed again: a run sealed between
+	// the two reads is found either way.
+	if sealed.sealed != nil {
+		if recs, ok, err := sealedHistory(ctx, sealed, store, runID); ok || err != nil {
+			return recs, err
+		}
+	}
 	var out []HistoryRecord
 	after := ""
 	for {
@@ -131,24 +171,59 @@ func History(ctx context.Context, r Reader, store objstore.Store, runID string) 
 			return nil, fmt.Errorf("interpreter: history of run %s: %w", runID, err)
 		}
 		for _, e := range page {
-			var h HistoryRecord
-			if err := decodeMsgpack(e.Value, &h); err != nil {
-				return nil, fmt.Errorf("history record %s: %w", e.Key, err)
-			}
-			if h.OutputRef != "" && store != nil {
-				v, err := readOutputObject(ctx, store, h.OutputRef)
-				if err != nil {
-					return nil, err
-				}
-				h.Output = v
+			h, err := decodeHistory(ctx, store, e)
+			if err != nil {
+				return nil, err
 			}
 			out = append(out, h)
 		}
 		if len(page) < 256 {
-			return out, nil
+			break
 		}
 		after = page[len(page)-1].Key
 	}
+	if len(out) == 0 && sealed.sealed != nil {
+		if recs, ok, err := sealedHistory(ctx, sealed, store, runID); ok || err != nil {
+			return recs, err
+		}
+	}
+	return out, nil
+}
+
+// sealedHistory returns runID's history from its segment, or false when
+// the run is not sealed.
+func sealedHistory(ctx context.Context, r sealedReader, store objstore.Store, runID string) ([]HistoryRecord, bool, error) {
+	entries, ok, err := r.sealed.SealedRecords(ctx, runID, histPrefix(runID))
+	if err != nil || !ok {
+		if err != nil {
+			err = fmt.Errorf("interpreter: history of sealed run %s: %w", runID, err)
+		}
+		return nil, false, err
+	}
+	out := make([]HistoryRecord, 0, len(entries))
+	for _, e := range entries {
+		h, err := decodeHistory(ctx, store, e)
+		if err != nil {
+			return nil, true, err
+		}
+		out = append(out, h)
+	}
+	return out, true, nil
+}
+
+func decodeHistory(ctx context.Context, store objstore.Store, e storage.KVEntry) (HistoryRecord, error) {
+	var h HistoryRecord
+	if err := decodeMsgpack(e.Value, &h); err != nil {
+		return h, fmt.Errorf("history record %s: %w", e.Key, err)
+	}
+	if h.OutputRef != "" && store != nil {
+		v, err := readOutputObject(ctx, store, h.OutputRef)
+		if err != nil {
+			return h, err
+		}
+		h.Output = v
+	}
+	return h, nil
 }
 
 func readOutputObject(ctx context.Context, store objstore.Store, key string) (any, error) {

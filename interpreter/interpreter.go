@@ -146,6 +146,7 @@ var (
 	_ runtime.StepRunner     = (*Interpreter)(nil)
 	_ runtime.TerminalHook   = (*Interpreter)(nil)
 	_ runtime.RunEndObserver = (*Interpreter)(nil)
+	_ runtime.RunRecordOwner = (*Interpreter)(nil)
 )
 
 // New returns an interpreter keeping definitions and large outputs in store

@@ -39,12 +39,12 @@ import (
 // one create-only PUT for each the store does not hold yet; the reuse
 // check reads r's memory only.
 func PrepareRun(ctx context.Context, store objstore.Store, r runtime.StateReader, w *Workflow, input any, runID string, opts ...SubmitOption) (runtime.RunSpec, error) {
-	return prepareRun(ctx, store, nil, r, w, input, runID, opts...)
+	return prepareRun(ctx, store, nil, nil, r, w, input, runID, opts...)
 }
 
 // prepareRun is PrepareRun with the set of definitions known stored
-// (nil: none known).
-func prepareRun(ctx context.Context, store objstore.Store, pins *pinSet, r runtime.StateReader, w *Workflow, input any, runID string, opts ...SubmitOption) (runtime.RunSpec, error) {
+// (nil: none known) and the runtime owning r (nil: none known).
+func prepareRun(ctx context.Context, store objstore.Store, pins *pinSet, rt *runtime.Runtime, r runtime.StateReader, w *Workflow, input any, runID string, opts ...SubmitOption) (runtime.RunSpec, error) {
 	p, err := plain(input)
 	if err != nil {
 		return runtime.RunSpec{}, fmt.Errorf("%w: %v", dsl.ErrInputInvalid, err)
@@ -57,7 +57,11 @@ func prepareRun(ctx context.Context, store objstore.Store, pins *pinSet, r runti
 			return runtime.RunSpec{}, err
 		}
 		if r != nil {
-			if err := checkReuse(ctx, r, runID); err != nil {
+			insp := runtime.NewInspector(r)
+			if rt != nil && runtime.StateReader(rt.Queue()) == r {
+				insp = rt.Inspector()
+			}
+			if err := checkReuse(ctx, insp, r, runID); err != nil {
 				return runtime.RunSpec{}, err
 			}
 		}

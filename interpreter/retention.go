@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"github.com/tqw-dsl/tqw/runtime"
@@ -77,12 +78,14 @@ func hasRecords(ctx context.Context, r Reader, runID string) (bool, error) {
 
 // checkReuse refuses, with ErrRunIDReused, a run id that names a finished
 // run whose result or interpreter records are still retained, reading r
-// (the writer's queue or a Reader): a new run under it would mix its
+// (the writer's queue or a Reader) through insp (an Inspector of r; the
+// runtime's own on the writer, whose decoded catalog of sealed segments
+// stays cached): a new run under it would mix its
 // history and outputs with the old one's. An active run passes (the
 // runtime's Submit is idempotent on it), and so does an unknown id. Cost:
 // memory reads of r.
-func checkReuse(ctx context.Context, r runtime.StateReader, runID string) error {
-	st, err := runtime.NewInspector(r).Status(ctx, runID)
+func checkReuse(ctx context.Context, insp *runtime.Inspector, r runtime.StateReader, runID string) error {
+	st, err := insp.Status(ctx, runID)
 	switch {
 	case err == nil && !st.State.Terminal():
 		return nil
@@ -156,6 +159,30 @@ func (it *Interpreter) staleWaits(ctx context.Context, runID string, extra ...st
 		}
 	}
 	return out, nil
+}
+
+// needsExpiryMarker reports whether run o's end needs a retention marker
+// (with Options.Retention): when the runtime seals (runtime.Runtime.Seals),
+// the run's KV records leave with its segment, so only a run that left
+// something else behind needs one: a rerun claim (its run key) or large
+// outputs in objects. Others keep nothing in memory once sealed. Cost:
+// memory reads of the run's history.
+func (it *Interpreter) needsExpiryMarker(ctx context.Context, o *runstate.Outcome) (bool, error) {
+	if it.retention <= 0 {
+		return false, nil
+	}
+	if it.rt == nil || !it.rt.Seals() || o.Headers[HeaderRunKey] != "" {
+		return true, nil
+	}
+	large := false
+	err := scanKeys(ctx, it.q, histPrefix(o.RunID), func(e storage.KVEntry) error {
+		var h HistoryRecord
+		if err := decodeMsgpack(e.Value, &h); err != nil || h.OutputRef != "" {
+			large = true // an unreadable record: let the sweep look
+		}
+		return nil
+	})
+	return large, err
 }
 
 // SweepResult counts what one retention sweep removed.

@@ -164,17 +164,23 @@
 //     commit.
 //   - Status, ListRuns: no request on the writer (memory reads) for active
 //     runs and runs not sealed yet; on a Reader the cost of its Refresh. A
-//     sealed run costs one GET of its segment's index on a cache miss
-//     (SealOptions.CacheSegments indexes are kept); a page of ListRuns
-//     touches the segments its runs were sealed in, usually one or two,
-//     since run ids (ULIDs) sort by submission time.
-//     ListOptions.Labels walks the index of one label: the cost is the
-//     runs carrying it, not all runs.
+//     sealed run is found through the catalog (each segment's id range and
+//     run-id hashes, in memory) and costs one GET of its segment's index on
+//     a cache miss (SealOptions.CacheSegments indexes are kept). A page of
+//     ListRuns merges the segments lazily and reads only those its runs
+//     lie in, usually one or two, since run ids (ULIDs) sort by submission
+//     time; a segment with no run in a wanted state (its state counts) or
+//     without a wanted label (its label Bloom filter) is never read.
+//     ListOptions.Labels walks the KV index of one label for runs not
+//     sealed: the cost is the runs carrying it, not all runs.
 //   - Sealing (Options.Sealing), per segment of up to SealOptions.BatchRuns
 //     runs: two create-only PUTs and one durable commit; the first pass of
 //     a process adds one LIST per 1,000 objects under the seal prefix (and
 //     a DELETE per orphan). Expiry of a segment: one GET (its index, unless
-//     cached), one durable commit, two DELETEs.
+//     cached), one durable commit, two DELETEs; under a memo retention
+//     longer than the result retention, one more durable commit when its
+//     results expire and, when its memo entries do, one LIST per run plus
+//     one DELETE per memo object.
 //     Inspector.SealedRecords: one GET of the segment's data object.
 //   - Incarnation, AdmitSignal, SignalBuffered, SignalExpiry: memory reads.
 //     BufferSignal and ClearSignalWith: one durable commit; DeliverSignal:
@@ -196,10 +202,11 @@
 // the run, the acknowledgement of its notification) writes a seal marker;
 // the retention sweep (or Seal) gathers marked runs into a segment
 // (runtime/archive): their result, totals, labels and the records a
-// RunRecordOwner runner declares, in an index and a data object, both
-// written create-only before one durable commit swaps the runs' KV
-// records for one row each (workflow/sealed/runs/<id>: nonce, segment,
-// state) and adds the segment's catalog row. The commit is guarded on
+// RunRecordOwner runner declares (the interpreter's history, outputs and
+// child index), in an index and a data object, both written create-only
+// before one durable commit deletes every KV record of the runs (result,
+// totals, expiry and memo markers, label index entries, the runner's
+// records) and adds the segment's catalog row. The commit is guarded on
 // every result record it removes, so a run changed meanwhile aborts the
 // pass (Seal reports the race) and nothing is sealed. Exactly once, whatever
 // crashes: before the commit the run is read from the KV and the
@@ -209,15 +216,30 @@
 // the process before the commit; TestSealKill SIGKILLs a sealing process
 // at random moments.
 //
-// What a sealed run keeps in memory: its row (a 47-byte key and a value of
-// about 35 bytes) and 8 bytes of its segment's catalog entry, plus its
-// label index entries; its result, history and outputs live in objects,
-// read through the bounded index cache. The process heap grows faster than
-// that (about 1.1 KB per retained run at 100,000 on the file store, see
-// docs/BENCHMARKS.md "scale"), in the kv's memory outside its key content. A segment is dropped whole when its
-// newest run leaves the result retention, so a sealed run stays visible up
-// to one sweep interval longer than an unsealed one. Memo retention is
-// unchanged (its markers stay in the KV until they expire).
+// What a sealed run keeps in memory: nothing of its own in the KV, and 8
+// bytes in its segment's catalog row (the run id's 64-bit hash; with the
+// label Bloom filter, state counts and id range, about 10 bytes a run in
+// the KV, and as much again in the decoded catalog each Inspector
+// caches). Finding a run id is a binary search of the hashes of the
+// segments whose id range holds it, newest first, and a read of one
+// index (cached). Its result, history and outputs live in objects, read
+// through the bounded index cache. Measured by tqw-bench scale
+// (docs/BENCHMARKS.md, "scale (issue 14)", file store, 10,000 waiting
+// runs beside): a reopened writer holding 1,000,000 sealed runs has a
+// live heap of 31 MB and an RSS of 103 MB, against 14 MB and 41 MB
+// holding none, about 17 bytes of heap per sealed run; CPU per step of
+// new runs stays that of an empty store (no step reads the catalog), and
+// a reopen replays at most the kv's checkpoint interval of WAL (0.5 s at
+// 1,000,000). Before sealing left nothing per run and before the kv
+// copied its replayed state out of the WAL objects, the heap grew about
+// 1.1 KB per retained run. A segment's runs disappear when its newest
+// run leaves the result retention, so a sealed run stays visible up to one
+// sweep interval longer than an unsealed one; under a longer memo retention
+// the segment then turns slim (its hashes and label filter dropped) until
+// the memo retention passes, when its runs' memo entries are cleared and
+// it goes. Segments sealed by earlier builds, which kept a row and label
+// entries per run in the KV, read the same (their catalog rows carry the
+// same hashes); their expiry deletes those rows and entries.
 //
 // # Waiting runs
 //
@@ -227,9 +249,12 @@
 // idle writer (mock clock, one minute) holding 10,000 waiting runs and
 // none: both make exactly zero (no lease or inbox in that test; with them
 // an idle writer makes 12 lease PUTs a minute and its inbox polls, the
-// same with or without waiting runs). Memory: about 2.4 KB of heap per
-// waiting run, measured by that test on the mem store (which also holds
-// the WAL's bytes), so 100,000 waiting runs cost about 240 MB.
+// same with or without waiting runs). Memory (BenchmarkWaitingRuns,
+// 100,000 waiting runs, docs/BENCHMARKS.md "waiting runs"): about 1.5 KB
+// of heap per waiting run on a file store and 2.2 KB on the mem store
+// (whose heap also holds the WAL's bytes), so 100,000 waiting runs cost
+// about 150 MB on a file store. Unlike a sealed run, a waiting run's job,
+// run record, step pointer and wait index stay in the KV while it waits.
 //
 // # What it does not do
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,16 +64,24 @@ type RunRecordOwner interface {
 }
 
 const (
+	// kvSealedRuns held one row per sealed run (sealedRow) in stores
+	// sealed by earlier builds; their expiry still deletes them.
 	kvSealedRuns = kvSealed + "runs/"
 	kvSealedSegs = kvSealed + "seg/"
 	kvSealNext   = kvSealed + "next"
+	// kvSealGen changes with every commit that changes the catalog
+	// (seal, slimming, expiry), so a reader reloads its decoded catalog
+	// only then.
+	kvSealGen = kvSealed + "gen"
 )
 
 func sealedRunKey(runID string) string { return kvSealedRuns + runID }
 func segmentKey(seq uint64) string     { return fmt.Sprintf("%s%020d", kvSealedSegs, seq) }
 
-// sealedRow is a sealed run's row in the KV: its incarnation, its
-// segment and its state, so a listing filters on state without a read.
+// sealedRow is a sealed run's row in the KV as earlier builds wrote it:
+// its incarnation, its segment and its state. This build writes none (a
+// sealed run is found through its segment's catalog entry) and deletes
+// the rows of older segments when they expire.
 type sealedRow struct {
 	Nonce string                  `msgpack:"n"`
 	Seq   uint64                  `msgpack:"q"`
@@ -84,15 +93,64 @@ func (rt *Runtime) sealMarker(runID string, finished time.Time) queue.KVWrite {
 	return queue.KVWrite{Key: timedKey(kvSealQ, finished, runID), Value: []byte{1}}
 }
 
+// Seals reports whether the runtime seals finished runs (WithSealing,
+// with a result retention), so a RunRecordOwner's records of a run leave
+// the KV store with it.
+func (rt *Runtime) Seals() bool { return rt.sealing() }
+
 // sealing reports whether finished runs are sealed.
 func (rt *Runtime) sealing() bool { return rt.cfg.seal != nil && rt.cfg.resultRetention > 0 }
 
 // segmentCache keeps decoded segment indexes, by segment object key, and
-// decoded catalog rows, by their bytes.
+// the decoded catalog.
 type segmentCache struct {
 	store objstore.Store
 	lru   *lru.Cache[string, *archive.Index]
-	metas *lru.Cache[string, *archive.Meta]
+	cat   catalogCache
+}
+
+// catalogCache is the decoded catalog (every segment's Meta, by sequence)
+// as of one catalog generation (kvSealGen and kvSealNext).
+type catalogCache struct {
+	mu     sync.Mutex
+	loaded bool
+	gen    string
+	segs   []*archive.Meta
+}
+
+// catalog returns every catalog entry of r, oldest segment first: the
+// cached decoding while the catalog generation is unchanged (two KV
+// reads), else a scan of the catalog rows (memory reads).
+func (c *catalogCache) catalog(ctx context.Context, r StateReader) ([]*archive.Meta, error) {
+	g, err := kvGet(ctx, r, kvSealGen)
+	if err != nil {
+		return nil, err
+	}
+	n, err := kvGet(ctx, r, kvSealNext)
+	if err != nil {
+		return nil, err
+	}
+	gen := string(g) + "/" + string(n)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.loaded && c.gen == gen {
+		return c.segs, nil
+	}
+	var rows []queue.KVEntry
+	if err := scanAll(ctx, r, kvSealedSegs, func(e queue.KVEntry) { rows = append(rows, e) }); err != nil {
+		return nil, err
+	}
+	segs := make([]*archive.Meta, 0, len(rows))
+	for _, e := range rows {
+		m, err := archive.DecodeMeta(e.Value)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: catalog row %s: %w", e.Key, err)
+		}
+		segs = append(segs, m)
+	}
+	// Read before the scan: a change after it makes the next call reload.
+	c.loaded, c.gen, c.segs = true, gen, segs
+	return segs, nil
 }
 
 func newSegmentCache(store objstore.Store, size int) *segmentCache {
@@ -100,24 +158,7 @@ func newSegmentCache(store objstore.Store, size int) *segmentCache {
 	if err != nil {
 		panic(err) // size is at least 1 (withDefaults)
 	}
-	m, err := lru.New[string, *archive.Meta](4 * size)
-	if err != nil {
-		panic(err)
-	}
-	return &segmentCache{store: store, lru: c, metas: m}
-}
-
-// meta decodes a catalog row, once per distinct row.
-func (c *segmentCache) meta(row []byte) (*archive.Meta, error) {
-	if m, ok := c.metas.Get(string(row)); ok {
-		return m, nil
-	}
-	m, err := archive.DecodeMeta(row)
-	if err != nil {
-		return nil, err
-	}
-	c.metas.Add(string(row), m)
-	return m, nil
+	return &segmentCache{store: store, lru: c}
 }
 
 // index returns the decoded index of m: a cache hit, else one GET.
@@ -214,6 +255,15 @@ func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (int,
 			FinishedMs: res.FinishedMs, Headers: res.Headers, Labels: res.Labels}}
 		guards = append(guards, queue.KVWrite{Key: resultKey(runID), Value: b})
 		eff.KVDeletes = append(eff.KVDeletes, resultKey(runID), timedKey(kvExpiry, timeFromMs(res.FinishedMs), runID))
+		// Nothing of the run stays in the KV: its label entries and its
+		// memo-retention marker move into the segment's catalog entry
+		// (label Bloom filter, memo retention; expireSegments clears the
+		// runs' memo entries when it expires).
+		eff.KVCompareDeletes = append(eff.KVCompareDeletes, labelCompareDeletes(res.Labels, runID, res.Nonce)...)
+		if rt.cfg.memoRetention > 0 {
+			eff.KVCompareDeletes = append(eff.KVCompareDeletes,
+				queue.KVWrite{Key: timedKey(kvTerminals, timeFromMs(res.FinishedMs), runID), Value: []byte(res.Nonce)})
+		}
 		if t, err := kvGet(ctx, rt.q, totalsKey(runID)); err != nil {
 			return 0, err
 		} else if t != nil {
@@ -277,14 +327,7 @@ func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (int,
 		return 0, fmt.Errorf("runtime: seal: write %s: %w", meta.IndexKey(), err)
 	}
 	eff.KVPuts = append(eff.KVPuts, queue.KVWrite{Key: segmentKey(seq), Value: mb},
-		queue.KVWrite{Key: kvSealNext, Value: []byte(strconv.FormatUint(seq+1, 10))})
-	for i := range runs {
-		row, err := encodeRecord(&sealedRow{Nonce: runs[i].Nonce, Seq: seq, State: runstate.TerminalStatus(runs[i].Status)})
-		if err != nil {
-			return 0, err
-		}
-		eff.KVPuts = append(eff.KVPuts, queue.KVWrite{Key: sealedRunKey(runs[i].ID), Value: row})
-	}
+		queue.KVWrite{Key: kvSealNext, Value: []byte(strconv.FormatUint(seq+1, 10))}, rt.catalogGen())
 	if h := rt.beforeSealCommit; h != nil {
 		h(meta.Key)
 	}
@@ -363,11 +406,19 @@ func (rt *Runtime) segmentReferenced(ctx context.Context, name, base string) (bo
 	return m.Key == base, nil
 }
 
-// expireSegments drops, also when this runtime does not seal, the segments whose newest run left its result
-// retention: per segment one durable commit (its catalog row, its runs'
-// rows and label entries) and two DELETEs. A segment's runs stay visible
-// until its newest expires, at most the seal interval longer than their
-// own retention.
+// catalogGen is the KV put that marks a change of the catalog.
+func (rt *Runtime) catalogGen() queue.KVWrite {
+	return queue.KVWrite{Key: kvSealGen, Value: []byte(rt.newID())}
+}
+
+// expireSegments handles, also when this runtime does not seal, the
+// segments whose newest run left its result retention: a segment whose
+// memo entries outlive the results (MemoRetentionMs longer) turns slim
+// (its runs invisible; one durable commit), and a segment past both is
+// dropped: its runs' memo entries cleared (one LIST per run plus a DELETE
+// per memo object, when sealed under memo retention), then one durable
+// commit and two DELETEs. A segment's runs stay visible until its newest
+// expires, at most the seal interval longer than their own retention.
 func (rt *Runtime) expireSegments(ctx context.Context, now time.Time) (int, error) {
 	runs, after := 0, ""
 	for {
@@ -381,10 +432,17 @@ func (rt *Runtime) expireSegments(ctx context.Context, now time.Time) (int, erro
 			if err != nil {
 				return runs, fmt.Errorf("runtime: catalog row %s: %w", e.Key, err)
 			}
-			if now.UnixMilli() < m.MaxFinishedMs+m.ResultRetentionMs {
+			resultsGone := now.UnixMilli() >= m.MaxFinishedMs+m.ResultRetentionMs
+			memoGone := now.UnixMilli() >= m.MaxFinishedMs+max(m.MemoRetentionMs, m.ResultRetentionMs)
+			var n int
+			switch {
+			case !resultsGone || (m.Slim && !memoGone):
 				continue
+			case !memoGone:
+				n, err = rt.slimSegment(ctx, e, m)
+			default:
+				n, err = rt.expireSegment(ctx, e, m)
 			}
-			n, err := rt.expireSegment(ctx, e, m)
 			runs += n
 			if err != nil {
 				return runs, err
@@ -396,20 +454,68 @@ func (rt *Runtime) expireSegments(ctx context.Context, now time.Time) (int, erro
 	}
 }
 
+// oldRowDeletes are the compare-deletes of what earlier builds kept in the
+// KV per sealed run of x (a row and label entries); absent keys are left
+// alone, so on a segment of this build they delete nothing.
+func oldRowDeletes(x *archive.Index, m *archive.Meta) ([]queue.KVWrite, error) {
+	var out []queue.KVWrite
+	for i := range x.Entries {
+		e := &x.Entries[i]
+		b, err := encodeRecord(&sealedRow{Nonce: e.Nonce, Seq: m.Seq, State: runstate.TerminalStatus(e.Status)})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, queue.KVWrite{Key: sealedRunKey(e.ID), Value: b})
+		out = append(out, labelCompareDeletes(e.Labels, e.ID, e.Nonce)...)
+	}
+	return out, nil
+}
+
+// slimSegment hides the runs of a segment whose results expired and whose
+// memo entries are still retained: its catalog entry loses its run-id
+// hashes and label filter, and stays until expireSegment clears the memo
+// entries.
+func (rt *Runtime) slimSegment(ctx context.Context, row queue.KVEntry, m *archive.Meta) (int, error) {
+	x, err := rt.insp.segments.index(ctx, m)
+	if err != nil {
+		return 0, err
+	}
+	dels, err := oldRowDeletes(x, m)
+	if err != nil {
+		return 0, err
+	}
+	slim := *m
+	slim.Slim, slim.Hashes, slim.LabelBloom, slim.LabelProbes = true, nil, nil, 0
+	b, err := archive.EncodeMeta(&slim)
+	if err != nil {
+		return 0, err
+	}
+	eff := &queue.SettlementEffects{KVPuts: []queue.KVWrite{{Key: row.Key, Value: b}, rt.catalogGen()}, KVCompareDeletes: dels}
+	applied, err := rt.q.ApplyEffects(ctx, eff, []queue.KVWrite{{Key: row.Key, Value: row.Value}})
+	if err != nil || !applied {
+		return 0, err
+	}
+	return len(x.Entries), nil
+}
+
 func (rt *Runtime) expireSegment(ctx context.Context, row queue.KVEntry, m *archive.Meta) (int, error) {
 	x, err := rt.insp.segments.index(ctx, m)
 	if err != nil {
 		return 0, err
 	}
-	eff := &queue.SettlementEffects{KVDeletes: []string{row.Key}}
-	for i := range x.Entries {
-		e := &x.Entries[i]
-		b, err := encodeRecord(&sealedRow{Nonce: e.Nonce, Seq: m.Seq, State: runstate.TerminalStatus(e.Status)})
-		if err != nil {
+	if m.MemoRetentionMs > 0 {
+		// Before the commit: a crash in between clears them again.
+		for i := range x.Entries {
+			if _, err := rt.memo.ClearRun(ctx, x.Entries[i].ID); err != nil {
+				return 0, fmt.Errorf("runtime: clear the memo entries of sealed run %s: %w", x.Entries[i].ID, err)
+			}
+		}
+	}
+	eff := &queue.SettlementEffects{KVDeletes: []string{row.Key}, KVPuts: []queue.KVWrite{rt.catalogGen()}}
+	if !m.Slim {
+		if eff.KVCompareDeletes, err = oldRowDeletes(x, m); err != nil {
 			return 0, err
 		}
-		eff.KVCompareDeletes = append(eff.KVCompareDeletes, queue.KVWrite{Key: sealedRunKey(e.ID), Value: b})
-		eff.KVCompareDeletes = append(eff.KVCompareDeletes, labelCompareDeletes(e.Labels, e.ID, e.Nonce)...)
 	}
 	applied, err := rt.q.ApplyEffects(ctx, eff, []queue.KVWrite{{Key: row.Key, Value: row.Value}})
 	if err != nil || !applied {
@@ -417,6 +523,9 @@ func (rt *Runtime) expireSegment(ctx context.Context, row queue.KVEntry, m *arch
 	}
 	rt.insp.segments.lru.Remove(m.Key)
 	rt.deleteSegmentObjects(ctx, m.Key)
+	if m.Slim {
+		return 0, nil // counted when it turned slim
+	}
 	return len(x.Entries), nil
 }
 
@@ -438,41 +547,43 @@ func scanAll(ctx context.Context, r StateReader, prefix string, fn func(queue.KV
 	}
 }
 
-// sealedRun returns the index entry of runID's sealed run and its row, or
-// nil when the run is not sealed (or its segment expired meanwhile).
+// sealedRun returns the index entry of runID's sealed run and its
+// segment's catalog entry, or nil when the run is not sealed (or its
+// segment expired meanwhile). The newest segment holding the id wins (an
+// id reused after its run was sealed). Cost: memory reads of the catalog
+// (each segment's id range and run-id hashes), plus the index of a
+// segment that may hold the id (cached; else one GET).
 func (in *Inspector) sealedRun(ctx context.Context, runID string) (*archive.Entry, *archive.Meta, error) {
-	b, err := kvGet(ctx, in.r, sealedRunKey(runID))
-	if err != nil || b == nil {
+	segs, err := in.catalog().catalog(ctx, in.r)
+	if err != nil {
 		return nil, nil, err
 	}
-	var row sealedRow
-	if err := decodeRecord("sealed run row", b, &row); err != nil {
-		return nil, nil, fmt.Errorf("run %s: %w", runID, err)
+	for i := len(segs) - 1; i >= 0; i-- {
+		m := segs[i]
+		if !m.MayHold(runID) {
+			continue
+		}
+		if in.segments == nil {
+			return nil, nil, fmt.Errorf("runtime: run %s may be sealed in segment %d and this Inspector reads no object store; use NewArchiveInspector", runID, m.Seq)
+		}
+		x, err := in.segments.index(ctx, m)
+		if err != nil {
+			return nil, nil, err
+		}
+		if e := x.Find(runID); e != nil {
+			return e, m, nil
+		}
 	}
-	return in.sealedEntry(ctx, runID, &row)
+	return nil, nil, nil
 }
 
-func (in *Inspector) sealedEntry(ctx context.Context, runID string, row *sealedRow) (*archive.Entry, *archive.Meta, error) {
-	mb, err := kvGet(ctx, in.r, segmentKey(row.Seq))
-	if err != nil || mb == nil {
-		return nil, nil, err
+// catalog returns the Inspector's catalog cache.
+func (in *Inspector) catalog() *catalogCache {
+	if in.segments != nil {
+		return &in.segments.cat
 	}
-	if in.segments == nil {
-		return nil, nil, fmt.Errorf("runtime: run %s is sealed in segment %d and this Inspector reads no object store; use NewArchiveInspector", runID, row.Seq)
-	}
-	m, err := in.segments.meta(mb)
-	if err != nil {
-		return nil, nil, fmt.Errorf("runtime: catalog row %s: %w", segmentKey(row.Seq), err)
-	}
-	x, err := in.segments.index(ctx, m)
-	if err != nil {
-		return nil, nil, err
-	}
-	e := x.Find(runID)
-	if e == nil || e.Nonce != row.Nonce {
-		return nil, nil, fmt.Errorf("%w: run %s: segment %s does not hold the run its row names", ErrCorruptRecord, runID, m.Key)
-	}
-	return e, m, nil
+	in.catOnce.Do(func() { in.cat = &catalogCache{} })
+	return in.cat
 }
 
 func sealedStatus(e *archive.Entry) (runstate.Status, error) {
@@ -519,4 +630,144 @@ func (in *Inspector) SealedRecords(ctx context.Context, runID, prefix string) ([
 func NewArchiveInspector(r StateReader, store objstore.Store, o SealOptions) *Inspector {
 	o = o.withDefaults()
 	return &Inspector{r: r, segments: newSegmentCache(store, o.CacheSegments)}
+}
+
+// sealedCursor lists sealed runs in run-id order, merging the segments
+// lazily: a segment's index is read (cache, else one GET) only when its
+// smallest id not yet listed could be next, so a page reads the segments
+// its runs lie in (with ids that sort by submission time, ULIDs, one or
+// two), never one whose catalog entry rules it out: no run in a wanted
+// state (its state counts), or no run with a wanted label (its Bloom
+// filter).
+type sealedCursor struct {
+	in     *Inspector
+	after  string
+	keep   func(runstate.State) bool
+	labels map[string]string
+	heap   []*segPos
+	inited bool
+	// last is the id listed last: the same id in an older segment (an id
+	// reused after sealing) is skipped.
+	last string
+}
+
+// segPos is a segment's position in a sealedCursor: x is nil until its
+// index is read, and key is then its next entry's id, else a lower bound
+// (its smallest id or the cursor's start).
+type segPos struct {
+	m   *archive.Meta
+	x   *archive.Index
+	pos int
+	key string
+}
+
+func (c *sealedCursor) less(a, b *segPos) bool {
+	if a.key != b.key {
+		return a.key < b.key
+	}
+	if (a.x == nil) != (b.x == nil) {
+		return a.x == nil // read before deciding
+	}
+	return a.m.Seq > b.m.Seq // the newest first
+}
+
+func (c *sealedCursor) init(ctx context.Context) error {
+	c.inited = true
+	segs, err := c.in.catalog().catalog(ctx, c.in.r)
+	if err != nil {
+		return err
+	}
+	for _, m := range segs {
+		if m.Slim || m.MaxID <= c.after || !c.mayKeep(m) {
+			continue
+		}
+		c.heap = append(c.heap, &segPos{m: m, key: max(m.MinID, c.after)})
+	}
+	sort.Slice(c.heap, func(i, j int) bool { return c.less(c.heap[i], c.heap[j]) })
+	return nil
+}
+
+// mayKeep reports whether m may hold a run the cursor lists.
+func (c *sealedCursor) mayKeep(m *archive.Meta) bool {
+	for k, v := range c.labels {
+		if !m.MayHaveLabel(k, v) {
+			return false
+		}
+	}
+	if c.keep == nil {
+		return true
+	}
+	for _, st := range []runstate.TerminalStatus{runstate.Succeeded, runstate.Failed, runstate.Cancelled} {
+		if m.StateCount(uint8(st)) > 0 && c.keep(st.State()) {
+			return true
+		}
+	}
+	return false
+}
+
+// wants reports whether the cursor lists e.
+func (c *sealedCursor) wants(e *archive.Entry) bool {
+	return e.ID != c.last && (c.keep == nil || c.keep(runstate.TerminalStatus(e.Status).State())) && hasLabels(e.Labels, c.labels)
+}
+
+// fix restores the heap order after the head's key grew.
+func (c *sealedCursor) fix() {
+	for i := 0; i+1 < len(c.heap) && c.less(c.heap[i+1], c.heap[i]); i++ {
+		c.heap[i], c.heap[i+1] = c.heap[i+1], c.heap[i]
+	}
+}
+
+// peek returns the next sealed run's entry, or nil at the end.
+func (c *sealedCursor) peek(ctx context.Context) (*archive.Entry, error) {
+	if c.in.segments == nil {
+		return nil, nil
+	}
+	if !c.inited {
+		if err := c.init(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for len(c.heap) > 0 {
+		h := c.heap[0]
+		if h.x == nil {
+			x, err := c.in.segments.index(ctx, h.m)
+			if err != nil {
+				return nil, err
+			}
+			h.x, h.pos = x, x.After(c.after)
+		}
+		for h.pos < len(h.x.Entries) && !c.wants(&h.x.Entries[h.pos]) {
+			h.pos++
+		}
+		if h.pos == len(h.x.Entries) {
+			c.heap = c.heap[1:]
+			continue
+		}
+		if id := h.x.Entries[h.pos].ID; id != h.key {
+			h.key = id
+			c.fix()
+			if c.heap[0] != h {
+				continue
+			}
+		}
+		return &h.x.Entries[h.pos], nil
+	}
+	return nil, nil
+}
+
+// next moves past the entry peek returned.
+func (c *sealedCursor) next() {
+	if len(c.heap) == 0 || c.heap[0].x == nil {
+		return
+	}
+	h := c.heap[0]
+	c.last = h.x.Entries[h.pos].ID
+	c.after = c.last
+	h.pos++
+	if h.pos < len(h.x.Entries) {
+		h.key = h.x.Entries[h.pos].ID
+		c.fix()
+	} else {
+		c.heap = c.heap[1:]
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/memo"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -121,6 +122,16 @@ func TestSealedRunsReadAsBefore(t *testing.T) {
 			t.Errorf("after sealing the KV still holds %d entries under %s", len(page), p)
 		}
 	}
+	// Nothing per run stays in the KV: the catalog rows find the runs.
+	all, err := e.q.KVScan(e.ctx, "", "", 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range all {
+		if !strings.HasPrefix(kv.Key, kvSealedSegs) && kv.Key != kvSealNext && kv.Key != kvSealGen {
+			t.Errorf("after sealing the KV holds %s", kv.Key)
+		}
+	}
 	segs, _ := store.List(e.ctx, defaultSealPrefix, "", 100)
 	if len(segs) != 6 { // 10 runs in segments of 4: 3 segments, 2 objects each
 		t.Fatalf("sealed objects: %d, want 6", len(segs))
@@ -191,6 +202,78 @@ func TestSealedRunsReadAsBefore(t *testing.T) {
 	}
 }
 
+// memoRunner is recordingRunner that also writes a run memo entry.
+type memoRunner struct{ recordingRunner }
+
+func (r memoRunner) RunStep(ctx context.Context, s *Step) (StepOutcome, error) {
+	if s.Number == 0 {
+		if err := s.RunMemo.Put(ctx, "paid", []byte("answer")); err != nil {
+			return StepOutcome{}, err
+		}
+	}
+	return r.recordingRunner.RunStep(ctx, s)
+}
+
+// Under a memo retention longer than the result retention, a sealed run
+// keeps no memo marker in the KV: its segment hides its runs once their
+// results expire (slim catalog entry), and when the memo retention
+// passes too it clears their memo entries and goes.
+func TestSealedSegmentMemoRetention(t *testing.T) {
+	const n = 6
+	store := mem.New()
+	opts := Options{Sealing: &SealOptions{BatchRuns: 4, CacheSegments: 2}, ResultRetention: time.Hour,
+		MemoRetention: 3 * time.Hour, SweepInterval: 24 * time.Hour}
+	e := newEnvCfg(t, store, defaultQueueConfig(), memoRunner{}, opts)
+	e.start()
+	for i := range n {
+		e.submit(RunSpec{RunID: fmt.Sprintf("run-%02d", i), Input: []byte("ok")})
+	}
+	waitKV(t, e, kvSealQ, n)
+	memoObjects := func() int {
+		objs, err := store.List(e.ctx, e.rt.cfg.memoPrefix, "", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(objs)
+	}
+	if got := memoObjects(); got != n {
+		t.Fatalf("memo objects before sealing: %d, want %d", got, n)
+	}
+	if res, err := e.rt.Sweep(e.ctx); err != nil || res.Sealed != n {
+		t.Fatalf("Sweep: %+v %v", res, err)
+	}
+	if page, _ := e.q.KVScan(e.ctx, kvTerminals, "", 100); len(page) != 0 {
+		t.Fatalf("memo markers of sealed runs left in the KV: %v", page)
+	}
+	e.clock.Advance(90 * time.Minute)
+	res, err := e.rt.Sweep(e.ctx)
+	if err != nil || res.SealedExpired != n || res.MemoRuns != 0 {
+		t.Fatalf("Sweep after the result retention: %+v %v", res, err)
+	}
+	if _, err := e.rt.Status(e.ctx, "run-00"); !errors.Is(err, ErrRunNotFound) {
+		t.Fatalf("Status of a run whose result expired: %v", err)
+	}
+	if got := listString(t, e.rt.Inspector(), runstate.ListOptions{}); got != "" {
+		t.Fatalf("ListRuns after the result retention: %q", got)
+	}
+	if got := memoObjects(); got != n {
+		t.Fatalf("memo objects within the memo retention: %d, want %d", got, n)
+	}
+	e.clock.Advance(2 * time.Hour)
+	if res, err := e.rt.Sweep(e.ctx); err != nil || res.SealedExpired != 0 {
+		t.Fatalf("Sweep after the memo retention: %+v %v", res, err)
+	}
+	if got := memoObjects(); got != 0 {
+		t.Fatalf("memo objects after the memo retention: %d, want 0", got)
+	}
+	if segs, _ := store.List(e.ctx, defaultSealPrefix, "", 100); len(segs) != 0 {
+		t.Fatalf("sealed objects after the memo retention: %v", segs)
+	}
+	if page, _ := e.q.KVScan(e.ctx, kvSealedSegs, "", 100); len(page) != 0 {
+		t.Fatalf("catalog rows after the memo retention: %v", page)
+	}
+}
+
 // A seal interrupted at any point (a write failing, a lost response, the
 // process gone before its commit) leaves every run readable exactly once,
 // and a later pass seals it and deletes what the interrupted one left.
@@ -249,5 +332,186 @@ func TestSealInterruptedAnywhereLeavesEveryRunOnce(t *testing.T) {
 				t.Fatalf("sealed objects %v: want the 2 segments' only", strings.Join(names, " "))
 			}
 		})
+	}
+}
+
+// A segment expiry interrupted by a failed DELETE (of a memo object while
+// its runs' memo entries are cleared, or of a segment object after the
+// commit) loses nothing and leaves nothing behind: the next pass clears
+// the memo entries again, and the next process's first seal pass
+// deletes the objects no catalog row names.
+func TestSegmentExpiryInterrupted(t *testing.T) {
+	const n = 6
+	cases := []struct {
+		name string
+		rule faults.Rule
+	}{
+		{name: "memo object delete fails", rule: faults.Rule{Ops: faults.OpDelete, KeyPrefix: memo.DefaultPrefix, Nth: 3}},
+		{name: "segment object delete fails", rule: faults.Rule{Ops: faults.OpDelete, KeyPrefix: defaultSealPrefix, Nth: 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs := faults.New(mem.New(), 1)
+			e := newEnvCfg(t, fs, defaultQueueConfig(), memoRunner{}, Options{Sealing: &SealOptions{BatchRuns: 4},
+				ResultRetention: time.Hour, MemoRetention: 2 * time.Hour, SweepInterval: 24 * time.Hour})
+			e.start()
+			for i := range n {
+				e.submit(RunSpec{RunID: fmt.Sprintf("run-%02d", i), Input: []byte("ok")})
+			}
+			waitKV(t, e, kvSealQ, n)
+			if res, err := e.rt.Sweep(e.ctx); err != nil || res.Sealed != n {
+				t.Fatalf("Sweep: %+v %v", res, err)
+			}
+			e.clock.Advance(3 * time.Hour)
+			fs.Set(c.rule)
+			_, err := e.rt.Sweep(e.ctx)
+			fs.Clear()
+			if c.rule.KeyPrefix == memo.DefaultPrefix && err == nil {
+				t.Fatal("the interrupted expiry reported success")
+			}
+			if _, err := e.rt.Sweep(e.ctx); err != nil {
+				t.Fatalf("Sweep after the failure: %v", err)
+			}
+			e.reopen()
+			if _, err := e.rt.Seal(e.ctx); err != nil {
+				t.Fatalf("first seal pass after reopening: %v", err)
+			}
+			for _, p := range []string{memo.DefaultPrefix, defaultSealPrefix} {
+				if objs, _ := fs.List(e.ctx, p, "", 100); len(objs) != 0 {
+					t.Errorf("objects left under %s: %d", p, len(objs))
+				}
+			}
+			if page, _ := e.q.KVScan(e.ctx, kvSealedSegs, "", 100); len(page) != 0 {
+				t.Errorf("catalog rows left: %d", len(page))
+			}
+			for _, id := range runIDs(n) {
+				if _, err := e.rt.Status(e.ctx, id); !errors.Is(err, ErrRunNotFound) {
+					t.Errorf("Status(%s) after the expiry: %v", id, err)
+				}
+			}
+		})
+	}
+}
+
+// pagesString lists every run through pages of size, following the
+// cursor.
+func pagesString(t *testing.T, in *Inspector, opts runstate.ListOptions, size int) string {
+	t.Helper()
+	var all []string
+	opts.Limit = size
+	for {
+		runs, err := in.ListRuns(context.Background(), opts)
+		if err != nil {
+			t.Fatalf("ListRuns: %v", err)
+		}
+		for _, r := range runs {
+			all = append(all, fmt.Sprintf("%s:%s", r.RunID, r.State))
+		}
+		if len(runs) < size {
+			return strings.Join(all, " ")
+		}
+		opts.After = runs[len(runs)-1].RunID
+	}
+}
+
+// Segments whose id ranges overlap (ids not in submission order) list
+// the same runs in the same order as before sealing, page by page, with
+// and without state and label filters.
+func TestSealedListingAcrossOverlappingSegments(t *testing.T) {
+	const n = 23
+	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), recordingRunner{}, Options{Sealing: &SealOptions{BatchRuns: 4, CacheSegments: 2},
+		ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
+	e.start()
+	for i := range n {
+		id := (i * 7) % n // a permutation: segments interleave in id order
+		in := "ok"
+		if id%3 == 0 {
+			in = "fail"
+		}
+		e.submit(RunSpec{RunID: fmt.Sprintf("run-%02d", id), Input: []byte(in), Labels: map[string]string{"mod": fmt.Sprint(id % 4)}})
+		e.waitRun(fmt.Sprintf("run-%02d", id), func(st runstate.Status) bool { return st.State.Terminal() })
+	}
+	waitKV(t, e, kvSealQ, n)
+	views := []runstate.ListOptions{
+		{},
+		{States: []runstate.State{runstate.StateFailed}},
+		{Labels: map[string]string{"mod": "1"}},
+		{Labels: map[string]string{"mod": "2"}, States: []runstate.State{runstate.StateSucceeded}},
+	}
+	var before []string
+	for _, v := range views {
+		before = append(before, pagesString(t, e.rt.Inspector(), v, 3))
+	}
+	if res, err := e.rt.Sweep(e.ctx); err != nil || res.Sealed != n {
+		t.Fatalf("Sweep: %+v %v", res, err)
+	}
+	for i, v := range views {
+		for _, size := range []int{1, 3, 100} {
+			if got := pagesString(t, e.rt.Inspector(), v, size); got != before[i] {
+				t.Errorf("%+v in pages of %d after sealing:\n got %s\nwant %s", v, size, got, before[i])
+			}
+		}
+	}
+	if !strings.Contains(before[1], "run-03:failed") || strings.Contains(before[1], "succeeded") || len(strings.Fields(before[0])) != n {
+		t.Fatalf("unexpected listings before sealing: %q", before)
+	}
+}
+
+// A store sealed by an earlier build kept a row and label index entries
+// per sealed run in the KV: such runs read the same (the catalog rows
+// carry the same hashes), are listed once, and their expiry deletes the
+// rows and entries.
+func TestSealedByEarlierBuild(t *testing.T) {
+	const n = 6
+	store := mem.New()
+	e := sealEnv(t, store, n)
+	if res, err := e.rt.Sweep(e.ctx); err != nil || res.Sealed != n {
+		t.Fatalf("Sweep: %+v %v", res, err)
+	}
+	segs, err := e.rt.insp.catalog().catalog(e.ctx, e.q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the earlier build wrote beside the catalog rows.
+	for _, m := range segs {
+		x, err := e.rt.insp.segments.index(e.ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range x.Entries {
+			en := &x.Entries[i]
+			row, err := encodeRecord(&sealedRow{Nonce: en.Nonce, Seq: m.Seq, State: runstate.TerminalStatus(en.Status)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.q.KVPut(e.ctx, sealedRunKey(en.ID), row); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range labelWrites(en.Labels, en.ID, en.Nonce) {
+				if err := e.q.KVPut(e.ctx, w.Key, w.Value); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	e.reopen()
+	want := "run-01:succeeded run-03:succeeded run-05:failed"
+	if got := listString(t, e.rt.Inspector(), runstate.ListOptions{Labels: map[string]string{"parity": "1"}}); got != want {
+		t.Fatalf("labelled listing: %q, want %q", got, want)
+	}
+	if got := listString(t, e.rt.Inspector(), runstate.ListOptions{}); len(strings.Fields(got)) != n {
+		t.Fatalf("listing: %q, want %d runs once each", got, n)
+	}
+	if st, err := e.rt.Status(e.ctx, "run-04"); err != nil || st.State != runstate.StateSucceeded {
+		t.Fatalf("Status(run-04) = %+v, %v", st, err)
+	}
+	e.clock.Advance(2 * time.Hour)
+	if res, err := e.rt.Sweep(e.ctx); err != nil || res.SealedExpired != n {
+		t.Fatalf("Sweep after the retention: %+v %v", res, err)
+	}
+	for _, p := range []string{kvSealedRuns, kvLabels, kvSealedSegs} {
+		if page, _ := e.q.KVScan(e.ctx, p, "", 100); len(page) != 0 {
+			t.Errorf("left under %s after the expiry: %d entries", p, len(page))
+		}
 	}
 }

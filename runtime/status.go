@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
@@ -43,6 +44,9 @@ type Inspector struct {
 	r StateReader
 	// segments reads sealed runs (nil: this Inspector cannot).
 	segments *segmentCache
+	// cat is the catalog cache of an Inspector without segments.
+	catOnce sync.Once
+	cat     *catalogCache
 }
 
 // durable waits until what in read is durable.
@@ -214,12 +218,16 @@ func (in *Inspector) ListRuns(ctx context.Context, opts runstate.ListOptions) ([
 	if len(opts.Labels) > 0 {
 		return in.listLabelled(ctx, opts, limit, keep)
 	}
-	// Three key spaces hold runs: active, terminated with their result in
-	// the KV, and sealed. An id in several is listed once, from the first.
+	// Three places hold runs: active and terminated with their result in
+	// the KV, and sealed segments. An id in several is listed once, from
+	// the first.
 	cursors := []*kvCursor{
 		{r: in.r, prefix: kvRuns, after: opts.After},
 		{r: in.r, prefix: kvResults, after: opts.After},
-		{r: in.r, prefix: kvSealedRuns, after: opts.After},
+	}
+	sealed := &sealedCursor{in: in, after: opts.After}
+	if len(opts.States) > 0 {
+		sealed.keep = keep
 	}
 	if len(opts.States) > 0 && !keep(runstate.StatePending) && !keep(runstate.StateRunning) && !keep(runstate.StateWaiting) &&
 		!keep(runstate.StateScheduled) && !keep(runstate.StateCancelling) && !keep(runstate.StateFailed) {
@@ -229,33 +237,53 @@ func (in *Inspector) ListRuns(ctx context.Context, opts runstate.ListOptions) ([
 	}
 	var out []runstate.Status
 	for len(out) < limit {
-		var items [3]*kvItem
-		var first *kvItem
+		var items [2]*kvItem
+		first := ""
 		for i, c := range cursors {
 			it, err := c.peek(ctx)
 			if err != nil {
 				return nil, err
 			}
 			items[i] = it
-			if it != nil && (first == nil || it.id < first.id) {
-				first = it
+			if it != nil && (first == "" || it.id < first) {
+				first = it.id
 			}
 		}
-		if first == nil {
+		se, err := sealed.peek(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if se != nil && (first == "" || se.ID < first) {
+			first = se.ID
+		}
+		if first == "" {
 			break
 		}
 		from := -1
+		var item *kvItem
 		for i, it := range items {
-			if it != nil && it.id == first.id {
+			if it != nil && it.id == first {
 				cursors[i].next()
 				if from < 0 {
-					from = i
+					from, item = i, it
 				}
 			}
 		}
-		st, ok, err := in.listed(ctx, from, first, keep)
-		if err != nil {
-			return nil, err
+		var st runstate.Status
+		ok := false
+		if from < 0 {
+			sealed.next()
+			if st, err = sealedStatus(se); err != nil {
+				return nil, err
+			}
+			ok = keep(st.State)
+		} else {
+			if se != nil && se.ID == first {
+				sealed.next()
+			}
+			if st, ok, err = in.listed(ctx, from, item, keep); err != nil {
+				return nil, err
+			}
 		}
 		if ok {
 			out = append(out, st)
@@ -277,16 +305,38 @@ func (in *Inspector) listLabelled(ctx context.Context, opts runstate.ListOptions
 	}
 	k, v := pickLabel(opts.Labels)
 	idx := &kvCursor{r: in.r, prefix: labelPrefix(k, v), after: opts.After}
+	// Sealed runs have no index entries: their segments' label filters
+	// and state counts pick the segments to read.
+	sealed := &sealedCursor{in: in, after: opts.After, labels: opts.Labels}
+	if len(opts.States) > 0 {
+		sealed.keep = keep
+	}
 	var out []runstate.Status
 	for len(out) < limit {
 		e, err := idx.peek(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if e == nil {
+		se, err := sealed.peek(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if e == nil && se == nil {
 			break
 		}
+		if e == nil || (se != nil && se.ID < e.id) {
+			sealed.next()
+			st, err := sealedStatus(se)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, st)
+			continue
+		}
 		idx.next()
+		if se != nil && se.ID == e.id {
+			sealed.next()
+		}
 		st, nonce, err := in.statusOf(ctx, e.id)
 		if errors.Is(err, ErrRunNotFound) || (err == nil && nonce != string(e.value)) {
 			continue
@@ -342,8 +392,7 @@ func (in *Inspector) statusOf(ctx context.Context, runID string) (runstate.Statu
 }
 
 // listed returns the status of a run ListRuns found in key space from
-// (0 active, 1 result, 2 sealed) and whether keep keeps it; a sealed run
-// in a state keep drops costs no read of its segment.
+// (0 active, 1 result) and whether keep keeps it.
 func (in *Inspector) listed(ctx context.Context, from int, it *kvItem, keep func(runstate.State) bool) (runstate.Status, bool, error) {
 	var st runstate.Status
 	switch from {
@@ -361,21 +410,6 @@ func (in *Inspector) listed(ctx context.Context, from int, it *kvItem, keep func
 			return st, false, fmt.Errorf("run %s: %w", it.id, err)
 		}
 		st = terminalStatus(it.id, res)
-	default:
-		var row sealedRow
-		if err := decodeRecord("sealed run row", it.value, &row); err != nil {
-			return st, false, fmt.Errorf("run %s: %w", it.id, err)
-		}
-		if !keep(row.State.State()) {
-			return st, false, nil
-		}
-		e, _, err := in.sealedEntry(ctx, it.id, &row)
-		if err != nil || e == nil {
-			return st, false, err
-		}
-		if st, err = sealedStatus(e); err != nil {
-			return st, false, err
-		}
 	}
 	return st, keep(st.State), nil
 }

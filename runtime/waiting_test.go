@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 )
 
@@ -99,7 +101,7 @@ func TestWaitingRunsAddNoRequests(t *testing.T) {
 	if raceEnabled {
 		n = 2_000
 	}
-	idle, busy, perRun := waitingRuns(t, n)
+	idle, busy, perRun := waitingRuns(t, n, mem.New())
 	if busy != idle {
 		t.Fatalf("an idle minute with %d waiting runs cost %+v; with none %+v", n, busy, idle)
 	}
@@ -108,18 +110,32 @@ func TestWaitingRunsAddNoRequests(t *testing.T) {
 
 // BenchmarkWaitingRuns reports the requests an idle writer makes in a
 // minute holding 100,000 waiting runs, beyond those it makes holding
-// none, and the heap per waiting run.
+// none, and the heap per waiting run: on the mem store, whose heap also
+// holds the WAL's bytes, and on a file store, where the heap is the
+// runs' state alone.
 func BenchmarkWaitingRuns(b *testing.B) {
-	for b.Loop() {
-		idle, busy, perRun := waitingRuns(b, 100_000)
-		extra := busy.Sub(idle)
-		b.ReportMetric(float64(extra.Total()), "extra-requests/min")
-		b.ReportMetric(perRun, "heap-B/waiting-run")
+	for _, kind := range []string{"mem", "file"} {
+		b.Run(kind, func(b *testing.B) {
+			for b.Loop() {
+				var store objstore.Store = mem.New()
+				if kind == "file" {
+					fs, err := file.Open(b.TempDir())
+					if err != nil {
+						b.Fatal(err)
+					}
+					store = fs
+				}
+				idle, busy, perRun := waitingRuns(b, 100_000, store)
+				extra := busy.Sub(idle)
+				b.ReportMetric(float64(extra.Total()), "extra-requests/min")
+				b.ReportMetric(perRun, "heap-B/waiting-run")
+			}
+		})
 	}
 }
 
-func waitingRuns(t testing.TB, n int) (idle, busy counting.Counts, perRun float64) {
-	cs := counting.New(mem.New())
+func waitingRuns(t testing.TB, n int, store objstore.Store) (idle, busy counting.Counts, perRun float64) {
+	cs := counting.New(store)
 	e := newEnvCfg(t, cs, defaultQueueConfig(), waitingRunner(), Options{TerminalHook: noopTerminalHook{}, Concurrency: 32})
 	e.start()
 	// The kv collects crashed writers' leftovers once after opening (3

@@ -380,7 +380,7 @@ func (s *Server) runDetail(r *http.Request, st runstate.Status) (Run, error) {
 			}
 		}
 	}
-	recs, err := interpreter.History(ctx, s.rt.Queue(), nil, st.RunID)
+	recs, err := interpreter.History(ctx, interpreter.WithSealed(s.rt.Queue(), s.rt.Inspector()), nil, st.RunID)
 	if err != nil {
 		return run, err
 	}
@@ -622,7 +622,7 @@ func (s *Server) runHistory(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.status(w, r, id); !ok {
 		return
 	}
-	recs, err := interpreter.History(r.Context(), s.rt.Queue(), s.rt.Store(), id)
+	recs, err := interpreter.History(r.Context(), interpreter.WithSealed(s.rt.Queue(), s.rt.Inspector()), s.rt.Store(), id)
 	if err != nil {
 		s.storeFailed(w, "reading the history of run "+id, err)
 		return

@@ -11,6 +11,8 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
+	"runtime/pprof"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,10 +40,15 @@ import (
 // RSS and runs of --steps no-op steps.
 var scaleBench = struct {
 	retained multiFlag
+	s3Points multiFlag
 	steps    int
 	runs     int
 	fillConc int
 	plot     string
+	cpuProf  string
+	memProf  string
+	waiting  int
+	repeat   int
 }{}
 
 func init() {
@@ -50,10 +57,15 @@ func init() {
 		summary: "steps/s, CPU µs/step, RSS, reopen time and list latency as retained (sealed) runs grow; writes a PNG plot",
 		flags: func(fs *flag.FlagSet) {
 			fs.Var(&scaleBench.retained, "retained", "retained finished runs at each point (comma-separated, ascending; default 0,10000,100000)")
+			fs.Var(&scaleBench.s3Points, "s3-retained", "retained runs at each point on s3:// stores (default --retained's)")
 			fs.IntVar(&scaleBench.steps, "steps", 10, "steps per measured run")
 			fs.IntVar(&scaleBench.runs, "runs", 200, "runs measured at each point, one after another (concurrency 1)")
 			fs.IntVar(&scaleBench.fillConc, "fill-concurrency", 32, "runs in flight while filling the store")
 			fs.StringVar(&scaleBench.plot, "plot", "scale.png", "PNG plot to write (empty: none)")
+			fs.IntVar(&scaleBench.repeat, "repeat", 5, "measurements of --runs runs at each point; steps/s and CPU per step are their medians")
+			fs.IntVar(&scaleBench.waiting, "waiting", 10_000, "runs parked on a signal (24 h timeout) before the first point, waiting through all of them")
+			fs.StringVar(&scaleBench.cpuProf, "cpuprofile", "", "write CPU profiles of each point's reopen and measured runs to PREFIX-<store>-<retained>-{reopen,steps}.pprof")
+			fs.StringVar(&scaleBench.memProf, "memprofile", "", "write a heap profile at each point, after the reopen, to PREFIX-<store>-<retained>.pprof")
 		},
 		run: runScale,
 	})
@@ -64,29 +76,31 @@ type scalePoint struct {
 	retained                  int
 	stepsPerSec, cpuUsPerStep float64
 	rssMB, heapMB             float64
-	reopenMs, listMs          float64
+	reopenMs, reopenCPUMs     float64
+	listMs                    float64
 }
 
 func runScale(ctx context.Context, cfg *config) error {
-	points := []int{0, 10_000, 100_000}
-	if len(scaleBench.retained) > 0 {
-		points = points[:0]
-		for _, s := range scaleBench.retained {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 0 || (len(points) > 0 && n < points[len(points)-1]) {
-				return fmt.Errorf("--retained %q: want ascending whole numbers", scaleBench.retained.String())
-			}
-			points = append(points, n)
-		}
+	points, err := parsePoints("--retained", scaleBench.retained, []int{0, 10_000, 100_000})
+	if err != nil {
+		return err
 	}
-	if scaleBench.steps < 1 || scaleBench.runs < 1 || scaleBench.fillConc < 1 {
-		return errors.New("--steps, --runs and --fill-concurrency must be at least 1")
+	s3Points, err := parsePoints("--s3-retained", scaleBench.s3Points, points)
+	if err != nil {
+		return err
+	}
+	if scaleBench.steps < 1 || scaleBench.runs < 1 || scaleBench.fillConc < 1 || scaleBench.repeat < 1 {
+		return errors.New("--steps, --runs, --repeat and --fill-concurrency must be at least 1")
 	}
 	series := map[string][]scalePoint{}
 	var order []string
-	err := eachStore(ctx, cfg, func(url string, inner objstore.Store) error {
+	err = eachStore(ctx, cfg, func(url string, inner objstore.Store) error {
+		points := points
+		if strings.HasPrefix(url, "s3://") {
+			points = s3Points
+		}
 		prefix := fmt.Sprintf("bench-scale/%d", time.Now().UnixNano())
-		s := &scaleStore{store: counting.New(inner), prefix: prefix}
+		s := &scaleStore{store: counting.New(inner), prefix: prefix, name: storeTag(url)}
 		defer s.close()
 		for _, n := range points {
 			p, err := s.point(ctx, n)
@@ -94,11 +108,11 @@ func runScale(ctx context.Context, cfg *config) error {
 				return fmt.Errorf("scale on %s at %d retained runs: %w", url, n, err)
 			}
 			series[url] = append(series[url], p)
-			r := Result{Bench: "scale", Concurrency: 1, Ops: int64(scaleBench.runs * scaleBench.steps),
+			r := Result{Bench: "scale", Concurrency: 1, Ops: int64(scaleBench.runs * scaleBench.steps * scaleBench.repeat),
 				OpsPerSec: p.stepsPerSec, Extra: map[string]any{
 					"retained_runs": n, "steps_per_sec": p.stepsPerSec, "cpu_us_per_step": p.cpuUsPerStep,
-					"rss_mb": p.rssMB, "heap_mb": p.heapMB, "reopen_ms": p.reopenMs, "list_first_page_ms": p.listMs,
-					"op_unit": "step of a measured run (runs of --steps no-op steps at concurrency 1)"}}
+					"rss_mb": p.rssMB, "heap_mb": p.heapMB, "reopen_ms": p.reopenMs, "reopen_cpu_ms": p.reopenCPUMs, "waiting_runs": scaleBench.waiting, "list_first_page_ms": p.listMs,
+					"op_unit": "step of a measured run (runs of --steps no-op steps at concurrency 1; medians of --repeat measurements)"}}
 			if err := cfg.emitFor(url, r); err != nil {
 				return err
 			}
@@ -116,6 +130,23 @@ func runScale(ctx context.Context, cfg *config) error {
 	return nil
 }
 
+// parsePoints parses a flag's ascending retained-run counts, or returns
+// def when the flag is unset.
+func parsePoints(name string, f multiFlag, def []int) ([]int, error) {
+	if len(f) == 0 {
+		return def, nil
+	}
+	var points []int
+	for _, s := range f {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || (len(points) > 0 && n < points[len(points)-1]) {
+			return nil, fmt.Errorf("%s %q: want ascending whole numbers", name, f.String())
+		}
+		points = append(points, n)
+	}
+	return points, nil
+}
+
 // scaleStore is one store filled point after point.
 type scaleStore struct {
 	store  *counting.Store
@@ -125,7 +156,16 @@ type scaleStore struct {
 	w      *wf.Worker
 	runner *noopSteps
 	filled int
+	// name tags the store in profile file names.
+	name string
+	// slots bound the fill's runs in flight (fillInFlight).
+	slots chan struct{}
 }
+
+// fillInFlight bounds the fill runs submitted and not yet run: the
+// submitters stay ahead of the worker without queueing the whole fill
+// in memory.
+const fillInFlight = 8192
 
 func (s *scaleStore) close() {
 	if s.w != nil {
@@ -147,7 +187,10 @@ func (s *scaleStore) open(ctx context.Context) error {
 		return err
 	}
 	s.runner = &noopSteps{last: scaleBench.steps - 1, waiters: map[string]chan string{}}
-	rt, err := wf.New(q, s.store, scaleRunner{s.runner}, wf.Options{Concurrency: scaleBench.fillConc, Logger: log, MemoPrefix: s.prefix + "/memo", Sealing: &wf.SealOptions{Prefix: s.prefix + "/sealed"}, SweepInterval: 24 * time.Hour})
+	if s.slots == nil {
+		s.slots = make(chan struct{}, fillInFlight)
+	}
+	rt, err := wf.New(q, s.store, scaleRunner{s.runner, s.slots}, wf.Options{Concurrency: scaleBench.fillConc, Logger: log, MemoPrefix: s.prefix + "/memo", Sealing: &wf.SealOptions{Prefix: s.prefix + "/sealed"}, SweepInterval: 24 * time.Hour})
 	if err != nil {
 		_ = q.Close()
 		return err
@@ -162,16 +205,26 @@ func (s *scaleStore) point(ctx context.Context, retained int) (scalePoint, error
 		if err := s.open(ctx); err != nil {
 			return p, err
 		}
+		if err := s.park(ctx, scaleBench.waiting); err != nil {
+			return p, err
+		}
 	}
 	if err := s.fill(ctx, retained-s.filled); err != nil {
 		return p, err
 	}
 	s.close()
-	t0 := time.Now()
+	stopProf, err := startCPUProfile(fmt.Sprintf("%s-%d-reopen", s.name, retained))
+	if err != nil {
+		return p, err
+	}
+	t0, c0 := time.Now(), processCPU()
 	if err := s.open(ctx); err != nil {
+		stopProf()
 		return p, err
 	}
 	p.reopenMs = float64(time.Since(t0).Microseconds()) / 1e3
+	p.reopenCPUMs = float64(processCPU()-c0) / 1e6
+	stopProf()
 	var lists Latencies
 	for range 21 {
 		t0 := time.Now()
@@ -188,20 +241,84 @@ func (s *scaleStore) point(ctx context.Context, retained int) (scalePoint, error
 	var ms goruntime.MemStats
 	goruntime.ReadMemStats(&ms)
 	p.heapMB = float64(ms.HeapAlloc) / (1 << 20)
-	cpu0, t1 := processCPU(), time.Now()
-	for i := range scaleBench.runs {
-		if err := s.measuredRun(ctx, fmt.Sprintf("m%07d-%05d", retained, i)); err != nil {
-			return p, err
-		}
+	if err := writeHeapProfile(fmt.Sprintf("%s-%d", s.name, retained)); err != nil {
+		return p, err
 	}
-	secs, cpu := time.Since(t1).Seconds(), processCPU()-cpu0
+	if stopProf, err = startCPUProfile(fmt.Sprintf("%s-%d-steps", s.name, retained)); err != nil {
+		return p, err
+	}
+	var rates, cpus []float64
 	steps := float64(scaleBench.runs * scaleBench.steps)
-	p.stepsPerSec = steps / secs
-	p.cpuUsPerStep = float64(cpu) / 1e3 / steps
+	for r := range scaleBench.repeat {
+		cpu0, t1 := processCPU(), time.Now()
+		for i := range scaleBench.runs {
+			if err := s.measuredRun(ctx, fmt.Sprintf("m%07d-%02d-%05d", retained, r, i)); err != nil {
+				stopProf()
+				return p, err
+			}
+		}
+		secs, cpu := time.Since(t1).Seconds(), processCPU()-cpu0
+		rates = append(rates, steps/secs)
+		cpus = append(cpus, float64(cpu)/1e3/steps)
+	}
+	stopProf()
+	p.stepsPerSec, p.cpuUsPerStep = median(rates), median(cpus)
 	// The measured runs are retained too: seal them with the rest.
-	s.filled += scaleBench.runs
-	_, err := s.rt.Seal(ctx)
+	s.filled += scaleBench.runs * scaleBench.repeat
+	_, err = s.rt.Seal(ctx)
 	return p, err
+}
+
+// median returns the median of xs (not empty); xs is reordered.
+func median(xs []float64) float64 {
+	sort.Float64s(xs)
+	if n := len(xs); n%2 == 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return xs[len(xs)/2]
+}
+
+// storeTag turns a store URL into a file-name fragment ("file", "s3").
+func storeTag(url string) string {
+	scheme, _, _ := strings.Cut(url, "://")
+	return scheme
+}
+
+// startCPUProfile starts a CPU profile to --cpuprofile's PREFIX-name.pprof
+// and returns its stop; without --cpuprofile it does nothing.
+func startCPUProfile(name string) (func(), error) {
+	if scaleBench.cpuProf == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(scaleBench.cpuProf + "-" + name + ".pprof")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpu profile %s: %w", f.Name(), err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}
+
+// writeHeapProfile writes the live heap to --memprofile's
+// PREFIX-name.pprof; without --memprofile it does nothing.
+func writeHeapProfile(name string) error {
+	if scaleBench.memProf == "" {
+		return nil
+	}
+	// The heap profile lags up to two collections behind.
+	goruntime.GC()
+	goruntime.GC()
+	f, err := os.Create(scaleBench.memProf + "-" + name + ".pprof")
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("heap profile %s: %w", f.Name(), err)
+	}
+	return f.Close()
 }
 
 // measuredRun submits one run and waits for its last step's job to end.
@@ -248,6 +365,12 @@ func (s *scaleStore) fill(ctx context.Context, n int) error {
 				if i >= int64(n) {
 					return
 				}
+				select {
+				case s.slots <- struct{}{}:
+				case <-ctx.Done():
+					errs <- ctx.Err()
+					return
+				}
 				// Ids in submission order, as ULIDs would be.
 				if _, err := s.rt.Submit(ctx, wf.RunSpec{RunID: fmt.Sprintf("f%09d", base+int(i)), Input: []byte("fill")}); err != nil {
 					errs <- err
@@ -268,7 +391,7 @@ func (s *scaleStore) fill(ctx context.Context, n int) error {
 		if err != nil {
 			return err
 		}
-		if st.Pending+st.Scheduled+st.Claimed == 0 {
+		if st.Pending+st.Claimed == 0 && st.Scheduled <= int64(scaleBench.waiting) {
 			break
 		}
 		select {
@@ -280,6 +403,32 @@ func (s *scaleStore) fill(ctx context.Context, n int) error {
 	s.filled += n
 	_, err := s.rt.Seal(ctx)
 	return err
+}
+
+// park submits n runs ("w..." ids) that wait on a signal for 24 hours
+// and returns once every one waits.
+func (s *scaleStore) park(ctx context.Context, n int) error {
+	for i := range n {
+		if _, err := s.rt.Submit(ctx, wf.RunSpec{RunID: fmt.Sprintf("w%09d", i), Input: []byte("wait")}); err != nil {
+			return err
+		}
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := s.q.Stats(ctx, s.rt.QueueName())
+		if err != nil {
+			return err
+		}
+		if st.Scheduled >= int64(n) {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // rssMB returns the process's resident set size in MB (Linux), or -1.
@@ -366,12 +515,23 @@ func writeScalePlot(path string, stores []string, series map[string][]scalePoint
 	return f.Close()
 }
 
-// scaleRunner ends fill runs (ids "f...") at their first step and runs
+// scaleRunner parks waiting runs (ids "w...") on a signal, ends fill runs
+// (ids "f...") at their first step, handing back a fill slot, and runs
 // measured ones through noopSteps.
-type scaleRunner struct{ *noopSteps }
+type scaleRunner struct {
+	*noopSteps
+	slots chan struct{}
+}
 
 func (r scaleRunner) RunStep(ctx context.Context, s *wf.Step) (wf.StepOutcome, error) {
+	if strings.HasPrefix(s.RunID, "w") {
+		return wf.ContinueOnSignal(nil, "sig-"+s.RunID, 24*time.Hour), nil
+	}
 	if strings.HasPrefix(s.RunID, "f") {
+		select {
+		case <-r.slots:
+		default: // a redelivered step: its slot came back already
+		}
 		return wf.Succeed(nil), nil
 	}
 	return r.noopSteps.RunStep(ctx, s)

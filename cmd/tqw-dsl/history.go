@@ -78,7 +78,7 @@ store the user may only read; and a URL with no store at it is an error
 					return err
 				}
 				defer v.Close()
-				recs, err = interpreter.History(ctx, v.r, v.store, runID)
+				recs, err = interpreter.History(ctx, v.records(), v.store, runID)
 				if err != nil {
 					return failf(exitFailed, "history of run %s: %v", runID, err)
 				}

@@ -157,7 +157,7 @@ func findInterrupted(ctx context.Context, url string, w *interpreter.Workflow, k
 		from := w.Main.Steps[0].ID
 		if st.State.Terminal() {
 			from = ""
-		} else if recs, err := interpreter.History(ctx, v.r, nil, c.RunID); err == nil && len(recs) > 0 {
+		} else if recs, err := interpreter.History(ctx, v.records(), nil, c.RunID); err == nil && len(recs) > 0 {
 			last := recs[len(recs)-1]
 			from = last.Step
 			if last.Next != "" {
@@ -539,7 +539,7 @@ func follow(ctx context.Context, store objstore.Store, v *view, runID string, pr
 		}
 		changed := false
 		if progress != nil {
-			recs, err := interpreter.History(ctx, v.r, nil, runID)
+			recs, err := interpreter.History(ctx, v.records(), nil, runID)
 			if err != nil {
 				return nil, failf(exitFailed, "following run %s: %v", runID, err)
 			}

@@ -58,7 +58,7 @@ type lastStep struct {
 // latestStep returns the run's latest history record and the last signal
 // one of its steps set aside, each nil when there is none.
 func latestStep(ctx context.Context, v *view, runID string) (*lastStep, *rejectedJSON) {
-	recs, err := interpreter.History(ctx, v.r, nil, runID)
+	recs, err := interpreter.History(ctx, v.records(), nil, runID)
 	if err != nil {
 		return nil, nil
 	}

@@ -568,6 +568,9 @@ func openView(ctx context.Context, url string) (*view, error) {
 
 func (v *view) Close() error { return v.r.Close() }
 
+// records reads the interpreter's records of active and sealed runs.
+func (v *view) records() interpreter.Reader { return interpreter.WithSealed(v.r, v.insp) }
+
 // status returns the status of runID, or a not-found error that names the store.
 func (v *view) status(ctx context.Context, url, runID string) (runstate.Status, error) {
 	if err := runtime.ValidateRunID(runID); err != nil {

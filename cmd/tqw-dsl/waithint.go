@@ -83,7 +83,7 @@ func (h *waitHints) lookup(ctx context.Context, runID, step string, attempt int)
 	} else if err := h.v.r.Refresh(ctx); err != nil {
 		return "", nil, false
 	}
-	recs, err := interpreter.History(ctx, h.v.r, nil, runID)
+	recs, err := interpreter.History(ctx, h.v.records(), nil, runID)
 	if err != nil {
 		return "", nil, false
 	}

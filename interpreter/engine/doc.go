@@ -13,8 +13,12 @@
 // store's writer lease (runtime/lease), the queue, the step runtime with
 // the lease gate (no step starts unless the lease is locally valid), the
 // interpreter with the built-in actions plus the given ones, the
-// retention sweep, and the store inbox, so `tqw-dsl status`, `signal`,
-// `cancel` and `submit` run from other processes reach this one.
+// retention sweep with sealing (a finished run's status, history and
+// outputs move into immutable segment objects once its end is handled,
+// so memory holds active runs and bounded caches, not the retained
+// history; Options.KeepFinishedInKV turns it off), and the store inbox,
+// so `tqw-dsl status`, `signal`, `cancel` and `submit` run from other
+// processes reach this one.
 //
 // With Options.TracerProvider set (tracing.FromEnv builds one from the
 // OTEL_* environment), runs, steps and the http and llm actions' requests
@@ -35,6 +39,7 @@
 // TTL/3: 12 a minute at the default TTL). The inbox costs one LIST per
 // poll while idle (see runtime/remote). Steps cost what the runtime and
 // the interpreter state (a durable commit per step, batched across
-// concurrent steps). Close drains the worker and makes everything
+// concurrent steps). Sealing costs, per segment of up to 512 runs, two
+// create-only PUTs and one durable commit (runtime's doc). Close drains the worker and makes everything
 // durable before it releases the lease.
 package engine

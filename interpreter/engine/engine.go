@@ -85,6 +85,14 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// Logger receives logs (default slog.Default()).
 	Logger *slog.Logger
+	// KeepFinishedInKV turns sealing off: finished runs' status, history
+	// and outputs stay in the KV store (in memory) for the whole
+	// retention instead of moving into sealed segments once their end is
+	// handled (runtime.WithSealing, see runtime's "Sealed runs"). Sealed
+	// runs read the same through status, history, list and the API; turn
+	// it off only while a build that predates runtime/archive still reads
+	// the store (such a build does not see sealed runs).
+	KeepFinishedInKV bool
 }
 
 // Engine is a store opened as its writer, ready to run workflows.
@@ -184,6 +192,11 @@ func New(ctx context.Context, store objstore.Store, held *lease.Lease, o Options
 	ropts := runtime.Options{TerminalHook: e.it, Logger: o.Logger, MemoRetention: o.MemoRetention, ResultRetention: o.Retention, SweepInterval: sweep, LeaseGate: held, LeaseMargin: held.Margin(), StoreNamespaces: interpreter.StoreNamespaces()}
 	if o.Concurrency > 0 {
 		ropts.Concurrency = o.Concurrency
+	}
+	if !o.KeepFinishedInKV {
+		// Memory then holds active runs and bounded caches, not the
+		// retained history (runtime's "Sealed runs").
+		ropts.Sealing = &runtime.SealOptions{}
 	}
 	e.rt, err = runtime.New(q, store, e.it, ropts)
 	if err != nil {

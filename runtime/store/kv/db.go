@@ -152,10 +152,13 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 	if err != nil {
 		return nil, err
 	}
-	tree := r.tree
 	if err := writeFence(ctx, o, opts, r, m.epoch); err != nil {
 		return nil, err
 	}
+	// Copy the replayed state out of the objects it was decoded from, so
+	// what stays in memory is the live keys and values only (compactTree).
+	tree := compactTree(r.tree)
+	dirty = dirtyPerChunk(m.chunks, dirty)
 	db := &DB{
 		o: o, opts: opts, epoch: m.epoch,
 		tree: tree, live: map[uint64]int{},

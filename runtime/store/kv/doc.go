@@ -222,6 +222,11 @@
 //
 // No multi-writer operation, no range deletes, no compression, no
 // encryption, no TTLs. The whole live key set lives in memory (large values
-// excepted). Snapshots are memory-only: a long-lived Tx pins old versions
+// excepted): a reopened writer copies the replayed keys and values out of
+// the chunk and WAL objects they were decoded from, so memory holds the
+// live state (its keys, values and about 64 bytes of tree and entry per
+// key) and not the deleted records around it (TestReopenKeepsOnlyLiveBytes);
+// the keys written since the last checkpoint are also kept, up to the
+// checkpoint interval (CheckpointWALBytes). Snapshots are memory-only: a long-lived Tx pins old versions
 // and conflict history until it ends, so always Commit or Rollback.
 package kv

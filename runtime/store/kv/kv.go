@@ -73,7 +73,10 @@ type Options struct {
 	// MaxValueSize is the largest value accepted. Default 64 MiB.
 	MaxValueSize int
 	// CheckpointWALBytes starts a checkpoint when the WAL written since the
-	// last one passes this many bytes. Default 64 MiB.
+	// last one passes this many bytes. Default 16 MiB: Open replays the WAL
+	// since the last checkpoint, so this bounds the reopen (about 0.2 s of
+	// CPU per 16 MiB here), while a checkpoint rewrites only the chunks
+	// whose keys changed.
 	CheckpointWALBytes int64
 	// CheckpointWALObjects starts a checkpoint when this many WAL objects
 	// were written since the last one. Default 2000.
@@ -121,7 +124,7 @@ func (o Options) withDefaults() Options {
 		o.MaxValueSize = 64 << 20
 	}
 	if o.CheckpointWALBytes <= 0 {
-		o.CheckpointWALBytes = 64 << 20
+		o.CheckpointWALBytes = 16 << 20
 	}
 	if o.CheckpointWALObjects <= 0 {
 		o.CheckpointWALObjects = 2000
