@@ -112,10 +112,8 @@ store the user may only read; and a URL with no store at it is an error
 			}
 			ctx := context.WithoutCancel(cmd.Context())
 			var runs []runstate.Status
-			// The HTTP API lists by state; a cursor or label filter reads
-			// the store's indexes through a view.
-			if a := liveAPI(ctx, store); a != nil && after == "" && len(want) == 0 {
-				if runs, err = listHTTP(ctx, a, states, limit); err != nil {
+			if a := liveAPI(ctx, store); a != nil {
+				if runs, err = listHTTP(ctx, a, runstate.ListOptions{States: states, Limit: limit, After: after, Labels: want}); err != nil {
 					return err
 				}
 			} else {
@@ -186,16 +184,16 @@ func listDetail(r runstate.Status) string {
 }
 
 // listHTTP lists runs through the live writer's HTTP API, page by page
-// up to limit.
-func listHTTP(ctx context.Context, a *apiWriter, states []runstate.State, limit int) ([]runstate.Status, error) {
+// up to o.Limit; the API's cursor is the run id to list after.
+func listHTTP(ctx context.Context, a *apiWriter, o runstate.ListOptions) ([]runstate.Status, error) {
 	var names []string
-	for _, st := range states {
+	for _, st := range o.States {
 		names = append(names, st.String())
 	}
 	var out []runstate.Status
-	cursor := ""
-	for len(out) < limit {
-		page, err := a.c.ListRuns(ctx, client.ListOptions{Status: names, Cursor: cursor, Limit: min(limit-len(out), 1000)})
+	cursor := o.After
+	for len(out) < o.Limit {
+		page, err := a.c.ListRuns(ctx, client.ListOptions{Status: names, Cursor: cursor, Labels: o.Labels, Limit: min(o.Limit-len(out), 1000)})
 		if err != nil {
 			return nil, a.apiError("list runs", err)
 		}

@@ -126,6 +126,16 @@ func testServeCommandsOverHTTP(t *testing.T, c *cli) {
 	if code, out, errOut := c.run("cancel", "h2"); code != exitOK || !strings.Contains(out, "cancelled") {
 		t.Fatalf("cancel: %d %s %s", code, out, errOut)
 	}
+	// list's filters and cursor go through the API's label index too.
+	if code, out, errOut := c.run("list", "--workflow", "approval", "--after", "h1"); code != exitOK || !strings.Contains(out, "h2") || strings.Contains(out, "h1") {
+		t.Fatalf("list --workflow approval --after h1: %d %s %s", code, out, errOut)
+	}
+	if code, _, errOut := bad.run("list", "--workflow", "approval"); code != exitFailed || !strings.Contains(errOut, apiTokenEnv) {
+		t.Fatalf("list --workflow with a wrong token (over HTTP, so refused): %d %s", code, errOut)
+	}
+	if code, out, errOut := c.run("list", "--label", "workflow=nothing-by-this-name"); code != exitOK || strings.Contains(out, "h1") || strings.Contains(out, "h2") {
+		t.Fatalf("list --label workflow=nothing-by-this-name: %d %s %s", code, out, errOut)
+	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,10 @@ type Timer interface {
 	// Reset stops the timer, discards an unreceived fire and arms it again
 	// to fire d after now.
 	Reset(d time.Duration)
+	// ResetAt is Reset to fire at t (at once if t is not after now): a
+	// deadline read from the store stays exact even if the clock moves
+	// between reading now and arming the timer.
+	ResetAt(t time.Time)
 }
 
 // System returns the wall clock.
@@ -44,6 +48,7 @@ type systemTimer struct{ t *time.Timer }
 func (t *systemTimer) C() <-chan time.Time   { return t.t.C }
 func (t *systemTimer) Stop() bool            { return t.t.Stop() }
 func (t *systemTimer) Reset(d time.Duration) { t.t.Reset(d) }
+func (t *systemTimer) ResetAt(at time.Time)  { t.t.Reset(time.Until(at)) }
 
 // Mock is a Clock that moves only when told to. Advance and Set fire
 // every timer whose deadline has been reached, in deadline order. It is safe
@@ -166,9 +171,21 @@ func (t *mockTimer) Reset(d time.Duration) {
 	c := t.clock
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t.when = c.now.Add(d)
+	t.resetLocked(c.now.Add(d))
+}
+
+func (t *mockTimer) ResetAt(at time.Time) {
+	c := t.clock
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.resetLocked(at)
+}
+
+func (t *mockTimer) resetLocked(at time.Time) {
+	c := t.clock
+	t.when = at
 	t.drain()
-	if d <= 0 {
+	if !at.After(c.now) {
 		delete(c.timers, t)
 		select {
 		case t.ch <- c.now:

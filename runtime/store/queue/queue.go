@@ -797,7 +797,7 @@ func (q *Queue) schedulerLoop(timer clock.Timer) {
 			}
 			timer.Reset(q.opts.ReapInterval) // retry later rather than spin
 		case ok:
-			timer.Reset(next.Sub(q.clock.Now()))
+			timer.ResetAt(next) // not Reset(next-now): the clock may move in between
 		default:
 			timer.Stop()
 		}
