@@ -298,12 +298,16 @@ func TestBrowserApprovalFlow(t *testing.T) {
 		}
 		return v
 	}
-	// text is the rendered text of the first element sel matches.
+	// text is the rendered text of the first element sel matches, once it
+	// has some. One evaluation finds and reads it: the live page replaces
+	// nodes as events arrive, so a node looked up first may be gone by the
+	// time its text is read ("No node with given id found").
 	text := func(what, sel string) string {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		v, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
+		expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e === null ? "" : e.innerText; })()`, sel)
+		v, err := chromedp.Run(sctx, chromedp.Poll[string](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(45*time.Second)))
 		if err != nil {
 			shot("failed")
 			t.Fatalf("%s: %v", what, err)
