@@ -232,6 +232,9 @@ func (rt *Runtime) sweepLoop(ctx context.Context) {
 			rt.log.Debug("retention sweep", "memo_runs", res.MemoRuns, "memo_objects", res.MemoObjects, "results", res.Results, "signals", res.Signals,
 				"sealed", res.Sealed, "sealed_expired", res.SealedExpired)
 		}
+		if h := rt.afterSweep; h != nil {
+			h()
+		}
 		if !rt.pause(ctx, rt.cfg.sweepInterval) {
 			return
 		}

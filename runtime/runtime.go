@@ -72,6 +72,8 @@ type Runtime struct {
 	// beforeSealCommit runs after a segment's objects are written and
 	// before the commit that references them.
 	beforeSealCommit func(segment string)
+	// afterSweep runs after each pass of the worker's retention sweep.
+	afterSweep func()
 }
 
 // Options configure New. The zero value of every field is its default,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,7 +54,18 @@ func sealEnv(t *testing.T, store objstore.Store, n int, opts ...Options) *env {
 		o.SweepInterval = 24 * time.Hour
 	}
 	e := newEnvCfg(t, store, defaultQueueConfig(), recordingRunner{}, o)
+	// The worker sweeps once as it starts, sealing every run finished by
+	// then: submitting before that sweep is done let it seal the first run
+	// alone when the machine was slow. The tests seal the runs themselves.
+	swept := make(chan struct{})
+	var once sync.Once
+	e.rt.afterSweep = func() { once.Do(func() { close(swept) }) }
 	e.start()
+	select {
+	case <-swept:
+	case <-e.ctx.Done():
+		t.Fatal("the worker's first retention sweep never ran")
+	}
 	for i := range n {
 		in := "ok"
 		if i%3 == 2 {
