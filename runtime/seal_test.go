@@ -54,18 +54,7 @@ func sealEnv(t *testing.T, store objstore.Store, n int, opts ...Options) *env {
 		o.SweepInterval = 24 * time.Hour
 	}
 	e := newEnvCfg(t, store, defaultQueueConfig(), recordingRunner{}, o)
-	// The worker sweeps once as it starts, sealing every run finished by
-	// then: submitting before that sweep is done let it seal the first run
-	// alone when the machine was slow. The tests seal the runs themselves.
-	swept := make(chan struct{})
-	var once sync.Once
-	e.rt.afterSweep = func() { once.Do(func() { close(swept) }) }
-	e.start()
-	select {
-	case <-swept:
-	case <-e.ctx.Done():
-		t.Fatal("the worker's first retention sweep never ran")
-	}
+	startSwept(t, e)
 	for i := range n {
 		in := "ok"
 		if i%3 == 2 {
@@ -75,6 +64,23 @@ func sealEnv(t *testing.T, store objstore.Store, n int, opts ...Options) *env {
 	}
 	waitKV(t, e, kvSealQ, n)
 	return e
+}
+
+// startSwept starts the worker and returns once its first retention
+// sweep, which runs as it starts and seals every run finished by then, is
+// done: a run submitted before it ended could be sealed by it alone when
+// the machine was slow, and the tests seal their runs themselves.
+func startSwept(t *testing.T, e *env) {
+	t.Helper()
+	swept := make(chan struct{})
+	var once sync.Once
+	e.rt.afterSweep = func() { once.Do(func() { close(swept) }) }
+	e.start()
+	select {
+	case <-swept:
+	case <-e.ctx.Done():
+		t.Fatal("the worker's first retention sweep never ran")
+	}
 }
 
 // waitKV waits until prefix holds want entries: the notification's
@@ -176,7 +182,7 @@ func TestSealedRunsReadAsBefore(t *testing.T) {
 
 	// A run id is free again once its run ended: the new run is listed,
 	// not the sealed one.
-	e.start()
+	startSwept(t, e)
 	e.clock.Advance(30 * time.Minute)
 	e.submit(RunSpec{RunID: "run-01", Input: []byte("again")})
 	if st := e.waitRun("run-01", inState(runstate.StateSucceeded)); string(st.Result) != "result of run-01" || st.Step != 2 || st.Labels != nil {
@@ -236,7 +242,7 @@ func TestSealedSegmentMemoRetention(t *testing.T) {
 	opts := Options{Sealing: &SealOptions{BatchRuns: 4, CacheSegments: 2}, ResultRetention: time.Hour,
 		MemoRetention: 3 * time.Hour, SweepInterval: 24 * time.Hour}
 	e := newEnvCfg(t, store, defaultQueueConfig(), memoRunner{}, opts)
-	e.start()
+	startSwept(t, e)
 	for i := range n {
 		e.submit(RunSpec{RunID: fmt.Sprintf("run-%02d", i), Input: []byte("ok")})
 	}
@@ -366,7 +372,7 @@ func TestSegmentExpiryInterrupted(t *testing.T) {
 			fs := faults.New(mem.New(), 1)
 			e := newEnvCfg(t, fs, defaultQueueConfig(), memoRunner{}, Options{Sealing: &SealOptions{BatchRuns: 4},
 				ResultRetention: time.Hour, MemoRetention: 2 * time.Hour, SweepInterval: 24 * time.Hour})
-			e.start()
+			startSwept(t, e)
 			for i := range n {
 				e.submit(RunSpec{RunID: fmt.Sprintf("run-%02d", i), Input: []byte("ok")})
 			}
@@ -433,7 +439,7 @@ func TestSealedListingAcrossOverlappingSegments(t *testing.T) {
 	const n = 23
 	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), recordingRunner{}, Options{Sealing: &SealOptions{BatchRuns: 4, CacheSegments: 2},
 		ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
-	e.start()
+	startSwept(t, e)
 	for i := range n {
 		id := (i * 7) % n // a permutation: segments interleave in id order
 		in := "ok"
