@@ -6,7 +6,10 @@
 // Guarantees: System reads time.Now and arms time.Timer values. Mock moves
 // only when told to (Advance, Set) and then fires every due timer in
 // deadline order; a timer keeps at most one undelivered fire, like
-// time.Timer since Go 1.23. Both are safe for concurrent use.
+// time.Timer since Go 1.23. Timer.ResetAt arms at a deadline, so a
+// deadline read from the store fires on time even when the clock moves
+// between reading now and arming the timer. Both are safe for concurrent
+// use.
 //
 // Cost in object-store requests: none. The package imports only the
 // standard library, so every layer can import it.
