@@ -86,7 +86,7 @@ func crashChild(dir string) int {
 // -race, where each child takes several times longer to start and run).
 func TestCrashFileSIGKILL(t *testing.T) {
 	def := 200
-	if raceEnabled {
+	if raceEnabled || testing.Short() { // -short: the edit-test loop
 		def = 50
 	}
 	kills := crashtest.Count(t, crashKillsEnv, def)

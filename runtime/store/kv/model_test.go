@@ -71,10 +71,11 @@ func collect(t *testing.T, scan func(context.Context, Range, func(k, v []byte) (
 // TestModel runs random operation sequences (puts, deletes, scans,
 // transactions with conflicts, counter adds, reopen, crash-reopen,
 // checkpoints, readers) against the model, comparing after every step.
-// KV_MODEL_SEEDS sets the number of seeds (default 3000, 300 under -race).
+// KV_MODEL_SEEDS sets the number of seeds (default 3000, 300 under -race
+// or -short).
 func TestModel(t *testing.T) {
 	def := 3000
-	if raceEnabled {
+	if raceEnabled || testing.Short() {
 		def = 300
 	}
 	seeds := envInt("KV_MODEL_SEEDS", def)

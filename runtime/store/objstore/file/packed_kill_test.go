@@ -160,7 +160,7 @@ func packedChild(dir string) error {
 // after whatever the kill left.
 func TestKill9Packed(t *testing.T) {
 	crashtest.Parent(t, packedChildEnv)
-	kills := crashtest.Count(t, packedKillsEnv, 200)
+	kills := crashtest.Count(t, packedKillsEnv, shortOr(200, 60))
 	dir := t.TempDir()
 	rng := crashtest.Rand(t, 5)
 	acked := map[int]string{}
