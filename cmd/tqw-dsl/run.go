@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	tqwengine "github.com/tqw-dsl/tqw/interpreter/engine"
+
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
 	"github.com/oklog/ulid/v2"
@@ -353,7 +355,7 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 				if err := e.Close(); err != nil {
 					return err
 				}
-				return rc.reportRun(out, errOut, outcomeOf(st), f.json)
+				return rc.reportRun(out, errOut, tqwengine.OutcomeOf(st), f.json)
 			}
 		}
 		if err != nil {
@@ -394,7 +396,7 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 			if err := e.Close(); err != nil {
 				return err
 			}
-			return rc.reportRun(out, errOut, outcomeOf(st), f.json)
+			return rc.reportRun(out, errOut, tqwengine.OutcomeOf(st), f.json)
 		}
 	}
 	sv := e.serve(ctx)
@@ -468,7 +470,7 @@ func runRemote(ctx context.Context, s *session, w *interpreter.Workflow, input a
 		stopWatch()
 		if err != nil && how == startResubmit && errors.Is(err, interpreter.ErrRunIDReused) {
 			if st, serr := v.insp.Status(ctx, runID); serr == nil && st.State.Terminal() {
-				return rc.reportRun(out, errOut, outcomeOf(st), f.json)
+				return rc.reportRun(out, errOut, tqwengine.OutcomeOf(st), f.json)
 			}
 		}
 		if err != nil && gone && !f.detach && errors.Is(err, remote.ErrNoAnswer) {
@@ -498,7 +500,7 @@ func runRemote(ctx context.Context, s *session, w *interpreter.Workflow, input a
 	if st == nil {
 		return failf(exitInterrupted, "interrupted; run %s continues in %s", runID, s.holder)
 	}
-	return rc.reportRun(out, errOut, outcomeOf(*st), f.json)
+	return rc.reportRun(out, errOut, tqwengine.OutcomeOf(*st), f.json)
 }
 
 // followOptions tune follow; the zero value is the CLI's.
@@ -584,19 +586,6 @@ func follow(ctx context.Context, store objstore.Store, v *view, runID string, pr
 		}
 		delay = min(2*delay, o.pollMax)
 	}
-}
-
-// outcomeOf is the outcome of a run whose status is terminal.
-func outcomeOf(st runstate.Status) *runstate.Outcome {
-	o := &runstate.Outcome{RunID: st.RunID, Status: runstate.Failed, Result: st.Result, ResultOmitted: st.ResultOmitted,
-		Error: st.Error, Step: st.Step, Headers: st.Headers, SubmittedAt: st.SubmittedAt, FinishedAt: st.FinishedAt}
-	switch st.State {
-	case runstate.StateSucceeded:
-		o.Status = runstate.Succeeded
-	case runstate.StateCancelled:
-		o.Status = runstate.Cancelled
-	}
-	return o
 }
 
 // report prints a run's end and returns its exit status.

@@ -63,14 +63,8 @@ On SIGINT or SIGTERM it stops accepting requests, ends the event streams,
 then drains as worker does and exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if concurrency < 1 {
-				return failf(exitUsage, "--concurrency %d: want at least 1", concurrency)
-			}
-			if inboxPoll < 200*time.Millisecond {
-				return failf(exitUsage, "--inbox-poll %v: want at least 200ms", inboxPoll)
-			}
-			if retention < time.Second {
-				return failf(exitUsage, "--retention %v: want at least 1s", retention)
+			if err := checkWorkerFlags(concurrency, inboxPoll, retention); err != nil {
+				return err
 			}
 			token, err := readAPIToken(tokenFile)
 			if err != nil {

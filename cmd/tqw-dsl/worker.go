@@ -64,14 +64,8 @@ that id is refused. run, while it works the store itself, keeps the
 default; the retention of a run is judged by whichever writer runs then.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if concurrency < 1 {
-				return failf(exitUsage, "--concurrency %d: want at least 1", concurrency)
-			}
-			if inboxPoll < 200*time.Millisecond {
-				return failf(exitUsage, "--inbox-poll %v: want at least 200ms", inboxPoll)
-			}
-			if retention < time.Second {
-				return failf(exitUsage, "--retention %v: want at least 1s", retention)
+			if err := checkWorkerFlags(concurrency, inboxPoll, retention); err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -324,4 +318,19 @@ func (e *engine) idle(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// checkWorkerFlags refuses the worker flags that serve shares with worker
+// when they are out of range.
+func checkWorkerFlags(concurrency int, inboxPoll, retention time.Duration) error {
+	if concurrency < 1 {
+		return failf(exitUsage, "--concurrency %d: want at least 1", concurrency)
+	}
+	if inboxPoll < 200*time.Millisecond {
+		return failf(exitUsage, "--inbox-poll %v: want at least 200ms", inboxPoll)
+	}
+	if retention < time.Second {
+		return failf(exitUsage, "--retention %v: want at least 1s", retention)
+	}
+	return nil
 }
