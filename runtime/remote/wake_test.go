@@ -121,6 +121,7 @@ func (f *wakeFixture) checkOnce(t *testing.T, store objstore.Store, keys []strin
 	if len(keys) != want {
 		t.Fatalf("%d signals answered, want %d", len(keys), want)
 	}
+	f.awaitFinished(t, store, want)
 	for _, k := range keys {
 		if b := f.w.kv(sigBufKey(k)); !bufferHolds(b, "p-"+k) {
 			t.Errorf("buffer of %s = %q, want its payload", k, b)
@@ -138,6 +139,29 @@ func (f *wakeFixture) checkOnce(t *testing.T, store objstore.Store, keys []strin
 	}
 	if left := ibxKeys(t, store, "inbox/"); len(left) != 0 {
 		t.Errorf("commands left in the inbox: %v", left)
+	}
+}
+
+// awaitFinished waits until the writer has counted want answers and
+// emptied the inbox. A client can read an answer before the writer's Put
+// of it returns (and so before the count and the command's delete), so
+// the last answer a client reads may still be in the writer's hands.
+func (f *wakeFixture) awaitFinished(t *testing.T, store objstore.Store, want int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		f.counts.mu.Lock()
+		n := len(f.counts.answers)
+		f.counts.mu.Unlock()
+		left := ibxKeys(t, store, "inbox/")
+		if n >= want && len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("after a minute the writer has counted %d answers (want %d) and left %d commands in the inbox: %v", n, want, len(left), left)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
