@@ -11,6 +11,7 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
 	"github.com/tqw-dsl/tqw/internal/invariants"
+	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -237,7 +238,8 @@ func (d *delivery) cancelRequested(ctx context.Context) (bool, error) {
 // invoke runs the runner with a context cancelled on Cancel and shutdown.
 // A panicking runner counts as a transient error.
 func (d *delivery) invoke(ctx context.Context, sig []byte, eff *Effects) (out StepOutcome, err error) {
-	stepCtx, cancel := context.WithCancelCause(ctx)
+	// The runner's own commits are not the step's settlement.
+	stepCtx, cancel := context.WithCancelCause(kv.WithCommitter(ctx, nil))
 	defer cancel(nil)
 	stop := make(chan struct{})
 	defer close(stop)

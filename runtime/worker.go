@@ -175,6 +175,12 @@ func (rt *Runtime) claimLoop(ctx, hardCtx context.Context, queueName string, con
 		go func() {
 			defer wg.Done()
 			for c := range work {
+				// While a run's steps go on here, its settlements count as
+				// one committer's: a WAL batch may wait (a bounded time,
+				// kv.Options.CommitDelay) for the next one to join it
+				// instead of going out without it.
+				committer := rt.q.DB().Committer()
+				cctx := kv.WithCommitter(hardCtx, committer)
 				// A run whose next step its settlement claimed goes on
 				// here, in the slot reserved for it, without a trip
 				// through the queue's ready index and the claim loop.
@@ -198,13 +204,14 @@ func (rt *Runtime) claimLoop(ctx, hardCtx context.Context, queueName string, con
 							return false
 						}
 					}
-					next := h(hardCtx, c, release, reserve)
+					next := h(cctx, c, release, reserve)
 					release()
 					if next == nil && reserved {
 						<-slots
 					}
 					c = next
 				}
+				committer.Leave()
 				<-inflight
 			}
 		}()

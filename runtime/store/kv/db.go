@@ -53,7 +53,13 @@ type DB struct {
 
 	queue       []*batch // batches not yet written, in order; the last may be open
 	inflight    *batch
-	lingerArmed bool   // a linger timer will wake the flusher
+	lingerArmed bool // a linger timer will wake the flusher
+	// Group commit with company (siblings.go): registered committers, the
+	// last WAL PUT's duration, and the pending wake-up of a held batch.
+	committers  int
+	lastPut     time.Duration
+	delayArmed  bool
+	delayAt     time.Time
 	flushedLast uint64 // last commit sequence handed to the flusher (invariants)
 	nextWAL     uint64
 
@@ -79,6 +85,7 @@ type DB struct {
 	stopping bool
 
 	commits, durable, walPuts, walBytes atomic.Int64
+	heldBatches                         atomic.Int64
 	checkpoints, conflicts              atomic.Int64
 	chunksWritten, chunksReused, larges atomic.Int64
 	flushLat                            lockedHist
@@ -112,10 +119,18 @@ type batch struct {
 	sealed bool // no more commits join
 	// urgent says someone waits for this batch (a durable commit joined
 	// it, or Sync, Close or a checkpoint asked): the flusher writes it
-	// at once instead of letting it linger for company.
-	urgent bool
-	born   time.Time // when its first commit joined, for the linger
-	seq    uint64    // WAL sequence, set when the flusher takes it
+	// without lingering, holding it only for registered committers that
+	// have not joined yet (siblings.go). hurried says Sync, Close or a
+	// checkpoint asked: it goes at once.
+	urgent, hurried bool
+	// joiners counts registered committers whose durable commit joined;
+	// readyAt is when it first could have gone, lastJoin when the last
+	// durable commit joined; held says it waited for company.
+	joiners           int
+	readyAt, lastJoin time.Time
+	held              bool
+	born              time.Time // when its first commit joined, for the linger
+	seq               uint64    // WAL sequence, set when the flusher takes it
 	// first and last are the commit sequences it holds (for the
 	// invariant that WAL order is commit order).
 	first, last uint64
@@ -537,8 +552,8 @@ func (db *DB) Sync(ctx context.Context) error {
 // hurryLocked makes b (and so every batch before it) flush without
 // lingering.
 func (db *DB) hurryLocked(b *batch) {
-	if b != nil && !b.urgent {
-		b.urgent = true
+	if b != nil && !b.hurried {
+		b.urgent, b.hurried = true, true
 		db.cond.Broadcast()
 	}
 }
@@ -568,10 +583,16 @@ func (db *DB) flushableLocked() bool {
 	if db.stopping || db.err != nil || db.opts.Linger <= 0 {
 		return true
 	}
+	urgent := false
 	for _, b := range db.queue {
-		if b.urgent {
+		if b.hurried {
 			return true
 		}
+		urgent = urgent || b.urgent
+	}
+	if urgent {
+		// A full batch goes at once; the open one may wait for company.
+		return len(db.queue) > 1 || !db.holdForCompanyLocked(db.queue[0])
 	}
 	waited := time.Since(db.queue[0].born)
 	if waited >= db.opts.Linger {
@@ -679,6 +700,7 @@ func (db *DB) commitLocked(tx *Tx, larges map[string]largeRef, urgent bool) (*ba
 	b.last = seq
 	if urgent {
 		b.urgent = true
+		db.joinLocked(b, tx.committer, time.Now())
 	} else if b.n == 1 && !b.urgent {
 		db.armLingerLocked(db.opts.Linger)
 	}
@@ -797,8 +819,10 @@ func (db *DB) flusher() {
 		db.mu.Unlock()
 		start := time.Now()
 		n, err := db.writeWAL(b)
-		db.flushLat.add(time.Since(start))
+		took := time.Since(start)
+		db.flushLat.add(took)
 		db.mu.Lock()
+		db.lastPut = took
 		db.inflight = nil
 		if err != nil {
 			if db.err == nil {
@@ -941,6 +965,7 @@ func (db *DB) Stats() Stats {
 	s.ChunksWritten = db.chunksWritten.Load()
 	s.ChunksReused = db.chunksReused.Load()
 	s.LargeValuesWritten = db.larges.Load()
+	s.HeldBatches = db.heldBatches.Load()
 	s.FlushLatency = db.flushLat.get()
 	s.Taken = db.opts.Clock()
 	return s

@@ -81,13 +81,17 @@
 //     is in flight share the next one (group commit, one PUT in flight). At
 //     low load a durable commit costs one PUT round trip: an idle writer
 //     flushes a lone durable commit at once. On a packed file store that
-//     PUT is one pwrite and one fdatasync. A batch holding only
+//     PUT is one pwrite and one fdatasync. With registered committers
+//     (Committer) a ready batch may wait up to Options.CommitDelay for
+//     the ones that have not joined it ("Group commit with company"):
+//     fewer PUTs, no extra request. A batch holding only
 //     non-durable commits lingers up to Options.Linger (10 ms) for a durable
 //     commit to share its PUT, so a non-durable commit followed by a durable
 //     one costs one PUT. In memory, a commit records its keys for conflict
 //     detection only while an older transaction snapshot is open.
-//   - Sync: nothing when no commit is pending; else it ends the linger and
-//     waits for the PUT holding the last commit.
+//   - Sync: nothing when no commit is pending; else it ends the linger
+//     (and any wait for company) and waits for the PUT holding the last
+//     commit.
 //   - Health: no request; it reports what the last requests met.
 //   - Get/Scan/Tx reads: none, except 1 GET per large value read.
 //   - Large value: 1 PUT before its commit and 1 DELETE after the commit
@@ -96,6 +100,41 @@
 //     1 PUT per changed chunk (chunks whose key range saw no write are
 //     reused), 1 conditional PUT of the manifest, then 1 DELETE per obsolete
 //     chunk and WAL object.
+//
+// # Group commit with company
+//
+// The flusher keeps one WAL PUT in flight; the commits that arrive
+// meanwhile go out together in the next one. That alone shares a PUT only
+// among the commits that arrive within one PUT's duration: on a packed file
+// store (one pwrite and one fdatasync, 150-300 µs) that is a few
+// settlements when a step costs a few hundred µs of CPU, 0.08-0.11 PUT
+// per step for 32 concurrent YAML runs. A client that commits again and
+// again (the runtime: each worker goroutine for the run it carries from
+// step to step) registers a Committer and commits with WithCommitter; a
+// batch a durable commit made ready is then held while
+//
+//   - a registered committer has not joined it (joiners are counted
+//     exactly, PostgreSQL's commit_siblings without the guess),
+//   - less than Options.CommitDelay (5 ms) passed since it could have
+//     gone, and
+//   - less than the last WAL PUT's duration passed since the last durable
+//     commit joined it: a sibling that takes longer than a PUT costs less
+//     in the next PUT than everyone waiting for it.
+//
+// So a lone committer, or one whose siblings all joined, never waits: a
+// lone run's latency does not move (TestLoneDurableCommitIsNotDelayed).
+// N committers that commit at once share one PUT
+// (TestConcurrentCommittersShareOnePut), and a missing one costs the
+// others at most CommitDelay (TestCommitDelayIsBounded, with the PUT-gap
+// rule in TestCommitDelayEndsAfterAPutWithoutCompany; both on synctest's
+// clock). Sync, Close and checkpoints never wait. Nothing about
+// durability changes: a commit is still acknowledged only once its WAL
+// object is in the store, and the wait only decides which PUT carries it.
+// The cost is latency (at most CommitDelay per step while a sibling is
+// slow, e.g. in an HTTP call) and, when the CPU is the bottleneck,
+// throughput: the disk idles while the batch fills instead of overlapping
+// with the next steps' CPU work (docs/BENCHMARKS.md, "interpreter request
+// counts (issue 14)").
 //
 // # Fencing
 //

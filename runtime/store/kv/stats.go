@@ -34,6 +34,9 @@ type Stats struct {
 	ChunksWritten, ChunksReused int64
 	// LargeValuesWritten counts large-value objects written.
 	LargeValuesWritten int64
+	// HeldBatches counts WAL batches that waited for registered
+	// committers before they were written (Options.CommitDelay).
+	HeldBatches int64
 	// Taken is when the snapshot was taken (Options.Clock).
 	Taken time.Time
 }

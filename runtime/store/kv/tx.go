@@ -45,6 +45,9 @@ type Tx struct {
 	ranges   []Range
 	done     bool
 	readOnly bool
+	// committer is the registered committer a durable commit counts for
+	// (from the commit's context).
+	committer *Committer
 	// pinned reports that the read point snapSeq is registered as a live
 	// snapshot, which keeps every later write to a key tracked for
 	// conflicts (and large values alive). It is set at the first read, so
@@ -524,6 +527,7 @@ func (tx *Tx) commit(ctx context.Context, urgent bool) (*batch, error) {
 		tx.unpin()
 		return nil, err
 	}
+	tx.committer = committerFrom(ctx)
 	db.mu.Lock()
 	b, err := db.commitLocked(tx, larges, urgent)
 	db.mu.Unlock()
