@@ -22,8 +22,8 @@ const (
 
 // Headers the runtime sets on step jobs.
 const (
-	// HeaderRunID carries the run id.
-	HeaderRunID = "workflow.run_id"
+	// headerRunID carries the run id.
+	headerRunID = "workflow.run_id"
 	// headerStep carries the zero-based step number.
 	headerStep = "workflow.step"
 	// headerRunNonce names the run's incarnation, so a step job left over

@@ -198,7 +198,7 @@ func stepHeaders(user map[string]string, runID, nonce string, n int, extra ...st
 	for k, v := range user {
 		h[k] = v
 	}
-	h[HeaderRunID] = runID
+	h[headerRunID] = runID
 	h[headerStep] = strconv.Itoa(n)
 	h[headerRunNonce] = nonce
 	for i := 0; i+1 < len(extra); i += 2 {

@@ -101,7 +101,7 @@ func TestReservedNamesRejected(t *testing.T) {
 	if err := eff.Delete("workflow/x"); !errors.Is(err, ErrReserved) {
 		t.Fatalf("effects delete: %v", err)
 	}
-	te := NewTerminalEffects()
+	te := newTerminalEffects()
 	if err := te.Put("workflow/y", nil); !errors.Is(err, ErrReserved) {
 		t.Fatalf("terminal effects put: %v", err)
 	}
