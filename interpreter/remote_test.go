@@ -65,7 +65,7 @@ steps:
 		want  error
 	}{
 		{map[string]any{"n": "x"}, "r1", dsl.ErrInputInvalid},
-		{map[string]any{"n": 1}, "bad/id", runtime.ErrInvalidRunID},
+		{map[string]any{"n": 1}, "bad/id", runstate.ErrInvalidRunID},
 	} {
 		if _, err := PrepareRun(ctx, store, nil, w, c.input, c.runID); !errors.Is(err, c.want) {
 			t.Fatalf("PrepareRun(%v, %q) = %v; want %v", c.input, c.runID, err, c.want)

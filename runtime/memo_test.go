@@ -81,7 +81,7 @@ func TestMemoSurvivesRetriesAndIsScoped(t *testing.T) {
 
 func TestMemoContentKeysAndTypedForms(t *testing.T) {
 	ctx := context.Background()
-	ms := memo.NewStore(mem.New(), memo.DefaultPrefix, ValidateRunID)
+	ms := memo.NewStore(mem.New(), memo.DefaultPrefix, runstate.ValidateRunID)
 	m := ms.Step("run", 3)
 	in1 := map[string]any{"op": "draft", "b": 2, "a": []byte("x")}
 	in2 := map[string]any{"a": []byte("x"), "op": "draft", "b": 2}

@@ -3,11 +3,13 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"github.com/tqw-dsl/tqw/runtime/signal"
 	"io"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+	"github.com/tqw-dsl/tqw/runtime/signal"
 
 	"github.com/tqw-dsl/tqw/runtime/memo"
 
@@ -301,7 +303,7 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts Options) 
 	if rt.entropy == nil {
 		rt.entropy = ulid.DefaultEntropy()
 	}
-	rt.memo = memo.NewStore(store, cfg.memoPrefix, ValidateRunID)
+	rt.memo = memo.NewStore(store, cfg.memoPrefix, runstate.ValidateRunID)
 	// Sealed runs stay readable also when this runtime does not seal.
 	rt.insp = NewArchiveInspector(q, store, sealOpts)
 	return rt, nil
