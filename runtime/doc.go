@@ -41,7 +41,7 @@
 // a broken log), never through queue or kv, so the stack under the
 // runtime can change behind one door. runtime/clock is the one clock of
 // the stack. The writer lease (runtime/lease) is handed in as a
-// LeaseGate.
+// lease.Gate.
 //
 // # Guarantees
 //

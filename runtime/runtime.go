@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 	"github.com/tqw-dsl/tqw/runtime/signal"
 
@@ -152,7 +153,7 @@ type Options struct {
 	// interpreter). When the gate is lost, Run returns an error wrapping
 	// lease.ErrLost at once and running steps are cancelled. Checking the
 	// gate makes no request.
-	LeaseGate   LeaseGate
+	LeaseGate   lease.Gate
 	LeaseMargin time.Duration
 	// Sealing, when set, moves finished runs out of the KV store into
 	// immutable segment objects (runtime/archive) once their end is
@@ -187,7 +188,7 @@ type config struct {
 	maxAttempts     int
 	logger          *slog.Logger
 	entropy         io.Reader
-	gate            LeaseGate
+	gate            lease.Gate
 	seal            *SealOptions
 	gateMargin      time.Duration
 }
