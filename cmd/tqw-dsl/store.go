@@ -543,7 +543,7 @@ type view struct {
 	store objstore.Store
 	r     *storage.Reader
 	insp  *runtime.Inspector
-	it    *interpreter.Interpreter
+	defs  *interpreter.View
 }
 
 // openView opens the store at url read-only (openReadOnlyStore): a URL at
@@ -558,12 +558,12 @@ func openView(ctx context.Context, url string) (*view, error) {
 	if err != nil {
 		return nil, failf(exitFailed, "reading the store %s: %v", url, err)
 	}
-	it, err := interpreter.New(store, interpreter.Options{Actions: builtin.New(builtin.Options{})})
+	defs, err := interpreter.NewView(store, builtin.New(builtin.Options{}))
 	if err != nil {
 		_ = r.Close()
 		return nil, err
 	}
-	return &view{url: url, store: store, r: r, insp: runtime.NewArchiveInspector(r, store, runtime.SealOptions{}), it: it}, nil
+	return &view{url: url, store: store, r: r, insp: runtime.NewArchiveInspector(r, store, runtime.SealOptions{}), defs: defs}, nil
 }
 
 func (v *view) Close() error { return v.r.Close() }
