@@ -31,7 +31,8 @@
 // the store, the runner and one Options value whose zero fields are the
 // defaults. What callers only name or pass on lives in small packages
 // below it, so a reader of this one sees the runtime's behaviour, not its
-// vocabulary: runtime/runstate (a run's State, Status, Totals, Outcome),
+// vocabulary: runtime/runstate (a run's State, Status, Totals, Outcome,
+// and the checks of run ids and labels),
 // runtime/signal (what sending a signal did, its options, validator and
 // limits), runtime/memo (the step and run memo). Those import nothing of
 // the runtime, so the inbox, the interpreter and the server use them
