@@ -176,9 +176,6 @@ func (it *Interpreter) OnTermination(ctx context.Context, o *runstate.Outcome, e
 }
 
 func (it *Interpreter) onTermination(ctx context.Context, o *runstate.Outcome, eff *runtime.TerminalEffects) error {
-	if it.rt == nil {
-		return ErrNotBound
-	}
 	if err := it.cancelChildren(ctx, o.RunID); err != nil {
 		return err
 	}
@@ -258,9 +255,6 @@ func validateInput(wf *dsl.Workflow, input any) error {
 // retention removed its result and records, so two runs never share a
 // history.
 func (it *Interpreter) Submit(ctx context.Context, w *Workflow, input any, runID string, opts ...SubmitOption) (runtime.SubmitOutcome, error) {
-	if it.rt == nil {
-		return runtime.SubmitOutcome{}, ErrNotBound
-	}
 	ctx, span := it.startSubmitSpan(ctx, w)
 	out, err := it.submit(ctx, w, input, runID, opts...)
 	endSubmitSpan(span, out, err)

@@ -113,39 +113,39 @@ func defKey(hash string) string { return defsPrefix + hash }
 
 // definition returns the parsed definition pinned under hash, reading the
 // store on a cache miss.
-func (it *Interpreter) definition(ctx context.Context, hash string) (*definition, error) {
-	it.defMu.Lock()
-	d := it.defs[hash]
-	it.defMu.Unlock()
+func (v *View) definition(ctx context.Context, hash string) (*definition, error) {
+	v.defMu.Lock()
+	d := v.defs[hash]
+	v.defMu.Unlock()
 	if d != nil {
 		return d, nil
 	}
-	src, _, err := it.store.Get(ctx, defKey(hash))
+	src, _, err := v.store.Get(ctx, defKey(hash))
 	if errors.Is(err, objstore.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrDefinitionMissing, hash)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("interpreter: read definition %s: %w", hash, err)
 	}
-	wf, _, err := dsl.ParseWith("defs/"+hash+".yaml", src, it.dslOpts)
+	wf, _, err := dsl.ParseWith("defs/"+hash+".yaml", src, v.dslOpts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: definition %s no longer loads: %w", ErrCorruptState, hash, err)
 	}
 	if wf.Hash != hash {
 		return nil, fmt.Errorf("%w: definition object %s holds bytes hashing to %s", ErrCorruptState, hash, wf.Hash)
 	}
-	it.pins.add(hash)
-	return it.cache(wf), nil
+	v.pins.add(hash)
+	return v.cache(wf), nil
 }
 
-func (it *Interpreter) cache(wf *dsl.Workflow) *definition {
-	it.defMu.Lock()
-	defer it.defMu.Unlock()
-	if d := it.defs[wf.Hash]; d != nil {
+func (v *View) cache(wf *dsl.Workflow) *definition {
+	v.defMu.Lock()
+	defer v.defMu.Unlock()
+	if d := v.defs[wf.Hash]; d != nil {
 		return d
 	}
 	d := newDefinition(wf)
-	it.defs[wf.Hash] = d
+	v.defs[wf.Hash] = d
 	return d
 }
 

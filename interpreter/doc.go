@@ -140,7 +140,7 @@
 // redelivered step submits only when no run of that id exists, so a crash
 // in between never starts the child twice (while its result is retained).
 // Without Options.Retention nothing is deleted; SweepLoop must run in the
-// process that owns the queue (it is not started by Bind). A notification
+// process that owns the queue (New does not start it). A notification
 // the queue dead-letters (its hook failed every attempt) writes no marker,
 // so that run's records are kept. A child cancelled because its parent
 // ended leaves its end signal buffered under tqw.call:<child> in the

@@ -42,9 +42,12 @@ steps:
 		return
 	}
 	defer q.Close()
-	it, _ := interpreter.New(store, interpreter.Options{Actions: builtin.New(builtin.Options{}), Logger: quiet})
-	rt, _ := runtime.New(q, store, it, runtime.Options{TerminalHook: it, Logger: quiet})
-	it.Bind(rt)
+	it, err := interpreter.New(q, store, interpreter.Options{Actions: builtin.New(builtin.Options{}), Logger: quiet, Runtime: runtime.Options{Logger: quiet}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rt := it.Runtime()
 
 	w, err := interpreter.Load(path, dsl.Options{})
 	if err != nil {

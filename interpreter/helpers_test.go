@@ -82,7 +82,8 @@ func withRetention(records, results time.Duration) envOption {
 	return func(e *tenv) { e.retention, e.resultRetention = records, results }
 }
 
-// withInterpreterStore wraps the store the interpreter (not the queue) uses.
+// withInterpreterStore wraps the store the interpreter and its runtime (not
+// the queue) use.
 func withInterpreterStore(wrap func(objstore.Store) objstore.Store) envOption {
 	return func(e *tenv) { e.wrapStore = wrap }
 }
@@ -113,21 +114,7 @@ func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 	if e.wrapStore != nil {
 		istore = e.wrapStore(e.store)
 	}
-	it, err := New(istore, Options{Actions: acts, Getenv: e.getenv, Rand: rand.New(rand.NewPCG(1, 2)), Logger: quiet(), Retention: e.retention, TracerProvider: e.tp,
-		Events: func(ev Event) {
-			select {
-			case e.events <- ev:
-			default:
-				t.Error("event buffer full")
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ropts := e.ropts
-	if ropts.TerminalHook == nil {
-		ropts.TerminalHook = it
-	}
 	if ropts.Logger == nil {
 		ropts.Logger = quiet()
 	}
@@ -137,11 +124,18 @@ func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 	if ropts.ResultRetention == 0 && e.resultRetention > 0 {
 		ropts.ResultRetention = e.resultRetention
 	}
-	rt, err := runtime.New(q, e.store, it, ropts)
+	it, err := New(q, istore, Options{Actions: acts, Getenv: e.getenv, Rand: rand.New(rand.NewPCG(1, 2)), Logger: quiet(), Retention: e.retention, TracerProvider: e.tp,
+		Events: func(ev Event) {
+			select {
+			case e.events <- ev:
+			default:
+				t.Error("event buffer full")
+			}
+		}, Runtime: ropts})
 	if err != nil {
 		t.Fatal(err)
 	}
-	it.Bind(rt)
+	rt := it.Runtime()
 	e.rt, e.it = rt, it
 	t.Cleanup(e.close)
 	return e

@@ -14,8 +14,8 @@ import (
 // Definition returns the parsed workflow pinned under hash (a run's
 // HeaderDefinition). Cost: one GET on a cache miss, none after; an
 // unknown hash matches ErrDefinitionMissing.
-func (it *Interpreter) Definition(ctx context.Context, hash string) (*dsl.Workflow, error) {
-	d, err := it.definition(ctx, hash)
+func (v *View) Definition(ctx context.Context, hash string) (*dsl.Workflow, error) {
+	d, err := v.definition(ctx, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ type Position struct {
 // or ended) matches runtime.ErrRunNotFound. Cost: a read of the job from
 // r (no object-store request on the writer's queue) and, on a definition
 // cache miss, one GET.
-func (it *Interpreter) Position(ctx context.Context, r runtime.StateReader, jobID string) (Position, error) {
+func (v *View) Position(ctx context.Context, r runtime.StateReader, jobID string) (Position, error) {
 	job, err := r.GetJob(ctx, jobID)
 	if errors.Is(err, storage.ErrNotFound) {
 		return Position{}, fmt.Errorf("%w: job %s is gone", runtime.ErrRunNotFound, jobID)
@@ -51,7 +51,7 @@ func (it *Interpreter) Position(ctx context.Context, r runtime.StateReader, jobI
 		return Position{}, err
 	}
 	pos := Position{Definition: st.Def, Input: st.Input}
-	d, err := it.definition(ctx, st.Def)
+	d, err := v.definition(ctx, st.Def)
 	if err != nil {
 		return pos, err
 	}

@@ -1,6 +1,7 @@
 package interpreter
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/runtime/clock"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
+	"github.com/tqw-dsl/tqw/runtime/signal"
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"go.opentelemetry.io/otel/trace"
@@ -32,8 +34,6 @@ var (
 	ErrDefinitionMissing = errors.New("interpreter: pinned workflow definition missing from the store")
 	// ErrCorruptState reports a step payload or record that does not decode.
 	ErrCorruptState = errors.New("interpreter: corrupt run state")
-	// ErrNotBound reports use of an Interpreter before Bind.
-	ErrNotBound = errors.New("interpreter: not bound to a runtime; call Bind")
 	// ErrRecursiveCall reports a workflow that calls itself, directly or not.
 	ErrRecursiveCall = errors.New("interpreter: recursive call")
 )
@@ -77,7 +77,7 @@ type Options struct {
 	Actions *actions.Registry
 	// Getenv reads secrets; nil means os.Getenv.
 	Getenv func(string) string
-	// Clock gives now(); nil means the runtime's clock after Bind.
+	// Clock gives now(); nil means the queue's clock.
 	Clock clock.Clock
 	// Rand drives retry jitter and uuid(); nil means a randomly seeded source.
 	Rand *rand.Rand
@@ -103,20 +103,26 @@ type Options struct {
 	Retention time.Duration
 	// SweepInterval is SweepLoop's period; 0 means DefaultSweepInterval.
 	SweepInterval time.Duration
+	// Runtime configures the runtime New builds for the interpreter. Leave
+	// TerminalHook nil: the interpreter is its runtime's terminal hook.
+	Runtime runtime.Options
+	// StepDurations, when set, is called after each step the runtime runs
+	// with the time the interpreter spent on it (RunStep, by Clock; the
+	// runtime's commits not included), for benchmarks. It must not block.
+	StepDurations func(time.Duration)
 }
 
-// Interpreter executes parsed workflows as a runtime.StepRunner. Create it
-// with New, pass it to runtime.New (as runner and terminal hook), then Bind
-// the runtime. Safe for concurrent use.
+// Interpreter executes parsed workflows in the runtime New builds for it,
+// as its runtime.StepRunner and terminal hook. It reads its store as a
+// View does. Safe for concurrent use.
 type Interpreter struct {
-	store   objstore.Store
-	acts    *actions.Registry
-	getenv  func(string) string
-	clock   clock.Clock
-	log     *slog.Logger
-	events  func(Event)
-	dslOpts dsl.Options
-	margin  time.Duration
+	*View
+	acts   *actions.Registry
+	getenv func(string) string
+	clock  clock.Clock
+	log    *slog.Logger
+	events func(Event)
+	margin time.Duration
 
 	retention  time.Duration
 	sweepEvery time.Duration
@@ -126,11 +132,6 @@ type Interpreter struct {
 
 	rt *runtime.Runtime
 	q  *storage.Queue
-
-	defMu sync.Mutex
-	defs  map[string]*definition
-	// pins are the definitions known stored: Submit pins each once.
-	pins pinSet
 
 	watchMu  sync.Mutex
 	watchers map[string][]chan *runstate.Outcome
@@ -149,19 +150,23 @@ var (
 	_ runtime.RunRecordOwner = (*Interpreter)(nil)
 )
 
-// New returns an interpreter keeping definitions and large outputs in store
-// (the store the runtime runs on).
-func New(store objstore.Store, opts Options) (*Interpreter, error) {
-	if store == nil || opts.Actions == nil {
-		return nil, errors.New("interpreter: New needs a store and an action registry")
+// New returns an interpreter running workflows on q, with the runtime it
+// runs in (Runtime) built from opts.Runtime, ready to submit runs and to
+// work them (Runtime().Spawn). Definitions and large outputs live in
+// store, the store q was opened on. Cost: that of runtime.New.
+func New(q *storage.Queue, store objstore.Store, opts Options) (*Interpreter, error) {
+	if q == nil || store == nil || opts.Actions == nil {
+		return nil, errors.New("interpreter: New needs a queue, its store and an action registry")
 	}
-	// Requests made under a step's context count toward its run's totals.
-	store = counting.Scoped(store)
+	if opts.Runtime.TerminalHook != nil {
+		return nil, errors.New("interpreter: Options.Runtime.TerminalHook must be nil: the interpreter is its runtime's terminal hook")
+	}
 	opts.DSL = LoadOptions(opts.Actions, opts.DSL)
-	it := &Interpreter{store: store, acts: opts.Actions, getenv: opts.Getenv, clock: opts.Clock,
-		log: opts.Logger, events: opts.Events, dslOpts: opts.DSL, margin: opts.LeaseMargin, rand: opts.Rand,
+	// Requests made under a step's context count toward its run's totals.
+	it := &Interpreter{View: newView(counting.Scoped(store), opts.DSL), acts: opts.Actions, getenv: opts.Getenv, clock: opts.Clock,
+		log: opts.Logger, events: opts.Events, margin: opts.LeaseMargin, rand: opts.Rand,
 		retention: opts.Retention, sweepEvery: opts.SweepInterval,
-		defs: map[string]*definition{}, watchers: map[string][]chan *runstate.Outcome{}}
+		watchers: map[string][]chan *runstate.Outcome{}}
 	if opts.TracerProvider != nil {
 		it.tracer, it.runSpans = opts.TracerProvider.Tracer(tracerName), map[string]trace.Span{}
 	}
@@ -183,19 +188,51 @@ func New(store objstore.Store, opts Options) (*Interpreter, error) {
 	if it.rand == nil {
 		it.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
+	if it.clock == nil {
+		it.clock = q.Clock()
+	}
+	var runner runtime.StepRunner = it
+	if opts.StepDurations != nil {
+		runner = timedRunner{it: it, observe: opts.StepDurations}
+	}
+	ropts := opts.Runtime
+	ropts.TerminalHook = it
+	rt, err := runtime.New(q, store, runner, ropts)
+	if err != nil {
+		return nil, err
+	}
+	it.rt, it.q = rt, q
 	return it, nil
 }
 
-// Bind attaches the runtime the interpreter runs in; call it once, after
-// runtime.New and before the worker starts.
-func (it *Interpreter) Bind(rt *runtime.Runtime) {
-	it.rt, it.q = rt, rt.Queue()
-	if it.clock == nil {
-		it.clock = rt.Queue().Clock()
-	}
+// timedRunner is the interpreter as its runtime's runner under
+// Options.StepDurations: RunStep timed, the interpreter's signal
+// validator and run records. Run ends reach the interpreter as the
+// terminal hook, so they are not observed twice.
+type timedRunner struct {
+	it      *Interpreter
+	observe func(time.Duration)
 }
 
-// Runtime returns the bound runtime (nil before Bind).
+func (r timedRunner) RunStep(ctx context.Context, s *runtime.Step) (runtime.StepOutcome, error) {
+	start := r.it.now()
+	out, err := r.it.RunStep(ctx, s)
+	r.observe(r.it.now().Sub(start))
+	return out, err
+}
+
+func (r timedRunner) ValidateSignal(ctx context.Context, key string, payload []byte) error {
+	return r.it.ValidateSignal(ctx, key, payload)
+}
+
+func (r timedRunner) RunRecordPrefixes(runID string) []string { return r.it.RunRecordPrefixes(runID) }
+
+var (
+	_ signal.Validator       = timedRunner{}
+	_ runtime.RunRecordOwner = timedRunner{}
+)
+
+// Runtime returns the runtime the interpreter runs in.
 func (it *Interpreter) Runtime() *runtime.Runtime { return it.rt }
 
 func (it *Interpreter) now() time.Time {

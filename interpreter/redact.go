@@ -192,7 +192,7 @@ func (r *redactor) bytes(b []byte) []byte {
 }
 
 // err returns err with secrets replaced in its message, keeping what
-// errors.Is and errors.As see, and a runtime.StepError's kind on top.
+// errors.Is and errors.As see, and a runtime.StepError (transient or permanent) on top.
 func (r *redactor) err(err error) error {
 	if err == nil || !r.active() {
 		return err
@@ -205,7 +205,7 @@ func (r *redactor) err(err error) error {
 	out := error(&redactedError{msg: red, err: err})
 	var se *runtime.StepError
 	if errors.As(err, &se) {
-		out = &runtime.StepError{Kind: se.Kind, Err: out}
+		out = &runtime.StepError{Permanent: se.Permanent, Err: out}
 	}
 	return out
 }

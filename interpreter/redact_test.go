@@ -237,7 +237,7 @@ func TestRedactorError(t *testing.T) {
 		t.Fatalf("error %q", err)
 	}
 	var se *runtime.StepError
-	if !errors.As(err, &se) || se.Kind != runtime.KindTransient || !errors.Is(err, base) {
+	if !errors.As(err, &se) || se.Permanent || !errors.Is(err, base) {
 		t.Fatalf("redacted error %#v lost its kind or its chain", err)
 	}
 	if strings.Contains(se.Error(), secret) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/runstate"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
@@ -53,7 +54,7 @@ func prepareRun(ctx context.Context, store objstore.Store, pins *pinSet, rt *run
 		return runtime.RunSpec{}, err
 	}
 	if runID != "" {
-		if err := runtime.ValidateRunID(runID); err != nil {
+		if err := runstate.ValidateRunID(runID); err != nil {
 			return runtime.RunSpec{}, err
 		}
 		if r != nil {
@@ -106,7 +107,7 @@ func WithRunKey(key string) SubmitOption {
 // WithLabels adds labels to the run (runtime.RunSpec.Labels), to list it
 // by (runstate.ListOptions.Labels). LabelWorkflow stays the workflow's
 // name: a label of that key is ignored. Check them with
-// runtime.ValidateLabels first.
+// runstate.ValidateLabels first.
 func WithLabels(labels map[string]string) SubmitOption {
 	return func(s *runtime.RunSpec) {
 		for k, v := range labels {

@@ -65,7 +65,7 @@ steps:
 		want  error
 	}{
 		{map[string]any{"n": "x"}, "r1", dsl.ErrInputInvalid},
-		{map[string]any{"n": 1}, "bad/id", runtime.ErrInvalidRunID},
+		{map[string]any{"n": 1}, "bad/id", runstate.ErrInvalidRunID},
 	} {
 		if _, err := PrepareRun(ctx, store, nil, w, c.input, c.runID); !errors.Is(err, c.want) {
 			t.Fatalf("PrepareRun(%v, %q) = %v; want %v", c.input, c.runID, err, c.want)
@@ -102,15 +102,11 @@ steps:
 		t.Fatal(err)
 	}
 	defer q.Close()
-	it, err := New(store, Options{Actions: builtin.New(builtin.Options{}), Logger: log})
+	it, err := New(q, store, Options{Actions: builtin.New(builtin.Options{}), Logger: log, Runtime: runtime.Options{Logger: log}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(q, store, it, runtime.Options{TerminalHook: it, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	it.Bind(rt)
+	rt := it.Runtime()
 	done, unwatch := it.Watch("r1")
 	defer unwatch()
 	sub, err := rt.Submit(ctx, spec)
@@ -200,15 +196,10 @@ func TestSubmitPinsDefinitionsOnce(t *testing.T) {
 	}
 	defer q.Close()
 	open := func() *Interpreter {
-		it, err := New(counted, Options{Actions: builtin.New(builtin.Options{}), Logger: log})
+		it, err := New(q, counted, Options{Actions: builtin.New(builtin.Options{}), Logger: log, Runtime: runtime.Options{Logger: log}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rt, err := runtime.New(q, raw, it, runtime.Options{TerminalHook: it, Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		it.Bind(rt)
 		return it
 	}
 	want := func(what string, heads, puts int64) {

@@ -63,15 +63,11 @@ steps:
 		t.Fatal(err)
 	}
 	defer q.Close()
-	it, err := New(store, Options{Actions: builtin.New(builtin.Options{}), Logger: log})
+	it, err := New(q, store, Options{Actions: builtin.New(builtin.Options{}), Logger: log, Runtime: runtime.Options{Logger: log, Concurrency: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(q, store, it, runtime.Options{TerminalHook: it, Logger: log, Concurrency: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	it.Bind(rt)
+	rt := it.Runtime()
 	worker := rt.Spawn(ctx)
 	defer func() { _ = worker.Shutdown(context.Background()) }()
 	for i := range 3 {

@@ -208,9 +208,6 @@ type SweepResult struct {
 // package documentation.
 func (it *Interpreter) Sweep(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
-	if it.rt == nil {
-		return res, ErrNotBound
-	}
 	if it.retention <= 0 {
 		return res, nil
 	}

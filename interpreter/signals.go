@@ -148,7 +148,7 @@ type WaitingStep struct {
 
 // Waiting returns the step waiting on signal key, or about to (a wait
 // predicted at submission), or nil when none is known.
-func (it *Interpreter) Waiting(ctx context.Context, r Reader, key string) (*WaitingStep, error) {
+func (v *View) Waiting(ctx context.Context, r Reader, key string) (*WaitingStep, error) {
 	b, err := r.KVGet(ctx, waitKey(key))
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil
@@ -160,7 +160,7 @@ func (it *Interpreter) Waiting(ctx context.Context, r Reader, key string) (*Wait
 	if err := decodeMsgpack(b, &w); err != nil {
 		return nil, err
 	}
-	d, err := it.definition(ctx, w.Def)
+	d, err := v.definition(ctx, w.Def)
 	if err != nil {
 		return nil, err
 	}
@@ -180,8 +180,8 @@ func (it *Interpreter) Waiting(ctx context.Context, r Reader, key string) (*Wait
 // runtime.StateReader (*storage.Queue, *storage.Reader); on another Reader a
 // record its ended run left behind (until the run's end notification
 // removes it) is checked as if the run were active.
-func (it *Interpreter) CheckSignal(ctx context.Context, r Reader, key string, payload []byte) error {
-	w, err := it.Waiting(ctx, r, key)
+func (v *View) CheckSignal(ctx context.Context, r Reader, key string, payload []byte) error {
+	w, err := v.Waiting(ctx, r, key)
 	if errors.Is(err, ErrCorruptState) || errors.Is(err, ErrDefinitionMissing) {
 		// Nothing to check against: the step sets the payload aside
 		// itself if it cannot use it.
@@ -203,12 +203,9 @@ func (it *Interpreter) CheckSignal(ctx context.Context, r Reader, key string, pa
 }
 
 // ValidateSignal implements signal.Validator: CheckSignal on the
-// bound runtime's queue. The runtime calls it before it buffers or
+// runtime's queue. The runtime calls it before it buffers or
 // delivers a signal, whoever sends it.
 func (it *Interpreter) ValidateSignal(ctx context.Context, key string, payload []byte) error {
-	if it.q == nil {
-		return nil
-	}
 	return it.CheckSignal(ctx, it.q, key, payload)
 }
 

@@ -40,9 +40,6 @@ func (it *Interpreter) RunStep(ctx context.Context, rs *runtime.Step) (runtime.S
 
 // runStep is RunStep; it returns the step's execution once there is one.
 func (it *Interpreter) runStep(ctx context.Context, rs *runtime.Step) (*exec, runtime.StepOutcome, error) {
-	if it.rt == nil {
-		return nil, runtime.StepOutcome{}, runtime.Permanent(ErrNotBound)
-	}
 	st, err := decodeState(rs.Payload)
 	if err != nil {
 		return nil, runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("run %s, step %d: %w", rs.RunID, rs.Number, err))

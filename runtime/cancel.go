@@ -26,7 +26,7 @@ import (
 //
 // It returns false when the run is unknown or already terminated.
 func (rt *Runtime) Cancel(ctx context.Context, runID string) (bool, error) {
-	if err := ValidateRunID(runID); err != nil {
+	if err := runstate.ValidateRunID(runID); err != nil {
 		return false, err
 	}
 	rec, err := loadRun(ctx, rt.q, runID)

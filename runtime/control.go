@@ -78,7 +78,7 @@ type Incarnation struct {
 // Incarnation returns the incarnation of runID. It writes nothing. Cost:
 // memory reads on the writer.
 func (rt *Runtime) Incarnation(ctx context.Context, runID string) (Incarnation, error) {
-	if err := ValidateRunID(runID); err != nil {
+	if err := runstate.ValidateRunID(runID); err != nil {
 		return Incarnation{}, err
 	}
 	rec, err := loadRun(ctx, rt.q, runID)

@@ -179,7 +179,7 @@ func TestIncarnation(t *testing.T) {
 	if inc, err := e.rt.Incarnation(e.ctx, "r"); err != nil || inc != (Incarnation{}) {
 		t.Fatalf("Incarnation of an unknown run = %+v, %v", inc, err)
 	}
-	if _, err := e.rt.Incarnation(e.ctx, "bad id"); !errors.Is(err, ErrInvalidRunID) {
+	if _, err := e.rt.Incarnation(e.ctx, "bad id"); !errors.Is(err, runstate.ErrInvalidRunID) {
 		t.Fatalf("Incarnation of an invalid id: %v", err)
 	}
 	e.submit(RunSpec{RunID: "r"})

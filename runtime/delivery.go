@@ -93,11 +93,11 @@ func (rt *Runtime) handleStep(ctx context.Context, c *queue.Claim, release func(
 func (rt *Runtime) processStep(ctx context.Context, c *queue.Claim, release func(), reserve func() bool) (*queue.Claim, error) {
 	sctx := context.WithoutCancel(ctx) // settlements finish even during shutdown
 	job := &c.Job
-	runID := job.Headers[HeaderRunID]
+	runID := job.Headers[headerRunID]
 	n, err := strconv.Atoi(job.Headers[headerStep])
 	if runID == "" || err != nil || n < 0 {
 		return nil, rt.q.DeadLetter(sctx, c, fmt.Sprintf("job %s on queue %s is not a workflow step: headers %s/%s missing or bad",
-			job.ID, job.Queue, HeaderRunID, headerStep), nil)
+			job.ID, job.Queue, headerRunID, headerStep), nil)
 	}
 	rec, err := loadRun(sctx, rt.q, runID)
 	if err != nil {

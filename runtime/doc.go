@@ -31,7 +31,8 @@
 // the store, the runner and one Options value whose zero fields are the
 // defaults. What callers only name or pass on lives in small packages
 // below it, so a reader of this one sees the runtime's behaviour, not its
-// vocabulary: runtime/runstate (a run's State, Status, Totals, Outcome),
+// vocabulary: runtime/runstate (a run's State, Status, Totals, Outcome,
+// and the checks of run ids and labels),
 // runtime/signal (what sending a signal did, its options, validator and
 // limits), runtime/memo (the step and run memo). Those import nothing of
 // the runtime, so the inbox, the interpreter and the server use them
@@ -41,7 +42,7 @@
 // a broken log), never through queue or kv, so the stack under the
 // runtime can change behind one door. runtime/clock is the one clock of
 // the stack. The writer lease (runtime/lease) is handed in as a
-// LeaseGate.
+// lease.Gate.
 //
 // # Guarantees
 //

@@ -17,8 +17,6 @@ var (
 	// ErrReserved reports a header under "workflow." or a KV key under
 	// "workflow/": those names belong to the runtime.
 	ErrReserved = errors.New("runtime: reserved name")
-	// ErrInvalidRunID reports a run id the runtime cannot use in keys.
-	ErrInvalidRunID = errors.New("runtime: invalid run id")
 	// ErrValueTooLarge reports a KV value over queue.MaxKVValueSize.
 	ErrValueTooLarge = errors.New("runtime: value too large")
 	// ErrInvalidKey reports an empty KV key or memo key (the memo's own

@@ -67,9 +67,7 @@ type TerminalEffects struct {
 	enqueue []queue.NewJob
 }
 
-// NewTerminalEffects returns an empty TerminalEffects, for calling a hook
-// outside the runtime (a hook's unit test).
-func NewTerminalEffects() *TerminalEffects { return &TerminalEffects{kv: newEffects()} }
+func newTerminalEffects() *TerminalEffects { return &TerminalEffects{kv: newEffects()} }
 
 // Staged returns what is staged, as the settlement effects the runtime
 // applies with the notification's acknowledgement.

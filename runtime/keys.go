@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tqw-dsl/tqw/runtime/signal"
 )
@@ -22,8 +21,8 @@ const (
 
 // Headers the runtime sets on step jobs.
 const (
-	// HeaderRunID carries the run id.
-	HeaderRunID = "workflow.run_id"
+	// headerRunID carries the run id.
+	headerRunID = "workflow.run_id"
 	// headerStep carries the zero-based step number.
 	headerStep = "workflow.step"
 	// headerRunNonce names the run's incarnation, so a step job left over
@@ -98,35 +97,6 @@ func parseTimedKey(prefix, key string) (time.Time, string, error) {
 		return time.Time{}, "", fmt.Errorf("%w: marker key %q: %w", ErrCorruptRecord, key, err)
 	}
 	return time.UnixMilli(int64(ms)), rest[17:], nil
-}
-
-// Run ids appear in KV keys, dedup keys and object keys.
-const maxRunIDLen = 128
-
-// ValidateRunID reports whether id can name a run: 1 to 128 bytes of ASCII
-// letters, digits and "-_.:@=+", not starting with '.'.
-func ValidateRunID(id string) error {
-	if id == "" || len(id) > maxRunIDLen {
-		return fmt.Errorf("%w %q: want 1 to %d characters", ErrInvalidRunID, id, maxRunIDLen)
-	}
-	if id[0] == '.' {
-		return fmt.Errorf("%w %q: may not start with '.'", ErrInvalidRunID, id)
-	}
-	for i, r := range id {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:@=+", r)
-		if ok {
-			continue
-		}
-		// Name the offending character as it is: a rune, quoted and
-		// escaped when it does not print, or a byte that is not UTF-8
-		// (never a byte shown as the Latin-1 character of its value).
-		what := fmt.Sprintf("character %q", r)
-		if _, size := utf8.DecodeRuneInString(id[i:]); r == utf8.RuneError && size == 1 {
-			what = fmt.Sprintf("byte %#02x (not UTF-8)", id[i])
-		}
-		return fmt.Errorf("%w %q: %s not allowed; use letters, digits and -_.:@=+", ErrInvalidRunID, id, what)
-	}
-	return nil
 }
 
 const maxSignalKeyLen = signal.MaxKeyLen

@@ -7,59 +7,9 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
-
-// ErrInvalidLabel reports a run label ListRuns could not index: see
-// ValidateLabels.
-var ErrInvalidLabel = errors.New("runtime: invalid label")
-
-// Label limits.
-const (
-	// maxLabels bounds the labels of one run.
-	maxLabels = 16
-	// maxLabelKeyLen and maxLabelValueLen bound a label's key and value.
-	maxLabelKeyLen   = 63
-	maxLabelValueLen = 256
-)
-
-// ValidateLabels reports whether labels can tag a run: at most 16,
-// each key 1 to 63 bytes of ASCII letters, digits and "._-" (not starting
-// with '.'), each value at most 256 bytes of UTF-8 without control
-// characters.
-func ValidateLabels(labels map[string]string) error {
-	if len(labels) > maxLabels {
-		return fmt.Errorf("%w: %d labels; at most %d", ErrInvalidLabel, len(labels), maxLabels)
-	}
-	for k, v := range labels {
-		if err := validateLabel(k, v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func validateLabel(k, v string) error {
-	if k == "" || len(k) > maxLabelKeyLen || k[0] == '.' {
-		return fmt.Errorf("%w: key %q: want 1 to %d characters, not starting with '.'", ErrInvalidLabel, k, maxLabelKeyLen)
-	}
-	for _, r := range k {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return fmt.Errorf("%w: key %q: character %q not allowed; use letters, digits and ._-", ErrInvalidLabel, k, r)
-		}
-	}
-	if len(v) > maxLabelValueLen || !utf8.ValidString(v) {
-		return fmt.Errorf("%w: value of %q: want at most %d bytes of UTF-8", ErrInvalidLabel, k, maxLabelValueLen)
-	}
-	for _, r := range v {
-		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("%w: value of %q holds a control character", ErrInvalidLabel, k)
-		}
-	}
-	return nil
-}
 
 // labelPrefix is the index prefix of label k=v: the value is escaped, so
 // one label's prefix is never a prefix of another's.

@@ -70,14 +70,14 @@ func TestInvalidLabelsChangeNothing(t *testing.T) {
 		{"": "v"}, {".hidden": "v"}, {"a=b": "v"}, {"k": "line\nbreak"}, {strings.Repeat("k", 64): "v"},
 	} {
 		_, err := e.rt.Submit(e.ctx, RunSpec{RunID: "r", Input: []byte("x"), Labels: labels})
-		if !errors.Is(err, ErrInvalidLabel) {
-			t.Fatalf("Submit with labels %q: %v, want ErrInvalidLabel", labels, err)
+		if !errors.Is(err, runstate.ErrInvalidLabel) {
+			t.Fatalf("Submit with labels %q: %v, want runstate.ErrInvalidLabel", labels, err)
 		}
 	}
 	if _, err := e.rt.Status(e.ctx, "r"); !errors.Is(err, ErrRunNotFound) {
 		t.Fatalf("a refused submission left a run: %v", err)
 	}
-	if _, err := e.rt.ListRuns(e.ctx, runstate.ListOptions{Labels: map[string]string{"bad key": "v"}}); !errors.Is(err, ErrInvalidLabel) {
+	if _, err := e.rt.ListRuns(e.ctx, runstate.ListOptions{Labels: map[string]string{"bad key": "v"}}); !errors.Is(err, runstate.ErrInvalidLabel) {
 		t.Fatalf("ListRuns with a bad label: %v", err)
 	}
 }

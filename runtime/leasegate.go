@@ -4,19 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
-
-// LeaseGate is the writer lease the worker and the inbox consult before
-// they start work; *lease.Lease implements it.
-type LeaseGate interface {
-	// AwaitValid returns nil once the lease is valid for at least atLeast
-	// from now, blocks while it is not, and returns an error wrapping
-	// lease.ErrLost once it is lost for good (or ctx's error).
-	AwaitValid(ctx context.Context, atLeast time.Duration) error
-	// Lost is closed when the lease is lost for good.
-	Lost() <-chan struct{}
-}
 
 // AwaitLease blocks until the lease gate of Options.LeaseGate is valid for
 // its margin, as the worker does before it starts a step, so a component

@@ -81,7 +81,7 @@ func TestMemoSurvivesRetriesAndIsScoped(t *testing.T) {
 
 func TestMemoContentKeysAndTypedForms(t *testing.T) {
 	ctx := context.Background()
-	ms := memo.NewStore(mem.New(), memo.DefaultPrefix, ValidateRunID)
+	ms := memo.NewStore(mem.New(), memo.DefaultPrefix, runstate.ValidateRunID)
 	m := ms.Step("run", 3)
 	in1 := map[string]any{"op": "draft", "b": 2, "a": []byte("x")}
 	in2 := map[string]any{"a": []byte("x"), "op": "draft", "b": 2}
@@ -252,7 +252,7 @@ func TestMemoRetentionSweep(t *testing.T) {
 	e.clock.Advance(30 * time.Minute)
 	e.submit(RunSpec{RunID: "late"})
 	e.outcome()
-	markers, err := e.rt.TerminalMarkers(e.ctx, nil, 10)
+	markers, err := e.rt.terminalMarkers(e.ctx, nil, 10)
 	if err != nil || len(markers) != 2 || markers[0].RunID != "early" || !markers[1].FinishedAt.Equal(t0.Add(30*time.Minute)) {
 		t.Fatalf("markers %+v %v", markers, err)
 	}
@@ -279,20 +279,20 @@ func TestMemoRetentionSweep(t *testing.T) {
 		t.Fatal("sweep cleared the wrong run")
 	}
 	// An external policy can drive the same cleanup by hand.
-	m, err := e.rt.TerminalMarkers(e.ctx, nil, 10)
+	m, err := e.rt.terminalMarkers(e.ctx, nil, 10)
 	if err != nil || len(m) != 1 || m[0].RunID != "late" {
 		t.Fatalf("markers after sweep %+v %v", m, err)
 	}
 	if n, err := e.rt.MemoStore().ClearRun(e.ctx, "late"); err != nil || n != 2 {
 		t.Fatalf("ClearRun %d %v", n, err)
 	}
-	if err := e.rt.DeleteTerminalMarker(e.ctx, m[0]); err != nil {
+	if err := e.rt.deleteTerminalMarker(e.ctx, m[0]); err != nil {
 		t.Fatal(err)
 	}
-	if m, _ := e.rt.TerminalMarkers(e.ctx, nil, 10); len(m) != 0 {
+	if m, _ := e.rt.terminalMarkers(e.ctx, nil, 10); len(m) != 0 {
 		t.Fatalf("marker not deleted: %+v", m)
 	}
-	if err := e.rt.DeleteTerminalMarker(e.ctx, TerminalMarker{RunID: "x"}); !errors.Is(err, ErrInvalidKey) {
+	if err := e.rt.deleteTerminalMarker(e.ctx, terminalMarker{RunID: "x"}); !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("hand-made marker: %v", err)
 	}
 	// A restarted worker sweeps at startup.
@@ -308,7 +308,7 @@ func TestMemoRetentionSweep(t *testing.T) {
 		yield()
 	}
 	for {
-		m, _ := e.rt.TerminalMarkers(e.ctx, nil, 10)
+		m, _ := e.rt.terminalMarkers(e.ctx, nil, 10)
 		if len(m) == 0 {
 			break
 		}

@@ -151,29 +151,21 @@ func (o StepOutcome) validate() error {
 	return fmt.Errorf("%w: unknown outcome kind %v; build outcomes with ContinueNow, ContinueAfter, ContinueOnSignal, Succeed, Fail or CancelRun", errInvalidOutcome, o.kind)
 }
 
-// ErrorKind says how the runtime treats a failed step.
-type ErrorKind uint8
-
-const (
-	// KindTransient retries the step with the queue's backoff up to its
-	// maximum attempts, then dead-letters it and fails the run.
-	KindTransient ErrorKind = iota + 1
-	// KindPermanent dead-letters the step at once and fails the run.
-	KindPermanent
-)
-
 // StepError is an infrastructure failure of a step (as opposed to the Fail
 // verdict). Build it with Transient or Permanent; any other error a runner
 // returns counts as transient.
 type StepError struct {
-	Kind ErrorKind
-	Err  error
+	// Permanent dead-letters the step at once and fails the run; otherwise
+	// the step is retried with the queue's backoff up to its maximum
+	// attempts, then dead-lettered and the run failed.
+	Permanent bool
+	Err       error
 }
 
 // Error returns the wrapped error's message.
 func (e *StepError) Error() string {
 	if e.Err == nil {
-		if e.Kind == KindPermanent {
+		if e.Permanent {
 			return "permanent step error"
 		}
 		return "transient step error"
@@ -185,13 +177,13 @@ func (e *StepError) Error() string {
 func (e *StepError) Unwrap() error { return e.Err }
 
 // Transient marks err as retryable: the step is retried with backoff.
-func Transient(err error) error { return &StepError{Kind: KindTransient, Err: err} }
+func Transient(err error) error { return &StepError{Err: err} }
 
 // Permanent marks err as not retryable: the step is dead-lettered at once.
-func Permanent(err error) error { return &StepError{Kind: KindPermanent, Err: err} }
+func Permanent(err error) error { return &StepError{Permanent: true, Err: err} }
 
 // IsPermanent reports whether err carries a permanent StepError.
 func IsPermanent(err error) bool {
 	var se *StepError
-	return errors.As(err, &se) && se.Kind == KindPermanent
+	return errors.As(err, &se) && se.Permanent
 }

@@ -21,7 +21,7 @@ func TestContinueChainThreadsPayloadAndHeaders(t *testing.T) {
 	var seen []string
 	r := StepRunnerFunc(func(_ context.Context, s *Step) (StepOutcome, error) {
 		seen = append(seen, fmt.Sprintf("%d:%s:%s:%d", s.Number, s.Payload, s.Headers["tenant"], s.Attempt))
-		if _, ok := s.Headers[HeaderRunID]; ok {
+		if _, ok := s.Headers[headerRunID]; ok {
 			return StepOutcome{}, Permanent(errors.New("reserved header leaked to the runner"))
 		}
 		if s.Number == 3 {
@@ -66,7 +66,7 @@ func TestStepJobsUseDedupKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.DedupKey != "run:dd:1" || j.Headers[headerStep] != "1" || j.Headers[HeaderRunID] != "dd" {
+	if j.DedupKey != "run:dd:1" || j.Headers[headerStep] != "1" || j.Headers[headerRunID] != "dd" {
 		t.Fatalf("step job %+v", j)
 	}
 	// A second enqueue with the same dedup key is a duplicate.

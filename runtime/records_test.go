@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tqw-dsl/tqw/runtime/memo"
+	"github.com/tqw-dsl/tqw/runtime/runstate"
 
 	"github.com/tqw-dsl/tqw/internal/allocbound"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
@@ -55,7 +56,7 @@ func second[T any](_ T, err error) error { return err }
 // recomputed and overwritten, with memory in proportion to its size.
 func TestHostileMemoEntryIsRecomputed(t *testing.T) {
 	ctx := context.Background()
-	ms := memo.NewStore(mem.New(), memo.DefaultPrefix, ValidateRunID)
+	ms := memo.NewStore(mem.New(), memo.DefaultPrefix, runstate.ValidateRunID)
 	m := ms.Step("run", 1)
 	type answer struct{ Body []byte }
 	in := []byte("\x81\xa4Body\xc6\xff\xff\xff\xff")

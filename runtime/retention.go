@@ -23,18 +23,18 @@ type SweepResult struct {
 	Sealed, SealedExpired int
 }
 
-// TerminalMarker records a run's termination for memo retention.
-type TerminalMarker struct {
+// terminalMarker records a run's termination for memo retention.
+type terminalMarker struct {
 	RunID      string
 	FinishedAt time.Time
 	key        string
 }
 
-// TerminalMarkers lists memo-retention markers oldest first, starting after
+// terminalMarkers lists memo-retention markers oldest first, starting after
 // the marker with key after ("" = from the start), at most limit of them.
 // Markers exist only with Options.MemoRetention; they are written in the commit
 // that terminates the run, keyed by time, then run id.
-func (rt *Runtime) TerminalMarkers(ctx context.Context, after *TerminalMarker, limit int) ([]TerminalMarker, error) {
+func (rt *Runtime) terminalMarkers(ctx context.Context, after *terminalMarker, limit int) ([]terminalMarker, error) {
 	start := ""
 	if after != nil {
 		start = after.key
@@ -43,21 +43,21 @@ func (rt *Runtime) TerminalMarkers(ctx context.Context, after *TerminalMarker, l
 	if err != nil {
 		return nil, fmt.Errorf("runtime: list terminal markers: %w", err)
 	}
-	out := make([]TerminalMarker, 0, len(page))
+	out := make([]terminalMarker, 0, len(page))
 	for _, e := range page {
 		t, id, err := parseTimedKey(kvTerminals, e.Key)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, TerminalMarker{RunID: id, FinishedAt: t, key: e.Key})
+		out = append(out, terminalMarker{RunID: id, FinishedAt: t, key: e.Key})
 	}
 	return out, nil
 }
 
-// DeleteTerminalMarker removes a marker once its run's entries are cleared.
-func (rt *Runtime) DeleteTerminalMarker(ctx context.Context, m TerminalMarker) error {
+// deleteTerminalMarker removes a marker once its run's entries are cleared.
+func (rt *Runtime) deleteTerminalMarker(ctx context.Context, m terminalMarker) error {
 	if m.key == "" {
-		return fmt.Errorf("%w: marker not obtained from TerminalMarkers", ErrInvalidKey)
+		return fmt.Errorf("%w: marker not obtained from terminalMarkers", ErrInvalidKey)
 	}
 	if err := rt.q.KVDelete(ctx, m.key); err != nil && !errors.Is(err, queue.ErrNotFound) {
 		return fmt.Errorf("runtime: delete terminal marker of run %s: %w", m.RunID, err)

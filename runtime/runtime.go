@@ -3,11 +3,14 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"github.com/tqw-dsl/tqw/runtime/signal"
 	"io"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/lease"
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+	"github.com/tqw-dsl/tqw/runtime/signal"
 
 	"github.com/tqw-dsl/tqw/runtime/memo"
 
@@ -150,7 +153,7 @@ type Options struct {
 	// interpreter). When the gate is lost, Run returns an error wrapping
 	// lease.ErrLost at once and running steps are cancelled. Checking the
 	// gate makes no request.
-	LeaseGate   LeaseGate
+	LeaseGate   lease.Gate
 	LeaseMargin time.Duration
 	// Sealing, when set, moves finished runs out of the KV store into
 	// immutable segment objects (runtime/archive) once their end is
@@ -185,7 +188,7 @@ type config struct {
 	maxAttempts     int
 	logger          *slog.Logger
 	entropy         io.Reader
-	gate            LeaseGate
+	gate            lease.Gate
 	seal            *SealOptions
 	gateMargin      time.Duration
 }
@@ -301,7 +304,7 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts Options) 
 	if rt.entropy == nil {
 		rt.entropy = ulid.DefaultEntropy()
 	}
-	rt.memo = memo.NewStore(store, cfg.memoPrefix, ValidateRunID)
+	rt.memo = memo.NewStore(store, cfg.memoPrefix, runstate.ValidateRunID)
 	// Sealed runs stay readable also when this runtime does not seal.
 	rt.insp = NewArchiveInspector(q, store, sealOpts)
 	return rt, nil

@@ -76,7 +76,7 @@ func (rt *Runtime) ListRuns(ctx context.Context, opts runstate.ListOptions) ([]r
 
 // Status returns the state of runID, or ErrRunNotFound.
 func (in *Inspector) Status(ctx context.Context, runID string) (runstate.Status, error) {
-	if err := ValidateRunID(runID); err != nil {
+	if err := runstate.ValidateRunID(runID); err != nil {
 		return runstate.Status{}, err
 	}
 	// The reads are not one snapshot: a run that terminates between them
@@ -300,7 +300,7 @@ func (in *Inspector) ListRuns(ctx context.Context, opts runstate.ListOptions) ([
 // the entry's nonce, so a stale entry of an earlier run under the same id
 // is skipped.
 func (in *Inspector) listLabelled(ctx context.Context, opts runstate.ListOptions, limit int, keep func(runstate.State) bool) ([]runstate.Status, error) {
-	if err := ValidateLabels(opts.Labels); err != nil {
+	if err := runstate.ValidateLabels(opts.Labels); err != nil {
 		return nil, fmt.Errorf("runtime: list runs: %w", err)
 	}
 	k, v := pickLabel(opts.Labels)

@@ -143,10 +143,6 @@ func newEffects() *Effects {
 	return &Effects{puts: map[string][]byte{}, deletes: map[string]struct{}{}}
 }
 
-// NewEffects returns an empty Effects, for building a Step outside the
-// runtime (a runner's unit test).
-func NewEffects() *Effects { return newEffects() }
-
 // Staged returns what is staged: writes and deletes, each in key order.
 func (e *Effects) Staged() (puts []queue.KVWrite, deletes []string) {
 	ps, dels := e.snapshot()

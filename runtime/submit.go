@@ -9,12 +9,13 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // RunSpec describes a run to submit.
 type RunSpec struct {
-	// RunID names the run; empty means a fresh ULID. See ValidateRunID.
+	// RunID names the run; empty means a fresh ULID. See runstate.ValidateRunID.
 	RunID string
 	// Input is step 0's payload.
 	Input []byte
@@ -23,7 +24,7 @@ type RunSpec struct {
 	Headers map[string]string
 	// Labels tag the run for ListRuns filters (ListOptions.Labels), which
 	// find them through an index; they are kept with the run's status, not
-	// sent with each step. See ValidateLabels.
+	// sent with each step. See runstate.ValidateLabels.
 	Labels map[string]string
 	// KVWrites are caller-KV writes committed atomically with step 0's
 	// enqueue; a duplicate submission drops them. Keys under "workflow/"
@@ -42,21 +43,21 @@ type SubmitOutcome struct {
 }
 
 // Validate checks spec as Submit does, without a request: the run id
-// (ValidateRunID; an empty one passes, Submit picks a fresh one), headers
-// outside the reserved "workflow." prefix, labels (ValidateLabels) and KV writes outside ReservedKVPrefix
+// (runstate.ValidateRunID; an empty one passes, Submit picks a fresh one), headers
+// outside the reserved "workflow." prefix, labels (runstate.ValidateLabels) and KV writes outside ReservedKVPrefix
 // (ErrReserved) of at most queue.MaxKVValueSize (ErrValueTooLarge), so a
 // process that submits through another (runtime/remote's Client) refuses
 // a spec before it sends it.
 func (spec RunSpec) Validate() error {
 	if spec.RunID != "" {
-		if err := ValidateRunID(spec.RunID); err != nil {
+		if err := runstate.ValidateRunID(spec.RunID); err != nil {
 			return err
 		}
 	}
 	if err := validateUserHeaders(spec.Headers); err != nil {
 		return fmt.Errorf("submit run %s: %w", spec.RunID, err)
 	}
-	if err := ValidateLabels(spec.Labels); err != nil {
+	if err := runstate.ValidateLabels(spec.Labels); err != nil {
 		return fmt.Errorf("submit run %s: %w", spec.RunID, err)
 	}
 	for k, v := range spec.KVWrites {
@@ -198,7 +199,7 @@ func stepHeaders(user map[string]string, runID, nonce string, n int, extra ...st
 	for k, v := range user {
 		h[k] = v
 	}
-	h[HeaderRunID] = runID
+	h[headerRunID] = runID
 	h[headerStep] = strconv.Itoa(n)
 	h[headerRunNonce] = nonce
 	for i := 0; i+1 < len(extra); i += 2 {

@@ -69,11 +69,11 @@ func TestSubmitAfterTerminationStartsNewRun(t *testing.T) {
 func TestSubmitGeneratesRunIDAndValidates(t *testing.T) {
 	e := newEnv(t, echo())
 	out := e.submit(RunSpec{Input: []byte("x")})
-	if err := ValidateRunID(out.RunID); err != nil || len(out.RunID) != 26 {
+	if err := runstate.ValidateRunID(out.RunID); err != nil || len(out.RunID) != 26 {
 		t.Fatalf("generated id %q: %v", out.RunID, err)
 	}
 	for _, bad := range []string{"a/b", ".x", strings.Repeat("a", 129), "sp ace", "é"} {
-		if _, err := e.rt.Submit(e.ctx, RunSpec{RunID: bad}); !errors.Is(err, ErrInvalidRunID) {
+		if _, err := e.rt.Submit(e.ctx, RunSpec{RunID: bad}); !errors.Is(err, runstate.ErrInvalidRunID) {
 			t.Errorf("run id %q: %v", bad, err)
 		}
 	}
@@ -101,7 +101,7 @@ func TestReservedNamesRejected(t *testing.T) {
 	if err := eff.Delete("workflow/x"); !errors.Is(err, ErrReserved) {
 		t.Fatalf("effects delete: %v", err)
 	}
-	te := NewTerminalEffects()
+	te := newTerminalEffects()
 	if err := te.Put("workflow/y", nil); !errors.Is(err, ErrReserved) {
 		t.Fatalf("terminal effects put: %v", err)
 	}

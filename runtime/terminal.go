@@ -56,7 +56,7 @@ func (rt *Runtime) terminalEffects(runID string, rec *runRecord, n int, status r
 		}
 		sef.Enqueue = append(sef.Enqueue, queue.NewJob{Queue: rt.cfg.notifyQueue, Payload: b, Options: queue.EnqueueOptions{
 			DedupKey: "notify:" + runID + ":" + rec.Nonce,
-			Headers:  map[string]string{HeaderRunID: runID},
+			Headers:  map[string]string{headerRunID: runID},
 		}})
 	}
 	return sef, nil
@@ -69,12 +69,12 @@ func (rt *Runtime) handleNotification(ctx context.Context, c *queue.Claim, _ fun
 	var err error
 	out, derr := decodeRunOutcome(c.Job.Payload)
 	if derr != nil {
-		out = &runstate.Outcome{RunID: c.Job.Headers[HeaderRunID]}
+		out = &runstate.Outcome{RunID: c.Job.Headers[headerRunID]}
 		err = rt.q.DeadLetter(sctx, c, derr.Error(), nil)
 	} else {
 		// The notification was claimable only once the terminating commit
 		// that enqueued it was durable: the hook sees durable ends only.
-		eff := &TerminalEffects{kv: newEffects()}
+		eff := newTerminalEffects()
 		herr := rt.callHook(ctx, out, eff)
 		switch {
 		case herr == nil:
@@ -178,7 +178,7 @@ func (rt *Runtime) Reconcile(ctx context.Context) (int, error) {
 // reconcileJob terminates the run of a dead step job that is still the
 // run's current step, in one commit.
 func (rt *Runtime) reconcileJob(ctx context.Context, job *queue.Job) (bool, error) {
-	runID := job.Headers[HeaderRunID]
+	runID := job.Headers[headerRunID]
 	if runID == "" {
 		return false, nil
 	}

@@ -170,7 +170,7 @@ func TestRunsSurviveReopenAtEveryStage(t *testing.T) {
 	e := newEnv(t, r)
 	// running: claimed by a worker that dies.
 	e.submit(RunSpec{RunID: "running", Input: []byte("r")})
-	if c, err := e.q.Claim(e.ctx, DefaultQueueName); err != nil || c == nil || c.Job.Headers[HeaderRunID] != "running" {
+	if c, err := e.q.Claim(e.ctx, DefaultQueueName); err != nil || c == nil || c.Job.Headers[headerRunID] != "running" {
 		t.Fatalf("claim: %v %v", c, err)
 	}
 	e.expectState("running", runstate.StateRunning)

@@ -85,7 +85,7 @@ func newFixture(t *testing.T, adjust ...func(*server.Config)) *fixture {
 	}
 	var srvMu sync.Mutex
 	var srv *server.Server
-	f.it, err = interpreter.New(f.store, interpreter.Options{Actions: builtin.New(builtin.Options{}), Getenv: getenv, Logger: quiet(),
+	f.it, err = interpreter.New(f.q, f.store, interpreter.Options{Actions: builtin.New(builtin.Options{}), Getenv: getenv, Logger: quiet(),
 		Events: func(ev interpreter.Event) {
 			srvMu.Lock()
 			s := srv
@@ -93,15 +93,12 @@ func newFixture(t *testing.T, adjust ...func(*server.Config)) *fixture {
 			if s != nil {
 				s.OnEvent(ev)
 			}
-		}})
+		},
+		Runtime: runtime.Options{Logger: quiet(), ShutdownTimeout: -1, StoreNamespaces: interpreter.StoreNamespaces()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.rt, err = runtime.New(f.q, f.store, f.it, runtime.Options{Logger: quiet(), TerminalHook: f.it, ShutdownTimeout: -1, StoreNamespaces: interpreter.StoreNamespaces()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.it.Bind(f.rt)
+	f.rt = f.it.Runtime()
 	w := f.rt.Spawn(context.Background())
 	cfg := server.Config{Runtime: f.rt, Interpreter: f.it, WorkflowsDir: "testdata/workflows", Getenv: getenv,
 		DSL: interpreter.LoadOptions(builtin.New(builtin.Options{}), dsl.Options{}), Heartbeat: 50 * time.Millisecond, Logger: quiet()}

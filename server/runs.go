@@ -187,7 +187,7 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "bad_request", "labels", fmt.Sprintf("label %q is the workflow's name, which the server sets; pick another key", interpreter.LabelWorkflow))
 			return
 		}
-		if err := runtime.ValidateLabels(req.Labels); err != nil {
+		if err := runstate.ValidateLabels(req.Labels); err != nil {
 			writeError(w, http.StatusBadRequest, "bad_request", "labels", err.Error())
 			return
 		}
@@ -283,7 +283,7 @@ func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input a
 		return SubmitResponse{}, 0, false
 	}
 	if runID != "" {
-		if err := runtime.ValidateRunID(runID); err != nil {
+		if err := runstate.ValidateRunID(runID); err != nil {
 			writeError(w, http.StatusBadRequest, "bad_request", "run_id", err.Error())
 			return SubmitResponse{}, 0, false
 		}
@@ -294,7 +294,7 @@ func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input a
 		writeError(w, http.StatusConflict, "run_id_in_use", "run_id", fmt.Sprintf("run id %q is in use by an active run with a different workflow or input; pick another run_id", runID))
 	case errors.Is(err, interpreter.ErrRunIDReused):
 		writeError(w, http.StatusConflict, "run_id_in_use", "run_id", err.Error())
-	case errors.Is(err, runtime.ErrInvalidRunID):
+	case errors.Is(err, runstate.ErrInvalidRunID):
 		writeError(w, http.StatusBadRequest, "bad_request", "run_id", err.Error())
 	case errors.Is(err, dsl.ErrInputInvalid):
 		writeError(w, http.StatusUnprocessableEntity, "invalid_input", inputPointer(inputAt, err), err.Error())
@@ -327,7 +327,7 @@ func (s *Server) storeFailed(w http.ResponseWriter, what string, err error) {
 // runID reads and checks the {id} of the path, answering a bad one.
 func runIDParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
-	if err := runtime.ValidateRunID(id); err != nil {
+	if err := runstate.ValidateRunID(id); err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", "id", err.Error())
 		return "", false
 	}
@@ -576,7 +576,7 @@ func parseListFilter(w http.ResponseWriter, q map[string][]string) (listFilter, 
 		}
 		f.labels[k] = v
 	}
-	if err := runtime.ValidateLabels(f.labels); err != nil {
+	if err := runstate.ValidateLabels(f.labels); err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", "label", err.Error())
 		return f, false
 	}
@@ -589,7 +589,7 @@ func parseListFilter(w http.ResponseWriter, q map[string][]string) (listFilter, 
 		f.limit = n
 	}
 	if f.cursor != "" {
-		if err := runtime.ValidateRunID(f.cursor); err != nil {
+		if err := runstate.ValidateRunID(f.cursor); err != nil {
 			writeError(w, http.StatusBadRequest, "bad_request", "cursor", "cursor is not one this server gave out: "+err.Error())
 			return f, false
 		}

@@ -226,26 +226,19 @@ func benchSteps(ctx context.Context, cfg *config, url string, raw objstore.Store
 		return err
 	}
 	defer q.Close()
-	it, err := interpreter.New(store, interpreter.Options{Actions: builtin.New(builtin.Options{}), Logger: quiet})
-	if err != nil {
-		return err
-	}
 	var mu sync.Mutex
 	var lats Latencies
-	timedRunner := runtime.StepRunnerFunc(func(ctx context.Context, s *runtime.Step) (runtime.StepOutcome, error) {
-		t0 := time.Now()
-		out, err := it.RunStep(ctx, s)
-		d := time.Since(t0)
-		mu.Lock()
-		lats.Add(d)
-		mu.Unlock()
-		return out, err
-	})
-	rt, err := runtime.New(q, store, timedRunner, runtime.Options{TerminalHook: it, Logger: quiet, Concurrency: max(c, 1)})
+	it, err := interpreter.New(q, store, interpreter.Options{Actions: builtin.New(builtin.Options{}), Logger: quiet,
+		Runtime: runtime.Options{Logger: quiet, Concurrency: max(c, 1)},
+		StepDurations: func(d time.Duration) {
+			mu.Lock()
+			lats.Add(d)
+			mu.Unlock()
+		}})
 	if err != nil {
 		return err
 	}
-	it.Bind(rt)
+	rt := it.Runtime()
 	worker := rt.Spawn(ctx)
 	defer func() { _ = worker.Shutdown(context.Background()) }()
 

@@ -48,7 +48,7 @@ store the user may only read; and a URL with no store at it is an error
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			runID := args[0]
-			if err := runtime.ValidateRunID(runID); err != nil {
+			if err := runstate.ValidateRunID(runID); err != nil {
 				return failf(exitUsage, "%v", err)
 			}
 			ctx := context.WithoutCancel(cmd.Context())

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tqw-dsl/tqw/interpreter"
-	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/server/client"
 )
 
@@ -102,11 +101,11 @@ store the user may only read; and a URL with no store at it is an error
 			if workflow != "" {
 				want[interpreter.LabelWorkflow] = workflow
 			}
-			if err := runtime.ValidateLabels(want); err != nil {
+			if err := runstate.ValidateLabels(want); err != nil {
 				return failf(exitUsage, "--label/--workflow: %v", err)
 			}
 			if after != "" {
-				if err := runtime.ValidateRunID(after); err != nil {
+				if err := runstate.ValidateRunID(after); err != nil {
 					return failf(exitUsage, "--after: %v", err)
 				}
 			}

@@ -220,7 +220,7 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 	if runID == "" {
 		runID = ulid.Make().String()
 	}
-	if err := runtime.ValidateRunID(runID); err != nil {
+	if err := runstate.ValidateRunID(runID); err != nil {
 		return failf(exitUsage, "--run-id: %v", err)
 	}
 

@@ -169,7 +169,7 @@ func signalOutcomeOf(key string, res signal.Result) signalOutcome {
 // that will receive it refuses and, with requireWaiting, a signal no step
 // waits for. It returns that step when one is known (nil otherwise).
 func checkSignal(ctx context.Context, v *view, key string, raw []byte, requireWaiting bool) (*interpreter.WaitingStep, error) {
-	if err := v.it.CheckSignal(ctx, v.r, key, raw); err != nil {
+	if err := v.defs.CheckSignal(ctx, v.r, key, raw); err != nil {
 		if errors.Is(err, signal.ErrRejected) {
 			return nil, refused(key, err)
 		}
@@ -184,7 +184,7 @@ func checkSignal(ctx context.Context, v *view, key string, raw []byte, requireWa
 			return nil, noWaiter(key)
 		}
 	}
-	w, err := v.it.Waiting(ctx, v.r, key)
+	w, err := v.defs.Waiting(ctx, v.r, key)
 	if err != nil {
 		return nil, nil // only the note about a buffered signal uses it
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tqw-dsl/tqw/interpreter"
-	"github.com/tqw-dsl/tqw/runtime"
 )
 
 func init() { commands = append(commands, newStatusCmd) }
@@ -129,7 +128,7 @@ durable.`,
 				totals *totalsJSON
 			)
 			if a := liveAPI(ctx, store); a != nil {
-				if err := runtime.ValidateRunID(args[0]); err != nil {
+				if err := runstate.ValidateRunID(args[0]); err != nil {
 					return failf(exitUsage, "%v", err)
 				}
 				run, err := a.c.Run(ctx, args[0])

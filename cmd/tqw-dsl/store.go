@@ -543,7 +543,7 @@ type view struct {
 	store objstore.Store
 	r     *storage.Reader
 	insp  *runtime.Inspector
-	it    *interpreter.Interpreter
+	defs  *interpreter.View
 }
 
 // openView opens the store at url read-only (openReadOnlyStore): a URL at
@@ -558,12 +558,12 @@ func openView(ctx context.Context, url string) (*view, error) {
 	if err != nil {
 		return nil, failf(exitFailed, "reading the store %s: %v", url, err)
 	}
-	it, err := interpreter.New(store, interpreter.Options{Actions: builtin.New(builtin.Options{})})
+	defs, err := interpreter.NewView(store, builtin.New(builtin.Options{}))
 	if err != nil {
 		_ = r.Close()
 		return nil, err
 	}
-	return &view{url: url, store: store, r: r, insp: runtime.NewArchiveInspector(r, store, runtime.SealOptions{}), it: it}, nil
+	return &view{url: url, store: store, r: r, insp: runtime.NewArchiveInspector(r, store, runtime.SealOptions{}), defs: defs}, nil
 }
 
 func (v *view) Close() error { return v.r.Close() }
@@ -573,7 +573,7 @@ func (v *view) records() interpreter.Reader { return interpreter.WithSealed(v.r,
 
 // status returns the status of runID, or a not-found error that names the store.
 func (v *view) status(ctx context.Context, url, runID string) (runstate.Status, error) {
-	if err := runtime.ValidateRunID(runID); err != nil {
+	if err := runstate.ValidateRunID(runID); err != nil {
 		return runstate.Status{}, failf(exitUsage, "%v", err)
 	}
 	st, err := v.insp.Status(ctx, runID)
@@ -644,7 +644,7 @@ func submitError(runID string, err error) error {
 	switch {
 	case errors.Is(err, runtime.ErrInputMismatch):
 		return failf(exitUsage, "run id %q is in use by an active run with a different workflow or input; pick another --run-id", runID)
-	case errors.Is(err, runtime.ErrInvalidRunID), errors.Is(err, dsl.ErrInputInvalid), errors.Is(err, interpreter.ErrRunIDReused),
+	case errors.Is(err, runstate.ErrInvalidRunID), errors.Is(err, dsl.ErrInputInvalid), errors.Is(err, interpreter.ErrRunIDReused),
 		errors.Is(err, dsl.ErrInvalid):
 		return failf(exitUsage, "%v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/remote"
+	"github.com/tqw-dsl/tqw/runtime/runstate"
 	"github.com/tqw-dsl/tqw/server/client"
 )
 
@@ -55,7 +56,7 @@ command stays in the inbox and is applied when a writer drains it).`,
 				return err
 			}
 			if runID != "" {
-				if err := runtime.ValidateRunID(runID); err != nil {
+				if err := runstate.ValidateRunID(runID); err != nil {
 					return failf(exitUsage, "--run-id: %v", err)
 				}
 			}
@@ -114,7 +115,7 @@ func submitRemote(ctx context.Context, s *session, v *view, w *interpreter.Workf
 		return runtime.SubmitOutcome{}, err
 	}
 	sub, err := s.c.Submit(ctx, spec)
-	if err != nil && !errors.Is(err, runtime.ErrInputMismatch) && !errors.Is(err, runtime.ErrInvalidRunID) {
+	if err != nil && !errors.Is(err, runtime.ErrInputMismatch) && !errors.Is(err, runstate.ErrInvalidRunID) {
 		return sub, fmt.Errorf("sent to %s: %w", s.holder, err)
 	}
 	return sub, err

@@ -97,7 +97,7 @@ func (h *waitHints) lookup(ctx context.Context, runID, step string, attempt int)
 	if key == "" {
 		return "", nil, false
 	}
-	w, err := h.v.it.Waiting(ctx, h.v.r, key)
+	w, err := h.v.defs.Waiting(ctx, h.v.r, key)
 	if err == nil && w != nil && w.RunID == runID {
 		schema = w.Schema
 	}

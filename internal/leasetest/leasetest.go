@@ -1,4 +1,4 @@
-// Package leasetest is a writer lease for tests: a runtime.LeaseGate that
+// Package leasetest is a writer lease for tests: a lease.Gate that
 // a test makes valid, invalid or lost at will, and that reports every
 // wait. It imports nothing of the runtime, so the runtime's own internal
 // tests can use it as well as the packages above it.

@@ -178,18 +178,10 @@ func New(ctx context.Context, store objstore.Store, held *lease.Lease, o Options
 	// The interpreter's records (history, outputs) expire with the
 	// runtime's result, so a run's id is free again once both are gone.
 	sweep := SweepInterval(o.Retention)
-	e.it, err = interpreter.New(store, interpreter.Options{
-		Actions: acts, Getenv: o.Getenv, Logger: o.Logger, Events: o.Events, TracerProvider: o.TracerProvider,
-		Retention: o.Retention, SweepInterval: sweep,
-	})
-	if err != nil {
-		_ = q.Close()
-		return nil, err
-	}
 	// No step starts and no command is applied unless the lease stays
 	// valid for its margin: a writer that lost the store stops before
 	// another may take over.
-	ropts := runtime.Options{TerminalHook: e.it, Logger: o.Logger, MemoRetention: o.MemoRetention, ResultRetention: o.Retention, SweepInterval: sweep, LeaseGate: held, LeaseMargin: held.Margin(), StoreNamespaces: interpreter.StoreNamespaces()}
+	ropts := runtime.Options{Logger: o.Logger, MemoRetention: o.MemoRetention, ResultRetention: o.Retention, SweepInterval: sweep, LeaseGate: held, LeaseMargin: held.Margin(), StoreNamespaces: interpreter.StoreNamespaces()}
 	if o.Concurrency > 0 {
 		ropts.Concurrency = o.Concurrency
 	}
@@ -198,12 +190,15 @@ func New(ctx context.Context, store objstore.Store, held *lease.Lease, o Options
 		// retained history (runtime's "Sealed runs").
 		ropts.Sealing = &runtime.SealOptions{}
 	}
-	e.rt, err = runtime.New(q, store, e.it, ropts)
+	e.it, err = interpreter.New(q, store, interpreter.Options{
+		Actions: acts, Getenv: o.Getenv, Logger: o.Logger, Events: o.Events, TracerProvider: o.TracerProvider,
+		Retention: o.Retention, SweepInterval: sweep, Runtime: ropts,
+	})
 	if err != nil {
 		_ = q.Close()
 		return nil, err
 	}
-	e.it.Bind(e.rt)
+	e.rt = e.it.Runtime()
 	return e, nil
 }
 

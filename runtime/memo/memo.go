@@ -177,7 +177,7 @@ type Store struct {
 
 // NewStore returns the memo entries under prefix in store. validRunID
 // checks a run id before ClearRun touches the objects under it (the
-// runtime passes runtime.ValidateRunID).
+// runtime passes runstate.ValidateRunID).
 func NewStore(store objstore.Store, prefix string, validRunID func(string) error) *Store {
 	return &Store{store: store, prefix: prefix, validRunID: validRunID}
 }

@@ -62,7 +62,7 @@ func reject(ans *inboxAnswer, err error) *inboxAnswer {
 // submit applies a Submit command (invariant 5).
 func (ib *inbox) submit(ctx context.Context, cmd *inboxCommand, m *inboxMarker, ans *inboxAnswer) error {
 	rt := ib.rt
-	if err := runtime.ValidateRunID(cmd.RunID); err != nil {
+	if err := runstate.ValidateRunID(cmd.RunID); err != nil {
 		return err
 	}
 	spec := runtime.RunSpec{RunID: cmd.RunID, Input: cmd.Input, Headers: cmd.Headers, Labels: cmd.Labels, KVWrites: cmd.KVWrites}
@@ -106,7 +106,7 @@ func (ib *inbox) submit(ctx context.Context, cmd *inboxCommand, m *inboxMarker, 
 // cancel applies a Cancel command (invariant 5).
 func (ib *inbox) cancel(ctx context.Context, cmd *inboxCommand, m *inboxMarker, ans *inboxAnswer) error {
 	rt := ib.rt
-	if err := runtime.ValidateRunID(cmd.RunID); err != nil {
+	if err := runstate.ValidateRunID(cmd.RunID); err != nil {
 		return err
 	}
 	ans.RunID = cmd.RunID

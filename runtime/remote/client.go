@@ -94,7 +94,7 @@ type ClientOptions struct {
 //
 // A command returns its result when the writer applied it; a
 // *CommandError matching the writer's sentinel (runtime.ErrInputMismatch,
-// runtime.ErrInvalidRunID, ..., Code "input_mismatch", ...) when the
+// runstate.ErrInvalidRunID, ..., Code "input_mismatch", ...) when the
 // writer rejected it, nothing applied; a *CommandError with Code
 // "internal" when the writer gave up on
 // store errors before the command had started, nothing applied; and an
@@ -278,7 +278,7 @@ func (c *Client) ClearSignal(ctx context.Context, key string) (bool, error) {
 
 // Cancel asks the writer to cancel a run; see runtime.Runtime.Cancel.
 func (c *Client) Cancel(ctx context.Context, runID string) (bool, error) {
-	if err := runtime.ValidateRunID(runID); err != nil {
+	if err := runstate.ValidateRunID(runID); err != nil {
 		return false, err
 	}
 	ans, err := c.do(ctx, &inboxCommand{Kind: CommandCancel, RunID: runID})
@@ -292,7 +292,7 @@ func (c *Client) Cancel(ctx context.Context, runID string) (bool, error) {
 // the store has no such run); see runtime.Inspector.Status. A step whose
 // claim is not durable yet shows as pending.
 func (c *Client) Status(ctx context.Context, runID string) (runstate.Status, error) {
-	if err := runtime.ValidateRunID(runID); err != nil {
+	if err := runstate.ValidateRunID(runID); err != nil {
 		return runstate.Status{}, err
 	}
 	var st runstate.Status
@@ -516,7 +516,7 @@ func (c *Client) noAnswer(ctx context.Context, id string, kind CommandKind, wait
 
 // CommandError is a command the writer rejected. It matches the sentinel
 // error the writer reported (runtime.ErrInputMismatch,
-// runtime.ErrInvalidRunID, ..., ErrCommandExpired) with errors.Is.
+// runstate.ErrInvalidRunID, ..., ErrCommandExpired) with errors.Is.
 type CommandError struct {
 	CommandID string
 	Kind      CommandKind

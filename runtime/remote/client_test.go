@@ -107,7 +107,7 @@ func TestClientCommandsThroughInbox(t *testing.T) {
 			t.Fatalf("Submit with another input: %v; want a CommandError matching ErrInputMismatch", err)
 		}
 		// Rejected locally, without a round trip.
-		if _, err := c.Submit(ctx, runtime.RunSpec{RunID: "bad id"}); !errors.Is(err, runtime.ErrInvalidRunID) {
+		if _, err := c.Submit(ctx, runtime.RunSpec{RunID: "bad id"}); !errors.Is(err, runstate.ErrInvalidRunID) {
 			t.Fatalf("Submit with a bad run id: %v", err)
 		}
 
@@ -335,7 +335,7 @@ func TestNewClientValidation(t *testing.T) {
 	if _, err := c.Submit(ctx, runtime.RunSpec{Headers: map[string]string{"workflow.x": ""}}); !errors.Is(err, runtime.ErrReserved) {
 		t.Errorf("reserved header: %v", err)
 	}
-	if _, err := c.Cancel(ctx, ""); !errors.Is(err, runtime.ErrInvalidRunID) {
+	if _, err := c.Cancel(ctx, ""); !errors.Is(err, runstate.ErrInvalidRunID) {
 		t.Errorf("empty run id: %v", err)
 	}
 	if err := c.Close(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
 	"github.com/tqw-dsl/tqw/runtime/signal"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -187,7 +188,7 @@ var answerCodes = []struct {
 	{"input_mismatch", runtime.ErrInputMismatch},
 	{"run_not_found", runtime.ErrRunNotFound},
 	{"reserved", runtime.ErrReserved},
-	{"invalid_run_id", runtime.ErrInvalidRunID},
+	{"invalid_run_id", runstate.ErrInvalidRunID},
 	{"invalid_signal_key", signal.ErrInvalidKey},
 	{"signal_rejected", signal.ErrRejected},
 	{"no_waiter", signal.ErrNoWaiter},

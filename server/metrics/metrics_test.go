@@ -55,15 +55,12 @@ func TestMetricsAfterARealRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	it, err := interpreter.New(store, interpreter.Options{Actions: builtin.New(builtin.Options{EnableShell: true}), Logger: quiet, Events: m.Events})
+	it, err := interpreter.New(q, store, interpreter.Options{Actions: builtin.New(builtin.Options{EnableShell: true}), Logger: quiet, Events: m.Events,
+		Runtime: runtime.Options{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(q, store, it, runtime.Options{TerminalHook: it, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	it.Bind(rt)
+	rt := it.Runtime()
 	if err := m.Watch(Source{Runtime: rt}); err != nil {
 		t.Fatal(err)
 	}

@@ -188,7 +188,7 @@ func (r *Runner) lookup(name string) *jobType {
 // "<name>:<key>" when that is a valid run id, else "<name>=" and 32 hex
 // digits of the key's SHA-256 (names contain neither ':' nor '=').
 func JobID(name, key string) string {
-	if id := name + ":" + key; runtime.ValidateRunID(id) == nil {
+	if id := name + ":" + key; runstate.ValidateRunID(id) == nil {
 		return id
 	}
 	sum := sha256.Sum256([]byte(key))
@@ -290,7 +290,7 @@ func (h *Handle[Out]) FetchResult(ctx context.Context) (Out, error) {
 		return zero, err
 	}
 	if rec == nil {
-		if _, err := h.r.rt.Status(ctx, h.ID); errors.Is(err, runtime.ErrRunNotFound) || errors.Is(err, runtime.ErrInvalidRunID) {
+		if _, err := h.r.rt.Status(ctx, h.ID); errors.Is(err, runtime.ErrRunNotFound) || errors.Is(err, runstate.ErrInvalidRunID) {
 			return zero, fmt.Errorf("%w: %s", ErrNotFound, h.ID)
 		} else if err != nil {
 			return zero, fmt.Errorf("jobs: job %s: %w", h.ID, err)
