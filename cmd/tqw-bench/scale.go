@@ -86,11 +86,11 @@ type scalePoint struct {
 	listMs                    float64
 	// The YAML path's: filtered first pages; read latency p50 and p99
 	// (ms) by kind (status, history, api); runs read back and checked;
-	// fill runs per second.
-	listStateMs, listWorkflowMs, listLabelMs float64
-	reads                                    map[string][2]float64
-	verified                                 int
-	fillRate                                 float64
+	// fill runs per second and the fill's peak RSS (MB).
+	listStateMs, listWorkflowMs, listLabelMs, apiListMs float64
+	reads                                               map[string][2]float64
+	verified                                            int
+	fillRate, fillPeakRSS                               float64
 }
 
 func runScale(ctx context.Context, cfg *config) error {
@@ -109,6 +109,9 @@ func runScale(ctx context.Context, cfg *config) error {
 	case "interpreter":
 		if scaleBench.sample < 1 {
 			return errors.New("--sample must be at least 1")
+		}
+		if scaleBench.steps != scaleMeasuredSteps {
+			return fmt.Errorf("--steps %d: --path interpreter measures runs of %d steps (its workflow is fixed)", scaleBench.steps, scaleMeasuredSteps)
 		}
 		return runScaleYAML(ctx, cfg, points, s3Points)
 	case "runtime":

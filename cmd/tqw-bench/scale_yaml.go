@@ -117,8 +117,9 @@ type yamlScale struct {
 	slots chan struct{}
 	// ended counts the fill runs whose last step is durable.
 	ended atomic.Int64
-	// fillRate is the last fill's runs per second, submission to seal.
-	fillRate float64
+	// fillRate is the last fill's runs per second, submission to seal;
+	// fillPeakRSS its highest RSS (MB), sampled every second.
+	fillRate, fillPeakRSS float64
 	// verbose receives the progress lines.
 	verbose io.Writer
 }
@@ -163,26 +164,28 @@ func runScaleYAML(ctx context.Context, cfg *config, points, s3Points []int) erro
 					"retained_runs": p.retained, "waiting_runs": scaleBench.waiting,
 					"steps_per_sec": p.stepsPerSec, "cpu_us_per_step": p.cpuUsPerStep,
 					"rss_mb": p.rssMB, "heap_mb": p.heapMB, "reopen_ms": p.reopenMs, "reopen_cpu_ms": p.reopenCPUMs,
-					"list_first_page_ms": p.listMs, "list_status_ms": p.listStateMs, "list_workflow_ms": p.listWorkflowMs, "list_label_ms": p.listLabelMs,
+					"list_first_page_ms": p.listMs, "list_status_ms": p.listStateMs, "list_workflow_ms": p.listWorkflowMs, "list_label_ms": p.listLabelMs, "api_list_first_page_ms": p.apiListMs,
 					"read_status_p50_ms": p.reads["status"][0], "read_status_p99_ms": p.reads["status"][1],
 					"read_history_p50_ms": p.reads["history"][0], "read_history_p99_ms": p.reads["history"][1],
 					"read_api_p50_ms": p.reads["api"][0], "read_api_p99_ms": p.reads["api"][1],
-					"runs_verified": p.verified, "fill_runs_per_sec": p.fillRate,
+					"runs_verified": p.verified, "fill_runs_per_sec": p.fillRate, "fill_peak_rss_mb": p.fillPeakRSS,
 					"op_unit": "DSL step of a measured run (9 set steps and a succeed, concurrency 1; medians of --repeat measurements)"}}
 			if err := cfg.emitFor(url, r); err != nil {
 				return err
 			}
 		}
 		order = append(order, url)
-		return s.close()
+		if err := s.close(); err != nil {
+			return err
+		}
+		// After each store, so a later store's failure keeps the plot of
+		// those done.
+		if scaleBench.plot != "" && !scaleBench.seedOnly {
+			return writeScalePlot(scaleBench.plot, "YAML path, ", order, series, yamlPanels)
+		}
+		return nil
 	})
-	if err != nil || scaleBench.seedOnly {
-		return err
-	}
-	if scaleBench.plot != "" {
-		return writeScalePlot(scaleBench.plot, "YAML path, ", order, series, yamlPanels)
-	}
-	return nil
+	return err
 }
 
 // open opens the engine (sealing on, as the CLI runs it), loads the
@@ -376,13 +379,36 @@ func (s *yamlScale) fill(ctx context.Context, n int) error {
 	stop := make(chan struct{})
 	var progress sync.WaitGroup
 	progress.Go(func() {
-		tick := time.NewTicker(10 * time.Second)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for k := 1; ; k++ {
+			select {
+			case <-tick.C:
+				rss := rssMB()
+				s.fillPeakRSS = max(s.fillPeakRSS, rss)
+				if k%10 == 0 {
+					done := s.ended.Load() - ended0
+					fmt.Fprintf(s.verbose, "scale: filled %d of %d runs (%.0f runs/s), RSS %.0f MB\n", done, n, float64(done)/time.Since(t0).Seconds(), rss)
+				}
+			case <-stop:
+				return
+			}
+		}
+	})
+	// The engine seals at its sweep interval (a minute at the default
+	// retention), so a minute of a fast fill's finished runs would sit
+	// in the KV: seal every two seconds instead, as Seal's doc allows.
+	sealErr := make(chan error, 1)
+	progress.Go(func() {
+		tick := time.NewTicker(2 * time.Second)
 		defer tick.Stop()
 		for {
 			select {
 			case <-tick.C:
-				done := s.ended.Load() - ended0
-				fmt.Fprintf(s.verbose, "scale: filled %d of %d runs (%.0f runs/s), RSS %.0f MB\n", done, n, float64(done)/time.Since(t0).Seconds(), rssMB())
+				if _, err := s.e.Runtime().Seal(ctx); err != nil && !errors.Is(err, context.Canceled) {
+					sealErr <- err
+					return
+				}
 			case <-stop:
 				return
 			}
@@ -404,6 +430,11 @@ func (s *yamlScale) fill(ctx context.Context, n int) error {
 	}
 	close(stop)
 	progress.Wait()
+	select {
+	case serr := <-sealErr:
+		err = errors.Join(err, fmt.Errorf("seal while filling: %w", serr))
+	default:
+	}
 	if err != nil {
 		return err
 	}
@@ -415,11 +446,11 @@ func (s *yamlScale) fill(ctx context.Context, n int) error {
 
 func (s *yamlScale) point(ctx context.Context, retained int) (scalePoint, error) {
 	p := scalePoint{retained: retained}
-	s.fillRate = 0
+	s.fillRate, s.fillPeakRSS = 0, 0
 	if err := s.fill(ctx, retained-s.filled-s.measured); err != nil {
 		return p, err
 	}
-	p.fillRate = s.fillRate
+	p.fillRate, p.fillPeakRSS = s.fillRate, s.fillPeakRSS
 	if err := s.close(); err != nil {
 		return p, err
 	}
@@ -455,6 +486,17 @@ func (s *yamlScale) point(ctx context.Context, retained int) (scalePoint, error)
 		}
 		*l.dst = lats.Percentile(50)
 	}
+	// GET /v1/runs, as `tqw-dsl list` calls it while a server holds the
+	// store: fewer calls, as it counts every matching run.
+	var apiLists Latencies
+	for range 3 {
+		t := time.Now()
+		if _, err := s.cl.ListRuns(ctx, client.ListOptions{Limit: 100}); err != nil {
+			return p, fmt.Errorf("GET /v1/runs: %w", err)
+		}
+		apiLists.Add(time.Since(t))
+	}
+	p.apiListMs = apiLists.Percentile(50)
 	debug.FreeOSMemory()
 	p.rssMB = rssMB()
 	var ms goruntime.MemStats
@@ -662,6 +704,7 @@ var yamlPanels = []scalePanel{
 	{"list first page, status succeeded (ms)", func(p scalePoint) float64 { return p.listStateMs }},
 	{"list first page, workflow scale-fill (ms)", func(p scalePoint) float64 { return p.listWorkflowMs }},
 	{"list first page, label batch=3 (ms)", func(p scalePoint) float64 { return p.listLabelMs }},
+	{"GET /v1/runs first page, median of 3 (ms)", func(p scalePoint) float64 { return p.apiListMs }},
 	{"read a retained run: status + history, p99 (ms)", func(p scalePoint) float64 { return p.reads["status"][1] + p.reads["history"][1] }},
 	{"read a retained run through the API, p99 (ms)", func(p scalePoint) float64 { return p.reads["api"][1] }},
 }
