@@ -91,6 +91,9 @@ type scalePoint struct {
 	reads                                               map[string][2]float64
 	verified                                            int
 	fillRate, fillPeakRSS                               float64
+	// writerRSSMB and writerHeapMB are the filling writer's, before the
+	// reopen (YAML path).
+	writerRSSMB, writerHeapMB float64
 }
 
 func runScale(ctx context.Context, cfg *config) error {

@@ -168,7 +168,7 @@ func runScaleYAML(ctx context.Context, cfg *config, points, s3Points []int) erro
 					"read_status_p50_ms": p.reads["status"][0], "read_status_p99_ms": p.reads["status"][1],
 					"read_history_p50_ms": p.reads["history"][0], "read_history_p99_ms": p.reads["history"][1],
 					"read_api_p50_ms": p.reads["api"][0], "read_api_p99_ms": p.reads["api"][1],
-					"runs_verified": p.verified, "fill_runs_per_sec": p.fillRate, "fill_peak_rss_mb": p.fillPeakRSS,
+					"runs_verified": p.verified, "fill_runs_per_sec": p.fillRate, "fill_peak_rss_mb": p.fillPeakRSS, "writer_rss_mb": p.writerRSSMB, "writer_heap_mb": p.writerHeapMB,
 					"op_unit": "DSL step of a measured run (9 set steps and a succeed, concurrency 1; medians of --repeat measurements)"}}
 			if err := cfg.emitFor(url, r); err != nil {
 				return err
@@ -451,6 +451,16 @@ func (s *yamlScale) point(ctx context.Context, retained int) (scalePoint, error)
 		return p, err
 	}
 	p.fillRate, p.fillPeakRSS = s.fillRate, s.fillPeakRSS
+	// The writer that filled the store, before it closes: what a
+	// long-lived process holds, next to what a reopened one does.
+	debug.FreeOSMemory()
+	p.writerRSSMB = rssMB()
+	var wms goruntime.MemStats
+	goruntime.ReadMemStats(&wms)
+	p.writerHeapMB = float64(wms.HeapAlloc) / (1 << 20)
+	if err := writeHeapProfile(fmt.Sprintf("%s-%d-writer", s.name, retained)); err != nil {
+		return p, err
+	}
 	if err := s.close(); err != nil {
 		return p, err
 	}
