@@ -414,7 +414,35 @@ func (s *yamlScale) fill(ctx context.Context, n int) error {
 			}
 		}
 	})
+	// A fill run's end is handled by its terminal notification (which
+	// writes its seal marker), on a queue of its own that can fall
+	// behind the steps: the submitters also hold back while more than
+	// fillInFlight notifications wait, so finished runs that are not
+	// yet sealable stay bounded too.
+	var backlog atomic.Bool
+	progress.Go(func() {
+		rt := s.e.Runtime()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				if nt, err := rt.Queue().Stats(ctx, rt.NotifyQueueName()); err == nil {
+					backlog.Store(nt.Pending+nt.Claimed+nt.Scheduled > fillInFlight)
+				}
+			case <-stop:
+				return
+			}
+		}
+	})
 	err := s.submitAll(ctx, n, func(ctx context.Context, i int) error {
+		for backlog.Load() {
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
