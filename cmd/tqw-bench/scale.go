@@ -52,6 +52,7 @@ var scaleBench = struct {
 	path     string
 	seedOnly bool
 	sample   int
+	replot   string
 }{}
 
 func init() {
@@ -70,6 +71,7 @@ func init() {
 			fs.StringVar(&scaleBench.cpuProf, "cpuprofile", "", "write CPU profiles of each point's reopen and measured runs to PREFIX-<store>-<retained>-{reopen,steps}.pprof")
 			fs.StringVar(&scaleBench.path, "path", "runtime", "runtime: bare runtime runs with a Go step runner under a prefix of the store; interpreter: YAML workflows through the engine (sealing on, as the CLI runs it) on the whole store, read back through status, history and the HTTP API")
 			fs.BoolVar(&scaleBench.seedOnly, "seed-only", false, "--path interpreter: fill the store to the last point and stop; a later invocation on the same store goes on from the runs it holds")
+			fs.StringVar(&scaleBench.replot, "replot", "", "measure nothing: draw --plot from the JSON lines an earlier invocation printed (this file), e.g. of one stopped before its last point")
 			fs.IntVar(&scaleBench.sample, "sample", 100, "--path interpreter: retained runs read back and checked after each point")
 			fs.StringVar(&scaleBench.memProf, "memprofile", "", "write a heap profile at each point, after the reopen, to PREFIX-<store>-<retained>.pprof")
 		},
@@ -97,6 +99,9 @@ type scalePoint struct {
 }
 
 func runScale(ctx context.Context, cfg *config) error {
+	if scaleBench.replot != "" {
+		return replotScale(scaleBench.replot, scaleBench.plot)
+	}
 	points, err := parsePoints("--retained", scaleBench.retained, []int{0, 10_000, 100_000})
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	goruntime "runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -745,4 +746,62 @@ var yamlPanels = []scalePanel{
 	{"GET /v1/runs first page, median of 3 (ms)", func(p scalePoint) float64 { return p.apiListMs }},
 	{"read a retained run: status + history, p99 (ms)", func(p scalePoint) float64 { return p.reads["status"][1] + p.reads["history"][1] }},
 	{"read a retained run through the API, p99 (ms)", func(p scalePoint) float64 { return p.reads["api"][1] }},
+}
+
+// replotScale draws plot from the JSON lines of an earlier scale
+// invocation (one line per point, as emitted), one line per store.
+func replotScale(lines, plot string) error {
+	if plot == "" {
+		return errors.New("--replot needs --plot")
+	}
+	b, err := os.ReadFile(lines)
+	if err != nil {
+		return err
+	}
+	series := map[string][]scalePoint{}
+	var order []string
+	bench := ""
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r struct {
+			Bench, Store string
+			Retained     int     `json:"retained_runs"`
+			Steps        float64 `json:"steps_per_sec"`
+			CPU          float64 `json:"cpu_us_per_step"`
+			RSS          float64 `json:"rss_mb"`
+			Heap         float64 `json:"heap_mb"`
+			Reopen       float64 `json:"reopen_ms"`
+			List         float64 `json:"list_first_page_ms"`
+			ListState    float64 `json:"list_status_ms"`
+			ListWorkflow float64 `json:"list_workflow_ms"`
+			ListLabel    float64 `json:"list_label_ms"`
+			APIList      float64 `json:"api_list_first_page_ms"`
+			StatusP50    float64 `json:"read_status_p50_ms"`
+			StatusP99    float64 `json:"read_status_p99_ms"`
+			HistP50      float64 `json:"read_history_p50_ms"`
+			HistP99      float64 `json:"read_history_p99_ms"`
+			APIP50       float64 `json:"read_api_p50_ms"`
+			APIP99       float64 `json:"read_api_p99_ms"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return fmt.Errorf("%s:%d: %w", lines, i+1, err)
+		}
+		if bench != "" && r.Bench != bench {
+			return fmt.Errorf("%s:%d: bench %q after %q: one path per plot", lines, i+1, r.Bench, bench)
+		}
+		bench = r.Bench
+		if _, ok := series[r.Store]; !ok {
+			order = append(order, r.Store)
+		}
+		series[r.Store] = append(series[r.Store], scalePoint{retained: r.Retained, stepsPerSec: r.Steps, cpuUsPerStep: r.CPU,
+			rssMB: r.RSS, heapMB: r.Heap, reopenMs: r.Reopen, listMs: r.List, listStateMs: r.ListState,
+			listWorkflowMs: r.ListWorkflow, listLabelMs: r.ListLabel, apiListMs: r.APIList,
+			reads: map[string][2]float64{"status": {r.StatusP50, r.StatusP99}, "history": {r.HistP50, r.HistP99}, "api": {r.APIP50, r.APIP99}}})
+	}
+	switch bench {
+	case "scale":
+		return writeScalePlot(plot, "", order, series, runtimePanels)
+	case "scale-yaml":
+		return writeScalePlot(plot, "YAML path, ", order, series, yamlPanels)
+	}
+	return fmt.Errorf("%s: no scale results in it", lines)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -32,6 +33,23 @@ func TestScaleYAMLPathReadsBackRetainedRuns(t *testing.T) {
 	}
 	if st, err := os.Stat(png); err != nil || st.Size() == 0 {
 		t.Fatalf("plot %s: %v", png, err)
+	}
+	// The same plot again from the lines alone.
+	saved := filepath.Join(dir, "lines.json")
+	var b []byte
+	for _, r := range lines {
+		j, _ := json.Marshal(r)
+		b = append(append(b, j...), '\n')
+	}
+	if err := os.WriteFile(saved, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	replotted := filepath.Join(dir, "replot.png")
+	if out := runLines(t, "scale", "--replot", saved, "--plot", replotted); len(out) != 0 {
+		t.Fatalf("--replot measured: %v", out)
+	}
+	if st, err := os.Stat(replotted); err != nil || st.Size() == 0 {
+		t.Fatalf("replot %s: %v", replotted, err)
 	}
 }
 
