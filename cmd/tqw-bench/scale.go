@@ -49,6 +49,10 @@ var scaleBench = struct {
 	memProf  string
 	waiting  int
 	repeat   int
+	path     string
+	seedOnly bool
+	sample   int
+	replot   string
 }{}
 
 func init() {
@@ -65,6 +69,10 @@ func init() {
 			fs.IntVar(&scaleBench.repeat, "repeat", 5, "measurements of --runs runs at each point; steps/s and CPU per step are their medians")
 			fs.IntVar(&scaleBench.waiting, "waiting", 10_000, "runs parked on a signal (24 h timeout) before the first point, waiting through all of them")
 			fs.StringVar(&scaleBench.cpuProf, "cpuprofile", "", "write CPU profiles of each point's reopen and measured runs to PREFIX-<store>-<retained>-{reopen,steps}.pprof")
+			fs.StringVar(&scaleBench.path, "path", "runtime", "runtime: bare runtime runs with a Go step runner under a prefix of the store; interpreter: YAML workflows through the engine (sealing on, as the CLI runs it) on the whole store, read back through status, history and the HTTP API")
+			fs.BoolVar(&scaleBench.seedOnly, "seed-only", false, "--path interpreter: fill the store to the last point and stop; a later invocation on the same store goes on from the runs it holds")
+			fs.StringVar(&scaleBench.replot, "replot", "", "measure nothing: draw --plot from the JSON lines an earlier invocation printed (this file), e.g. of one stopped before its last point")
+			fs.IntVar(&scaleBench.sample, "sample", 100, "--path interpreter: retained runs read back and checked after each point")
 			fs.StringVar(&scaleBench.memProf, "memprofile", "", "write a heap profile at each point, after the reopen, to PREFIX-<store>-<retained>.pprof")
 		},
 		run: runScale,
@@ -78,9 +86,22 @@ type scalePoint struct {
 	rssMB, heapMB             float64
 	reopenMs, reopenCPUMs     float64
 	listMs                    float64
+	// The YAML path's: filtered first pages; read latency p50 and p99
+	// (ms) by kind (status, history, api); runs read back and checked;
+	// fill runs per second and the fill's peak RSS (MB).
+	listStateMs, listWorkflowMs, listLabelMs, apiListMs float64
+	reads                                               map[string][2]float64
+	verified                                            int
+	fillRate, fillPeakRSS                               float64
+	// writerRSSMB and writerHeapMB are the filling writer's, before the
+	// reopen (YAML path).
+	writerRSSMB, writerHeapMB float64
 }
 
 func runScale(ctx context.Context, cfg *config) error {
+	if scaleBench.replot != "" {
+		return replotScale(scaleBench.replot, scaleBench.plot)
+	}
 	points, err := parsePoints("--retained", scaleBench.retained, []int{0, 10_000, 100_000})
 	if err != nil {
 		return err
@@ -91,6 +112,22 @@ func runScale(ctx context.Context, cfg *config) error {
 	}
 	if scaleBench.steps < 1 || scaleBench.runs < 1 || scaleBench.fillConc < 1 || scaleBench.repeat < 1 {
 		return errors.New("--steps, --runs, --repeat and --fill-concurrency must be at least 1")
+	}
+	switch scaleBench.path {
+	case "interpreter":
+		if scaleBench.sample < 1 {
+			return errors.New("--sample must be at least 1")
+		}
+		if scaleBench.steps != scaleMeasuredSteps {
+			return fmt.Errorf("--steps %d: --path interpreter measures runs of %d steps (its workflow is fixed)", scaleBench.steps, scaleMeasuredSteps)
+		}
+		return runScaleYAML(ctx, cfg, points, s3Points)
+	case "runtime":
+		if scaleBench.seedOnly {
+			return errors.New("--seed-only needs --path interpreter")
+		}
+	default:
+		return fmt.Errorf("--path %q: want runtime or interpreter", scaleBench.path)
 	}
 	series := map[string][]scalePoint{}
 	var order []string
@@ -125,7 +162,7 @@ func runScale(ctx context.Context, cfg *config) error {
 		return err
 	}
 	if scaleBench.plot != "" {
-		return writeScalePlot(scaleBench.plot, order, series)
+		return writeScalePlot(scaleBench.plot, "", order, series, runtimePanels)
 	}
 	return nil
 }
@@ -451,19 +488,24 @@ func rssMB() float64 {
 	return -1
 }
 
-// writeScalePlot draws one panel per figure, one line per store, against
-// the retained runs.
-func writeScalePlot(path string, stores []string, series map[string][]scalePoint) error {
-	panels := []struct {
-		title string
-		y     func(scalePoint) float64
-	}{
-		{"steps/s (concurrency 1)", func(p scalePoint) float64 { return p.stepsPerSec }},
-		{"CPU µs per step", func(p scalePoint) float64 { return p.cpuUsPerStep }},
-		{"RSS (MB)", func(p scalePoint) float64 { return p.rssMB }},
-		{"reopen (ms)", func(p scalePoint) float64 { return p.reopenMs }},
-		{"list, first page of 100 (ms)", func(p scalePoint) float64 { return p.listMs }},
-	}
+// scalePanel is one figure of the plot.
+type scalePanel struct {
+	title string
+	y     func(scalePoint) float64
+}
+
+// runtimePanels are the runtime path's plot panels.
+var runtimePanels = []scalePanel{
+	{"steps/s (concurrency 1)", func(p scalePoint) float64 { return p.stepsPerSec }},
+	{"CPU µs per step", func(p scalePoint) float64 { return p.cpuUsPerStep }},
+	{"RSS (MB)", func(p scalePoint) float64 { return p.rssMB }},
+	{"reopen (ms)", func(p scalePoint) float64 { return p.reopenMs }},
+	{"list, first page of 100 (ms)", func(p scalePoint) float64 { return p.listMs }},
+}
+
+// writeScalePlot draws one panel per figure (titles prefixed with
+// titlePrefix), one line per store, against the retained runs.
+func writeScalePlot(path, titlePrefix string, stores []string, series map[string][]scalePoint, panels []scalePanel) error {
 	const cols = 2
 	rows := (len(panels) + cols - 1) / cols
 	grid := make([][]*plot.Plot, rows)
@@ -472,7 +514,7 @@ func writeScalePlot(path string, stores []string, series map[string][]scalePoint
 	}
 	for i, pn := range panels {
 		p := plot.New()
-		p.Title.Text = pn.title
+		p.Title.Text = titlePrefix + pn.title
 		p.X.Label.Text = "retained runs"
 		p.Y.Min = 0
 		for j, url := range stores {

@@ -42,4 +42,12 @@
 // concurrent steps). Sealing costs, per segment of up to 512 runs, two
 // create-only PUTs and one durable commit (runtime's doc). Close drains the worker and makes everything
 // durable before it releases the lease.
+//
+// Measured through this door (tqw-bench scale --path interpreter,
+// docs/BENCHMARKS.md "scale, YAML path", file store): with 1,000,000
+// finished YAML runs retained, every one's status, result, history and
+// outputs readable, plus 10,000 runs waiting on signals, a reopened engine
+// holds 71 MB of heap (123 MB RSS), reopens in 0.4 s, lists a first page
+// in about 1 ms (unfiltered, or by state, workflow or label) and spends the
+// CPU per step of new runs an empty store does.
 package engine
