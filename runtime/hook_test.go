@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -169,4 +170,51 @@ func TestCrashRecoveryDeadLetterReconciledAtStartup(t *testing.T) {
 		t.Fatalf("outcome %+v", o)
 	}
 	e.waitRun("crashed", func(st runstate.Status) bool { return st.State == runstate.StateFailed && !st.FinishedAt.IsZero() })
+}
+
+// barrierHook blocks every OnTermination until want of them are running
+// at once, or the test's deadline passes.
+type barrierHook struct {
+	want    int32
+	running atomic.Int32
+	all     chan struct{}
+	done    chan string
+}
+
+func (h *barrierHook) Observes(*runstate.Outcome) bool { return true }
+
+func (h *barrierHook) OnTermination(ctx context.Context, o *runstate.Outcome, _ *TerminalEffects) error {
+	if h.running.Add(1) == h.want {
+		close(h.all)
+	}
+	select {
+	case <-h.all:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	h.done <- o.RunID
+	return nil
+}
+
+// TestNotificationsKeepPaceWithSteps: by default as many terminal
+// notifications run at once as steps do, so Concurrency runs that end
+// together are handled together; with fewer, ends queue up behind the
+// hook and a busy writer's unsealed runs pile up in memory (the YAML-path
+// scale benchmark saw its RSS reach 890 MB that way).
+func TestNotificationsKeepPaceWithSteps(t *testing.T) {
+	const n = 8
+	h := &barrierHook{want: n, all: make(chan struct{}), done: make(chan string, n)}
+	e := newEnv(t, echo(), Options{TerminalHook: h, Concurrency: n})
+	e.start()
+	for i := range n {
+		e.submit(RunSpec{RunID: fmt.Sprintf("r%d", i), Input: []byte("x")})
+	}
+	deadline := time.After(time.Minute)
+	for range n {
+		select {
+		case <-h.done:
+		case <-deadline:
+			t.Fatalf("after a minute %d of %d terminal hooks run at once, want all %d (NotifyConcurrency default too small)", h.running.Load(), n, n)
+		}
+	}
 }

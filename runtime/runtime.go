@@ -131,7 +131,8 @@ type Options struct {
 	Clock clock.Clock
 	// Concurrency is how many runners the worker runs at once (default 8).
 	Concurrency int
-	// NotifyConcurrency is how many notifications run at once (default 2).
+	// NotifyConcurrency is how many notifications run at once (default
+	// Concurrency, at least 2).
 	NotifyConcurrency int
 	// ShutdownTimeout bounds how long a stopping worker waits for running
 	// steps (0: 30s; negative: it does not wait).
@@ -242,7 +243,9 @@ func (o Options) config(q *queue.Queue) config {
 		cfg.concurrency = 8
 	}
 	if cfg.notifyConc == 0 {
-		cfg.notifyConc = 2
+		// Up to Concurrency runs can end at once; fewer notification
+		// slots let ends (and their unsealed records) queue up.
+		cfg.notifyConc = max(2, cfg.concurrency)
 	}
 	if o.Sealing != nil {
 		so := o.Sealing.withDefaults()
