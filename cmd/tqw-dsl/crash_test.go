@@ -72,6 +72,7 @@ func s3CLI(t *testing.T) *cli {
 // TQW_CRASH_KILLS sets the kills per store (default 100); TQW_CRASH_SEED
 // the random seed.
 func TestCrashKill(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("crash test skipped in -short mode")
 	}
