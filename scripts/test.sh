@@ -19,6 +19,7 @@
 #                       replace the default ./...
 #   TQW_CHECK_PKGS      packages for the static checks (default ./...)
 #   TQW_GO_TEST_TIMEOUT go test -timeout (default 30m)
+#   TQW_GO_TEST_P       go test -p: packages built and tested at once (default 4)
 #   TQW_RACE_EXIT_SLEEP_MS  the race detector's sleep at exit (default 100)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +28,7 @@ check_only=0
 for arg in "$@"; do
   case "$arg" in
     --check-only) check_only=1 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test.sh: unknown argument $arg (use --check-only)" >&2; exit 2 ;;
   esac
 done
@@ -167,10 +168,11 @@ go build -o "$TQW_TEST_TQW_DSL" ./cmd/tqw-dsl
 # report; every test binary then holds one of go test's -p slots for it.
 # Races found during a test are reported by the test itself, not by this.
 export GORACE="${GORACE:+$GORACE }atexit_sleep_ms=${TQW_RACE_EXIT_SLEEP_MS:-100}"
-# -parallel 4: the parallel tests (cmd/tqw-dsl's end-to-end tests, the
-# crash tests) mostly wait for child processes, so four at once on two
-# cores still keep them busy rather than overloaded.
-test_flags=(-race -tags invariants -vet=off -count=1 -parallel 4 -timeout "${TQW_GO_TEST_TIMEOUT:-30m}")
+# -p 4 -parallel 4: the long tests (cmd/tqw-dsl's end-to-end tests, the
+# kill tests) mostly wait for child processes, so with go test's default
+# of one package and one test per core (2 here) the cores sit idle while
+# they wait and the compiles queue behind them.
+test_flags=(-race -tags invariants -vet=off -count=1 -p "${TQW_GO_TEST_P:-4}" -parallel 4 -timeout "${TQW_GO_TEST_TIMEOUT:-30m}")
 log="$gw_dir/go-test.log"
 say "go test ${test_flags[*]} ${extra[*]} ${pkgs[*]}"
 set +e
