@@ -3,8 +3,8 @@
 #   1. installs the pinned tools into ./.bin (scripts/tools.sh): staticcheck
 #      first; the tests' tools (versitygw, npm projects, Debian packages)
 #      install in the background while the static checks run;
-#   2. static checks: gofmt, go vet (with the invariants tag, the build the
-#      tests run, so `go test` need not vet again), staticcheck;
+#   2. static checks: gofmt, go vet (every file once, the invariants-tagged
+#      ones included, so `go test` need not vet again), staticcheck;
 #   3. builds tqw-dsl once for every end-to-end test (TQW_TEST_TQW_DSL);
 #   4. starts versitygw (a real S3 server, posix backend) on 127.0.0.1 on a
 #      free port with a temporary folder and random credentials, creates the
@@ -75,15 +75,16 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 
-# go vet runs once, on the build the tests run (go test -vet=off below);
-# files that build only without the tag are vetted in a second, small pass.
+# go vet runs once over every file (go test -vet=off below): all packages
+# as built by default (shared with staticcheck and the tqw-dsl build), then
+# the few with files that build only under the tests' invariants tag.
 say "go vet"
-go vet -tags invariants "${check_pkgs[@]}"
-untagged=()
-while IFS= read -r f; do untagged+=("$(dirname "$f")"); done < <(
-  grep -rlE --include='*.go' --exclude-dir=.bin --exclude-dir=node_modules '^//go:build .*!invariants' . | sort -u)
-if [ "${#untagged[@]}" -gt 0 ]; then
-  go vet $(printf '%s\n' "${untagged[@]}" | sort -u)
+go vet "${check_pkgs[@]}"
+tagged=()
+while IFS= read -r f; do tagged+=("$(dirname "$f")"); done < <(
+  grep -rlE --include='*.go' --exclude-dir=.bin --exclude-dir=node_modules '^//go:build .*invariants' . | sort -u)
+if [ "${#tagged[@]}" -gt 0 ]; then
+  go vet -tags invariants $(printf '%s\n' "${tagged[@]}" | sort -u)
 fi
 
 say "staticcheck"
