@@ -199,6 +199,7 @@ func crashChild(dir string, runs int, finish, replay bool) error {
 }
 
 func TestCrashRecovery(t *testing.T) {
+	t.Parallel()
 	crashtest.Parent(t, crashDirEnv)
 	runs, kills := envInt(crashRunsEnv, 200), crashtest.Count(t, crashKillsEnv, 100)
 	dir := t.TempDir()

@@ -95,6 +95,7 @@ func sealKillChild(dir string, finish bool) error {
 }
 
 func TestSealKill(t *testing.T) {
+	t.Parallel()
 	crashtest.Parent(t, sealKillDirEnv)
 	kills := crashtest.Count(t, sealKillKillsEnv, 30)
 	dir := t.TempDir()

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/tqwdslbin"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/s3/s3test"
 	"github.com/tqw-dsl/tqw/server/client"
 )
@@ -37,10 +38,7 @@ func tqwBinary(t *testing.T) string {
 			buildErr = err
 			return
 		}
-		builtBin = filepath.Join(dir, "tqw-dsl")
-		if out, err := exec.Command("go", "build", "-o", builtBin, "github.com/tqw-dsl/tqw/cmd/tqw-dsl").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build tqw-dsl: %v\n%s", err, out)
-		}
+		builtBin, buildErr = tqwdslbin.Path(dir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

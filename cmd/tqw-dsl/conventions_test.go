@@ -248,6 +248,7 @@ func envReadsOf(t *testing.T) (static map[string][]string, dynamic map[string][]
 // code reads by name, and every read of a name known only at run time is
 // in a package whose reads a row of the table describes.
 func TestEnvTableCoversTheCode(t *testing.T) {
+	t.Parallel()
 	static, dynamic := envReadsOf(t)
 	var read, listed []string
 	for name := range static {
@@ -290,6 +291,7 @@ func TestEnvTableCoversTheCode(t *testing.T) {
 // toolchain reads from the same binary, and the format of a build from a
 // repository with uncommitted changes.
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	code, out, _ := runBin(t, t.TempDir(), nil, nil, "--version")
 	if code != exitOK {
 		t.Fatalf("--version: exit %d", code)
@@ -329,6 +331,7 @@ func TestVersion(t *testing.T) {
 // TestStoreErrorsAreNotUsageErrors checks that a store that cannot be
 // opened is a failure (1) and a URL that names no store a usage error (2).
 func TestStoreErrorsAreNotUsageErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	blocker := filepath.Join(dir, "file")
 	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
@@ -386,6 +389,7 @@ func TestMemStoreRefusedForDetachedRuns(t *testing.T) {
 
 // TestCancelJSON checks cancel --json.
 func TestCancelJSON(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.must(0, "run", abs(t, testdata+"e2e_wait.yaml"), "--detach", "--run-id", "c1")
 	out, _ := c.must(0, "cancel", "c1", "--json")
@@ -405,6 +409,7 @@ func TestCancelJSON(t *testing.T) {
 // bytes that are not UTF-8 and control characters: the error shows them
 // escaped, in valid UTF-8, with no raw control byte.
 func TestInvalidRunIDEchoedSafely(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.must(0, "run", abs(t, "../../workflows/hello.yaml"), "--run-id", "r1")
 	for _, c2 := range []struct{ id, want string }{
@@ -427,6 +432,7 @@ func TestInvalidRunIDEchoedSafely(t *testing.T) {
 // TestHistoryOfARunWithNoStepYet checks that history says so instead of
 // printing nothing.
 func TestHistoryOfARunWithNoStepYet(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.must(0, "submit", abs(t, "../../workflows/hello.yaml"), "--run-id", "fresh")
 	out, errOut := c.must(0, "history", "fresh")
@@ -441,6 +447,7 @@ func TestHistoryOfARunWithNoStepYet(t *testing.T) {
 // TestListShowsUntil checks that list's DETAIL says when a sleeping run
 // resumes.
 func TestListShowsUntil(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.must(0, "run", abs(t, "testdata/sleep_long.yaml"), "--detach", "--run-id", "napper")
 	c.must(0, "worker", "--idle-exit")
@@ -466,6 +473,7 @@ func TestListShowsUntil(t *testing.T) {
 // TestListByWorkflowAndAfter checks list's --workflow (through the
 // workflow label's index) and --after (the cursor).
 func TestListByWorkflowAndAfter(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.must(0, "run", abs(t, "testdata/sleep_long.yaml"), "--detach", "--run-id", "nap-1")
 	c.must(0, "run", abs(t, "testdata/sleep_long.yaml"), "--detach", "--run-id", "nap-2")
@@ -571,6 +579,7 @@ func importViolations(imports map[string][]string) []string {
 // TestImportsPointDown holds the layer order and the one door on the
 // module's non-test files, as go list reports their imports.
 func TestImportsPointDown(t *testing.T) {
+	t.Parallel()
 	const module = "github.com/tqw-dsl/tqw"
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...").Output()
 	if err != nil {

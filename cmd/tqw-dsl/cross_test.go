@@ -202,6 +202,7 @@ func (c *cli) awaitState(runID string, states ...string) statusJSON {
 // from others: submit, signal, cancel and run go through the store's inbox,
 // status, history and list read the store, and the worker is never fenced.
 func TestCommandsWhileAWorkerRuns(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	wait := abs(t, testdata+"e2e_wait.yaml")
 	hello := abs(t, "../../workflows/hello.yaml")
@@ -350,6 +351,7 @@ func TestCommandsWhileAWorkerRuns(t *testing.T) {
 // TestRunTakesOverFromAStoppedWorker follows a run in a worker, stops the
 // worker, and checks that run finishes the run itself.
 func TestRunTakesOverFromAStoppedWorker(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	wait := abs(t, testdata+"e2e_wait.yaml")
 	w := c.start("worker", "--inbox-poll", "200ms")
@@ -379,6 +381,7 @@ func TestRunTakesOverFromAStoppedWorker(t *testing.T) {
 // would (submit, signal, cancel) and checks that another command waits for
 // it to finish instead of sending it a command it would never answer.
 func TestBriefCommandsWaitForEachOther(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.env = append(c.env, "TQW_LOG=info")
 	hello := abs(t, "../../workflows/hello.yaml")
@@ -411,6 +414,7 @@ func TestBriefCommandsWaitForEachOther(t *testing.T) {
 // store up: run notices, applies its own submission from the inbox and
 // finishes the run itself.
 func TestRunTakesOverAnUnansweredSubmit(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	ctx := context.Background()
 	store, err := storeurl.Open(ctx, c.store)

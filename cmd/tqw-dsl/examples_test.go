@@ -13,6 +13,7 @@ import (
 // header, which takes a string: it arrives as text, as the same value
 // inside a longer template would (issue 12). Through the built binary.
 func TestRunFanoutExample(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var items []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

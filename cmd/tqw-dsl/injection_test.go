@@ -46,6 +46,7 @@ func validateBin(t *testing.T, path string) (int, string, string) {
 // TestShellInjectionIssueExample is the example of issue 12: the input
 // used to become shell code and print "INJECTED root".
 func TestShellInjectionIssueExample(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	p := c.writeWorkflow("greet.yaml", `
 tqw: v1
@@ -74,6 +75,7 @@ steps:
 // quotes, a here-document, a command substitution, a list of words) in a
 // foreach: each step prints exactly its value and nothing injected runs.
 func TestShellInjectionHostileInputs(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	p := c.writeWorkflow("hostile.yaml", `
 tqw: v1
@@ -123,6 +125,7 @@ steps:
 // is safe and warns about raw() on input, whose code run then runs as
 // the workflow asked.
 func TestShellInjectionValidate(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	unsafe := c.writeWorkflow("unsafe.yaml", `
 tqw: v1

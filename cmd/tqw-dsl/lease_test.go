@@ -54,6 +54,7 @@ func (p *bg) kill9() {
 // killed, the next worker, and the next run, take over at once (the
 // holder's pid is gone on this machine) without a countdown.
 func TestS3KilledWriterIsReplacedAtOnce(t *testing.T) {
+	t.Parallel()
 	c, _ := newS3CLI(t)
 	if lease.OS().Self().BootID == "" {
 		t.Skip("no boot id on this platform: a killed writer is replaced after its TTL")
@@ -154,6 +155,7 @@ func countPrefix(lines []string, prefix string) int {
 // them and exit 1 saying it lost the lease; B must wait for A's TTL (A's
 // pid still runs) with a countdown, and finish every run.
 func TestS3StaleWorkerStartsNoStep(t *testing.T) {
+	t.Parallel()
 	c, store := newS3CLI(t)
 	c.env = append(c.env, leaseTTLEnv+"=2s")
 	wf := filepath.Join(c.dir, "stale.yaml")

@@ -13,6 +13,7 @@ import (
 // /metrics: the run, its steps and the signal are counted, and nothing
 // else is served on that port.
 func TestWorkerMetrics(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	wait := abs(t, testdata+"e2e_wait.yaml")
 	w := c.start("worker", "--metrics", "127.0.0.1:0")

@@ -48,6 +48,7 @@ type lineAt struct {
 // away, tqw-dsl says the store is unreachable (and when it is back), and
 // every run finishes with the right result.
 func TestStoreOutage(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("outage test skipped in -short mode")
 	}

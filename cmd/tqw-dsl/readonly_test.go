@@ -92,6 +92,7 @@ func readVerbs(runID string) [][]string {
 // with nothing at it is an error naming the URL and where it came from,
 // and nothing is created.
 func TestReadOnlyVerbsOnAMistypedStore(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, args := range [][]string{{"list"}, {"list", "--json"}, {"status", "r1"}, {"history", "r1"}, {"store", "check"}, {"cancel", "r1"}} {
 		code, out, errOut := runBin(t, dir, []string{"TQW_STORE="}, nil, append(args, "--store", "file://./stroe")...)
@@ -129,6 +130,7 @@ func TestReadOnlyVerbsOnAMistypedStore(t *testing.T) {
 // read-only for the user running them: the store does not change, and the
 // answers are the same.
 func TestReadOnlyVerbsWriteNothing(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.must(0, "run", abs(t, "../../workflows/hello.yaml"), "--run-id", "r1")
 	c.must(0, "run", abs(t, testdata+"e2e_wait.yaml"), "--detach", "--run-id", "w1")

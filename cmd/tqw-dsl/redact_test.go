@@ -207,6 +207,7 @@ func wantNoLeak(t *testing.T, what string, b []byte) {
 // byte the store holds (WAL, checkpoints, objects) for any encoding of
 // them.
 func TestRedactionEndToEnd(t *testing.T) {
+	t.Parallel()
 	ts := echoServer(t)
 	u, _ := url.Parse(ts.URL)
 	c := newCLI(t)
@@ -313,6 +314,7 @@ func searchStore(t *testing.T, c *cli) (wal, chunks int) {
 // stops run and submit before anything is written, naming the secret and
 // the minimum but never the value; an empty one counts as unset.
 func TestShortSecretIsRefusedAtRunStart(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	wf := filepath.Join(c.dir, "short.yaml")
 	if err := os.WriteFile(wf, []byte(`tqw: v1

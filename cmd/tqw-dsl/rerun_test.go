@@ -87,6 +87,7 @@ func logLines(t *testing.T, path string) []string {
 // run (the same run, from where it was) instead of starting another; the
 // steps the first process reported complete do not run again.
 func TestRerunResumesTheInterruptedRun(t *testing.T) {
+	t.Parallel()
 	c, wf, input, log := rerunSetup(t)
 	runID := killAfterStep(t, c, "b", wf, "--input", input)
 
@@ -117,6 +118,7 @@ func TestRerunResumesTheInterruptedRun(t *testing.T) {
 // interrupted; that run stays for the next plain rerun (which finds it
 // ended: the --new command, as the store's writer, worked it too).
 func TestRerunNewStartsAnotherRun(t *testing.T) {
+	t.Parallel()
 	c, wf, input, _ := rerunSetup(t)
 	first := killAfterStep(t, c, "a", wf, "--input", input)
 	out, errOut := c.must(0, "run", wf, "--input", input, "--new", "--json")
@@ -136,6 +138,7 @@ func TestRerunNewStartsAnotherRun(t *testing.T) {
 // A run whose command died and that another process finished is reported
 // by the command started again, not run a second time.
 func TestRerunReportsARunFinishedMeanwhile(t *testing.T) {
+	t.Parallel()
 	c, wf, input, log := rerunSetup(t)
 	runID := killAfterStep(t, c, "a", wf, "--input", input)
 	c.must(0, "worker", "--idle-exit")

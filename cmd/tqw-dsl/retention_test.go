@@ -10,6 +10,7 @@ import (
 // that a finished run's status and history are deleted once it passed,
 // and that its id can then be used again.
 func TestWorkerRetention(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	hello := abs(t, "../../workflows/hello.yaml")
 	// Long enough for run to read the result even on a loaded machine.

@@ -18,11 +18,12 @@ import (
 	"time"
 
 	"github.com/tqw-dsl/tqw/actions/llm/llmfake"
+	"github.com/tqw-dsl/tqw/internal/tqwdslbin"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/storeurl"
 )
 
-// tqwBin is the tqw-dsl binary TestMain builds for the end-to-end tests.
+// tqwBin is the tqw-dsl binary of the end-to-end tests (tqwdslbin.Path).
 var tqwBin string
 
 func TestMain(m *testing.M) {
@@ -31,9 +32,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	tqwBin = filepath.Join(dir, "tqw-dsl")
-	if out, err := exec.Command("go", "build", "-o", tqwBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building tqw-dsl: %v\n%s", err, out)
+	if tqwBin, err = tqwdslbin.Path(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -133,6 +133,7 @@ func abs(t *testing.T, p string) string {
 }
 
 func TestRunHello(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	out, _ := c.must(0, "run", abs(t, "../../workflows/hello.yaml"))
 	if out != "Hello, world!\n" {
@@ -169,6 +170,7 @@ func TestRunHello(t *testing.T) {
 }
 
 func TestRunHTTP(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	orderCalls, refunds := 0, map[string]int{}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -212,6 +214,7 @@ func TestRunHTTP(t *testing.T) {
 }
 
 func TestRunLLM(t *testing.T) {
+	t.Parallel()
 	fake := llmfake.New()
 	defer fake.Close()
 	fake.FailNext(1, http.StatusTooManyRequests)
@@ -240,6 +243,7 @@ func TestRunLLM(t *testing.T) {
 }
 
 func TestRunSleepForeachAndCall(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	out, _ := c.must(0, "run", abs(t, testdata+"e2e_sleep.yaml"))
 	if strings.TrimSpace(out) != "a-0,b-1,c-2" {
@@ -256,6 +260,7 @@ func TestRunSleepForeachAndCall(t *testing.T) {
 }
 
 func TestWaitSignalCancelAndErrors(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	wf := abs(t, testdata+"e2e_wait.yaml")
 	c.must(0, "run", wf, "--detach", "--run-id", "w1")
@@ -334,6 +339,7 @@ func TestWaitSignalCancelAndErrors(t *testing.T) {
 }
 
 func TestWorkerDrainsOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.must(0, "submit", abs(t, "../../workflows/hello.yaml"), "--run-id", "h1")
 	cmd := exec.Command(tqwBin, "worker", "--store", c.store)

@@ -72,6 +72,7 @@ steps:
 // succeeds, and no step the first process reported done (in a run's
 // history over the API) ran again.
 func TestServeSIGKILL(t *testing.T) {
+	t.Parallel()
 	crashtest.Parent(t, "TQW_SERVE_KILL_CHILD")
 	testServeSIGKILL(t, newCLI(t))
 }
@@ -79,6 +80,7 @@ func TestServeSIGKILL(t *testing.T) {
 // TestServeSIGKILLS3 is TestServeSIGKILL on the test S3 server, whose
 // lease is an object rather than a file lock.
 func TestServeSIGKILLS3(t *testing.T) {
+	t.Parallel()
 	crashtest.Parent(t, "TQW_SERVE_KILL_CHILD")
 	c, store := newS3CLI(t)
 	c.open = func() (objstore.Store, error) { return store, nil }

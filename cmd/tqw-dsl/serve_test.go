@@ -50,12 +50,14 @@ func startServe(t *testing.T, c *cli, extra ...string) (*bg, string) {
 // to do with a wrong token; serve advertises its address in the lease
 // and stops cleanly on SIGTERM.
 func TestServeCommandsOverHTTP(t *testing.T) {
+	t.Parallel()
 	testServeCommandsOverHTTP(t, newCLI(t))
 }
 
 // TestServeCommandsOverHTTPS3 is TestServeCommandsOverHTTP on the test
 // S3 server, whose lease is an object rather than a file lock.
 func TestServeCommandsOverHTTPS3(t *testing.T) {
+	t.Parallel()
 	c, store := newS3CLI(t)
 	c.open = func() (objstore.Store, error) { return store, nil }
 	testServeCommandsOverHTTP(t, c)
@@ -150,6 +152,7 @@ func testServeCommandsOverHTTP(t *testing.T, c *cli) {
 
 // TestServeRefusesNonLoopbackWithoutToken: nothing listens, exit 2.
 func TestServeRefusesNonLoopbackWithoutToken(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	code, _, errOut := c.run("serve", "--addr", "0.0.0.0:0")
 	if code != exitUsage || !strings.Contains(errOut, "loopback") || !strings.Contains(errOut, apiTokenEnv) {

@@ -14,6 +14,7 @@ import (
 // run is known, the same payload is refused at once and nothing is
 // written.
 func TestBadSignalBeforeTheWaitNeverFailsTheRun(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	wf := abs(t, "../../workflows/approval.tqw.yaml")
 	bad := `{"approved":"yes"}`
@@ -76,6 +77,7 @@ func TestBadSignalBeforeTheWaitNeverFailsTheRun(t *testing.T) {
 // the field, with exit code 2 and nothing written; a good one is buffered
 // for that step and completes the run.
 func TestBadSignalRefusedBeforeTheRunWaits(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	wf := abs(t, "../../workflows/approval.tqw.yaml")
 	c.must(0, "submit", wf, "--run-id", "r2", "--input", `{"request": "desk"}`)
@@ -110,6 +112,7 @@ func TestBadSignalRefusedBeforeTheRunWaits(t *testing.T) {
 // with how long it stays buffered; --require-waiting exits 1 and writes
 // nothing; 'signals' lists what is buffered, read-only.
 func TestSignalToNobody(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.must(0, "run", abs(t, "../../workflows/hello.yaml")) // the store exists
 

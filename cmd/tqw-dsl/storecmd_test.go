@@ -43,6 +43,7 @@ func walObjects(t *testing.T, root string) []string {
 // reports it with exit 1, and store truncate --yes makes the store usable
 // again, reporting what it discarded.
 func TestStoreWithAHole(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	hello := abs(t, "../../workflows/hello.yaml")
 	root := filepath.Join(c.dir, "store")

@@ -12,6 +12,7 @@ import (
 // tokens and cost, wall time and the store requests the run caused with
 // their S3 price (issue 12 item 10).
 func TestStatusShowsRunTotals(t *testing.T) {
+	t.Parallel()
 	fake := llmfake.New()
 	defer fake.Close()
 	c := newCLI(t)

@@ -90,6 +90,7 @@ func wantParent(t *testing.T, child, parent otlptest.Span) {
 // client spans' trace context; the failing step and the run have error
 // status; no span carries a secret.
 func TestRunExportsTraces(t *testing.T) {
+	t.Parallel()
 	col := otlptest.Start(t)
 	tps := &traceparents{got: map[string][]string{}}
 	srv := httptest.NewServer(http.HandlerFunc(tps.handler))
@@ -184,6 +185,7 @@ func TestRunExportsTraces(t *testing.T) {
 // variables set), or with OTEL_SDK_DISABLED=true, a run sends no span
 // and its requests carry no trace context.
 func TestRunWithoutTracingSendsNothing(t *testing.T) {
+	t.Parallel()
 	col := otlptest.Start(t)
 	tps := &traceparents{got: map[string][]string{}}
 	srv := httptest.NewServer(http.HandlerFunc(tps.handler))
@@ -218,6 +220,7 @@ func TestRunWithoutTracingSendsNothing(t *testing.T) {
 // TestRunRefusesGRPCExport: an OTLP protocol tqw cannot speak is a
 // usage error naming the variable, before anything runs.
 func TestRunRefusesGRPCExport(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	c.env = append(c.env, "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=", "OTEL_SDK_DISABLED=")
 	_, errOut := c.must(exitUsage, "run", abs(t, "../../workflows/hello.yaml"))

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/tqw-dsl/tqw/internal/tqwdslbin"
 )
 
 // binary is tqw-dsl, built once for the tests that start it.
@@ -26,10 +28,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	binary = filepath.Join(dir, "tqw-dsl")
-	out, err := exec.Command("go", "build", "-o", binary, "github.com/tqw-dsl/tqw/cmd/tqw-dsl").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building tqw-dsl: %v\n%s", err, out)
+	if binary, err = tqwdslbin.Path(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	code := m.Run()

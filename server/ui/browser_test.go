@@ -28,6 +28,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/tqw-dsl/tqw/internal/tqwdslbin"
 )
 
 // chromiumPath is Debian's chromium (scripts/tools.sh installs it);
@@ -62,10 +64,9 @@ type servedProcess struct {
 func startServe(t *testing.T) *servedProcess {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "tqw-dsl")
-	build := exec.Command("go", "build", "-o", bin, "github.com/tqw-dsl/tqw/cmd/tqw-dsl")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build tqw-dsl: %v\n%s", err, out)
+	bin, err := tqwdslbin.Path(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	workflows, err := filepath.Abs(filepath.Join("..", "..", "workflows"))
 	if err != nil {

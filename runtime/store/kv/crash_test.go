@@ -85,6 +85,7 @@ func crashChild(dir string) int {
 // history. KV_CRASH_KILLS sets the number of kills (default 200; 50 under
 // -race, where each child takes several times longer to start and run).
 func TestCrashFileSIGKILL(t *testing.T) {
+	t.Parallel()
 	def := 200
 	if raceEnabled || testing.Short() { // -short: the edit-test loop
 		def = 50

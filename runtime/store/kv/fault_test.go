@@ -154,6 +154,7 @@ func TestFaultsNothingLostNothingTwice(t *testing.T) {
 // the same store and checks the state is a prefix holding every
 // acknowledged commit. KV_CRASH_MEM_ROUNDS sets the rounds (default 200).
 func TestCrashMemFaults(t *testing.T) {
+	t.Parallel()
 	rounds := envInt("KV_CRASH_MEM_ROUNDS", 200)
 	ctx := context.Background()
 	inner := mem.New()

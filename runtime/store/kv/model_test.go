@@ -74,6 +74,7 @@ func collect(t *testing.T, scan func(context.Context, Range, func(k, v []byte) (
 // KV_MODEL_SEEDS sets the number of seeds (default 3000, 300 under -race
 // or -short).
 func TestModel(t *testing.T) {
+	t.Parallel()
 	def := 3000
 	if raceEnabled || testing.Short() {
 		def = 300

@@ -119,6 +119,7 @@ func shortOr(full, short int) int {
 // after each kill that every visible object is whole, that List shows no
 // temp file, and that reopening removes the dead writer's temp files.
 func TestKill9(t *testing.T) {
+	t.Parallel()
 	kills := crashtest.Count(t, killCountEnv, shortOr(200, 60))
 	dir := t.TempDir()
 	rng := crashtest.Rand(t, 2)

@@ -159,6 +159,7 @@ func packedChild(dir string) error {
 // and that reopening leaves no temp file. A later child goes on writing
 // after whatever the kill left.
 func TestKill9Packed(t *testing.T) {
+	t.Parallel()
 	crashtest.Parent(t, packedChildEnv)
 	kills := crashtest.Count(t, packedKillsEnv, shortOr(200, 60))
 	dir := t.TempDir()
