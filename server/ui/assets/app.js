@@ -421,7 +421,10 @@
         h('td', {}, between(run.started_at, run.ended_at)));
       return tr;
     }
-    function upsert(run, atTop) {
+    // seq numbers the live events: a row an event updated after a list
+    // request was sent is newer than that request's answer.
+    let seq = 0;
+    function upsert(run, atTop, at = 0) {
       addWorkflowOption(run.workflow);
       const old = rows.get(run.run_id);
       if (!matches(run)) {
@@ -432,7 +435,7 @@
       if (old) old.tr.replaceWith(tr);
       else if (atTop) tbody.prepend(tr);
       else tbody.append(tr);
-      rows.set(run.run_id, {run, tr});
+      rows.set(run.run_id, {run, tr, at});
     }
     function applySearch() {
       let visible = 0;
@@ -468,12 +471,17 @@
       p.set('limit', String(reset ? Math.max(PAGE, shown) : PAGE));
       if (!reset && cursor) p.set('cursor', cursor);
       const mine = loading = call('GET', '/v1/runs?' + p);
+      const sent = seq;
       try {
         const d = await mine;
         if (mine !== loading) return; // a newer load replaced this one
         problem.replaceChildren();
+        // Rows that events changed while the answer was on its way are
+        // newer than it: they stay, on top of (or instead of) its rows.
+        const newer = reset ? [...rows.values()].filter((r) => r.at > sent) : [];
         if (reset) { tbody.replaceChildren(); rows.clear(); }
         for (const run of d.runs || []) upsert(run, false);
+        for (const r of newer.reverse()) upsert(r.run, true, r.at);
         shown = rows.size;
         cursor = d.next_cursor || null;
         more.hidden = !cursor;
@@ -486,7 +494,7 @@
     const refresh = throttle(() => load(true), 1000);
     onLeave(subscribe('/v1/events', (type, run) => {
       if (type !== 'run' || !run || !run.run_id) return;
-      upsert(run, true);
+      upsert(run, true, ++seq);
       applySearch();
       refresh(); // counts and order come from the server
     }, {onOpen: () => load(true), again: () => true}));
