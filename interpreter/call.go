@@ -75,6 +75,7 @@ func (x *exec) call(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, err
 		}
 		// The child's run spans are children of this step's.
 		stampTrace(ctx, &spec)
+		x.it.noteDirty(x.rs.RunID)
 		if _, err := x.it.rt.Submit(ctx, spec); err != nil {
 			return runtime.StepOutcome{}, runtime.Transient(fmt.Errorf("start child run %s: %w", childID, err))
 		}
@@ -137,17 +138,22 @@ func (x *exec) callEnded(ctx context.Context, env *dsl.Env) (runtime.StepOutcome
 // (their parent waits), runs that did not succeed (they may leave a child
 // running), runs with predicted waits (their wait records go), and every
 // run when Options.Retention is set (the notification writes its
-// retention marker). A succeeded run with none of these costs no
-// notification: a Watch learns of its end through RunEnded.
+// retention marker) unless the run is known to need none (knownClean). A
+// succeeded run with none of these costs no notification: a Watch learns
+// of its end through RunEnded.
 func (it *Interpreter) Observes(o *runstate.Outcome) bool {
-	return o.Headers[HeaderParent] != "" || o.Headers[HeaderSignalKeys] != "" || o.Status != runstate.Succeeded || it.retention > 0
+	return o.Headers[HeaderParent] != "" || o.Headers[HeaderSignalKeys] != "" || o.Status != runstate.Succeeded ||
+		(it.retention > 0 && !it.knownClean(o))
 }
 
 // RunEnded wakes the watchers of a run whose end the runtime committed in
 // this process (runtime.RunEndObserver). Ends it misses (a cancellation
 // applied with the Cancel call's stored effects) did not succeed, so
 // Observes sends them to OnTermination, which wakes the watchers too.
-func (it *Interpreter) RunEnded(o *runstate.Outcome) { it.wake(o) }
+func (it *Interpreter) RunEnded(o *runstate.Outcome) {
+	it.forgetClean(o.RunID)
+	it.wake(o)
+}
 
 // wake sends o to the run's watchers, once: they are dropped as they
 // are woken.
@@ -168,6 +174,7 @@ func (it *Interpreter) wake(o *runstate.Outcome) {
 // notification's acknowledgement), then wakes watchers. Every part is
 // idempotent, as a notification is delivered at least once.
 func (it *Interpreter) OnTermination(ctx context.Context, o *runstate.Outcome, eff *runtime.TerminalEffects) error {
+	it.forgetClean(o.RunID)
 	err := it.onTermination(ctx, o, eff)
 	if err != nil {
 		it.log.Warn("handling a run's end failed; the runtime retries it", "run", o.RunID, "err", err)

@@ -127,6 +127,11 @@ type Interpreter struct {
 	retention  time.Duration
 	sweepEvery time.Duration
 
+	// clean holds the active runs whose every step ran in this process
+	// and stored nothing the retention sweep must remove (retention.go).
+	cleanMu sync.Mutex
+	clean   map[string]bool
+
 	randMu sync.Mutex
 	rand   *rand.Rand
 
@@ -166,7 +171,7 @@ func New(q *storage.Queue, store objstore.Store, opts Options) (*Interpreter, er
 	it := &Interpreter{View: newView(counting.Scoped(store), opts.DSL), acts: opts.Actions, getenv: opts.Getenv, clock: opts.Clock,
 		log: opts.Logger, events: opts.Events, margin: opts.LeaseMargin, rand: opts.Rand,
 		retention: opts.Retention, sweepEvery: opts.SweepInterval,
-		watchers: map[string][]chan *runstate.Outcome{}}
+		watchers: map[string][]chan *runstate.Outcome{}, clean: map[string]bool{}}
 	if opts.TracerProvider != nil {
 		it.tracer, it.runSpans = opts.TracerProvider.Tracer(tracerName), map[string]trace.Span{}
 	}

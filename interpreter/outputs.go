@@ -98,6 +98,7 @@ func (x *exec) putOutput(ctx context.Context, v any) error {
 			return err
 		}
 		key := outputObject(x.rs.RunID, x.rs.Number)
+		x.it.noteDirty(x.rs.RunID) // even if this attempt's commit never lands
 		if _, err := x.it.store.Put(ctx, key, obj, objstore.PutOptions{}); err != nil {
 			return fmt.Errorf("interpreter: store output of step %s: %w", x.s.ID, err)
 		}

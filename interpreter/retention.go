@@ -319,3 +319,53 @@ func (it *Interpreter) SweepLoop(ctx context.Context) {
 		}
 	}
 }
+
+// Known-clean runs. With sealing on, a run's end needs the terminal
+// notification only for its retention marker, and the marker only for a
+// rerun claim or large-output objects (needsExpiryMarker). A run whose
+// first attempt of step 0 ran in this process, and which has stored no
+// large output and started no child since, needs neither: Observes lets
+// it end without a notification, which saves its job's commit (one WAL
+// PUT per run when alone). A run this process did not see start (it
+// resumed after a restart) is never known clean, so a crash costs at
+// most a notification, never a marker.
+
+// noteStart records rs's run as clean when rs is its first delivery of
+// step 0.
+func (it *Interpreter) noteStart(rs *runtime.Step) {
+	if rs.Number != 0 || rs.Attempt != 1 {
+		return
+	}
+	it.cleanMu.Lock()
+	if _, seen := it.clean[rs.RunID]; !seen {
+		it.clean[rs.RunID] = true
+	}
+	it.cleanMu.Unlock()
+}
+
+// noteDirty records that runID stored something the sweep must find.
+func (it *Interpreter) noteDirty(runID string) {
+	it.cleanMu.Lock()
+	if _, seen := it.clean[runID]; seen {
+		it.clean[runID] = false
+	}
+	it.cleanMu.Unlock()
+}
+
+// forgetClean drops runID once its end is handled.
+func (it *Interpreter) forgetClean(runID string) {
+	it.cleanMu.Lock()
+	delete(it.clean, runID)
+	it.cleanMu.Unlock()
+}
+
+// knownClean reports whether o's run is known to need no retention
+// marker: the runtime seals, no rerun claim rides on it, and it is clean.
+func (it *Interpreter) knownClean(o *runstate.Outcome) bool {
+	if !it.rt.Seals() || o.Headers[HeaderRunKey] != "" {
+		return false
+	}
+	it.cleanMu.Lock()
+	defer it.cleanMu.Unlock()
+	return it.clean[o.RunID]
+}

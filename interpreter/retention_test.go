@@ -383,3 +383,81 @@ steps:
 		})
 	}
 }
+
+const bigThenWaitYAML = `
+tqw: v1
+name: bigwait
+steps:
+  - id: big
+    action: shell
+    with: {command: "head -c 200000 /dev/zero | tr '\\0' x"}
+  - id: ask
+    action: wait_signal
+    with: {timeout: 1h}
+    next: done
+  - id: done
+    succeed: ok
+`
+
+const smallThenWaitYAML = `
+tqw: v1
+name: smallwait
+steps:
+  - id: small
+    set: {n: 1}
+  - id: ask
+    action: wait_signal
+    with: {timeout: 1h}
+    next: done
+  - id: done
+    succeed: ok
+`
+
+// With sealing and retention on, a run this process saw start and that
+// stored no large output is known clean: Observes lets it end without a
+// terminal notification (no job, no commit for it). A run with a large
+// output is observed, so its notification writes the retention marker
+// the sweep deletes the output object by. Ended runs leave nothing
+// behind in the tracking.
+func TestKnownCleanRunsNeedNoNotification(t *testing.T) {
+	e := newTestEnv(t, withRetention(time.Hour, time.Hour), withRuntimeOptions(runtime.Options{Sealing: &runtime.SealOptions{}}))
+	small := e.submitUntil(e.write("small.yaml", smallThenWaitYAML), map[string]any{}, "small", "ask", OutcomeWaiting)
+	big := e.submitUntil(e.write("big.yaml", bigThenWaitYAML), map[string]any{}, "big", "ask", OutcomeWaiting)
+	succeeded := func(id string) *runstate.Outcome {
+		return &runstate.Outcome{RunID: id, Status: runstate.Succeeded, Headers: map[string]string{}}
+	}
+	if e.it.Observes(succeeded("small")) {
+		t.Error("a clean run's success is observed: it would cost a notification")
+	}
+	if !e.it.Observes(succeeded("big")) {
+		t.Error("a run with a large output is not observed: its retention marker would never be written")
+	}
+	if !e.it.Observes(succeeded("never-seen")) {
+		t.Error("a run this process did not see start is not observed")
+	}
+	rerun := succeeded("small")
+	rerun.Headers[HeaderRunKey] = "k"
+	if !e.it.Observes(rerun) {
+		t.Error("a run with a rerun claim is not observed")
+	}
+	for _, id := range []string{"small", "big"} {
+		if _, err := e.rt.Signal(e.ctx, id+":ask", []byte(`{}`)); err != nil {
+			t.Fatalf("signal %s: %v", id, err)
+		}
+	}
+	for _, ch := range []<-chan *runstate.Outcome{small, big} {
+		if o := e.await(ch); o.Status != runstate.Succeeded {
+			t.Fatalf("run %s ended %s: %s", o.RunID, o.Status, o.Error)
+		}
+	}
+	e.settleNotifications()
+	if m := e.kvKeys(kvExpire); len(m) != 1 || !strings.HasSuffix(m[0], "/big") {
+		t.Errorf("retention markers %v, want one, of big", m)
+	}
+	e.it.cleanMu.Lock()
+	left := len(e.it.clean)
+	e.it.cleanMu.Unlock()
+	if left != 0 {
+		t.Errorf("%d ended runs left in the clean-run tracking", left)
+	}
+}

@@ -63,6 +63,7 @@ func (it *Interpreter) runStep(ctx context.Context, rs *runtime.Step) (*exec, ru
 			return nil, runtime.Fail(fmt.Sprintf("%v: the history of an earlier run %s is still stored; submit under a fresh run id", ErrRunIDReused, rs.RunID)), nil
 		}
 	}
+	it.noteStart(rs)
 	x := &exec{it: it, rs: rs, st: st, d: d, wf: d.wf, start: it.now()}
 	x.red = newRedactor(x.secretValues())
 	out, err := x.run(ctx)
