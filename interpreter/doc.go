@@ -123,8 +123,11 @@
 // terminating commit) and its acknowledgement (one durable commit, which
 // carries the retention marker and stale wait deletes) for every run that
 // is a child, did not succeed, has predicted waits, or ends while
-// Retention is set; a succeeded top-level run without any of these costs
-// nothing extra. Cancelling children
+// Retention is set, unless the runtime seals and the run is known clean
+// (this process saw it start; it stored no large output, started no
+// child and carries no rerun claim: it needs no retention marker); a
+// succeeded top-level run without any of these costs nothing extra.
+// Cancelling children
 // costs one Cancel (two durable commits) per child still active. A sweep
 // pass costs nothing when nothing expired; per expired run, one LIST per
 // 1,000 large-output objects, one DELETE per object and one durable commit
