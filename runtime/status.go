@@ -204,17 +204,7 @@ func (in *Inspector) ListRuns(ctx context.Context, opts runstate.ListOptions) ([
 	if limit <= 0 {
 		limit = 100
 	}
-	keep := func(s runstate.State) bool {
-		if len(opts.States) == 0 {
-			return true
-		}
-		for _, w := range opts.States {
-			if w == s {
-				return true
-			}
-		}
-		return false
-	}
+	keep := stateSet(opts.States)
 	if len(opts.Labels) > 0 {
 		return in.listLabelled(ctx, opts, limit, keep)
 	}
