@@ -456,7 +456,7 @@ const maxListLimit = 1000
 // countCap bounds the runs GET /v1/runs visits to count them when a
 // workflow, label or time filter rules out the catalog's counts: the
 // counts are then a lower bound (counts_capped).
-const countCap = 1000
+var countCap = 1000
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
