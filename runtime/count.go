@@ -37,9 +37,10 @@ func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (
 	// Runs in the KV: an active record hides a result record of the same
 	// id, and both hide a sealed entry of it.
 	active := map[string]bool{}
+	var holders *holderSweep
 	visit := func(id string, st runstate.State) error {
 		counts[st]++
-		e, _, err := in.sealedRun(ctx, id)
+		e, err := holders.entry(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -48,12 +49,13 @@ func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (
 		}
 		return nil
 	}
+	holders = &holderSweep{in: in, segs: sealed.byMinID}
 	err = eachKV(ctx, in, kvRuns, func(it *kvItem) error {
 		rec, err := decodeRunRecord(it.value)
 		if err != nil {
 			return fmt.Errorf("run %s: %w", it.id, err)
 		}
-		st, err := in.activeStatus(ctx, it.id, rec)
+		st, err := in.activeState(ctx, it.id, rec)
 		if err != nil {
 			return err
 		}
@@ -63,6 +65,7 @@ func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (
 	if err != nil {
 		return nil, err
 	}
+	holders = &holderSweep{in: in, segs: sealed.byMinID}
 	err = eachKV(ctx, in, kvResults, func(it *kvItem) error {
 		if active[it.id] {
 			return nil
@@ -125,6 +128,8 @@ func stateSet(states []runstate.State) func(runstate.State) bool {
 type sealedTally struct {
 	gen     string
 	byState [3]int
+	// byMinID is the visible segments by smallest run id.
+	byMinID []*archive.Meta
 }
 
 // sealedCounts returns the tally of the current catalog, computed once
@@ -155,6 +160,7 @@ func (in *Inspector) sealedCounts(ctx context.Context) (sealedTally, error) {
 	// Only segments whose id ranges overlap can share an id: sweep them
 	// in MinID order.
 	sort.Slice(visible, func(i, j int) bool { return visible[i].MinID < visible[j].MinID })
+	t.byMinID = visible
 	for i, a := range visible {
 		for _, b := range visible[i+1:] {
 			if b.MinID > a.MaxID {
@@ -222,4 +228,52 @@ func (in *Inspector) shadowed(ctx context.Context, older, newer *archive.Meta) (
 		}
 	}
 	return out, nil
+}
+
+// holderSweep finds the sealed entry ListRuns would list for each of a
+// sequence of increasing run ids: the newest visible segment holding it.
+// It keeps the segments whose id range covers the current id, so an id
+// costs the hash lookups of those (with ULIDs, a few), not of every
+// segment, and a segment's index only when its hashes say it may hold
+// the id.
+type holderSweep struct {
+	in *Inspector
+	// segs is the visible segments by MinID; next the first not yet
+	// reached, active those reached whose MaxID is not passed.
+	segs   []*archive.Meta
+	next   int
+	active []*archive.Meta
+}
+
+// entry returns the sealed entry of id, or nil; ids must increase.
+func (s *holderSweep) entry(ctx context.Context, id string) (*archive.Entry, error) {
+	for s.next < len(s.segs) && s.segs[s.next].MinID <= id {
+		s.active = append(s.active, s.segs[s.next])
+		s.next++
+	}
+	var best *archive.Entry
+	var bestSeq uint64
+	kept := s.active[:0]
+	for _, m := range s.active {
+		if m.MaxID < id {
+			continue
+		}
+		kept = append(kept, m)
+		if (best != nil && m.Seq < bestSeq) || !m.MayHold(id) {
+			continue
+		}
+		if s.in.segments == nil {
+			return nil, fmt.Errorf("runtime: run %s may be sealed in segment %d and this Inspector reads no object store; use NewArchiveInspector", id, m.Seq)
+		}
+		x, err := s.in.segments.index(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		if e := x.Find(id); e != nil {
+			best, bestSeq = e, m.Seq
+		}
+	}
+	clear(s.active[len(kept):])
+	s.active = kept
+	return best, nil
 }

@@ -149,11 +149,19 @@ func terminalStatus(runID string, r *resultRecord) runstate.Status {
 }
 
 func (in *Inspector) activeStatus(ctx context.Context, runID string, rec *runRecord) (runstate.Status, error) {
-	st := runstate.Status{RunID: runID, State: runstate.StatePending, Headers: rec.Headers, Labels: rec.Labels, SubmittedAt: timeFromMs(rec.SubmittedMs)}
-	var err error
+	st, err := in.activeState(ctx, runID, rec)
+	if err != nil {
+		return runstate.Status{}, err
+	}
 	if st.Totals, err = in.totals(ctx, runID, rec.Nonce); err != nil {
 		return runstate.Status{}, err
 	}
+	return st, nil
+}
+
+// activeState is activeStatus without the totals.
+func (in *Inspector) activeState(ctx context.Context, runID string, rec *runRecord) (runstate.Status, error) {
+	st := runstate.Status{RunID: runID, State: runstate.StatePending, Headers: rec.Headers, Labels: rec.Labels, SubmittedAt: timeFromMs(rec.SubmittedMs)}
 	ptr, err := loadPointer(ctx, in.r, runID)
 	if err != nil {
 		return runstate.Status{}, err
