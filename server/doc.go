@@ -64,8 +64,10 @@
 //     counts come from Inspector.CountRuns: the catalog's state counts plus
 //     the runs still in the KV (active and not yet sealed), no sealed run
 //     visited. With a workflow, label or time filter they are counted over
-//     at most 1,000 matching runs and counts_capped says when that bound
-//     cut them (lower bounds, shown as "N+" by the UI).
+//     the first 1,000 runs the index gives (label and workflow) and
+//     counts_capped says when that bound cut them (lower bounds, shown as
+//     "N+" by the UI). A time filter is applied while paging, so a page
+//     costs the runs the index gives until it is full.
 //   - GET /v1/runs/{id}: none, plus one GET for a definition this process
 //     has not parsed yet (cached after); a waiting run's schema gets its
 //     x-order from one YAML parse of the definition (CPU only).

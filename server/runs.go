@@ -454,8 +454,8 @@ const listPage = 256
 const maxListLimit = 1000
 
 // countCap bounds the runs GET /v1/runs visits to count them when a
-// workflow, label or time filter rules out the catalog's counts: the
-// counts are then a lower bound (counts_capped).
+// workflow, label or time filter rules out the catalog's counts: past
+// it the counts are lower bounds (counts_capped).
 var countCap = 1000
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
@@ -508,8 +508,8 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 // countRuns counts by state the runs f selects, ignoring its states and
 // cursor. Unfiltered, the runtime counts them exactly without visiting
 // sealed runs; the catalog holds no per-label or per-time counts, so
-// with a workflow, label or time filter at most countCap matching runs
-// are counted and capped says the counts are a lower bound.
+// with a workflow, label or time filter the first countCap runs the
+// index gives are counted and capped says the counts are lower bounds.
 func (s *Server) countRuns(ctx context.Context, f listFilter) (map[string]int, bool, error) {
 	out := map[string]int{}
 	for _, st := range stateNames {
@@ -525,22 +525,23 @@ func (s *Server) countRuns(ctx context.Context, f listFilter) (map[string]int, b
 		}
 		return out, false, nil
 	}
+	// The bound is on the runs visited, so a time filter that matches
+	// few of the runs the index gives costs no more.
 	opts := runstate.ListOptions{Limit: listPage, Labels: f.indexLabels()}
-	seen := 0
+	visited := 0
 	for {
 		page, err := s.insp.ListRuns(ctx, opts)
 		if err != nil {
 			return nil, false, err
 		}
 		for _, st := range page {
-			if !f.matchesExceptState(st) {
-				continue
-			}
-			if seen == countCap {
+			if visited == countCap {
 				return out, true, nil
 			}
-			seen++
-			out[st.State.String()]++
+			visited++
+			if f.matchesExceptState(st) {
+				out[st.State.String()]++
+			}
 		}
 		if len(page) < listPage {
 			return out, false, nil
