@@ -185,6 +185,12 @@
 //     without a wanted label (its label Bloom filter) is never read.
 //     ListOptions.Labels walks the KV index of one label for runs not
 //     sealed: the cost is the runs carrying it, not all runs.
+//   - Inspector.CountRuns: memory reads. Sealed runs are counted from the
+//     catalog's per-segment state counts, so only the runs in the KV are
+//     visited (active runs and runs not sealed yet). An id two segments
+//     share (reused after sealing) is found by merging the run-id hashes of
+//     segments whose id ranges overlap, once per catalog change, and costs
+//     both indexes (cached, else a GET each) only when a hash is shared.
 //   - Sealing (Options.Sealing), per segment of up to SealOptions.BatchRuns
 //     runs: two create-only PUTs and one durable commit; the first pass of
 //     a process adds one LIST per 1,000 objects under the seal prefix (and

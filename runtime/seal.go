@@ -116,6 +116,8 @@ type catalogCache struct {
 	loaded bool
 	gen    string
 	segs   []*archive.Meta
+	// tally is CountRuns's sealed counts, computed once per generation.
+	tally *sealedTally
 }
 
 // catalog returns every catalog entry of r, oldest segment first: the

@@ -149,11 +149,19 @@ func terminalStatus(runID string, r *resultRecord) runstate.Status {
 }
 
 func (in *Inspector) activeStatus(ctx context.Context, runID string, rec *runRecord) (runstate.Status, error) {
-	st := runstate.Status{RunID: runID, State: runstate.StatePending, Headers: rec.Headers, Labels: rec.Labels, SubmittedAt: timeFromMs(rec.SubmittedMs)}
-	var err error
+	st, err := in.activeState(ctx, runID, rec)
+	if err != nil {
+		return runstate.Status{}, err
+	}
 	if st.Totals, err = in.totals(ctx, runID, rec.Nonce); err != nil {
 		return runstate.Status{}, err
 	}
+	return st, nil
+}
+
+// activeState is activeStatus without the totals.
+func (in *Inspector) activeState(ctx context.Context, runID string, rec *runRecord) (runstate.Status, error) {
+	st := runstate.Status{RunID: runID, State: runstate.StatePending, Headers: rec.Headers, Labels: rec.Labels, SubmittedAt: timeFromMs(rec.SubmittedMs)}
 	ptr, err := loadPointer(ctx, in.r, runID)
 	if err != nil {
 		return runstate.Status{}, err
@@ -204,17 +212,7 @@ func (in *Inspector) ListRuns(ctx context.Context, opts runstate.ListOptions) ([
 	if limit <= 0 {
 		limit = 100
 	}
-	keep := func(s runstate.State) bool {
-		if len(opts.States) == 0 {
-			return true
-		}
-		for _, w := range opts.States {
-			if w == s {
-				return true
-			}
-		}
-		return false
-	}
+	keep := stateSet(opts.States)
 	if len(opts.Labels) > 0 {
 		return in.listLabelled(ctx, opts, limit, keep)
 	}

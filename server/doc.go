@@ -56,9 +56,18 @@
 //     POST /v1/validate: none (the workflows folder is read from disk).
 //   - GET /readyz: Config.Ready's (serve: one HEAD of the lease object, a
 //     stat on file://).
-//   - GET /v1/runs: none; it scans every retained run's record in memory
-//     (for the counts), so its CPU cost grows with the runs retained; with
-//     label=k=v it walks that label's index instead.
+//   - GET /v1/runs: the page is one runtime ListRuns walk (states, labels,
+//     the workflow label and the cursor through its index; only the time
+//     filters are applied while paging), which reads the index of the one
+//     or two sealed segments its runs lie in on a cache miss, and stops
+//     one run past the page. Unfiltered or filtered by status only, the
+//     counts come from Inspector.CountRuns: the catalog's state counts plus
+//     the runs still in the KV (active and not yet sealed), no sealed run
+//     visited. With a workflow, label or time filter they are counted over
+//     the first 1,000 runs the index gives (label and workflow) and
+//     counts_capped says when that bound cut them (lower bounds, shown as
+//     "N+" by the UI). A time filter is applied while paging, so a page
+//     costs the runs the index gives until it is full.
 //   - GET /v1/runs/{id}: none, plus one GET for a definition this process
 //     has not parsed yet (cached after); a waiting run's schema gets its
 //     x-order from one YAML parse of the definition (CPU only).

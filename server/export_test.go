@@ -16,3 +16,11 @@ func SetSubscriberBuffer(n int) (restore func()) {
 	subscriberBuffer = n
 	return func() { subscriberBuffer = old }
 }
+
+// SetCountCap sets how many runs GET /v1/runs counts under a workflow,
+// label or time filter; it returns the undo.
+func SetCountCap(n int) (restore func()) {
+	old := countCap
+	countCap = n
+	return func() { countCap = old }
+}

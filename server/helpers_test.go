@@ -69,9 +69,16 @@ func sharedConformance(t *testing.T) *conformance {
 
 func newFixture(t *testing.T, adjust ...func(*server.Config)) *fixture {
 	t.Helper()
+	return newFixtureOn(t, mem.New(), runtime.Options{}, adjust...)
+}
+
+// newFixtureOn is newFixture on store, with the runtime options of o
+// (Sealing, ResultRetention, SweepInterval) that the fixture sets none of.
+func newFixtureOn(t *testing.T, store objstore.Store, o runtime.Options, adjust ...func(*server.Config)) *fixture {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	t.Cleanup(cancel)
-	f := &fixture{t: t, store: mem.New(), ctx: ctx, conf: sharedConformance(t)}
+	f := &fixture{t: t, store: store, ctx: ctx, conf: sharedConformance(t)}
 	var err error
 	f.q, err = queue.Open(ctx, f.store, queue.Options{Logger: quiet()})
 	if err != nil {
@@ -94,7 +101,8 @@ func newFixture(t *testing.T, adjust ...func(*server.Config)) *fixture {
 				s.OnEvent(ev)
 			}
 		},
-		Runtime: runtime.Options{Logger: quiet(), ShutdownTimeout: -1, StoreNamespaces: interpreter.StoreNamespaces()}})
+		Runtime: runtime.Options{Logger: quiet(), ShutdownTimeout: -1, StoreNamespaces: interpreter.StoreNamespaces(),
+			Sealing: o.Sealing, ResultRetention: o.ResultRetention, SweepInterval: o.SweepInterval}})
 	if err != nil {
 		t.Fatal(err)
 	}

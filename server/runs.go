@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -101,6 +102,9 @@ type RunList struct {
 	Runs       []RunSummary   `json:"runs"`
 	NextCursor *string        `json:"next_cursor"`
 	Counts     map[string]int `json:"counts"`
+	// CountsCapped says Counts stopped at a bound (a workflow, label or
+	// time filter counts at most 1000 runs): each is a lower bound.
+	CountsCapped bool `json:"counts_capped"`
 }
 
 // HistoryRecord is one attempt of one step.
@@ -449,6 +453,11 @@ const listPage = 256
 // maxListLimit bounds ?limit.
 const maxListLimit = 1000
 
+// countCap bounds the runs GET /v1/runs visits to count them when a
+// workflow, label or time filter rules out the catalog's counts: past
+// it the counts are lower bounds (counts_capped).
+var countCap = 1000
+
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f, ok := parseListFilter(w, q)
@@ -456,16 +465,15 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	out := RunList{Runs: []RunSummary{}, Counts: map[string]int{}}
-	for _, st := range stateNames {
-		out.Counts[st.String()] = 0
-	}
-	after := ""
-	var last string
+	out := RunList{Runs: []RunSummary{}}
+	// The index selects by state, label and cursor; only the time filters
+	// are applied here, and paging stops once a run past the page is seen.
+	opts := runstate.ListOptions{After: f.cursor, Limit: min(f.limit+1, listPage), States: f.stateList(), Labels: f.indexLabels()}
+	var page []runstate.Status
 	more := false
-	for {
-		page, err := s.insp.ListRuns(ctx, runstate.ListOptions{After: after, Limit: listPage, Labels: f.labels})
-		if err != nil {
+	for !more {
+		var err error
+		if page, err = s.insp.ListRuns(ctx, opts); err != nil {
 			s.storeFailed(w, "listing runs", err)
 			return
 		}
@@ -473,26 +481,73 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 			if !f.matchesExceptState(st) {
 				continue
 			}
-			out.Counts[st.State.String()]++
-			if st.RunID <= f.cursor || !f.matchesState(st) {
-				continue
-			}
 			if len(out.Runs) == f.limit {
 				more = true
-				continue
+				break
 			}
 			out.Runs = append(out.Runs, s.summary(ctx, st))
-			last = st.RunID
 		}
-		if len(page) < listPage {
+		if len(page) < opts.Limit {
 			break
 		}
-		after = page[len(page)-1].RunID
+		opts.After, opts.Limit = page[len(page)-1].RunID, listPage
 	}
 	if more {
+		last := out.Runs[len(out.Runs)-1].RunID
 		out.NextCursor = &last
 	}
+	counts, capped, err := s.countRuns(ctx, f)
+	if err != nil {
+		s.storeFailed(w, "counting runs", err)
+		return
+	}
+	out.Counts, out.CountsCapped = counts, capped
 	writeJSON(w, http.StatusOK, out)
+}
+
+// countRuns counts by state the runs f selects, ignoring its states and
+// cursor. Unfiltered, the runtime counts them exactly without visiting
+// sealed runs; the catalog holds no per-label or per-time counts, so
+// with a workflow, label or time filter the first countCap runs the
+// index gives are counted and capped says the counts are lower bounds.
+func (s *Server) countRuns(ctx context.Context, f listFilter) (map[string]int, bool, error) {
+	out := map[string]int{}
+	for _, st := range stateNames {
+		out[st.String()] = 0
+	}
+	if f.workflow == "" && len(f.labels) == 0 && f.startedAfter.IsZero() && f.startedBefore.IsZero() {
+		counts, err := s.insp.CountRuns(ctx, runstate.ListOptions{})
+		if err != nil {
+			return nil, false, err
+		}
+		for st, n := range counts {
+			out[st.String()] = n
+		}
+		return out, false, nil
+	}
+	// The bound is on the runs visited, so a time filter that matches
+	// few of the runs the index gives costs no more.
+	opts := runstate.ListOptions{Limit: listPage, Labels: f.indexLabels()}
+	visited := 0
+	for {
+		page, err := s.insp.ListRuns(ctx, opts)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, st := range page {
+			if visited == countCap {
+				return out, true, nil
+			}
+			visited++
+			if f.matchesExceptState(st) {
+				out[st.State.String()]++
+			}
+		}
+		if len(page) < listPage {
+			return out, false, nil
+		}
+		opts.After = page[len(page)-1].RunID
+	}
 }
 
 var stateNames = []runstate.State{
@@ -516,6 +571,11 @@ func (f listFilter) matchesExceptState(st runstate.Status) bool {
 	if f.workflow != "" && st.Headers[interpreter.HeaderWorkflow] != f.workflow {
 		return false
 	}
+	for k, v := range f.labels {
+		if st.Labels[k] != v {
+			return false
+		}
+	}
 	if !f.startedAfter.IsZero() && !st.SubmittedAt.After(f.startedAfter) {
 		return false
 	}
@@ -525,8 +585,29 @@ func (f listFilter) matchesExceptState(st runstate.Status) bool {
 	return true
 }
 
-func (f listFilter) matchesState(st runstate.Status) bool {
-	return len(f.states) == 0 || f.states[st.State]
+// stateList is f's states in stateNames order (nil: every state).
+func (f listFilter) stateList() []runstate.State {
+	var out []runstate.State
+	for _, st := range stateNames {
+		if f.states[st] {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// indexLabels are the labels ListRuns selects by: f's labels and the
+// workflow label every run the interpreter submits carries.
+func (f listFilter) indexLabels() map[string]string {
+	if f.workflow == "" {
+		return f.labels
+	}
+	out := maps.Clone(f.labels)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[interpreter.LabelWorkflow] = f.workflow
+	return out
 }
 
 func parseListFilter(w http.ResponseWriter, q map[string][]string) (listFilter, bool) {

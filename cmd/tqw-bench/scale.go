@@ -68,7 +68,7 @@ func init() {
 			fs.StringVar(&scaleBench.plot, "plot", "scale.png", "PNG plot to write (empty: none)")
 			fs.IntVar(&scaleBench.repeat, "repeat", 5, "measurements of --runs runs at each point; steps/s and CPU per step are their medians")
 			fs.IntVar(&scaleBench.waiting, "waiting", 10_000, "runs parked on a signal (24 h timeout) before the first point, waiting through all of them")
-			fs.StringVar(&scaleBench.cpuProf, "cpuprofile", "", "write CPU profiles of each point's reopen and measured runs to PREFIX-<store>-<retained>-{reopen,steps}.pprof")
+			fs.StringVar(&scaleBench.cpuProf, "cpuprofile", "", "write CPU profiles of each point's reopen and measured runs to PREFIX-<store>-<retained>-{reopen,apilist,steps}.pprof")
 			fs.StringVar(&scaleBench.path, "path", "runtime", "runtime: bare runtime runs with a Go step runner under a prefix of the store; interpreter: YAML workflows through the engine (sealing on, as the CLI runs it) on the whole store, read back through status, history and the HTTP API")
 			fs.BoolVar(&scaleBench.seedOnly, "seed-only", false, "--path interpreter: fill the store to the last point and stop; a later invocation on the same store goes on from the runs it holds")
 			fs.StringVar(&scaleBench.replot, "replot", "", "measure nothing: draw --plot from the JSON lines an earlier invocation printed (this file), e.g. of one stopped before its last point")

@@ -528,6 +528,10 @@ func (s *yamlScale) point(ctx context.Context, retained int) (scalePoint, error)
 	// GET /v1/runs, as `tqw-dsl list` calls it while a server holds the
 	// store: fewer calls, as it counts every matching run.
 	var apiLists Latencies
+	stopProf, err = startCPUProfile(fmt.Sprintf("%s-%d-apilist", s.name, retained))
+	if err != nil {
+		return p, err
+	}
 	for range 3 {
 		t := time.Now()
 		if _, err := s.cl.ListRuns(ctx, client.ListOptions{Limit: 100}); err != nil {
@@ -535,6 +539,7 @@ func (s *yamlScale) point(ctx context.Context, retained int) (scalePoint, error)
 		}
 		apiLists.Add(time.Since(t))
 	}
+	stopProf()
 	p.apiListMs = apiLists.Percentile(50)
 	debug.FreeOSMemory()
 	p.rssMB = rssMB()

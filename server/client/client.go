@@ -301,6 +301,9 @@ type RunList struct {
 	Runs       []RunSummary   `json:"runs"`
 	NextCursor *string        `json:"next_cursor"`
 	Counts     map[string]int `json:"counts"`
+	// CountsCapped says each of Counts is a lower bound: a workflow,
+	// label or time filter counts at most 1000 runs.
+	CountsCapped bool `json:"counts_capped"`
 }
 
 // ListRuns returns a page of runs, by run id.

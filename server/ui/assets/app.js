@@ -446,10 +446,13 @@
       }
       empty.hidden = visible > 0;
     }
-    function renderCounts(c) {
+    // capped: the server counted only the first runs a filter matched, so
+    // each count is a lower bound, shown as "N+".
+    function renderCounts(c, capped) {
       const total = STATES.reduce((n, s) => n + (c[s] || 0), 0);
+      const shownN = (n) => capped && n > 0 ? `${n}+` : String(n);
       const btn = (label, value, n) => h('li', {}, h('button', {type: 'button', 'aria-pressed': String(f.status === value), 'data-count': value || 'all',
-        onclick: () => { f.status = value; status.value = value; syncURL(); load(true); }}, label, h('span', {class: 'n'}, String(n))));
+        onclick: () => { f.status = value; status.value = value; syncURL(); load(true); }}, label, h('span', {class: 'n'}, shownN(n))));
       counts.replaceChildren(btn('all', '', total), ...STATES.filter((s) => c[s] || s === f.status).map((s) => btn(s, s, c[s] || 0)));
     }
     async function openSearched() {
@@ -485,7 +488,7 @@
         shown = rows.size;
         cursor = d.next_cursor || null;
         more.hidden = !cursor;
-        renderCounts(d.counts || {});
+        renderCounts(d.counts || {}, !!d.counts_capped);
         applySearch();
       } catch (e) {
         if (mine === loading) showError(problem, e);

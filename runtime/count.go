@@ -1,0 +1,279 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/tqw-dsl/tqw/runtime/archive"
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+)
+
+// CountRuns counts by state the runs ListRuns lists with opts.States
+// (every state when empty), without listing them: a sealed run is
+// counted from its segment's catalog entry (state counts, kept in
+// memory), so only the runs still in the KV are visited, one by one:
+// active runs and finished runs not sealed yet. An id held by several
+// (a run id reused after its run ended) is counted once, as ListRuns
+// lists it. Cost: memory reads; the index of a segment (cached, else one
+// GET) only when a run id may be held by two of them or by a segment and
+// the KV, and, after the catalog changed, a merge of the run-id hashes
+// of the segments whose id ranges overlap. The catalog has no per-label
+// counts, so opts.Labels, After and Limit are refused: list those.
+func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (map[runstate.State]int, error) {
+	if len(opts.Labels) > 0 || opts.After != "" || opts.Limit != 0 {
+		return nil, errors.New("runtime: count runs: only States selects what CountRuns counts; list the runs to count them by label or from a cursor")
+	}
+	keep := stateSet(opts.States)
+	counts := map[runstate.State]int{}
+	sealed, err := in.sealedCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i, n := range sealed.byState {
+		counts[runstate.TerminalStatus(i+1).State()] += n
+	}
+	// Runs in the KV: an active record hides a result record of the same
+	// id, and both hide a sealed entry of it.
+	active := map[string]bool{}
+	var holders *holderSweep
+	visit := func(id string, st runstate.State) error {
+		counts[st]++
+		e, err := holders.entry(ctx, id)
+		if err != nil {
+			return err
+		}
+		if e != nil {
+			counts[runstate.TerminalStatus(e.Status).State()]--
+		}
+		return nil
+	}
+	holders = &holderSweep{in: in, segs: sealed.byMinID}
+	err = eachKV(ctx, in, kvRuns, func(it *kvItem) error {
+		rec, err := decodeRunRecord(it.value)
+		if err != nil {
+			return fmt.Errorf("run %s: %w", it.id, err)
+		}
+		st, err := in.activeState(ctx, it.id, rec)
+		if err != nil {
+			return err
+		}
+		active[it.id] = true
+		return visit(it.id, st.State)
+	})
+	if err != nil {
+		return nil, err
+	}
+	holders = &holderSweep{in: in, segs: sealed.byMinID}
+	err = eachKV(ctx, in, kvResults, func(it *kvItem) error {
+		if active[it.id] {
+			return nil
+		}
+		res, err := decodeResultRecord(it.value)
+		if err != nil {
+			return fmt.Errorf("run %s: %w", it.id, err)
+		}
+		return visit(it.id, res.Status.State())
+	})
+	if err != nil {
+		return nil, err
+	}
+	for st, n := range counts {
+		if !keep(st) || n == 0 {
+			delete(counts, st)
+		}
+	}
+	if err := in.durable(ctx); err != nil {
+		return nil, err
+	}
+	return counts, nil
+}
+
+// eachKV calls fn for every run-keyed record under prefix, in id order.
+func eachKV(ctx context.Context, in *Inspector, prefix string, fn func(*kvItem) error) error {
+	c := &kvCursor{r: in.r, prefix: prefix}
+	for {
+		it, err := c.peek(ctx)
+		if err != nil || it == nil {
+			return err
+		}
+		if err := fn(it); err != nil {
+			return err
+		}
+		c.next()
+	}
+}
+
+// stateSet reports whether a state is among states (every state when
+// states is empty).
+func stateSet(states []runstate.State) func(runstate.State) bool {
+	return func(s runstate.State) bool {
+		if len(states) == 0 {
+			return true
+		}
+		for _, w := range states {
+			if w == s {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// sealedTally is the visible sealed runs by terminal state (Succeeded,
+// Failed, Cancelled at 0, 1, 2) as of one catalog generation: each
+// visible segment's state counts less its entries whose id a newer
+// segment also holds (that newer entry is the one listed).
+type sealedTally struct {
+	gen     string
+	byState [3]int
+	// byMinID is the visible segments by smallest run id.
+	byMinID []*archive.Meta
+}
+
+// sealedCounts returns the tally of the current catalog, computed once
+// per catalog generation.
+func (in *Inspector) sealedCounts(ctx context.Context) (sealedTally, error) {
+	c := in.catalog()
+	segs, err := c.catalog(ctx, in.r)
+	if err != nil {
+		return sealedTally{}, err
+	}
+	c.mu.Lock()
+	gen, cached := c.gen, c.tally
+	c.mu.Unlock()
+	if cached != nil && cached.gen == gen {
+		return *cached, nil
+	}
+	t := sealedTally{gen: gen}
+	var visible []*archive.Meta
+	for _, m := range segs {
+		if m.Slim {
+			continue
+		}
+		visible = append(visible, m)
+		for i := range t.byState {
+			t.byState[i] += m.StateCount(uint8(i + 1))
+		}
+	}
+	// Only segments whose id ranges overlap can share an id: sweep them
+	// in MinID order.
+	sort.Slice(visible, func(i, j int) bool { return visible[i].MinID < visible[j].MinID })
+	t.byMinID = visible
+	for i, a := range visible {
+		for _, b := range visible[i+1:] {
+			if b.MinID > a.MaxID {
+				break
+			}
+			if !sharesHash(a.Hashes, b.Hashes) {
+				continue
+			}
+			older, newer := a, b
+			if older.Seq > newer.Seq {
+				older, newer = newer, older
+			}
+			shadowed, err := in.shadowed(ctx, older, newer)
+			if err != nil {
+				return sealedTally{}, err
+			}
+			for i, n := range shadowed {
+				t.byState[i] -= n
+			}
+		}
+	}
+	c.mu.Lock()
+	if c.gen == gen {
+		c.tally = &t
+	}
+	c.mu.Unlock()
+	return t, nil
+}
+
+// sharesHash reports whether two sorted lists of 8-byte big-endian hashes
+// share one.
+func sharesHash(a, b []byte) bool {
+	for len(a) >= 8 && len(b) >= 8 {
+		switch x, y := string(a[:8]), string(b[:8]); {
+		case x == y:
+			return true
+		case x < y:
+			a = a[8:]
+		default:
+			b = b[8:]
+		}
+	}
+	return false
+}
+
+// shadowed counts by terminal state the entries of older whose id newer
+// also holds, reading both indexes.
+func (in *Inspector) shadowed(ctx context.Context, older, newer *archive.Meta) ([3]int, error) {
+	var out [3]int
+	if in.segments == nil {
+		return out, fmt.Errorf("runtime: segments %d and %d may share a run and this Inspector reads no object store; use NewArchiveInspector", older.Seq, newer.Seq)
+	}
+	xo, err := in.segments.index(ctx, older)
+	if err != nil {
+		return out, err
+	}
+	xn, err := in.segments.index(ctx, newer)
+	if err != nil {
+		return out, err
+	}
+	for i := range xo.Entries {
+		e := &xo.Entries[i]
+		if xn.Find(e.ID) != nil && e.Status >= 1 && int(e.Status) <= len(out) {
+			out[e.Status-1]++
+		}
+	}
+	return out, nil
+}
+
+// holderSweep finds the sealed entry ListRuns would list for each of a
+// sequence of increasing run ids: the newest visible segment holding it.
+// It keeps the segments whose id range covers the current id, so an id
+// costs the hash lookups of those (with ULIDs, a few), not of every
+// segment, and a segment's index only when its hashes say it may hold
+// the id.
+type holderSweep struct {
+	in *Inspector
+	// segs is the visible segments by MinID; next the first not yet
+	// reached, active those reached whose MaxID is not passed.
+	segs   []*archive.Meta
+	next   int
+	active []*archive.Meta
+}
+
+// entry returns the sealed entry of id, or nil; ids must increase.
+func (s *holderSweep) entry(ctx context.Context, id string) (*archive.Entry, error) {
+	for s.next < len(s.segs) && s.segs[s.next].MinID <= id {
+		s.active = append(s.active, s.segs[s.next])
+		s.next++
+	}
+	var best *archive.Entry
+	var bestSeq uint64
+	kept := s.active[:0]
+	for _, m := range s.active {
+		if m.MaxID < id {
+			continue
+		}
+		kept = append(kept, m)
+		if (best != nil && m.Seq < bestSeq) || !m.MayHold(id) {
+			continue
+		}
+		if s.in.segments == nil {
+			return nil, fmt.Errorf("runtime: run %s may be sealed in segment %d and this Inspector reads no object store; use NewArchiveInspector", id, m.Seq)
+		}
+		x, err := s.in.segments.index(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		if e := x.Find(id); e != nil {
+			best, bestSeq = e, m.Seq
+		}
+	}
+	clear(s.active[len(kept):])
+	s.active = kept
+	return best, nil
+}

@@ -1,0 +1,109 @@
+package server_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
+	"github.com/tqw-dsl/tqw/server"
+	"github.com/tqw-dsl/tqw/server/client"
+)
+
+// GET /v1/runs reads the page it answers through the index, not every
+// run: over runs sealed into many segments, the first page and its
+// counts read at most the index of the segments its runs lie in, where
+// a listing that visits every run reads every segment's index (the
+// cache holds two). The counts stay exact without a filter and are a
+// flagged lower bound past the cap with one.
+func TestListRunsReadsThePageNotEveryRun(t *testing.T) {
+	const sealed, unsealed = 400, 5
+	store := counting.New(mem.New())
+	f := newFixtureOn(t, store, runtime.Options{Sealing: &runtime.SealOptions{BatchRuns: 20, CacheSegments: 2},
+		ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
+	ctx := f.ctx
+	submit := func(n int, labels map[string]string) {
+		for range n {
+			if _, err := f.c.Submit(ctx, client.SubmitRequest{Workflow: "greet.yaml", Labels: labels}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitEnded := func(want int) {
+		for {
+			c, err := f.rt.Inspector().CountRuns(ctx, runstate.ListOptions{})
+			if err == nil && c[runstate.StateSucceeded] == want {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%d runs succeeded within %v (counts %v, err %v), want %d", c[runstate.StateSucceeded], deadline, c, err, want)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	submit(sealed, nil)
+	waitEnded(sealed)
+	if res, err := f.rt.Sweep(ctx); err != nil || res.Sealed != sealed {
+		t.Fatalf("Sweep: %+v %v", res, err)
+	}
+	submit(unsealed, map[string]string{"team": "blue"})
+	waitEnded(sealed + unsealed)
+
+	before := store.Counts()
+	l, err := f.c.ListRuns(ctx, client.ListOptions{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gets := store.Counts().Sub(before).Gets; gets > 2 {
+		t.Errorf("the first page of 10 over %d sealed runs in %d segments read %d objects, want at most 2 segment indexes", sealed, sealed/20, gets)
+	}
+	if len(l.Runs) != 10 || l.NextCursor == nil || l.Counts["succeeded"] != sealed+unsealed || l.CountsCapped {
+		t.Errorf("first page: %d runs, cursor %v, counts %v capped %v; want 10, a cursor, %d succeeded, exact", len(l.Runs), l.NextCursor, l.Counts, l.CountsCapped, sealed+unsealed)
+	}
+
+	// The cursor walks every run once, in id order.
+	seen, last := map[string]bool{}, ""
+	for cursor := ""; ; {
+		page, err := f.c.ListRuns(ctx, client.ListOptions{Limit: 37, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page.Runs {
+			if seen[r.RunID] || r.RunID <= last {
+				t.Fatalf("run %s listed twice or out of order (after %s)", r.RunID, last)
+			}
+			seen[r.RunID], last = true, r.RunID
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		cursor = *page.NextCursor
+	}
+	if len(seen) != sealed+unsealed {
+		t.Errorf("the pages listed %d runs, want %d", len(seen), sealed+unsealed)
+	}
+
+	// Filtered: the label index gives the page; the counts are exact
+	// under the cap and flagged a lower bound over it.
+	l, err = f.c.ListRuns(ctx, client.ListOptions{Labels: map[string]string{"team": "blue"}, Status: []string{"succeeded"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Runs) != unsealed || l.Counts["succeeded"] != unsealed || l.CountsCapped {
+		t.Errorf("label team=blue: %d runs, counts %v capped %v; want %d, exact", len(l.Runs), l.Counts, l.CountsCapped, unsealed)
+	}
+	defer server.SetCountCap(100)()
+	l, err = f.c.ListRuns(ctx, client.ListOptions{Workflow: "greet", Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Runs) != 3 || l.Counts["succeeded"] != 100 || !l.CountsCapped {
+		t.Errorf("workflow greet over the count cap of 100: %d runs, counts %v capped %v; want 3, 100 succeeded, capped", len(l.Runs), l.Counts, l.CountsCapped)
+	}
+	if l, err = f.c.ListRuns(ctx, client.ListOptions{Workflow: "other"}); err != nil || len(l.Runs) != 0 || l.Counts["succeeded"] != 0 || l.CountsCapped {
+		t.Errorf("workflow other: %+v %v, want no run", l, err)
+	}
+}
