@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -188,20 +187,7 @@ func measureSteps(ctx context.Context, cfg *config, m stepMeasurement) (measurem
 
 // profileCPU starts a CPU profile to --cpuprofile's PREFIX-name.pprof
 // and returns its stop; without --cpuprofile it does nothing.
-func profileCPU(name string) (func(), error) {
-	if interpCPUProf == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(interpCPUProf + "-" + name + ".pprof")
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("cpu profile %s: %w", f.Name(), err)
-	}
-	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
-}
+func profileCPU(name string) (func(), error) { return cpuProfile(interpCPUProf, name) }
 
 // benchSteps runs loop workflows (c at a time) on the store and reports
 // the latency of the interpreter's RunStep per step.

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,4 +175,21 @@ func cleanPrefix(ctx context.Context, s objstore.Store, prefix string) error {
 			return fmt.Errorf("delete under %s: %w", prefix, err)
 		}
 	}
+}
+
+// cpuProfile writes a CPU profile to prefix-name.pprof until the returned
+// stop is called; with an empty prefix (no --cpuprofile) it does nothing.
+func cpuProfile(prefix, name string) (func(), error) {
+	if prefix == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(prefix + "-" + name + ".pprof")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpu profile %s: %w", f.Name(), err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }

@@ -271,35 +271,16 @@ func (s *scaleStore) point(ctx context.Context, retained int) (scalePoint, error
 		lists.Add(time.Since(t0))
 	}
 	p.listMs = lists.Percentile(50)
-	// Return freed memory first: RSS then counts what is live, not what
-	// the fill left for the collector.
-	debug.FreeOSMemory()
-	p.rssMB = rssMB()
-	var ms goruntime.MemStats
-	goruntime.ReadMemStats(&ms)
-	p.heapMB = float64(ms.HeapAlloc) / (1 << 20)
+	p.rssMB, p.heapMB = liveMemory()
 	if err := writeHeapProfile(fmt.Sprintf("%s-%d", s.name, retained)); err != nil {
 		return p, err
 	}
-	if stopProf, err = startCPUProfile(fmt.Sprintf("%s-%d-steps", s.name, retained)); err != nil {
+	p.stepsPerSec, p.cpuUsPerStep, err = timeMeasuredRuns(fmt.Sprintf("%s-%d-steps", s.name, retained), scaleBench.steps, func(r, i int) error {
+		return s.measuredRun(ctx, fmt.Sprintf("m%07d-%02d-%05d", retained, r, i))
+	})
+	if err != nil {
 		return p, err
 	}
-	var rates, cpus []float64
-	steps := float64(scaleBench.runs * scaleBench.steps)
-	for r := range scaleBench.repeat {
-		cpu0, t1 := processCPU(), time.Now()
-		for i := range scaleBench.runs {
-			if err := s.measuredRun(ctx, fmt.Sprintf("m%07d-%02d-%05d", retained, r, i)); err != nil {
-				stopProf()
-				return p, err
-			}
-		}
-		secs, cpu := time.Since(t1).Seconds(), processCPU()-cpu0
-		rates = append(rates, steps/secs)
-		cpus = append(cpus, float64(cpu)/1e3/steps)
-	}
-	stopProf()
-	p.stepsPerSec, p.cpuUsPerStep = median(rates), median(cpus)
 	// The measured runs are retained too: seal them with the rest.
 	s.filled += scaleBench.runs * scaleBench.repeat
 	_, err = s.rt.Seal(ctx)
@@ -321,22 +302,9 @@ func storeTag(url string) string {
 	return scheme
 }
 
-// startCPUProfile starts a CPU profile to --cpuprofile's PREFIX-name.pprof
-// and returns its stop; without --cpuprofile it does nothing.
-func startCPUProfile(name string) (func(), error) {
-	if scaleBench.cpuProf == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(scaleBench.cpuProf + "-" + name + ".pprof")
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("cpu profile %s: %w", f.Name(), err)
-	}
-	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
-}
+// startCPUProfile starts the --cpuprofile profile of one phase (see
+// cpuProfile); without --cpuprofile it does nothing.
+func startCPUProfile(name string) (func(), error) { return cpuProfile(scaleBench.cpuProf, name) }
 
 // writeHeapProfile writes the live heap to --memprofile's
 // PREFIX-name.pprof; without --memprofile it does nothing.
@@ -577,4 +545,39 @@ func (r scaleRunner) RunStep(ctx context.Context, s *wf.Step) (wf.StepOutcome, e
 		return wf.Succeed(nil), nil
 	}
 	return r.noopSteps.RunStep(ctx, s)
+}
+
+// liveMemory returns the process's RSS and live heap in MB after freed
+// memory went back to the OS, so they count what is live, not what the
+// last phase left for the collector.
+func liveMemory() (rss, heap float64) {
+	debug.FreeOSMemory()
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	return rssMB(), float64(ms.HeapAlloc) / (1 << 20)
+}
+
+// timeMeasuredRuns runs scaleBench.repeat rounds of scaleBench.runs runs
+// of stepsPerRun steps each, under the phase's CPU profile, and returns
+// the medians over the rounds of steps/s and process CPU µs per step.
+func timeMeasuredRuns(profile string, stepsPerRun int, run func(round, i int) error) (stepsPerSec, cpuUsPerStep float64, err error) {
+	stop, err := startCPUProfile(profile)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer stop()
+	var rates, cpus []float64
+	steps := float64(scaleBench.runs * stepsPerRun)
+	for r := range scaleBench.repeat {
+		cpu0, t := processCPU(), time.Now()
+		for i := range scaleBench.runs {
+			if err := run(r, i); err != nil {
+				return 0, 0, err
+			}
+		}
+		secs, cpu := time.Since(t).Seconds(), processCPU()-cpu0
+		rates = append(rates, steps/secs)
+		cpus = append(cpus, float64(cpu)/1e3/steps)
+	}
+	return median(rates), median(cpus), nil
 }

@@ -10,8 +10,6 @@ import (
 	"math/rand/v2"
 	"net/http/httptest"
 	"os"
-	goruntime "runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -482,11 +480,7 @@ func (s *yamlScale) point(ctx context.Context, retained int) (scalePoint, error)
 	p.fillRate, p.fillPeakRSS = s.fillRate, s.fillPeakRSS
 	// The writer that filled the store, before it closes: what a
 	// long-lived process holds, next to what a reopened one does.
-	debug.FreeOSMemory()
-	p.writerRSSMB = rssMB()
-	var wms goruntime.MemStats
-	goruntime.ReadMemStats(&wms)
-	p.writerHeapMB = float64(wms.HeapAlloc) / (1 << 20)
+	p.writerRSSMB, p.writerHeapMB = liveMemory()
 	if err := writeHeapProfile(fmt.Sprintf("%s-%d-writer", s.name, retained)); err != nil {
 		return p, err
 	}
@@ -541,34 +535,18 @@ func (s *yamlScale) point(ctx context.Context, retained int) (scalePoint, error)
 	}
 	stopProf()
 	p.apiListMs = apiLists.Percentile(50)
-	debug.FreeOSMemory()
-	p.rssMB = rssMB()
-	var ms goruntime.MemStats
-	goruntime.ReadMemStats(&ms)
-	p.heapMB = float64(ms.HeapAlloc) / (1 << 20)
+	p.rssMB, p.heapMB = liveMemory()
 	if err := writeHeapProfile(fmt.Sprintf("%s-%d", s.name, retained)); err != nil {
 		return p, err
 	}
-	if stopProf, err = startCPUProfile(fmt.Sprintf("%s-%d-steps", s.name, retained)); err != nil {
+	p.stepsPerSec, p.cpuUsPerStep, err = timeMeasuredRuns(fmt.Sprintf("%s-%d-steps", s.name, retained), scaleMeasuredSteps, func(_, _ int) error {
+		err := s.measuredRun(ctx, measuredRunID(s.measured))
+		s.measured++
+		return err
+	})
+	if err != nil {
 		return p, err
 	}
-	var rates, cpus []float64
-	steps := float64(scaleBench.runs * scaleMeasuredSteps)
-	for range scaleBench.repeat {
-		cpu0, t := processCPU(), time.Now()
-		for range scaleBench.runs {
-			if err := s.measuredRun(ctx, measuredRunID(s.measured)); err != nil {
-				stopProf()
-				return p, err
-			}
-			s.measured++
-		}
-		secs, cpu := time.Since(t).Seconds(), processCPU()-cpu0
-		rates = append(rates, steps/secs)
-		cpus = append(cpus, float64(cpu)/1e3/steps)
-	}
-	stopProf()
-	p.stepsPerSec, p.cpuUsPerStep = median(rates), median(cpus)
 	if err := s.settle(ctx); err != nil {
 		return p, err
 	}
