@@ -80,6 +80,11 @@
 //   - POST /v1/signals/{key}: one durable commit to buffer, one more to
 //     wake a waiting step.
 //   - POST /v1/hooks/{name}: as submit or signal.
-//   - Event streams: none; the broker polls the writer's memory once per
-//     Config.Heartbeat while a stream is open.
+//   - Event streams: none; while a stream is open the broker polls the
+//     writer's memory once per Config.Heartbeat for the active runs only
+//     (the index skips sealed segments), and remembers the active runs
+//     and at most 32,768 ended ones, so a poll and the broker's memory
+//     cost the active runs, not the retained ones. A resumption the
+//     broker cannot answer from what it remembers (another process's id,
+//     or one older than that) walks every run once.
 package server

@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
 	"github.com/tqw-dsl/tqw/interpreter"
@@ -83,7 +86,11 @@ type broker struct {
 	subsMu  sync.Mutex
 	subs    map[*subscriber]struct{}
 	// last is the state each run was last published in, for the streams
-	// of every run; seeded (without publishing) when the first opens.
+	// of every run: the active runs (seeded without publishing when the
+	// first stream opens) and the runs that ended since, until pruned
+	// with changed. A run that ended before the seed cannot change, so it
+	// is not followed: memory and each poll cost the active runs, not the
+	// retained ones.
 	last   map[string]string
 	seeded bool
 	// epoch tells this process's event ids from another's; seq numbers
@@ -96,8 +103,9 @@ type broker struct {
 	ringCap  int
 	ringHead int
 	// changed is the seq of the last published state change of each run
-	// in last; seedSeq the seq when last was seeded: a resumption from
-	// before it cannot know what changed, so it is sent every run.
+	// in last; seedSeq the seq when last was seeded, raised when changed
+	// is pruned: a resumption from before it cannot know what changed, so
+	// it is sent every run.
 	changed map[string]uint64
 	seedSeq uint64
 	subReq  chan subscribeReq
@@ -268,16 +276,25 @@ func (b *broker) subscribe(ctx context.Context, req subscribeReq) subscribed {
 }
 
 // resyncAll returns the current summary of every run whose state changed
-// after seq (every run for 0), oldest change first, each with the id of
-// its change.
+// after seq (of every run, through the index, for 0), oldest change
+// first, each with the id of its change.
 func (b *broker) resyncAll(ctx context.Context, after uint64) []sseEvent {
 	type change struct {
 		id  string
 		seq uint64
 	}
 	var ids []change
+	if after == 0 {
+		b.forEachRun(ctx, nil, func(st runstate.Status) {
+			seq, ok := b.changed[st.RunID]
+			if !ok {
+				seq = b.seedSeq
+			}
+			ids = append(ids, change{st.RunID, seq})
+		})
+	}
 	for id, seq := range b.changed {
-		if after == 0 || seq > after {
+		if after != 0 && seq > after {
 			ids = append(ids, change{id, seq})
 		}
 	}
@@ -493,16 +510,54 @@ func (b *broker) seed(ctx context.Context) {
 	// missed changes nobody recorded, and is sent every run.
 	b.seq++
 	b.seedSeq = b.seq
-	b.forEachRun(ctx, func(st runstate.Status) {
+	b.forEachRun(ctx, activeStates, func(st runstate.Status) {
 		b.last[st.RunID] = st.State.String()
-		b.changed[st.RunID] = b.seedSeq
 	})
 }
 
-func (b *broker) forEachRun(ctx context.Context, f func(runstate.Status)) bool {
+// ended reports whether state, as published, is a terminal one.
+func ended(state string) bool {
+	return state == runstate.StateSucceeded.String() || state == runstate.StateFailed.String() || state == runstate.StateCancelled.String()
+}
+
+// activeStates are the states a run can leave.
+var activeStates = []runstate.State{runstate.StatePending, runstate.StateRunning, runstate.StateWaiting, runstate.StateScheduled, runstate.StateCancelling}
+
+// maxChanged bounds the ended runs the broker remembers (about 100 bytes
+// each); past it the oldest are forgotten and a resumption from before
+// them is sent every run.
+const maxChanged = 32768
+
+// prune forgets the oldest changes once more than maxChanged runs are
+// remembered: their ended runs leave last, and seedSeq rises past them.
+func (b *broker) prune() {
+	if len(b.changed) <= maxChanged {
+		return
+	}
+	seqs := make([]uint64, 0, len(b.changed))
+	for _, q := range b.changed {
+		seqs = append(seqs, q)
+	}
+	slices.Sort(seqs)
+	cut := seqs[len(seqs)-maxChanged/2]
+	for id, q := range b.changed {
+		if q >= cut {
+			continue
+		}
+		delete(b.changed, id)
+		if ended(b.last[id]) {
+			delete(b.last, id)
+		}
+	}
+	b.seedSeq = max(b.seedSeq, cut)
+}
+
+// forEachRun calls f for every run in one of states (every run when
+// states is empty), through the runtime's index.
+func (b *broker) forEachRun(ctx context.Context, states []runstate.State, f func(runstate.Status)) bool {
 	after := ""
 	for {
-		page, err := b.s.insp.ListRuns(ctx, runstate.ListOptions{After: after, Limit: listPage})
+		page, err := b.s.insp.ListRuns(ctx, runstate.ListOptions{After: after, Limit: listPage, States: states})
 		if err != nil {
 			return false
 		}
@@ -534,18 +589,28 @@ func (b *broker) poll(ctx context.Context) {
 		return
 	}
 	listed := map[string]bool{}
-	ok := b.forEachRun(ctx, func(st runstate.Status) {
+	ok := b.forEachRun(ctx, activeStates, func(st runstate.Status) {
 		listed[st.RunID] = true
 		b.publishState(ctx, st, nil, all)
 	})
 	if ok {
-		for id := range b.last {
-			if !listed[id] {
+		// A followed run no longer active ended (or expired) without an
+		// event: read it alone.
+		for id, state := range b.last {
+			if listed[id] || ended(state) {
+				continue
+			}
+			got, err := b.s.insp.Status(ctx, id)
+			switch {
+			case err == nil:
+				b.publishState(ctx, got, nil, all)
+			case errors.Is(err, runtime.ErrRunNotFound):
 				delete(b.last, id) // expired from the store
 				delete(b.changed, id)
 			}
 		}
 	}
+	b.prune()
 }
 
 // stream writes sub's events to w until the client goes, the stream is
