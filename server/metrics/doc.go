@@ -38,9 +38,12 @@
 // # Cost
 //
 // Counters and histograms cost memory only, no object-store request. A
-// scrape reads the writer's in-memory state: every run record (ListRuns,
-// pages of 1,000: O(runs retained)), both queues' stats and the first
-// 100 pending jobs of each; on the writer these are memtable reads and
+// scrape reads the writer's in-memory state: the run counts
+// (Inspector.CountRuns: the sealed segments' state counts plus the runs
+// still in the KV, so O(active and not yet sealed runs); a run id reused
+// after its first run was sealed may cost one GET of a segment index),
+// both queues' stats and the first 100 pending jobs of each; on the
+// writer these are memtable reads and
 // make no object-store request (a read waits for a WAL PUT under way, a
 // read barrier). The store wrapper adds a clock read and a map lookup per
 // request.

@@ -109,21 +109,12 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (g *gauges) collectRuns(ctx context.Context, ch chan<- prometheus.Metric) {
-	counts := map[runstate.State]int{}
-	after := ""
-	for {
-		page, err := g.src.Runtime.ListRuns(ctx, runstate.ListOptions{After: after, Limit: 1000})
-		if err != nil {
-			ch <- prometheus.NewInvalidMetric(runsDesc, fmt.Errorf("metrics: list runs: %w", err))
-			return
-		}
-		for _, r := range page {
-			counts[r.State]++
-		}
-		if len(page) < 1000 {
-			break
-		}
-		after = page[len(page)-1].RunID
+	// Sealed runs count from their segments' state counts: a scrape
+	// visits the runs still in the KV only.
+	counts, err := g.src.Runtime.Inspector().CountRuns(ctx, runstate.ListOptions{})
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(runsDesc, fmt.Errorf("metrics: count runs: %w", err))
+		return
 	}
 	for _, s := range runStates {
 		ch <- prometheus.MustNewConstMetric(runsDesc, prometheus.GaugeValue, float64(counts[s]), s.String())
