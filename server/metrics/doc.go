@@ -43,9 +43,8 @@
 // still in the KV, so O(active and not yet sealed runs); a run id reused
 // after its first run was sealed may cost one GET of a segment index),
 // both queues' stats and the first 100 pending jobs of each; on the
-// writer these are memtable reads and
-// make no object-store request (a read waits for a WAL PUT under way, a
-// read barrier). The store wrapper adds a clock read and a map lookup per
+// writer these are memtable reads and make no other object-store request
+// (a read waits for a WAL PUT under way, a read barrier). The store wrapper adds a clock read and a map lookup per
 // request.
 //
 // # What it does not do
