@@ -23,6 +23,10 @@
 #   TQW_RACE_EXIT_SLEEP_MS  the race detector's sleep at exit (default 100)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# -trimpath keeps the checkout's path out of the build cache's keys, so a
+# fresh clone (or CI with a cached GOCACHE) reuses the compiles of the
+# packages it did not change instead of building the whole tree again.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
 
 check_only=0
 for arg in "$@"; do
@@ -40,6 +44,7 @@ say() { printf '\n== %s\n' "$*" >&2; }
 tools_pid=""
 gw_pid=""
 gw_dir=""
+bin_dir=""
 cleanup() {
   if [ -n "$tools_pid" ]; then wait "$tools_pid" 2>/dev/null || true; fi
   if [ -n "$gw_pid" ]; then
@@ -47,6 +52,7 @@ cleanup() {
     wait "$gw_pid" 2>/dev/null || true
   fi
   if [ -n "$gw_dir" ]; then rm -rf "$gw_dir"; fi
+  if [ -n "$bin_dir" ]; then rm -rf "$bin_dir"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -161,7 +167,13 @@ done
 # One tqw-dsl binary for the end-to-end tests of every package
 # (internal/tqwdslbin), instead of a build in each.
 say "building tqw-dsl for the tests"
-export TQW_TEST_TQW_DSL="$gw_dir/tqw-dsl"
+# In a folder of its own under $TMPDIR, not under the checkout: a test run
+# as root runs it as nobody too (cmd/tqw-dsl's read-only test), who may
+# not pass through the checkout's parents (a fresh clone's mktemp -d is
+# 0700).
+bin_dir=$(mktemp -d)
+chmod 755 "$bin_dir"
+export TQW_TEST_TQW_DSL="$bin_dir/tqw-dsl"
 go build -o "$TQW_TEST_TQW_DSL" ./cmd/tqw-dsl
 
 # The race detector sleeps a second before every race-built process exits
