@@ -5,10 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/runstate"
-	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
-	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/server/client"
 )
 
@@ -20,29 +16,8 @@ import (
 // meanwhile is still announced.
 func TestEventStreamPollsReadNoSealedRuns(t *testing.T) {
 	const sealed = 400
-	store := counting.New(mem.New())
-	f := newFixtureOn(t, store, runtime.Options{Sealing: &runtime.SealOptions{BatchRuns: 20, CacheSegments: 2},
-		ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
+	f, store := sealedRunsFixture(t, sealed)
 	ctx := f.ctx
-	for range sealed {
-		if _, err := f.c.Submit(ctx, client.SubmitRequest{Workflow: "greet.yaml"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for {
-		c, err := f.rt.Inspector().CountRuns(ctx, runstate.ListOptions{})
-		if err == nil && c[runstate.StateSucceeded] == sealed {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%d of %d runs succeeded (err %v)", c[runstate.StateSucceeded], sealed, err)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	if res, err := f.rt.Sweep(ctx); err != nil || res.Sealed != sealed {
-		t.Fatalf("Sweep: %+v %v", res, err)
-	}
 
 	stream, err := f.c.Events(ctx)
 	if err != nil {

@@ -20,37 +20,14 @@ import (
 // flagged lower bound past the cap with one.
 func TestListRunsReadsThePageNotEveryRun(t *testing.T) {
 	const sealed, unsealed = 400, 5
-	store := counting.New(mem.New())
-	f := newFixtureOn(t, store, runtime.Options{Sealing: &runtime.SealOptions{BatchRuns: 20, CacheSegments: 2},
-		ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
+	f, store := sealedRunsFixture(t, sealed)
 	ctx := f.ctx
-	submit := func(n int, labels map[string]string) {
-		for range n {
-			if _, err := f.c.Submit(ctx, client.SubmitRequest{Workflow: "greet.yaml", Labels: labels}); err != nil {
-				t.Fatal(err)
-			}
+	for range unsealed {
+		if _, err := f.c.Submit(ctx, client.SubmitRequest{Workflow: "greet.yaml", Labels: map[string]string{"team": "blue"}}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	waitEnded := func(want int) {
-		for {
-			c, err := f.rt.Inspector().CountRuns(ctx, runstate.ListOptions{})
-			if err == nil && c[runstate.StateSucceeded] == want {
-				return
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("%d runs succeeded within %v (counts %v, err %v), want %d", c[runstate.StateSucceeded], deadline, c, err, want)
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}
-	submit(sealed, nil)
-	waitEnded(sealed)
-	if res, err := f.rt.Sweep(ctx); err != nil || res.Sealed != sealed {
-		t.Fatalf("Sweep: %+v %v", res, err)
-	}
-	submit(unsealed, map[string]string{"team": "blue"})
-	waitEnded(sealed + unsealed)
+	waitSucceeded(t, f, sealed+unsealed)
 
 	before := store.Counts()
 	l, err := f.c.ListRuns(ctx, client.ListOptions{Limit: 10})
@@ -105,5 +82,41 @@ func TestListRunsReadsThePageNotEveryRun(t *testing.T) {
 	}
 	if l, err = f.c.ListRuns(ctx, client.ListOptions{Workflow: "other"}); err != nil || len(l.Runs) != 0 || l.Counts["succeeded"] != 0 || l.CountsCapped {
 		t.Errorf("workflow other: %+v %v, want no run", l, err)
+	}
+}
+
+// sealedRunsFixture is a fixture over a counting store holding n ended
+// greet.yaml runs sealed into segments of 20, with a cache of two
+// segment indexes: a read of every run reads every segment's index.
+func sealedRunsFixture(t *testing.T, n int) (*fixture, *counting.Store) {
+	t.Helper()
+	store := counting.New(mem.New())
+	f := newFixtureOn(t, store, runtime.Options{Sealing: &runtime.SealOptions{BatchRuns: 20, CacheSegments: 2},
+		ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
+	for range n {
+		if _, err := f.c.Submit(f.ctx, client.SubmitRequest{Workflow: "greet.yaml"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSucceeded(t, f, n)
+	if res, err := f.rt.Sweep(f.ctx); err != nil || res.Sealed != n {
+		t.Fatalf("Sweep: %+v %v, want %d runs sealed", res, err, n)
+	}
+	return f, store
+}
+
+// waitSucceeded waits until want runs have succeeded.
+func waitSucceeded(t *testing.T, f *fixture, want int) {
+	t.Helper()
+	for {
+		c, err := f.rt.Inspector().CountRuns(f.ctx, runstate.ListOptions{})
+		if err == nil && c[runstate.StateSucceeded] == want {
+			return
+		}
+		select {
+		case <-f.ctx.Done():
+			t.Fatalf("%d runs succeeded within %v (counts %v, err %v), want %d", c[runstate.StateSucceeded], deadline, c, err, want)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
