@@ -515,13 +515,27 @@ func (b *broker) seed(ctx context.Context) {
 	})
 }
 
-// ended reports whether state, as published, is a terminal one.
+// ended reports whether state, a published state name, is terminal.
 func ended(state string) bool {
-	return state == runstate.StateSucceeded.String() || state == runstate.StateFailed.String() || state == runstate.StateCancelled.String()
+	for _, st := range stateNames {
+		if st.String() == state {
+			return st.Terminal()
+		}
+	}
+	return false
 }
 
-// activeStates are the states a run can leave.
-var activeStates = []runstate.State{runstate.StatePending, runstate.StateRunning, runstate.StateWaiting, runstate.StateScheduled, runstate.StateCancelling}
+// activeStates are the states a run can leave: every state but the
+// terminal ones.
+var activeStates = func() []runstate.State {
+	var out []runstate.State
+	for _, st := range stateNames {
+		if !st.Terminal() {
+			out = append(out, st)
+		}
+	}
+	return out
+}()
 
 // maxChanged bounds the ended runs the broker remembers (about 100 bytes
 // each); past it the oldest are forgotten and a resumption from before
