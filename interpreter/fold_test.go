@@ -390,3 +390,31 @@ steps:
 		t.Fatal("timed out")
 	}
 }
+
+// A folded step whose expression fails fails the run as an unfolded one
+// does: its failed record follows the chain's, in the same settlement.
+func TestFoldedStepExpressionFailsTheRun(t *testing.T) {
+	e := newTestEnv(t)
+	const src = `
+tqw: v1
+name: broken
+vars: {i: 0}
+steps:
+  - id: a
+    set: {i: 1}
+  - id: b
+    set: {j: "${ vars.i.nope.deeper }"}
+  - id: done
+    succeed: "${ vars.j }"
+`
+	o := e.run(e.write("broken.yaml", src), map[string]any{}, "e1")
+	wantFailedWith(t, o, "step b: expression")
+	h := e.history("e1")
+	wantPlaces(t, "history", h, []place{{"a", 0, 0}, {"b", 0, 1}})
+	if h[1].Outcome != OutcomeFailed || h[1].Error == nil || h[1].Error.Type != TypeExpression {
+		t.Fatalf("record of b: %+v; want failed with an expression error", h[1])
+	}
+	if got := strings.Join(e.endEvents(), " "); got != "a:ok b:failed" {
+		t.Errorf("end events %q; want a:ok b:failed", got)
+	}
+}
