@@ -49,14 +49,10 @@ func (it *Interpreter) RunStep(ctx context.Context, rs *runtime.Step) (runtime.S
 		return out, err
 	}
 	it.noteStart(rs)
-	c := &chain{}
+	c := &chain{red: newRedactor(it.secretValues(d.wf))}
 	for {
-		x := &exec{it: it, rs: rs, st: st, d: d, wf: d.wf, ch: c, seq: c.steps, start: it.now()}
-		if c.red == nil {
-			c.red = newRedactor(x.secretValues())
-		}
-		x.red = c.red
-		out, err := it.traceStep(ctx, x)
+		x := &exec{it: it, rs: rs, st: st, d: d, wf: d.wf, red: c.red, ch: c, seq: c.steps, start: it.now()}
+		out, err = it.traceStep(ctx, x)
 		c.steps++
 		if it.stepDurations != nil {
 			now := it.now()
@@ -122,10 +118,10 @@ func (x *exec) stepID() string {
 
 // secretValues returns the values of the workflow's declared secrets,
 // but for those under MinSecretLength, which run refuses.
-func (x *exec) secretValues() []string {
+func (it *Interpreter) secretValues(wf *dsl.Workflow) []string {
 	var out []string
-	for _, name := range x.wf.Secrets {
-		if v := x.it.getenv(name); len(v) >= MinSecretLength {
+	for _, name := range wf.Secrets {
+		if v := it.getenv(name); len(v) >= MinSecretLength {
 			out = append(out, v)
 		}
 	}

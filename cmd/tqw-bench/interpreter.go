@@ -191,7 +191,7 @@ func measureSteps(ctx context.Context, cfg *config, m stepMeasurement) (measurem
 func profileCPU(name string) (func(), error) { return cpuProfile(interpCPUProf, name) }
 
 // benchSteps runs loop workflows (c at a time) on the store and reports
-// the latency of the interpreter's RunStep per step.
+// the interpreter's time per DSL step (StepDurations).
 func benchSteps(ctx context.Context, cfg *config, url string, raw objstore.Store, c int) error {
 	dir, err := os.MkdirTemp("", "tqw-bench-interp-")
 	if err != nil {
