@@ -110,12 +110,11 @@
 //     stores the submitting span's traceparent as HeaderTraceParent, so
 //     the run spans of every process that works the run, after a crash
 //     too, are children of it in one trace; a child run's spans are
-//     children of its call step's. A step span is per DSL step: the pure
-//     steps of one delivery have one each (AttrStepNumber is the runtime
-//     step they share); a delivery whose commit fails leaves the spans of
-//     its attempt, and its redelivery makes new ones. Spans carry no input, output or
-//     header; an action's context carries the step's redactor
-//     (tracing.WithRedaction), which the HTTP client spans apply.
+//     children of its call step's. The pure steps of one delivery have a
+//     span each (AttrStepNumber is the runtime step they share). Spans
+//     carry no input, output or header; an action's context carries the
+//     step's redactor (tracing.WithRedaction), which the HTTP client
+//     spans apply.
 //
 // # Costs in object-store requests
 //
@@ -182,4 +181,9 @@
 // while the run waits in this process.
 // foreach cannot run sleep or wait_signal: Load refuses such a workflow
 // (foreach.wait-action), and a run pinned to one before this check fails.
+// Start events and spans are not durable: a delivery whose settlement
+// never commits leaves the start events and spans of the steps it ran,
+// and its redelivery sends and makes them again; the pure steps of one
+// delivery send their start events as they run, and their end events
+// all once the delivery's settlement is durable.
 package interpreter
