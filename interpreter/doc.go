@@ -1,9 +1,25 @@
 // Package interpreter runs parsed tqw workflows durably: Interpreter is one
-// runtime.StepRunner that executes any workflow file, one DSL step per
-// durable runtime step.
+// runtime.StepRunner that executes any workflow file. A durable runtime
+// step runs one DSL step and then the pure steps (set, switch, succeed,
+// fail) that follow it, up to 100, which commit in its one settlement.
 //
 // # Guarantees
 //
+//   - An effectful step (an action, sleep and wait_signal included,
+//     foreach, call) always starts a runtime step of its own, so it never
+//     starts before the settlement of what came before it is durable. A
+//     pure step only computes from the run's state, and nothing of it is
+//     seen outside (end events, watchers, history readers) before its
+//     settlement commits: after a crash or a failed settlement the
+//     redelivery runs the chain again from the last durable state, and
+//     the run keeps exactly one history record and one end event per DSL
+//     step that ran. Each folded step has its own history record (key
+//     tqw/hist/<run>/<n>.<seq>, sorting between runtime steps n and n+1;
+//     HistoryRecord.N is the runtime step, Seq the place in it), its own
+//     start and end events, totals, span and StepDurations call. A step
+//     reads the outputs staged earlier in its delivery. At most 100 pure
+//     steps follow a delivery's first, so a pure loop commits every 101
+//     steps and always progresses.
 //   - A run pins its definition. Submit stores the YAML of the workflow and
 //     of every workflow it calls under tqw/defs/<sha256> (create-only) and
 //     the run carries the hashes, so every step runs against the exact bytes
@@ -88,21 +104,26 @@
 //   - Tracing (Options.TracerProvider; off when nil, and then no span is
 //     created): a span per run in this process, from the first step it
 //     runs to the run's end or EndRunSpans (the process giving its runs
-//     up), a child span per step delivery (AttrStep, AttrAction,
+//     up), a child span per DSL step run (AttrStep, AttrAction,
 //     AttrAttempt, AttrOutcome; error status when the attempt failed, with
 //     the error text the history stores), and a span per Submit. Submit
 //     stores the submitting span's traceparent as HeaderTraceParent, so
 //     the run spans of every process that works the run, after a crash
 //     too, are children of it in one trace; a child run's spans are
-//     children of its call step's. Spans carry no input, output or
-//     header; an action's context carries the step's redactor
-//     (tracing.WithRedaction), which the HTTP client spans apply.
+//     children of its call step's. The pure steps of one delivery have a
+//     span each (AttrStepNumber is the runtime step they share). Spans
+//     carry no input, output or header; an action's context carries the
+//     step's redactor (tracing.WithRedaction), which the HTTP client
+//     spans apply.
 //
 // # Costs in object-store requests
 //
-// Per DSL step: the runtime's transition (a share of one WAL PUT) plus the
-// KV effects riding in it; no extra request unless an output exceeds
-// InlineOutputLimit (one PUT, and one GET for each later step reading it).
+// Per runtime step (an effectful DSL step and the pure ones after it, or
+// a run's leading pure steps): the runtime's transition (a share of one
+// WAL PUT) plus the KV effects riding in it, a history record per DSL
+// step; a pure step costs no request of its own. No extra request unless
+// an output exceeds InlineOutputLimit (one PUT, and one GET for each later
+// step reading it).
 // Submit costs the runtime's submit commit and, for each definition of
 // the call tree this interpreter has not pinned or read yet, one HEAD,
 // plus one create-only PUT when the store lacks it: a definition is
@@ -110,9 +131,12 @@
 // the run. PrepareRun, which has no such memory, costs one HEAD per
 // definition. A call step's child submission costs another submit commit
 // (the child index rides in it). A definition not yet cached costs one GET.
-// A lone run of n steps, watched to its end (Watch), costs n + 1 WAL PUTs
-// (its submission and each settlement): the end reaches the watcher
-// through the runtime's RunEndObserver, not a notification job.
+// A lone run watched to its end (Watch) costs one WAL PUT for its
+// submission and one per runtime step: one per delivery of an effectful
+// step (each attempt; a sleep, wait_signal or call also its wake), plus
+// one when the run starts with a pure step, plus one per 101 pure steps
+// in a row (a 101-step pure loop: 2 PUTs; a 10-step no-op action run: 11). The end reaches the watcher through the
+// runtime's RunEndObserver, not a notification job.
 // Memo reads and writes cost one GET and one PUT each (llm and foreach
 // only). A predicted wait is one KV record in the submission commit (at
 // most 16 per run); checking a signal (ValidateSignal, CheckSignal) costs
@@ -157,4 +181,9 @@
 // while the run waits in this process.
 // foreach cannot run sleep or wait_signal: Load refuses such a workflow
 // (foreach.wait-action), and a run pinned to one before this check fails.
+// Start events and spans are not durable: a delivery whose settlement
+// never commits leaves the start events and spans of the steps it ran,
+// and its redelivery sends and makes them again; the pure steps of one
+// delivery send their start events as they run, and their end events
+// all once the delivery's settlement is durable.
 package interpreter

@@ -18,6 +18,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tqw-dsl/tqw/actions"
 	"github.com/tqw-dsl/tqw/actions/builtin"
 	"github.com/tqw-dsl/tqw/actions/llm"
 	"github.com/tqw-dsl/tqw/dsl"
@@ -55,6 +56,13 @@ type tenv struct {
 	client *http.Client
 	// tp traces the interpreter (nil: no tracing).
 	tp trace.TracerProvider
+	// extra are actions registered beside the built-in ones.
+	extra []actions.Action
+}
+
+// withActions registers acts beside the built-in actions.
+func withActions(acts ...actions.Action) envOption {
+	return func(e *tenv) { e.extra = append(e.extra, acts...) }
 }
 
 // withTracerProvider traces the interpreter with tp.
@@ -110,6 +118,11 @@ func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 	}
 	e.q = q
 	acts := builtin.New(builtin.Options{EnableShell: true, HTTPClient: e.client, LLM: llm.Options{BaseURL: e.llmURL, Getenv: e.getenv}})
+	for _, a := range e.extra {
+		if err := acts.Register(a); err != nil {
+			t.Fatal(err)
+		}
+	}
 	istore := e.store
 	if e.wrapStore != nil {
 		istore = e.wrapStore(e.store)
@@ -174,7 +187,7 @@ func (e *tenv) write(name, src string) string {
 
 func (e *tenv) load(path string) *Workflow {
 	e.t.Helper()
-	w, err := Load(path, dsl.Options{})
+	w, err := Load(path, LoadOptions(e.it.acts, dsl.Options{}))
 	if err != nil {
 		e.t.Fatalf("Load %s: %v", path, err)
 	}

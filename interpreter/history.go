@@ -37,8 +37,11 @@ const (
 // HistoryRecord is one attempt of one step, written in the settlement of
 // the runtime step that ran it.
 type HistoryRecord struct {
-	// N is the runtime step number (orders the records of a run).
+	// N is the runtime step number. Pure steps that ran in one delivery
+	// after its first DSL step share it; Seq is their place in it (0:
+	// the first). N then Seq order the records of a run.
 	N       int    `msgpack:"n" json:"n"`
+	Seq     int    `msgpack:"q,omitempty" json:"seq,omitempty"`
 	Step    string `msgpack:"s" json:"step"`
 	Kind    string `msgpack:"k" json:"kind"` // action name, or the step kind
 	Attempt int    `msgpack:"a" json:"attempt"`
@@ -102,8 +105,17 @@ type waitRecord struct {
 
 func outKey(runID, stepID string) string { return kvOut + runID + "/" + stepID }
 func histPrefix(runID string) string     { return kvHist + runID + "/" }
-func histKey(runID string, n int) string { return fmt.Sprintf("%s%010d", histPrefix(runID), n) }
-func waitKey(key string) string          { return kvWait + key }
+
+// histKey is the key of the history record of the seq-th DSL step (from
+// 0) of runtime step n: the first has no suffix, the others sort after it
+// and before step n+1's ("…0000000007" < "…0000000007.001" < "…0000000008").
+func histKey(runID string, n, seq int) string {
+	if seq == 0 {
+		return fmt.Sprintf("%s%010d", histPrefix(runID), n)
+	}
+	return fmt.Sprintf("%s%010d.%03d", histPrefix(runID), n, seq)
+}
+func waitKey(key string) string { return kvWait + key }
 func outputObject(runID string, n int) string {
 	return fmt.Sprintf("%s%s/%010d", outputsPrefix, runID, n)
 }

@@ -1,7 +1,6 @@
 package interpreter
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/tqw-dsl/tqw/runtime/clock"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
-	"github.com/tqw-dsl/tqw/runtime/signal"
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"go.opentelemetry.io/otel/trace"
@@ -44,7 +42,7 @@ const (
 	defsPrefix    = "tqw/defs/"    // object: definition source by hash
 	outputsPrefix = "tqw/outputs/" // object: large output, <run>/<n>
 	kvOut         = "tqw/out/"     // KV: <run>/<step id> latest output
-	kvHist        = "tqw/hist/"    // KV: <run>/<n, 10 digits> history record
+	kvHist        = "tqw/hist/"    // KV: <run>/<n, 10 digits>[.<seq, 3 digits>] history record
 	kvWait        = "tqw/wait/"    // KV: <signal key> -> waiting step
 	kvChild       = "tqw/child/"   // KV: <parent run>/<child run>, written with the child's submission
 	kvExpire      = "tqw/expire/"  // KV: <finished ms, 16 hex>/<run> retention marker
@@ -106,9 +104,11 @@ type Options struct {
 	// Runtime configures the runtime New builds for the interpreter. Leave
 	// TerminalHook nil: the interpreter is its runtime's terminal hook.
 	Runtime runtime.Options
-	// StepDurations, when set, is called after each step the runtime runs
-	// with the time the interpreter spent on it (RunStep, by Clock; the
-	// runtime's commits not included), for benchmarks. It must not block.
+	// StepDurations, when set, is called after each DSL step RunStep runs
+	// with the time the interpreter spent on it (by Clock; the first step
+	// of a delivery includes reading the run's state and definition, the
+	// runtime's commits are not included), for benchmarks. It must not
+	// block.
 	StepDurations func(time.Duration)
 }
 
@@ -123,6 +123,8 @@ type Interpreter struct {
 	log    *slog.Logger
 	events func(Event)
 	margin time.Duration
+	// stepDurations is Options.StepDurations.
+	stepDurations func(time.Duration)
 
 	retention  time.Duration
 	sweepEvery time.Duration
@@ -169,7 +171,7 @@ func New(q *storage.Queue, store objstore.Store, opts Options) (*Interpreter, er
 	opts.DSL = LoadOptions(opts.Actions, opts.DSL)
 	// Requests made under a step's context count toward its run's totals.
 	it := &Interpreter{View: newView(counting.Scoped(store), opts.DSL), acts: opts.Actions, getenv: opts.Getenv, clock: opts.Clock,
-		log: opts.Logger, events: opts.Events, margin: opts.LeaseMargin, rand: opts.Rand,
+		log: opts.Logger, events: opts.Events, margin: opts.LeaseMargin, rand: opts.Rand, stepDurations: opts.StepDurations,
 		retention: opts.Retention, sweepEvery: opts.SweepInterval,
 		watchers: map[string][]chan *runstate.Outcome{}, clean: map[string]bool{}}
 	if opts.TracerProvider != nil {
@@ -196,46 +198,15 @@ func New(q *storage.Queue, store objstore.Store, opts Options) (*Interpreter, er
 	if it.clock == nil {
 		it.clock = q.Clock()
 	}
-	var runner runtime.StepRunner = it
-	if opts.StepDurations != nil {
-		runner = timedRunner{it: it, observe: opts.StepDurations}
-	}
 	ropts := opts.Runtime
 	ropts.TerminalHook = it
-	rt, err := runtime.New(q, store, runner, ropts)
+	rt, err := runtime.New(q, store, it, ropts)
 	if err != nil {
 		return nil, err
 	}
 	it.rt, it.q = rt, q
 	return it, nil
 }
-
-// timedRunner is the interpreter as its runtime's runner under
-// Options.StepDurations: RunStep timed, the interpreter's signal
-// validator and run records. Run ends reach the interpreter as the
-// terminal hook, so they are not observed twice.
-type timedRunner struct {
-	it      *Interpreter
-	observe func(time.Duration)
-}
-
-func (r timedRunner) RunStep(ctx context.Context, s *runtime.Step) (runtime.StepOutcome, error) {
-	start := r.it.now()
-	out, err := r.it.RunStep(ctx, s)
-	r.observe(r.it.now().Sub(start))
-	return out, err
-}
-
-func (r timedRunner) ValidateSignal(ctx context.Context, key string, payload []byte) error {
-	return r.it.ValidateSignal(ctx, key, payload)
-}
-
-func (r timedRunner) RunRecordPrefixes(runID string) []string { return r.it.RunRecordPrefixes(runID) }
-
-var (
-	_ signal.Validator       = timedRunner{}
-	_ runtime.RunRecordOwner = timedRunner{}
-)
 
 // Runtime returns the runtime the interpreter runs in.
 func (it *Interpreter) Runtime() *runtime.Runtime { return it.rt }
@@ -288,6 +259,9 @@ type Event struct {
 	Workflow string `json:"-"`
 	Action   string `json:"-"`
 	Number   int    `json:"-"`
+	// Seq is the step's place among the DSL steps runtime step Number
+	// ran (0: the first; pure steps that follow fold into it).
+	Seq int `json:"-"`
 	// LLM lists, on an "end" event, the model calls the attempt paid for
 	// or replayed from its memo, as the step's output reports them.
 	LLM []LLMUsage `json:"-"`

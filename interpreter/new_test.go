@@ -42,7 +42,8 @@ func TestNewRefusesAnotherTerminalHook(t *testing.T) {
 }
 
 // TestNewStepDurationsAndView: a run goes from New to its end with no
-// other wiring; Options.StepDurations sees each step the runtime ran, and
+// other wiring; Options.StepDurations sees each DSL step (two, folded in
+// one runtime step), and
 // a View on the same store reads the definition the run is pinned to.
 func TestNewStepDurationsAndView(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -102,7 +103,7 @@ steps:
 	}
 	mu.Lock()
 	if steps != 2 {
-		t.Errorf("StepDurations was called %d times; want 2, one per step", steps)
+		t.Errorf("StepDurations was called %d times; want 2, one per DSL step", steps)
 	}
 	mu.Unlock()
 

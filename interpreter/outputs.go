@@ -35,11 +35,18 @@ func (x *exec) env(ctx context.Context) (*dsl.Env, error) {
 			}
 			after = page[len(page)-1].Key
 		}
+		for id, b := range x.ch.outputs {
+			v, err := x.decodeOutput(ctx, b)
+			if err != nil {
+				return nil, err
+			}
+			steps[id] = dsl.StepState{Output: v}
+		}
 	} else {
 		for _, id := range x.d.refs[idx] {
-			b, found, err := x.rs.KV.Get(ctx, outKey(x.rs.RunID, id))
+			b, found, err := x.outputRecord(ctx, id)
 			if err != nil {
-				return nil, fmt.Errorf("interpreter: read output of step %s: %w", id, err)
+				return nil, err
 			}
 			if !found {
 				continue
@@ -74,14 +81,24 @@ func (x *exec) loadOutput(ctx context.Context, id string) (any, error) {
 	if id == "" {
 		return nil, nil
 	}
-	b, found, err := x.rs.KV.Get(ctx, outKey(x.rs.RunID, id))
-	if err != nil {
-		return nil, fmt.Errorf("interpreter: read output of step %s: %w", id, err)
-	}
-	if !found {
-		return nil, nil
+	b, found, err := x.outputRecord(ctx, id)
+	if err != nil || !found {
+		return nil, err
 	}
 	return x.decodeOutput(ctx, b)
+}
+
+// outputRecord returns the output record of step id: the one staged
+// earlier in this delivery, else the committed one.
+func (x *exec) outputRecord(ctx context.Context, id string) ([]byte, bool, error) {
+	if b, ok := x.ch.stagedOutput(id); ok {
+		return b, true, nil
+	}
+	b, found, err := x.rs.KV.Get(ctx, outKey(x.rs.RunID, id))
+	if err != nil {
+		return nil, false, fmt.Errorf("interpreter: read output of step %s: %w", id, err)
+	}
+	return b, found, nil
 }
 
 // putOutput stages the step's output (already plain and redacted) as a KV
@@ -110,7 +127,11 @@ func (x *exec) putOutput(ctx context.Context, v any) error {
 	} else {
 		x.hist.Output = v
 	}
-	return x.rs.Effects.Put(outKey(x.rs.RunID, x.s.ID), b)
+	if err := x.rs.Effects.Put(outKey(x.rs.RunID, x.s.ID), b); err != nil {
+		return err
+	}
+	x.ch.stageOutput(x.s.ID, b)
+	return nil
 }
 
 // finish stages the history record and reports the end of the step.
@@ -127,7 +148,7 @@ func (x *exec) finish(outcome, next string, e *dsl.ErrorInfo) error {
 			return err
 		}
 	}
-	if err := x.rs.Effects.Put(histKey(x.rs.RunID, x.rs.Number), b); err != nil {
+	if err := x.rs.Effects.Put(histKey(x.rs.RunID, x.rs.Number, x.seq), b); err != nil {
 		return err
 	}
 	switch outcome {
@@ -145,17 +166,19 @@ func (x *exec) finish(outcome, next string, e *dsl.ErrorInfo) error {
 	}
 	ev := Event{Time: end, RunID: x.rs.RunID, Step: x.s.ID, Kind: "end", Attempt: x.hist.Attempt,
 		Status: outcome, Elapsed: end.Sub(began), Error: e, Next: next, Job: x.rs.JobID,
-		Workflow: x.wf.Name, Action: stepAction(x.s), Number: x.rs.Number, LLM: x.llm}
+		Workflow: x.wf.Name, Action: stepAction(x.s), Number: x.rs.Number, Seq: x.seq, LLM: x.llm}
 	// Reported once the history record and the transition are durable,
 	// never before: a step shown complete never runs again.
 	x.rs.OnDurable(func() { x.it.emit(ev) })
 	return nil
 }
 
-// next returns the payload of the state that runs step idx next.
-func (x *exec) moveTo(idx int, prev string) ([]byte, error) {
+// moveTo returns the state that runs step idx next. Its visit starts at
+// the next runtime step: an effectful step is never folded (fold.go), so
+// it runs there; a pure one keys nothing by its visit.
+func (x *exec) moveTo(idx int, prev string) *state {
 	st := *x.st
 	st.Step, st.Attempt, st.Visit, st.Prev = idx, 1, x.rs.Number+1, prev
 	st.Phase, st.WaitKey, st.Child, st.Started, st.Deadline = phaseRun, "", "", 0, 0
-	return st.encode()
+	return &st
 }

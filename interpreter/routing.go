@@ -106,16 +106,17 @@ func (x *exec) target(env *dsl.Env, t *dsl.Template) (string, *stepErr) {
 	return id, nil
 }
 
+// goTo ends the step, moving the run on to target at once: it sets x.next
+// and leaves the outcome to the delivery (RunStep), which runs target too
+// when it folds, else settles with continueNow.
 func (x *exec) goTo(target, outputStep, outcome string, e *dsl.ErrorInfo) (runtime.StepOutcome, error) {
 	idx, _ := x.wf.Index(target)
-	payload, err := x.moveTo(idx, outputStep)
-	if err != nil {
-		return runtime.StepOutcome{}, runtime.Permanent(err)
-	}
+	next := x.moveTo(idx, outputStep)
 	if err := x.finish(outcome, target, e); err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}
-	return runtime.ContinueNow(payload), nil
+	x.next = next
+	return runtime.StepOutcome{}, nil
 }
 
 // handleError applies retry, on_timeout and catch to a failed attempt.

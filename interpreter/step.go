@@ -14,7 +14,7 @@ import (
 // the child's termination signal, not for this.
 const noTimeout = 100 * 365 * 24 * time.Hour
 
-// exec is one delivery of one DSL step.
+// exec is one DSL step run in a delivery.
 type exec struct {
 	it    *Interpreter
 	rs    *runtime.Step
@@ -23,33 +23,65 @@ type exec struct {
 	wf    *dsl.Workflow
 	s     *dsl.Step
 	red   *redactor
+	ch    *chain
 	start time.Time
 	hist  HistoryRecord
+	// seq is the step's place in its delivery (0: the first).
+	seq int
+	// next is the state the step moved the run to, to run at once; the
+	// step's own outcome is then left to the delivery, which runs that
+	// state too or settles with it (continueNow).
+	next *state
 	// llm gathers the model calls of this attempt, for its end event.
 	llm []LLMUsage
 }
 
-// RunStep executes the current DSL step of a run: one durable step.
+// RunStep executes the current DSL step of a run and the pure steps that
+// follow it (fold.go): one durable step.
 func (it *Interpreter) RunStep(ctx context.Context, rs *runtime.Step) (runtime.StepOutcome, error) {
 	if it.tracer != nil {
-		return it.traceStep(ctx, rs)
+		ctx = it.runSpan(ctx, rs)
 	}
-	_, out, err := it.runStep(ctx, rs)
-	return out, err
+	began := it.now()
+	st, d, out, err := it.openStep(ctx, rs)
+	if st == nil {
+		it.traceUnstarted(ctx, rs, err)
+		return out, err
+	}
+	it.noteStart(rs)
+	c := &chain{red: newRedactor(it.secretValues(d.wf))}
+	for {
+		x := &exec{it: it, rs: rs, st: st, d: d, wf: d.wf, red: c.red, ch: c, seq: c.steps, start: it.now()}
+		out, err = it.traceStep(ctx, x)
+		c.steps++
+		if it.stepDurations != nil {
+			now := it.now()
+			it.stepDurations(now.Sub(began))
+			began = now
+		}
+		if err != nil || x.next == nil {
+			return out, err
+		}
+		if !c.folds(ctx, x) {
+			return x.continueNow()
+		}
+		st = x.next
+	}
 }
 
-// runStep is RunStep; it returns the step's execution once there is one.
-func (it *Interpreter) runStep(ctx context.Context, rs *runtime.Step) (*exec, runtime.StepOutcome, error) {
-	st, err := decodeState(rs.Payload)
+// openStep decodes rs's state and reads its definition; st is nil when
+// the delivery ends before any DSL step, with out and err its end.
+func (it *Interpreter) openStep(ctx context.Context, rs *runtime.Step) (st *state, d *definition, out runtime.StepOutcome, err error) {
+	st, err = decodeState(rs.Payload)
 	if err != nil {
-		return nil, runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("run %s, step %d: %w", rs.RunID, rs.Number, err))
+		return nil, nil, runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("run %s, step %d: %w", rs.RunID, rs.Number, err))
 	}
-	d, err := it.definition(ctx, st.Def)
+	d, err = it.definition(ctx, st.Def)
 	if err != nil {
 		if errors.Is(err, ErrDefinitionMissing) || errors.Is(err, ErrCorruptState) {
-			return nil, runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("run %s: %w", rs.RunID, err))
+			return nil, nil, runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("run %s: %w", rs.RunID, err))
 		}
-		return nil, runtime.StepOutcome{}, runtime.Transient(err)
+		return nil, nil, runtime.StepOutcome{}, runtime.Transient(err)
 	}
 	if rs.Number == 0 && !st.Init {
 		// A run submitted under the id of a finished run whose records are
@@ -57,22 +89,24 @@ func (it *Interpreter) runStep(ctx context.Context, rs *runtime.Step) (*exec, ru
 		// here, before it writes anything that would mix with them.
 		found, err := hasRecords(ctx, it.q, rs.RunID)
 		if err != nil {
-			return nil, runtime.StepOutcome{}, runtime.Transient(err)
+			return nil, nil, runtime.StepOutcome{}, runtime.Transient(err)
 		}
 		if found {
-			return nil, runtime.Fail(fmt.Sprintf("%v: the history of an earlier run %s is still stored; submit under a fresh run id", ErrRunIDReused, rs.RunID)), nil
+			return nil, nil, runtime.Fail(fmt.Sprintf("%v: the history of an earlier run %s is still stored; submit under a fresh run id", ErrRunIDReused, rs.RunID)), nil
 		}
 	}
-	it.noteStart(rs)
-	x := &exec{it: it, rs: rs, st: st, d: d, wf: d.wf, start: it.now()}
-	x.red = newRedactor(x.secretValues())
+	return st, d, runtime.StepOutcome{}, nil
+}
+
+// runOne runs x's step, with the error it returns to the runtime redacted.
+func (x *exec) runOne(ctx context.Context) (runtime.StepOutcome, error) {
 	out, err := x.run(ctx)
 	if err != nil {
 		// The runtime records and logs the error: no secret goes with it.
 		err = x.red.err(err)
-		x.it.log.Warn("step failed; the runtime retries it", "run", rs.RunID, "step", x.stepID(), "err", err.Error())
+		x.it.log.Warn("step failed; the runtime retries it", "run", x.rs.RunID, "step", x.stepID(), "err", err.Error())
 	}
-	return x, out, err
+	return out, err
 }
 
 func (x *exec) stepID() string {
@@ -84,10 +118,10 @@ func (x *exec) stepID() string {
 
 // secretValues returns the values of the workflow's declared secrets,
 // but for those under MinSecretLength, which run refuses.
-func (x *exec) secretValues() []string {
+func (it *Interpreter) secretValues(wf *dsl.Workflow) []string {
 	var out []string
-	for _, name := range x.wf.Secrets {
-		if v := x.it.getenv(name); len(v) >= MinSecretLength {
+	for _, name := range wf.Secrets {
+		if v := it.getenv(name); len(v) >= MinSecretLength {
 			out = append(out, v)
 		}
 	}
@@ -109,7 +143,7 @@ func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 	if !st.Init {
 		if err := x.initVars(); err != nil {
 			x.s = x.wf.Steps[0]
-			x.hist = HistoryRecord{N: x.rs.Number, Step: "vars", Kind: "vars", Attempt: 1, Start: x.start.UnixMilli()}
+			x.hist = HistoryRecord{N: x.rs.Number, Seq: x.seq, Step: "vars", Kind: "vars", Attempt: 1, Start: x.start.UnixMilli()}
 			return x.failRun(err)
 		}
 	}
@@ -118,7 +152,7 @@ func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 	}
 	s := x.wf.Steps[st.Step]
 	x.s = s
-	x.hist = HistoryRecord{N: x.rs.Number, Step: s.ID, Kind: kindName(s), Attempt: max(st.Attempt, 1), Start: x.start.UnixMilli()}
+	x.hist = HistoryRecord{N: x.rs.Number, Seq: x.seq, Step: s.ID, Kind: kindName(s), Attempt: max(st.Attempt, 1), Start: x.start.UnixMilli()}
 	if errs := shortSecrets(x.wf, x.it.getenv); len(errs) > 0 {
 		// Submit refuses these; a worker whose own environment holds one
 		// fails the run rather than redact the value out of unrelated data.
@@ -126,7 +160,7 @@ func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 	}
 	if st.Phase == phaseRun {
 		x.it.emit(Event{Time: x.start, RunID: x.rs.RunID, Step: s.ID, Kind: "start", Attempt: x.hist.Attempt, Job: x.rs.JobID,
-			Workflow: x.wf.Name, Action: stepAction(s), Number: x.rs.Number})
+			Workflow: x.wf.Name, Action: stepAction(s), Number: x.rs.Number, Seq: x.seq})
 	} else if st.Started > 0 {
 		x.hist.Start = st.Started
 	}

@@ -159,14 +159,17 @@ func (it *Interpreter) EndRunSpans() {
 	}
 }
 
-// traceStep runs one delivery of a step as a child span of its run's.
-func (it *Interpreter) traceStep(ctx context.Context, rs *runtime.Step) (runtime.StepOutcome, error) {
-	ctx = it.runSpan(ctx, rs)
-	ctx, span := it.tracer.Start(ctx, "step", trace.WithAttributes(AttrRunID.String(rs.RunID),
-		AttrWorkflow.String(rs.Headers[HeaderWorkflow]), AttrStepNumber.Int(rs.Number)))
+// traceStep runs x's step, as a child span of its run's when tracing is
+// on: one span per DSL step, so the steps of one delivery (fold.go) get
+// one each.
+func (it *Interpreter) traceStep(ctx context.Context, x *exec) (runtime.StepOutcome, error) {
+	if it.tracer == nil {
+		return x.runOne(ctx)
+	}
+	ctx, span := it.startStepSpan(ctx, x.rs)
 	defer span.End()
-	x, out, err := it.runStep(ctx, rs)
-	if x != nil && x.s != nil {
+	out, err := x.runOne(ctx)
+	if x.s != nil {
 		span.SetName("step " + x.s.ID)
 		span.SetAttributes(AttrStep.String(x.s.ID), AttrAttempt.Int(x.hist.Attempt))
 		if a := stepAction(x.s); a != "" {
@@ -176,9 +179,9 @@ func (it *Interpreter) traceStep(ctx context.Context, rs *runtime.Step) (runtime
 	switch {
 	case err != nil:
 		span.SetAttributes(AttrOutcome.String(outcomeError))
-		// runStep redacted the error already.
+		// runOne redacted the error already.
 		span.SetStatus(codes.Error, err.Error())
-	case x != nil && x.hist.Outcome != "":
+	case x.hist.Outcome != "":
 		span.SetAttributes(AttrOutcome.String(x.hist.Outcome))
 		if e := x.hist.Error; e != nil {
 			// The error as the history stores it: redacted.
@@ -186,6 +189,25 @@ func (it *Interpreter) traceStep(ctx context.Context, rs *runtime.Step) (runtime
 		}
 	}
 	return out, err
+}
+
+// traceUnstarted records a delivery that ended before its DSL step (its
+// state or definition unreadable, its run id reused) as a step span.
+func (it *Interpreter) traceUnstarted(ctx context.Context, rs *runtime.Step, err error) {
+	if it.tracer == nil {
+		return
+	}
+	_, span := it.startStepSpan(ctx, rs)
+	if err != nil {
+		span.SetAttributes(AttrOutcome.String(outcomeError))
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+func (it *Interpreter) startStepSpan(ctx context.Context, rs *runtime.Step) (context.Context, trace.Span) {
+	return it.tracer.Start(ctx, "step", trace.WithAttributes(AttrRunID.String(rs.RunID),
+		AttrWorkflow.String(rs.Headers[HeaderWorkflow]), AttrStepNumber.Int(rs.Number)))
 }
 
 // actionContext returns the context an action runs in: with tracing on,

@@ -249,3 +249,40 @@ steps:
 	wantChild(t, asks[1], second)
 	wantChild(t, oneSpan(t, spans, "step done"), second)
 }
+
+// Pure steps folded into one delivery keep a span each, children of the
+// run's span, in order, all at the delivery's runtime step number.
+func TestTraceFoldedStepsSpanEach(t *testing.T) {
+	e, exp := tracedEnv(t)
+	p := e.write("folded.yaml", `
+tqw: v1
+name: folded
+steps:
+  - id: pick
+    set: {x: 1}
+  - id: route
+    switch:
+      - when: vars.x == 2
+        next: pick
+    next: done
+  - id: done
+    fail: "no x"
+`)
+	wantFailedWith(t, e.run(p, map[string]any{}, "r1"), "no x")
+	spans := exp.GetSpans()
+	run := oneSpan(t, spans, "run folded")
+	var order []string
+	for _, s := range spans {
+		if !strings.HasPrefix(s.Name, "step ") {
+			continue
+		}
+		wantChild(t, s, run)
+		order = append(order, s.Name+"@"+spanAttr(s, AttrStepNumber)+":"+spanAttr(s, AttrOutcome))
+	}
+	if got, want := strings.Join(order, " "), "step pick@0:ok step route@0:ok step done@0:failed"; got != want {
+		t.Fatalf("step spans %q; want %q", got, want)
+	}
+	if done := oneSpan(t, spans, "step done"); done.Status.Code != codes.Error || done.Status.Description != "fail: no x" {
+		t.Errorf("span of the failing step: status %v %q", done.Status.Code, done.Status.Description)
+	}
+}

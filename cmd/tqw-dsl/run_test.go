@@ -158,6 +158,23 @@ func TestRunHello(t *testing.T) {
 			t.Errorf("history lacks %q:\n%s", want, hist)
 		}
 	}
+	// The pure steps fold into the runtime step before them (pick and
+	// route into the first, done into greet's): a record each, in order.
+	histJSON, _ := c.must(0, "history", "ann", "--json")
+	var places []string
+	for _, line := range strings.Split(strings.TrimSpace(histJSON), "\n") {
+		var r struct {
+			Step   string `json:"step"`
+			N, Seq int
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("history --json line %q: %v", line, err)
+		}
+		places = append(places, fmt.Sprintf("%s@%d.%d", r.Step, r.N, r.Seq))
+	}
+	if got := strings.Join(places, " "); got != "pick@0.0 route@0.1 greet@1.0 done@1.1" {
+		t.Errorf("history --json records at %s; want pick@0.0 route@0.1 greet@1.0 done@1.1", got)
+	}
 	status, _ := c.must(0, "status", "ann", "--json")
 	if !strings.Contains(status, `"state":"succeeded"`) || !strings.Contains(status, `"result":"Hello, Ann!"`) ||
 		!strings.Contains(status, `"last_step":{"step":"done","attempt":1,"outcome":"succeeded"}`) {

@@ -102,7 +102,8 @@ func (m *Metrics) Events(e interpreter.Event) {
 	wf := e.Workflow
 	switch e.Kind {
 	case "start":
-		if e.Number == 0 && e.Attempt == 1 {
+		// The run's first DSL step: pure steps after it share Number 0.
+		if e.Number == 0 && e.Seq == 0 && e.Attempt == 1 {
 			m.runsStarted.WithLabelValues(wf).Inc()
 		}
 	case "end":

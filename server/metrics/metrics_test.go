@@ -30,6 +30,12 @@ const workflowYAML = `
 tqw: v1
 name: metered
 steps:
+  - id: pick
+    set: {greeting: hi}
+  - id: route
+    switch:
+      - when: vars.greeting == "hi"
+        next: hello
   - id: hello
     action: shell
     with: {command: "echo hi"}
@@ -40,8 +46,9 @@ steps:
     succeed: "${ output }"
 `
 
-// TestMetricsAfterARealRun runs a workflow (a shell step, a wait for a
-// signal sent through the inbox, a succeed) on a writer wired as the
+// TestMetricsAfterARealRun runs a workflow (a set and a switch, which
+// fold into one runtime step, a shell step, a wait for a signal sent
+// through the inbox, a succeed) on a writer wired as the
 // worker wires it, then scrapes: counters, histograms and gauges carry
 // the run, and no label holds its id.
 func TestMetricsAfterARealRun(t *testing.T) {
