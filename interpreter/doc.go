@@ -17,7 +17,11 @@
 //     tqw/hist/<run>/<n>.<seq>, sorting between runtime steps n and n+1;
 //     HistoryRecord.N is the runtime step, Seq the place in it), its own
 //     start and end events, totals, span and StepDurations call. A step
-//     reads the outputs staged earlier in its delivery. At most 100 pure
+//     reads the outputs staged earlier in its delivery. A folded step
+//     that errs (a failed read; it has staged nothing) ends the chain
+//     before it: what ran before settles, and the step runs again in a
+//     runtime step of its own, so an action is never redone for a read
+//     that came after it. At most 100 pure
 //     steps follow a delivery's first, so a pure loop commits every 101
 //     steps and always progresses.
 //   - A run pins its definition. Submit stores the YAML of the workflow and

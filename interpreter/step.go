@@ -50,6 +50,7 @@ func (it *Interpreter) RunStep(ctx context.Context, rs *runtime.Step) (runtime.S
 	}
 	it.noteStart(rs)
 	c := &chain{red: newRedactor(it.secretValues(d.wf))}
+	var prev *exec
 	for {
 		x := &exec{it: it, rs: rs, st: st, d: d, wf: d.wf, red: c.red, ch: c, seq: c.steps, start: it.now()}
 		out, err = it.traceStep(ctx, x)
@@ -59,13 +60,20 @@ func (it *Interpreter) RunStep(ctx context.Context, rs *runtime.Step) (runtime.S
 			it.stepDurations(now.Sub(began))
 			began = now
 		}
+		if err != nil && prev != nil {
+			// A folded step that errs (a failed read) staged nothing: the
+			// chain before it settles, and it runs again in a delivery of
+			// its own, so the delivery's first step (an action perhaps)
+			// is not done twice for it.
+			return prev.continueNow()
+		}
 		if err != nil || x.next == nil {
 			return out, err
 		}
 		if !c.folds(ctx, x) {
 			return x.continueNow()
 		}
-		st = x.next
+		prev, st = x, x.next
 	}
 }
 
