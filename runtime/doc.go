@@ -162,8 +162,11 @@
 //     file store (a lone run: unchanged, one PUT per step); the cost is
 //     throughput when the CPU is the bottleneck, since the disk then idles
 //     while the batch fills (docs/BENCHMARKS.md, "interpreter request
-//     counts (issue 14)"). A runner's own commits do not count as the
-//     settlement's.
+//     counts (issue 14)"). A runner's own durable commits and status
+//     reads (their read barrier) count as its worker's committer having
+//     joined the batch they wait for, since the run commits nothing else
+//     until they return: a lone run never waits for itself
+//     (TestARunnersOwnCommitsDoNotWaitForItsWorker).
 //   - Memo.Get: one GET; Memo.Put: one PUT. Step-output replay adds one GET
 //     per delivery and one PUT per recorded outcome.
 //   - Signal: one durable commit to buffer it, plus, when a waiter exists,

@@ -536,7 +536,9 @@ func (db *DB) View(ctx context.Context, fn func(tx *Tx) error) error {
 // Sync returns when every commit made before the call is durable. It ends
 // the linger but waits with the company like a durable commit (at most
 // CommitDelay): ending that wait would split the PUT the registered
-// committers were about to share. An error from waiting wraps
+// committers were about to share. A committer ctx carries (WithCommitter)
+// counts as joined, since it commits nothing until Sync returns. An error
+// from waiting wraps
 // ErrCommitUncertain; an error from a DB that already stopped (ErrStopped,
 // ErrFenced, ErrClosed) does not, although commits applied before the stop
 // were not all made durable.
@@ -547,8 +549,11 @@ func (db *DB) Sync(ctx context.Context) error {
 		return err
 	}
 	b := db.lastBatchLocked()
-	if b != nil && !b.urgent {
+	if b != nil && !b.sealed {
 		b.urgent = true
+		if c := committerFrom(ctx); c != nil {
+			db.joinLocked(b, c, time.Now())
+		}
 		db.cond.Broadcast()
 	}
 	db.mu.Unlock()

@@ -215,3 +215,32 @@ func TestSyncWaitForCompanyIsBounded(t *testing.T) {
 		}
 	})
 }
+
+// (f) A registered committer that calls Sync is blocked on the batch it
+// waits for, so the batch does not wait for that committer's next
+// commit: a step's runner reading a status (its ctx carries its
+// worker's committer) never waits for itself.
+func TestSyncOfACommitterDoesNotWaitForItself(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := openInBubble(t, mem.New(), time.Hour)
+		defer db.Close()
+		runner, other := db.Committer(), db.Committer()
+		defer runner.Leave()
+		defer other.Leave()
+		before := db.Stats()
+		start := time.Now()
+		committed := make(chan struct{})
+		go func() { defer close(committed); commitAs(t, db, other, "other") }()
+		synctest.Wait() // held for runner
+		if err := db.Sync(WithCommitter(context.Background(), runner)); err != nil {
+			t.Fatalf("Sync: %v", err)
+		}
+		<-committed
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("Sync as the only missing committer took %v; want 0", d)
+		}
+		if puts := db.Stats().WALPuts - before.WALPuts; puts != 1 {
+			t.Fatalf("WAL PUTs = %d; want 1", puts)
+		}
+	})
+}
