@@ -159,7 +159,10 @@
 //     duration without a new settlement, and never when the run is alone
 //     (kv's "Group commit with company"): the YAML loop benchmark went
 //     from about 0.08-0.11 to about 0.04 PUT per step at 32 runs on the
-//     file store (a lone run: unchanged, one PUT per step); the cost is
+//     file store, and 10-step no-op action runs through the engine to
+//     0.044-0.049 once status reads (their read barrier) stopped
+//     hurrying held batches out (a lone run: unchanged, one PUT per
+//     step plus the submission); the cost is
 //     throughput when the CPU is the bottleneck, since the disk then idles
 //     while the batch fills (docs/BENCHMARKS.md, "interpreter request
 //     counts (issue 14)"). A runner's own durable commits and status
