@@ -538,10 +538,9 @@ func (db *DB) View(ctx context.Context, fn func(tx *Tx) error) error {
 // CommitDelay): ending that wait would split the PUT the registered
 // committers were about to share. A committer ctx carries (WithCommitter)
 // counts as joined, since it commits nothing until Sync returns. An error
-// from waiting wraps
-// ErrCommitUncertain; an error from a DB that already stopped (ErrStopped,
-// ErrFenced, ErrClosed) does not, although commits applied before the stop
-// were not all made durable.
+// from waiting wraps ErrCommitUncertain; an error from a DB that already
+// stopped (ErrStopped, ErrFenced, ErrClosed) does not, although commits
+// applied before the stop were not all made durable.
 func (db *DB) Sync(ctx context.Context) error {
 	db.mu.Lock()
 	if err := db.usableLocked(); err != nil {

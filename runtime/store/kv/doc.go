@@ -132,7 +132,10 @@
 // (TestSyncWaitsWithTheCompany, bounded as a commit is:
 // TestSyncWaitForCompanyIsBounded): it is a reader's barrier (a status
 // read after a submission), and hurrying the batch out split the
-// settlements of every run under way into a PUT of their own. Nothing about
+// settlements of every run under way into a PUT of their own. A Sync
+// whose ctx carries a registered committer counts it as joined, so a
+// committer never waits for itself (TestSyncOfACommitterDoesNotWaitForItself).
+// Nothing about
 // durability changes: a commit is still acknowledged only once its WAL
 // object is in the store, and the wait only decides which PUT carries it.
 // The cost is latency (at most CommitDelay per step while a sibling is
