@@ -183,10 +183,13 @@ func (p *pinSet) pin(ctx context.Context, hash string, store func() error) error
 		err := store()
 		p.mu.Lock()
 		delete(p.pending, hash)
-		p.mu.Unlock()
 		if err == nil {
-			p.add(hash)
+			if p.hashes == nil {
+				p.hashes = map[string]struct{}{}
+			}
+			p.hashes[hash] = struct{}{}
 		}
+		p.mu.Unlock()
 		close(done)
 		return err
 	}
