@@ -131,8 +131,8 @@
 // Submit costs the runtime's submit commit and, for each definition of
 // the call tree this interpreter has not pinned or read yet, one HEAD,
 // plus one create-only PUT when the store lacks it: a definition is
-// pinned once per process, and resubmitting a workflow writes nothing but
-// the run. PrepareRun, which has no such memory, costs one HEAD per
+// pinned once per process (concurrent first submissions share one HEAD
+// and PUT), and resubmitting a workflow writes nothing but the run. PrepareRun, which has no such memory, costs one HEAD per
 // definition. A call step's child submission costs another submit commit
 // (the child index rides in it). A definition not yet cached costs one GET.
 // A lone run watched to its end (Watch) costs one WAL PUT for its

@@ -122,23 +122,24 @@ func WithLabels(labels map[string]string) SubmitOption {
 // definition in pins is known stored and costs nothing; any other costs a
 // HEAD, and a create-only PUT when the store lacks it (a racing writer of
 // the same hash wrote the same bytes, so losing the race is success).
-// Definitions are never deleted, so once stored a hash stays known.
+// Concurrent pins of one hash through one set wait for the first one's
+// requests instead of making their own. Definitions are never deleted,
+// so once stored a hash stays known.
 func pinDefinitions(ctx context.Context, store objstore.Store, pins *pinSet, w *Workflow) error {
 	for hash, wf := range w.all {
-		if pins.has(hash) {
-			continue
-		}
-		_, err := store.Head(ctx, defKey(hash))
-		if errors.Is(err, objstore.ErrNotExist) {
-			_, err = store.Put(ctx, defKey(hash), wf.Source, objstore.CreateOnly())
-			if errors.Is(err, objstore.ErrPrecondition) {
-				err = nil
+		err := pins.pin(ctx, hash, func() error {
+			_, err := store.Head(ctx, defKey(hash))
+			if errors.Is(err, objstore.ErrNotExist) {
+				_, err = store.Put(ctx, defKey(hash), wf.Source, objstore.CreateOnly())
+				if errors.Is(err, objstore.ErrPrecondition) {
+					err = nil
+				}
 			}
-		}
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("interpreter: store definition of %s: %w", wf.File, err)
 		}
-		pins.add(hash)
 	}
 	return nil
 }
@@ -146,18 +147,52 @@ func pinDefinitions(ctx context.Context, store objstore.Store, pins *pinSet, w *
 // pinSet holds the hashes of definitions known to be in the store; the
 // nil set knows none. Safe for concurrent use.
 type pinSet struct {
-	mu     sync.Mutex
-	hashes map[string]struct{}
+	mu      sync.Mutex
+	hashes  map[string]struct{}
+	pending map[string]chan struct{} // hashes being stored; closed when done
 }
 
-func (p *pinSet) has(hash string) bool {
+// pin runs store unless hash is known stored or another pin of it is
+// under way, in which case it waits for that one (and runs store itself
+// if that one failed). hash is known stored once store succeeded.
+func (p *pinSet) pin(ctx context.Context, hash string, store func() error) error {
 	if p == nil {
-		return false
+		return store()
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := p.hashes[hash]
-	return ok
+	for {
+		p.mu.Lock()
+		if _, ok := p.hashes[hash]; ok {
+			p.mu.Unlock()
+			return nil
+		}
+		if done, ok := p.pending[hash]; ok {
+			p.mu.Unlock()
+			select {
+			case <-done:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		if p.pending == nil {
+			p.pending = map[string]chan struct{}{}
+		}
+		p.pending[hash] = done
+		p.mu.Unlock()
+		err := store()
+		p.mu.Lock()
+		delete(p.pending, hash)
+		if err == nil {
+			if p.hashes == nil {
+				p.hashes = map[string]struct{}{}
+			}
+			p.hashes[hash] = struct{}{}
+		}
+		p.mu.Unlock()
+		close(done)
+		return err
+	}
 }
 
 func (p *pinSet) add(hash string) {

@@ -11,7 +11,6 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
 	"github.com/tqw-dsl/tqw/internal/invariants"
-	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -238,8 +237,11 @@ func (d *delivery) cancelRequested(ctx context.Context) (bool, error) {
 // invoke runs the runner with a context cancelled on Cancel and shutdown.
 // A panicking runner counts as a transient error.
 func (d *delivery) invoke(ctx context.Context, sig []byte, eff *Effects) (out StepOutcome, err error) {
-	// The runner's own commits are not the step's settlement.
-	stepCtx, cancel := context.WithCancelCause(kv.WithCommitter(ctx, nil))
+	// ctx carries the worker's kv committer: the runner's own durable
+	// commits and read barriers count as its having joined the batch
+	// they wait for, since it commits nothing else until they return (a
+	// batch waiting for it would wait for its own waiter).
+	stepCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := make(chan struct{})
 	defer close(stop)

@@ -159,11 +159,17 @@
 //     duration without a new settlement, and never when the run is alone
 //     (kv's "Group commit with company"): the YAML loop benchmark went
 //     from about 0.08-0.11 to about 0.04 PUT per step at 32 runs on the
-//     file store (a lone run: unchanged, one PUT per step); the cost is
+//     file store, and 10-step no-op action runs through the engine to
+//     0.044-0.049 once status reads (their read barrier) stopped
+//     hurrying held batches out (a lone run: unchanged, one PUT per
+//     step plus the submission); the cost is
 //     throughput when the CPU is the bottleneck, since the disk then idles
 //     while the batch fills (docs/BENCHMARKS.md, "interpreter request
-//     counts (issue 14)"). A runner's own commits do not count as the
-//     settlement's.
+//     counts (issue 14)"). A runner's own durable commits and status
+//     reads (their read barrier) count as its worker's committer having
+//     joined the batch they wait for, since the run commits nothing else
+//     until they return: a lone run never waits for itself
+//     (TestARunnersOwnCommitsDoNotWaitForItsWorker).
 //   - Memo.Get: one GET; Memo.Put: one PUT. Step-output replay adds one GET
 //     per delivery and one PUT per recorded outcome.
 //   - Signal: one durable commit to buffer it, plus, when a waiter exists,

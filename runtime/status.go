@@ -38,7 +38,8 @@ type durableBarrier interface {
 // durable state only: a Reader reads nothing else, and on the writer's
 // queue every answer waits until the commits it may have read are durable
 // (a read barrier: free when nothing is pending, else the wait for the
-// WAL PUT under way). A step whose claim is not durable yet may show as
+// WAL PUT holding what is, at most kv.Options.CommitDelay longer while
+// running steps' settlements are about to share it). A step whose claim is not durable yet may show as
 // pending on a Reader.
 type Inspector struct {
 	r StateReader

@@ -120,7 +120,7 @@ type batch struct {
 	// urgent says someone waits for this batch (a durable commit joined
 	// it, or Sync, Close or a checkpoint asked): the flusher writes it
 	// without lingering, holding it only for registered committers that
-	// have not joined yet (siblings.go). hurried says Sync, Close or a
+	// have not joined yet (siblings.go). hurried says Close or a
 	// checkpoint asked: it goes at once.
 	urgent, hurried bool
 	// joiners counts registered committers whose durable commit joined;
@@ -533,7 +533,11 @@ func (db *DB) View(ctx context.Context, fn func(tx *Tx) error) error {
 	return fn(tx)
 }
 
-// Sync returns when every commit made before the call is durable. An error
+// Sync returns when every commit made before the call is durable. It ends
+// the linger but waits with the company like a durable commit (at most
+// CommitDelay): ending that wait would split the PUT the registered
+// committers were about to share. A committer ctx carries (WithCommitter)
+// counts as joined, since it commits nothing until Sync returns. An error
 // from waiting wraps ErrCommitUncertain; an error from a DB that already
 // stopped (ErrStopped, ErrFenced, ErrClosed) does not, although commits
 // applied before the stop were not all made durable.
@@ -544,7 +548,13 @@ func (db *DB) Sync(ctx context.Context) error {
 		return err
 	}
 	b := db.lastBatchLocked()
-	db.hurryLocked(b)
+	if b != nil && !b.sealed {
+		b.urgent = true
+		if c := committerFrom(ctx); c != nil {
+			db.joinLocked(b, c, time.Now())
+		}
+		db.cond.Broadcast()
+	}
 	db.mu.Unlock()
 	return waitBatch(ctx, b)
 }

@@ -90,8 +90,9 @@
 //     one costs one PUT. In memory, a commit records its keys for conflict
 //     detection only while an older transaction snapshot is open.
 //   - Sync: nothing when no commit is pending; else it ends the linger
-//     (and any wait for company) and waits for the PUT holding the last
-//     commit.
+//     and waits for the PUT holding the last commit, which may wait for
+//     company as a durable commit's does (at most CommitDelay): a read
+//     barrier never splits the PUT the committers were about to share.
 //   - Health: no request; it reports what the last requests met.
 //   - Get/Scan/Tx reads: none, except 1 GET per large value read.
 //   - Large value: 1 PUT before its commit and 1 DELETE after the commit
@@ -127,7 +128,14 @@
 // (TestConcurrentCommittersShareOnePut), and a missing one costs the
 // others at most CommitDelay (TestCommitDelayIsBounded, with the PUT-gap
 // rule in TestCommitDelayEndsAfterAPutWithoutCompany; both on synctest's
-// clock). Sync, Close and checkpoints never wait. Nothing about
+// clock). Close and checkpoints never wait. Sync waits with the company
+// (TestSyncWaitsWithTheCompany, bounded as a commit is:
+// TestSyncWaitForCompanyIsBounded): it is a reader's barrier (a status
+// read after a submission), and hurrying the batch out split the
+// settlements of every run under way into a PUT of their own. A Sync
+// whose ctx carries a registered committer counts it as joined, so a
+// committer never waits for itself (TestSyncOfACommitterDoesNotWaitForItself).
+// Nothing about
 // durability changes: a commit is still acknowledged only once its WAL
 // object is in the store, and the wait only decides which PUT carries it.
 // The cost is latency (at most CommitDelay per step while a sibling is

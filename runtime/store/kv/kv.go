@@ -111,13 +111,14 @@ type Options struct {
 	// durable within Linger plus one PUT. Default 10 ms; negative writes
 	// every batch at once.
 	Linger time.Duration
-	// CommitDelay bounds how long a WAL batch that a durable commit made
-	// ready waits for registered committers (Committer) that have not
-	// joined it yet, PostgreSQL's commit_delay with commit_siblings
-	// counted exactly. The wait also ends once no durable commit joined
-	// for one WAL PUT's duration (the last one's), and it never happens
-	// when every registered committer joined already (a lone committer
-	// never waits). Default 2 ms; negative turns the wait off.
+	// CommitDelay bounds how long a WAL batch that a durable commit or a
+	// Sync made ready waits for registered committers (Committer) that
+	// have not joined it yet, PostgreSQL's commit_delay with
+	// commit_siblings counted exactly. The wait also ends once no durable
+	// commit joined for one WAL PUT's duration (the last one's), and it
+	// never happens when every registered committer joined already (a
+	// lone committer never waits). Default DefaultCommitDelay (5 ms);
+	// negative turns the wait off.
 	CommitDelay time.Duration
 }
 

@@ -143,3 +143,104 @@ func TestCommitDelayEndsAfterAPutWithoutCompany(t *testing.T) {
 		}
 	})
 }
+
+// (d) A Sync while a batch waits for company does not end the wait: the
+// reader waits for the PUT the committers share instead of splitting it.
+// Before, Sync hurried the batch out, and a status read per submitted run
+// cost the other runs' settlements a PUT each time.
+func TestSyncWaitsWithTheCompany(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := openInBubble(t, mem.New(), time.Hour)
+		defer db.Close()
+		a, b := db.Committer(), db.Committer()
+		defer a.Leave()
+		defer b.Leave()
+		before := db.Stats()
+		committed := make(chan struct{})
+		go func() { defer close(committed); commitAs(t, db, a, "a") }()
+		synctest.Wait() // a's commit is held for b
+		synced := make(chan error, 1)
+		go func() { synced <- db.Sync(context.Background()) }()
+		synctest.Wait()
+		select {
+		case err := <-synced:
+			t.Fatalf("Sync returned (%v) while the batch it waits for was held for company", err)
+		default:
+		}
+		commitAs(t, db, b, "b")
+		<-committed
+		if err := <-synced; err != nil {
+			t.Fatalf("Sync: %v", err)
+		}
+		if puts := db.Stats().WALPuts - before.WALPuts; puts != 1 {
+			t.Fatalf("two committers and a Sync made %d WAL PUTs; want 1", puts)
+		}
+	})
+}
+
+// (e) A Sync's wait for company is bounded like a commit's: at most
+// CommitDelay, and none at all when no registered committer is missing.
+func TestSyncWaitForCompanyIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const delay = 3 * time.Millisecond
+		opts := quietOpts()
+		opts.CommitDelay = delay
+		opts.Linger = time.Hour // only Sync can make a non-durable commit go
+		opts.DisableAutoCheckpoint = true
+		db := mustOpen(t, mem.New(), opts)
+		defer db.Close()
+		ctx := context.Background()
+		put := func(k string) {
+			if err := db.UpdateNonDurable(ctx, func(tx *Tx) error { return tx.Put([]byte(k), []byte("v")) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		put("alone")
+		start := time.Now()
+		if err := db.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("Sync with no committer registered took %v; want 0", d)
+		}
+		absent := db.Committer()
+		defer absent.Leave()
+		put("company")
+		start = time.Now()
+		if err := db.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != delay {
+			t.Fatalf("Sync with an absent committer took %v; want exactly CommitDelay (%v)", d, delay)
+		}
+	})
+}
+
+// (f) A registered committer that calls Sync is blocked on the batch it
+// waits for, so the batch does not wait for that committer's next
+// commit: a step's runner reading a status (its ctx carries its
+// worker's committer) never waits for itself.
+func TestSyncOfACommitterDoesNotWaitForItself(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := openInBubble(t, mem.New(), time.Hour)
+		defer db.Close()
+		runner, other := db.Committer(), db.Committer()
+		defer runner.Leave()
+		defer other.Leave()
+		before := db.Stats()
+		start := time.Now()
+		committed := make(chan struct{})
+		go func() { defer close(committed); commitAs(t, db, other, "other") }()
+		synctest.Wait() // held for runner
+		if err := db.Sync(WithCommitter(context.Background(), runner)); err != nil {
+			t.Fatalf("Sync: %v", err)
+		}
+		<-committed
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("Sync as the only missing committer took %v; want 0", d)
+		}
+		if puts := db.Stats().WALPuts - before.WALPuts; puts != 1 {
+			t.Fatalf("WAL PUTs = %d; want 1", puts)
+		}
+	})
+}

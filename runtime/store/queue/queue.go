@@ -151,8 +151,9 @@ func (q *Queue) DB() *kv.DB { return q.db }
 // Sync returns once every commit made before the call is durable: a read
 // barrier for a caller that reports what it read from this writer's
 // memory (which includes commits still on their way to the store). It
-// costs nothing when no commit is pending; else it waits for (or hurries)
-// the WAL PUT holding them.
+// costs nothing when no commit is pending; else it waits for the WAL PUT
+// holding them, without linger but with the kv's bounded wait for
+// company (kv.DB.Sync).
 func (q *Queue) Sync(ctx context.Context) error {
 	return wrapKV("sync", q.db.Sync(ctx))
 }
