@@ -350,3 +350,71 @@ func mpInt(b []byte, v int64) []byte {
 	}
 	return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(v))
 }
+
+// readJobState decodes of a record map only its state and the value of
+// one header, skipping every other field: what a caller that counts jobs
+// by state needs, without the header map, payload and history GetJob
+// builds.
+func readJobState(data []byte, header string) (State, string, error) {
+	if err := msgpackcheck.Check(data, msgpackcheck.Options{}); err != nil {
+		return "", "", err
+	}
+	dec := msgpack.GetDecoder()
+	defer msgpack.PutDecoder(dec)
+	dec.Reset(bytes.NewReader(data))
+	n, err := dec.DecodeMapLen()
+	if err != nil {
+		return "", "", err
+	}
+	var st State
+	var value string
+	for range max(n, 0) {
+		k, err := dec.DecodeString()
+		if err != nil {
+			return "", "", err
+		}
+		switch k {
+		case "st":
+			var s string
+			s, err = dec.DecodeString()
+			st = State(s)
+		case "h":
+			value, err = readHeader(dec, header)
+		default:
+			err = dec.Skip()
+		}
+		if err != nil {
+			return "", "", fmt.Errorf("field %q: %w", k, err)
+		}
+	}
+	return st, value, nil
+}
+
+// readHeader returns the value of header name in a header map, skipping
+// the other entries' values.
+func readHeader(dec *msgpack.Decoder, name string) (string, error) {
+	n, err := dec.DecodeMapLen()
+	if err != nil || n <= 0 {
+		return "", err
+	}
+	if n > maxHeadersSize {
+		return "", fmt.Errorf("%d headers", n)
+	}
+	value := ""
+	for range n {
+		k, err := dec.DecodeString()
+		if err != nil {
+			return "", err
+		}
+		if k != name {
+			if err := dec.Skip(); err != nil {
+				return "", err
+			}
+			continue
+		}
+		if value, err = dec.DecodeString(); err != nil {
+			return "", err
+		}
+	}
+	return value, nil
+}
