@@ -133,6 +133,21 @@ func decodeResultRecord(b []byte) (*resultRecord, error) {
 	return &r, nil
 }
 
+// decodeResultState is decodeResultRecord's Status alone, for visits of
+// many results (the other fields are skipped, not decoded).
+func decodeResultState(b []byte) (runstate.State, error) {
+	var r struct {
+		Status runstate.TerminalStatus `msgpack:"st"`
+	}
+	if err := decodeRecord("result record", b, &r); err != nil {
+		return 0, err
+	}
+	if !r.Status.Valid() {
+		return 0, fmt.Errorf("%w: result record with status %d", ErrCorruptRecord, r.Status)
+	}
+	return r.Status.State(), nil
+}
+
 func decodeReplayRecord(b []byte) (*replayRecord, error) {
 	var r replayRecord
 	if err := decodeRecord("replay record", b, &r); err != nil {
