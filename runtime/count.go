@@ -41,8 +41,9 @@ func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (
 		counts[runstate.TerminalStatus(i+1).State()] += n
 	}
 	// Runs in the KV: an active record hides a result record of the same
-	// id, and both hide a sealed entry of it.
-	active := map[string]bool{}
+	// id (the results' pass steps through the active ids, which come in
+	// order), and both hide a sealed entry of it.
+	var active []string
 	var holders *holderSweep
 	visit := func(id string, st runstate.State) error {
 		counts[st]++
@@ -66,7 +67,7 @@ func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (
 		if err != nil {
 			return err
 		}
-		active[it.id] = true
+		active = append(active, it.id)
 		return visit(it.id, st)
 	})
 	if err != nil {
@@ -74,7 +75,10 @@ func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (
 	}
 	holders = &holderSweep{in: in, segs: sealed.byMinID}
 	err = eachKV(ctx, in, kvResults, func(it *kvItem) error {
-		if active[it.id] {
+		for len(active) > 0 && active[0] < it.id {
+			active = active[1:]
+		}
+		if len(active) > 0 && active[0] == it.id {
 			return nil
 		}
 		st, err := decodeResultState(it.value)
@@ -107,23 +111,25 @@ func (in *Inspector) countedState(ctx context.Context, it *kvItem, steps, cancel
 	if err != nil {
 		return 0, err
 	}
-	var ptr *stepPointer
+	jobID := ""
 	if ptrBytes != nil {
-		if ptr, err = decodeStepPointer(ptrBytes); err != nil {
+		if jobID, err = decodePointerJob(ptrBytes); err != nil {
 			return 0, fmt.Errorf("run %s: %w", it.id, err)
 		}
-	} else if ptr, err = loadPointer(ctx, in.r, it.id); err != nil {
+	} else if ptr, err := loadPointer(ctx, in.r, it.id); err != nil {
 		return 0, err
+	} else if ptr != nil {
+		jobID = ptr.JobID
 	}
 	var job queue.State
 	wait := ""
-	if ptr != nil {
-		job, wait, err = in.r.JobState(ctx, ptr.JobID, headerSignalWait)
+	if jobID != "" {
+		job, wait, err = in.r.JobState(ctx, jobID, headerSignalWait)
 		if errors.Is(err, queue.ErrNotFound) {
 			job, err = "", nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("runtime: count runs: run %s: job %s: %w", it.id, ptr.JobID, err)
+			return 0, fmt.Errorf("runtime: count runs: run %s: job %s: %w", it.id, jobID, err)
 		}
 	}
 	return activeRunState(job, wait, func() (bool, error) {

@@ -231,3 +231,93 @@ func TestCountRunsReadsNoJobRecordPerActiveRun(t *testing.T) {
 	}
 	hold.open()
 }
+
+// BenchmarkCountRunsWaiting counts 10,000 waiting runs (half on signals,
+// half on timers) on the writer: the part of GET /v1/runs that grows
+// with the active runs.
+func BenchmarkCountRunsWaiting(b *testing.B) {
+	const n = 10_000
+	e := newEnvCfg(b, mem.New(), defaultQueueConfig(), waitingRunner(), Options{TerminalHook: noopTerminalHook{}, Concurrency: 32})
+	e.start()
+	parkRuns(b, e, n)
+	for b.Loop() {
+		c, err := e.rt.Inspector().CountRuns(e.ctx, runstate.ListOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if c[runstate.StateWaiting]+c[runstate.StateScheduled] != n {
+			b.Fatalf("CountRuns = %v, want %d waiting or scheduled", c, n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/run")
+}
+
+// CountRuns while runs are submitted, step, wait, are cancelled and end
+// fails on nothing (the race detector watches its scans beside the
+// writer), and once they settle counts what ListRuns lists.
+func TestCountRunsWhileRunsChange(t *testing.T) {
+	runner := StepRunnerFunc(func(_ context.Context, s *Step) (StepOutcome, error) {
+		switch {
+		case s.Number < 2:
+			return ContinueNow(nil), nil
+		case s.RunID[len(s.RunID)-1]%3 == 0:
+			return ContinueOnSignal(nil, "sig-"+s.RunID, 24*time.Hour), nil
+		case s.RunID[len(s.RunID)-1]%3 == 1:
+			return Fail("no"), nil
+		}
+		return Succeed(nil), nil
+	})
+	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), runner, Options{Concurrency: 8, ResultRetention: time.Hour})
+	e.start()
+	n := 300
+	if raceEnabled {
+		n = 120
+	}
+	done := make(chan struct{})
+	counted := make(chan error, 1)
+	go func() {
+		defer close(counted)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := e.rt.Inspector().CountRuns(e.ctx, runstate.ListOptions{}); err != nil {
+				counted <- err
+				return
+			}
+		}
+	}()
+	for i := range n {
+		id := fmt.Sprintf("r-%04d", i)
+		e.submit(RunSpec{RunID: id})
+		if i%7 == 0 {
+			if _, err := e.rt.Cancel(e.ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range n {
+		id := fmt.Sprintf("r-%04d", i)
+		e.waitRun(id, func(st runstate.Status) bool { return st.State.Terminal() || st.State == runstate.StateWaiting })
+	}
+	close(done)
+	if err := <-counted; err != nil {
+		t.Fatalf("CountRuns during the runs: %v", err)
+	}
+	got, err := e.rt.Inspector().CountRuns(e.ctx, runstate.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := listedCounts(t, e.rt.Inspector(), nil); !maps.Equal(got, want) {
+		t.Errorf("CountRuns = %v, ListRuns counts %v", got, want)
+	}
+	total := 0
+	for _, c := range got {
+		total += c
+	}
+	if total != n {
+		t.Errorf("CountRuns counted %d runs, want %d", total, n)
+	}
+}
