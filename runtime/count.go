@@ -16,7 +16,8 @@ import (
 // counted from its segment's catalog entry (state counts, kept in
 // memory), so only the runs still in the KV are visited, one by one:
 // active runs and finished runs not sealed yet. A visit reads nothing
-// by key but an active run's job, and decodes little: run records, step
+// by key but an active run's job (and its step pointer, when written
+// after the scan passed its id), and decodes little: run records, step
 // pointers and cancels are scanned side by side (a run record decoded
 // only when a cancel names its id), a result's state alone is decoded,
 // and of the job only its state and signal header (StateReader.JobState).
