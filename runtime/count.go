@@ -21,11 +21,10 @@ import (
 // pointers and cancels are scanned side by side (a run record decoded
 // only when a cancel names its id), a result's state alone is decoded,
 // and of the job only its state and signal header (StateReader.JobState).
-// An id held by several
-// (a run id reused after its run ended) is counted once, as ListRuns
-// lists it. Cost: memory reads; the index of a segment (cached, else one
-// GET) only when a run id may be held by two of them or by a segment and
-// the KV, and, after the catalog changed, a merge of the run-id hashes
+// An id held by several (a run id reused after its run ended) is counted
+// once, as ListRuns lists it. Cost: memory reads; the index of a segment
+// (cached, else one GET) only when a run id may be held by two of them
+// or by a segment and the KV, and, after the catalog changed, a merge of the run-id hashes
 // of the segments whose id ranges overlap. The catalog has no per-label
 // counts, so opts.Labels, After and Limit are refused: list those.
 func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (map[runstate.State]int, error) {
