@@ -24,9 +24,10 @@ import (
 // An id held by several (a run id reused after its run ended) is counted
 // once, as ListRuns lists it. Cost: memory reads; the index of a segment
 // (cached, else one GET) only when a run id may be held by two of them
-// or by a segment and the KV, and, after the catalog changed, a merge of the run-id hashes
-// of the segments whose id ranges overlap. The catalog has no per-label
-// counts, so opts.Labels, After and Limit are refused: list those.
+// or by a segment and the KV, and, after the catalog changed, a merge of
+// the run-id hashes of the segments whose id ranges overlap. The catalog
+// has no per-label counts, so opts.Labels, After and Limit are refused:
+// list those.
 func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (map[runstate.State]int, error) {
 	if len(opts.Labels) > 0 || opts.After != "" || opts.Limit != 0 {
 		return nil, errors.New("runtime: count runs: only States selects what CountRuns counts; list the runs to count them by label or from a cursor")
