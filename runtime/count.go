@@ -8,19 +8,26 @@ import (
 
 	"github.com/tqw-dsl/tqw/runtime/archive"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 // CountRuns counts by state the runs ListRuns lists with opts.States
 // (every state when empty), without listing them: a sealed run is
 // counted from its segment's catalog entry (state counts, kept in
 // memory), so only the runs still in the KV are visited, one by one:
-// active runs and finished runs not sealed yet. An id held by several
-// (a run id reused after its run ended) is counted once, as ListRuns
-// lists it. Cost: memory reads; the index of a segment (cached, else one
-// GET) only when a run id may be held by two of them or by a segment and
-// the KV, and, after the catalog changed, a merge of the run-id hashes
-// of the segments whose id ranges overlap. The catalog has no per-label
-// counts, so opts.Labels, After and Limit are refused: list those.
+// active runs and finished runs not sealed yet. A visit reads nothing
+// by key but an active run's job (and its step pointer, when written
+// after the scan passed its id), and decodes little: run records, step
+// pointers and cancels are scanned side by side (a run record decoded
+// only when a cancel names its id), a result's state alone is decoded,
+// and of the job only its state and signal header (StateReader.JobState).
+// An id held by several (a run id reused after its run ended) is counted
+// once, as ListRuns lists it. Cost: memory reads; the index of a segment
+// (cached, else one GET) only when a run id may be held by two of them
+// or by a segment and the KV, and, after the catalog changed, a merge of
+// the run-id hashes of the segments whose id ranges overlap. The catalog
+// has no per-label counts, so opts.Labels, After and Limit are refused:
+// list those.
 func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (map[runstate.State]int, error) {
 	if len(opts.Labels) > 0 || opts.After != "" || opts.Limit != 0 {
 		return nil, errors.New("runtime: count runs: only States selects what CountRuns counts; list the runs to count them by label or from a cursor")
@@ -35,8 +42,9 @@ func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (
 		counts[runstate.TerminalStatus(i+1).State()] += n
 	}
 	// Runs in the KV: an active record hides a result record of the same
-	// id, and both hide a sealed entry of it.
-	active := map[string]bool{}
+	// id (the results' pass steps through the active ids, which come in
+	// order), and both hide a sealed entry of it.
+	var active []string
 	var holders *holderSweep
 	visit := func(id string, st runstate.State) error {
 		counts[st]++
@@ -50,31 +58,35 @@ func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (
 		return nil
 	}
 	holders = &holderSweep{in: in, segs: sealed.byMinID}
+	// The step pointers and cancels are scanned beside the run records (all
+	// three are keyed by run id), so a run costs no point read but its
+	// job's state.
+	steps := &kvCursor{r: in.r, prefix: kvSteps}
+	cancels := &kvCursor{r: in.r, prefix: kvCancel}
 	err = eachKV(ctx, in, kvRuns, func(it *kvItem) error {
-		rec, err := decodeRunRecord(it.value)
-		if err != nil {
-			return fmt.Errorf("run %s: %w", it.id, err)
-		}
-		st, err := in.activeState(ctx, it.id, rec)
+		st, err := in.countedState(ctx, it, steps, cancels)
 		if err != nil {
 			return err
 		}
-		active[it.id] = true
-		return visit(it.id, st.State)
+		active = append(active, it.id)
+		return visit(it.id, st)
 	})
 	if err != nil {
 		return nil, err
 	}
 	holders = &holderSweep{in: in, segs: sealed.byMinID}
 	err = eachKV(ctx, in, kvResults, func(it *kvItem) error {
-		if active[it.id] {
+		for len(active) > 0 && active[0] < it.id {
+			active = active[1:]
+		}
+		if len(active) > 0 && active[0] == it.id {
 			return nil
 		}
-		res, err := decodeResultRecord(it.value)
+		st, err := decodeResultState(it.value)
 		if err != nil {
 			return fmt.Errorf("run %s: %w", it.id, err)
 		}
-		return visit(it.id, res.Status.State())
+		return visit(it.id, st)
 	})
 	if err != nil {
 		return nil, err
@@ -88,6 +100,67 @@ func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (
 		return nil, err
 	}
 	return counts, nil
+}
+
+// countedState is the state activeState gives the active run it (its run
+// record), reading its step pointer and cancel from cursors that follow
+// the run ids in order, and of its job only the state and signal header.
+// A pointer the scan missed (written after its page was read) is read
+// directly, as activeState would.
+func (in *Inspector) countedState(ctx context.Context, it *kvItem, steps, cancels *kvCursor) (runstate.State, error) {
+	ptrBytes, err := seek(ctx, steps, it.id)
+	if err != nil {
+		return 0, err
+	}
+	jobID := ""
+	if ptrBytes != nil {
+		if jobID, err = decodePointerJob(ptrBytes); err != nil {
+			return 0, fmt.Errorf("run %s: %w", it.id, err)
+		}
+	} else if ptr, err := loadPointer(ctx, in.r, it.id); err != nil {
+		return 0, err
+	} else if ptr != nil {
+		jobID = ptr.JobID
+	}
+	var job queue.State
+	wait := ""
+	if jobID != "" {
+		job, wait, err = in.r.JobState(ctx, jobID, headerSignalWait)
+		if errors.Is(err, queue.ErrNotFound) {
+			job, err = "", nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("runtime: count runs: run %s: job %s: %w", it.id, jobID, err)
+		}
+	}
+	return activeRunState(job, wait, func() (bool, error) {
+		c, err := seek(ctx, cancels, it.id)
+		if err != nil || c == nil {
+			return false, err
+		}
+		// Only a cancel of this incarnation counts: decode the record
+		// for its nonce then alone.
+		rec, err := decodeRunRecord(it.value)
+		if err != nil {
+			return false, fmt.Errorf("run %s: %w", it.id, err)
+		}
+		return string(c) == rec.Nonce, nil
+	})
+}
+
+// seek advances c to id and returns its value there, or nil when c holds
+// no id; ids must not decrease between calls.
+func seek(ctx context.Context, c *kvCursor, id string) ([]byte, error) {
+	for {
+		it, err := c.peek(ctx)
+		if err != nil || it == nil || it.id > id {
+			return nil, err
+		}
+		if it.id == id {
+			return it.value, nil
+		}
+		c.next()
+	}
 }
 
 // eachKV calls fn for every run-keyed record under prefix, in id order.

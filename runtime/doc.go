@@ -193,7 +193,11 @@
 //     sealed: the cost is the runs carrying it, not all runs.
 //   - Inspector.CountRuns: memory reads. Sealed runs are counted from the
 //     catalog's per-segment state counts, so only the runs in the KV are
-//     visited (active runs and runs not sealed yet). An id two segments
+//     visited (active runs and runs not sealed yet): run records, step
+//     pointers and cancels scanned side by side, and per active run one
+//     read of its job decoding only its state and signal header: a third
+//     of the CPU of decoding those records whole ("GET /v1/runs through
+//     the index" in docs/BENCHMARKS.md). An id two segments
 //     share (reused after sealing) is found by merging the run-id hashes of
 //     segments whose id ranges overlap, once per catalog change, and costs
 //     both indexes (cached, else a GET each) only when a hash is shared.

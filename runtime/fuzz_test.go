@@ -28,6 +28,7 @@ func FuzzDecodeRecords(f *testing.F) {
 	hash := bytes.Repeat([]byte{7}, 32)
 	f.Add(mustEncode(f, &runRecord{Nonce: "n", InputHash: hash, SubmittedMs: 5, Headers: map[string]string{"a": "b"}}))
 	f.Add(mustEncode(f, &stepPointer{Nonce: "n", Step: 3, JobID: "j"}))
+	f.Add([]byte{0x93, 0xa1, 'n', 0x03, 0xa1, 'j'}) // the struct as an array
 	f.Add(mustEncode(f, &resultRecord{Nonce: "n", Status: runstate.Failed, Error: "e", Step: 2}))
 	f.Add(mustEncode(f, newReplayRecord(ContinueOnSignal([]byte("p"), "k", time.Second), newEffects(), t0)))
 	f.Add(mustEncode(f, &runstate.Outcome{RunID: "r", Status: runstate.Succeeded, Result: []byte("x"), FinishedAt: t0}))
@@ -50,6 +51,7 @@ func FuzzDecodeRecords(f *testing.F) {
 			for _, decode := range []func([]byte) error{
 				func(b []byte) error { return second(decodeRunRecord(b)) },
 				func(b []byte) error { return second(decodeStepPointer(b)) },
+				func(b []byte) error { return second(decodePointerJob(b)) },
 				func(b []byte) error { return second(decodeResultRecord(b)) },
 				func(b []byte) error { return second(decodeReplayRecord(b)) },
 				func(b []byte) error { return second(decodeRunOutcome(b)) },
@@ -69,8 +71,14 @@ func FuzzDecodeRecords(f *testing.F) {
 			if p.JobID == "" || p.Step < 0 {
 				t.Fatalf("accepted invalid pointer %+v", p)
 			}
+			if id, err := decodePointerJob(b); err != nil || id != p.JobID {
+				t.Fatalf("decodePointerJob = %q, %v; decodeStepPointer read job %q", id, err, p.JobID)
+			}
 		} else {
 			check(err)
+			if id, err2 := decodePointerJob(b); err2 == nil {
+				t.Fatalf("decodePointerJob accepted %q from a pointer decodeStepPointer refuses (%v)", id, err)
+			}
 		}
 		if r, err := decodeResultRecord(b); err == nil {
 			if !r.Status.Valid() {

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -122,6 +123,55 @@ func decodeStepPointer(b []byte) (*stepPointer, error) {
 	return &p, nil
 }
 
+// decodePointerJob is decodeStepPointer's JobID alone, read without the
+// library's reflection, for visits of many pointers. Its fields are read
+// as the library reads them; any other shape (the library also takes a
+// struct as an array) goes to decodeStepPointer, so both accept and
+// refuse the same bytes.
+func decodePointerJob(b []byte) (string, error) {
+	if msgpackcheck.Check(b, msgpackcheck.Options{}) == nil {
+		dec := msgpack.GetDecoder()
+		dec.Reset(bytes.NewReader(b))
+		jobID, step, err := readPointerJob(dec)
+		msgpack.PutDecoder(dec)
+		if err == nil && jobID != "" && step >= 0 {
+			return jobID, nil
+		}
+	}
+	p, err := decodeStepPointer(b)
+	if err != nil {
+		return "", err
+	}
+	return p.JobID, nil
+}
+
+func readPointerJob(dec *msgpack.Decoder) (jobID string, step int, err error) {
+	n, err := dec.DecodeMapLen()
+	if err != nil {
+		return "", 0, err
+	}
+	for range max(n, 0) {
+		k, err := dec.DecodeString()
+		if err != nil {
+			return "", 0, err
+		}
+		switch k {
+		case "n":
+			_, err = dec.DecodeString()
+		case "j":
+			jobID, err = dec.DecodeString()
+		case "s":
+			step, err = dec.DecodeInt()
+		default:
+			err = dec.Skip()
+		}
+		if err != nil {
+			return "", 0, err
+		}
+	}
+	return jobID, step, nil
+}
+
 func decodeResultRecord(b []byte) (*resultRecord, error) {
 	var r resultRecord
 	if err := decodeRecord("result record", b, &r); err != nil {
@@ -131,6 +181,21 @@ func decodeResultRecord(b []byte) (*resultRecord, error) {
 		return nil, fmt.Errorf("%w: result record with status %d", ErrCorruptRecord, r.Status)
 	}
 	return &r, nil
+}
+
+// decodeResultState is decodeResultRecord's Status alone, for visits of
+// many results (the other fields are skipped, not decoded).
+func decodeResultState(b []byte) (runstate.State, error) {
+	var r struct {
+		Status runstate.TerminalStatus `msgpack:"st"`
+	}
+	if err := decodeRecord("result record", b, &r); err != nil {
+		return 0, err
+	}
+	if !r.Status.Valid() {
+		return 0, fmt.Errorf("%w: result record with status %d", ErrCorruptRecord, r.Status)
+	}
+	return r.Status.State(), nil
 }
 
 func decodeReplayRecord(b []byte) (*replayRecord, error) {

@@ -18,6 +18,9 @@ type StateReader interface {
 	KVGet(ctx context.Context, key string) ([]byte, error)
 	KVScan(ctx context.Context, prefix, startAfter string, limit int) ([]queue.KVEntry, error)
 	GetJob(ctx context.Context, id string) (queue.Job, error)
+	// JobState is GetJob's State and Headers[header] alone, for visits of
+	// many jobs.
+	JobState(ctx context.Context, id, header string) (queue.State, string, error)
 }
 
 var (
@@ -167,9 +170,10 @@ func (in *Inspector) activeState(ctx context.Context, runID string, rec *runReco
 	if err != nil {
 		return runstate.Status{}, err
 	}
+	var job queue.Job
 	if ptr != nil {
 		st.Step, st.JobID = ptr.Step, ptr.JobID
-		job, err := in.r.GetJob(ctx, ptr.JobID)
+		job, err = in.r.GetJob(ctx, ptr.JobID)
 		switch {
 		case errors.Is(err, queue.ErrNotFound):
 		case err != nil:
@@ -177,30 +181,46 @@ func (in *Inspector) activeState(ctx context.Context, runID string, rec *runReco
 		default:
 			st.Attempt, st.LastError = job.Attempts, job.LastError
 			switch job.State {
-			case queue.StateClaimed:
-				st.State = runstate.StateRunning
 			case queue.StateScheduled:
 				st.Until = job.RunAt
-				if k := job.Headers[headerSignalWait]; k != "" {
-					st.State, st.SignalKey = runstate.StateWaiting, k
-				} else {
-					st.State = runstate.StateScheduled
-				}
+				st.SignalKey = job.Headers[headerSignalWait]
 			case queue.StateDead:
-				// Dead-lettered by the queue; the worker reconciles it to
-				// Failed.
-				st.State, st.Error, st.FinishedAt = runstate.StateFailed, job.LastError, job.FailedAt
+				st.Error, st.FinishedAt = job.LastError, job.FailedAt
 			}
 		}
 	}
-	if st.State != runstate.StateFailed {
+	st.State, err = activeRunState(job.State, job.Headers[headerSignalWait], func() (bool, error) {
 		c, err := kvGet(ctx, in.r, cancelKey(runID))
-		if err != nil {
-			return runstate.Status{}, err
+		return c != nil && string(c) == rec.Nonce, err
+	})
+	return st, err
+}
+
+// activeRunState is the state of an active run whose live step job is in
+// queue state job ("" when the run has none or it is gone) with signal
+// wait header wait; cancelled reports whether a cancel of this
+// incarnation is recorded, and is asked only when it can matter. Status
+// and CountRuns both derive a state here, so they cannot disagree.
+func activeRunState(job queue.State, wait string, cancelled func() (bool, error)) (runstate.State, error) {
+	st := runstate.StatePending
+	switch job {
+	case queue.StateClaimed:
+		st = runstate.StateRunning
+	case queue.StateScheduled:
+		st = runstate.StateScheduled
+		if wait != "" {
+			st = runstate.StateWaiting
 		}
-		if c != nil && string(c) == rec.Nonce {
-			st.State = runstate.StateCancelling
-		}
+	case queue.StateDead:
+		// Dead-lettered by the queue; the worker reconciles it to Failed.
+		return runstate.StateFailed, nil
+	}
+	c, err := cancelled()
+	if err != nil {
+		return 0, err
+	}
+	if c {
+		return runstate.StateCancelling, nil
 	}
 	return st, nil
 }

@@ -350,3 +350,149 @@ func mpInt(b []byte, v int64) []byte {
 	}
 	return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(v))
 }
+
+// readJobState decodes of a record map only its state and the value of
+// one header, stepping over every other field without allocating: what a
+// caller that counts jobs by state needs, without the header map,
+// payload and history GetJob builds. The bytes are checked first, so
+// every declared length fits in them.
+func readJobState(data []byte, header string) (State, string, error) {
+	if err := msgpackcheck.Check(data, msgpackcheck.Options{}); err != nil {
+		return "", "", err
+	}
+	b := data
+	n, b, err := mpReadMapLen(b)
+	if err != nil {
+		return "", "", err
+	}
+	var st State
+	var value string
+	for range n {
+		var k []byte
+		if k, b, err = mpReadStr(b); err != nil {
+			return "", "", err
+		}
+		switch string(k) {
+		case "st":
+			var v []byte
+			v, b, err = mpReadStr(b)
+			st = State(v)
+		case "h":
+			value, b, err = mpReadHeader(b, header)
+		default:
+			b = mpSkip(b)
+		}
+		if err != nil {
+			return "", "", fmt.Errorf("field %q: %w", k, err)
+		}
+	}
+	return st, value, nil
+}
+
+// mpReadHeader returns the value of header name in a header map (nil
+// when absent) and the bytes after the map.
+func mpReadHeader(b []byte, name string) (string, []byte, error) {
+	if len(b) > 0 && b[0] == 0xc0 {
+		return "", b[1:], nil
+	}
+	n, b, err := mpReadMapLen(b)
+	if err != nil {
+		return "", nil, err
+	}
+	value := ""
+	for range n {
+		var k, v []byte
+		if k, b, err = mpReadStr(b); err != nil {
+			return "", nil, err
+		}
+		if v, b, err = mpReadStr(b); err != nil {
+			return "", nil, err
+		}
+		if string(k) == name {
+			value = string(v)
+		}
+	}
+	return value, b, nil
+}
+
+// The readers below take bytes msgpackcheck.Check accepted: every length
+// they meet fits in what follows.
+
+func mpReadMapLen(b []byte) (int, []byte, error) {
+	switch t := b[0]; {
+	case t >= 0x80 && t <= 0x8f:
+		return int(t & 0x0f), b[1:], nil
+	case t == 0xde:
+		return int(binary.BigEndian.Uint16(b[1:])), b[3:], nil
+	case t == 0xdf:
+		return int(binary.BigEndian.Uint32(b[1:])), b[5:], nil
+	}
+	return 0, nil, fmt.Errorf("type byte 0x%02x where a map is expected", b[0])
+}
+
+// mpReadStr reads a string value (or binary or nil, as the library
+// accepts for one).
+func mpReadStr(b []byte) ([]byte, []byte, error) {
+	var n, h int
+	switch t := b[0]; {
+	case t == 0xc0: // nil, which the library decodes as ""
+		return nil, b[1:], nil
+	case t >= 0xa0 && t <= 0xbf:
+		n, h = int(t&0x1f), 1
+	case t == 0xd9 || t == 0xc4:
+		n, h = int(b[1]), 2
+	case t == 0xda || t == 0xc5:
+		n, h = int(binary.BigEndian.Uint16(b[1:])), 3
+	case t == 0xdb || t == 0xc6:
+		n, h = int(binary.BigEndian.Uint32(b[1:])), 5
+	default:
+		return nil, nil, fmt.Errorf("type byte 0x%02x where a string is expected", t)
+	}
+	return b[h : h+n], b[h+n:], nil
+}
+
+// mpSkip returns the bytes after the value b starts with.
+func mpSkip(b []byte) []byte {
+	for items := 1; items > 0; items-- {
+		switch t := b[0]; {
+		case t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3:
+			b = b[1:]
+		case t <= 0x8f:
+			items += 2 * int(t&0x0f)
+			b = b[1:]
+		case t <= 0x9f:
+			items += int(t & 0x0f)
+			b = b[1:]
+		case t <= 0xbf:
+			b = b[1+int(t&0x1f):]
+		case t == 0xc4 || t == 0xd9:
+			b = b[2+int(b[1]):]
+		case t == 0xc5 || t == 0xda:
+			b = b[3+int(binary.BigEndian.Uint16(b[1:])):]
+		case t == 0xc6 || t == 0xdb:
+			b = b[5+int(binary.BigEndian.Uint32(b[1:])):]
+		case t == 0xcc || t == 0xd0:
+			b = b[2:]
+		case t == 0xcd || t == 0xd1:
+			b = b[3:]
+		case t == 0xca || t == 0xce || t == 0xd2:
+			b = b[5:]
+		case t == 0xcb || t == 0xcf || t == 0xd3:
+			b = b[9:]
+		case t == 0xdc:
+			items += int(binary.BigEndian.Uint16(b[1:]))
+			b = b[3:]
+		case t == 0xde:
+			items += 2 * int(binary.BigEndian.Uint16(b[1:]))
+			b = b[3:]
+		case t == 0xdd:
+			items += int(binary.BigEndian.Uint32(b[1:]))
+			b = b[5:]
+		case t == 0xdf:
+			items += 2 * int(binary.BigEndian.Uint32(b[1:]))
+			b = b[5:]
+		}
+		// Check refused every other type byte (extensions, 0xc1).
+	}
+	return b
+}

@@ -111,3 +111,11 @@ func (r *Reader) Close() error {
 	r.mu.Unlock()
 	return wrapKV("reader close", r.r.Close())
 }
+
+// JobState is Queue.JobState.
+func (r *Reader) JobState(ctx context.Context, id, header string) (State, string, error) {
+	if err := r.checkOpen(); err != nil {
+		return "", "", err
+	}
+	return r.view.jobState(ctx, id, header)
+}

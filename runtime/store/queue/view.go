@@ -140,6 +140,31 @@ func (v view) getJob(ctx context.Context, id string) (Job, error) {
 	return v.job(ctx, r)
 }
 
+// jobState returns job id's state and the value of its header name ("" when
+// absent), or an ErrNotFound error.
+func (v view) jobState(ctx context.Context, id, header string) (State, string, error) {
+	if err := validName("job ID", id); err != nil {
+		return "", "", err
+	}
+	b, ok, err := v.get(ctx, jobKey(id))
+	if err != nil {
+		return "", "", err
+	}
+	if !ok {
+		return "", "", fmt.Errorf("%w: job %q", ErrNotFound, id)
+	}
+	st, value, err := readJobState(b, header)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: job record %q: %w", ErrCorrupt, id, err)
+	}
+	switch st {
+	case StatePending, StateScheduled, StateClaimed, StateDone, StateDead:
+	default:
+		return "", "", fmt.Errorf("%w: job record %q has unknown state %q", ErrCorrupt, id, st)
+	}
+	return st, value, nil
+}
+
 func (v view) attempts(ctx context.Context, id string) ([]Attempt, error) {
 	r, err := v.record(ctx, id)
 	if err != nil {
@@ -258,6 +283,18 @@ func (q *Queue) GetJob(ctx context.Context, id string) (Job, error) {
 		return Job{}, err
 	}
 	return q.view.getJob(ctx, id)
+}
+
+// JobState returns job id's state and the value of its header name (""
+// when the job has none), or ErrNotFound: GetJob's State and
+// Headers[name] without decoding the rest of the record or reading its
+// payload, for callers that visit many jobs (the runtime counting runs by
+// state).
+func (q *Queue) JobState(ctx context.Context, id, header string) (State, string, error) {
+	if err := q.checkOpen(); err != nil {
+		return "", "", err
+	}
+	return q.view.jobState(ctx, id, header)
 }
 
 // ListJobs returns up to limit jobs of queue in state, in the state's order:
