@@ -52,6 +52,16 @@ func (rt *Runtime) Cancel(ctx context.Context, runID string) (bool, error) {
 			return false, err
 		}
 		if ptr == nil {
+			// The record and the pointer are read apart: a run that
+			// ended between the two reads has neither now. Only a run
+			// still there without its pointer is corrupt.
+			again, err := loadRun(ctx, rt.q, runID)
+			if err != nil {
+				return false, err
+			}
+			if again == nil || again.Nonce != rec.Nonce {
+				continue
+			}
 			return false, fmt.Errorf("runtime: cancel run %s: %w: active run without a step pointer", runID, ErrCorruptRecord)
 		}
 		if ptr.JobID == lastJob {

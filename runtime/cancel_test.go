@@ -3,12 +3,14 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -265,5 +267,31 @@ func TestCancelBetweenRunnerReturnAndSettlement(t *testing.T) {
 				t.Fatalf("runner called %d times, want 1", n)
 			}
 		})
+	}
+}
+
+// A Cancel racing its run's end reports the run cancelled or already
+// ended, never a corrupt record: it reads the run record and the step
+// pointer apart, and the end may commit between the two reads (it then
+// finds no pointer for a run that no longer exists either).
+func TestCancelRacingTheRunsEnd(t *testing.T) {
+	runner := StepRunnerFunc(func(_ context.Context, s *Step) (StepOutcome, error) {
+		if s.Number < 1 {
+			return ContinueNow(nil), nil
+		}
+		return Succeed(nil), nil
+	})
+	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), runner, Options{Concurrency: 4, ResultRetention: time.Hour})
+	e.start()
+	n := 400
+	if raceEnabled {
+		n = 150
+	}
+	for i := range n {
+		id := fmt.Sprintf("c-%04d", i)
+		e.submit(RunSpec{RunID: id})
+		if _, err := e.rt.Cancel(e.ctx, id); err != nil {
+			t.Fatalf("run %d of %d: Cancel racing the run's end: %v", i+1, n, err)
+		}
 	}
 }
