@@ -132,15 +132,16 @@
 // the call tree this interpreter has not pinned or read yet, one HEAD,
 // plus one create-only PUT when the store lacks it: a definition is
 // pinned once per process (concurrent first submissions share one HEAD
-// and PUT), and resubmitting a workflow writes nothing but the run. PrepareRun, which has no such memory, costs one HEAD per
-// definition. A call step's child submission costs another submit commit
+// and PUT), and resubmitting a workflow writes nothing but the run.
+// PrepareRun, which has no such memory, costs one HEAD per definition. A call step's child submission costs another submit commit
 // (the child index rides in it). A definition not yet cached costs one GET.
 // A lone run watched to its end (Watch) costs one WAL PUT for its
 // submission and one per runtime step: one per delivery of an effectful
 // step (each attempt; a sleep, wait_signal or call also its wake), plus
 // one when the run starts with a pure step, plus one per 101 pure steps
-// in a row (a 101-step pure loop: 2 PUTs; a 10-step no-op action run: 11). The end reaches the watcher through the
-// runtime's RunEndObserver, not a notification job.
+// in a row (a 101-step pure loop: 2 PUTs; a 10-step no-op action run:
+// 11). The end reaches the watcher through the runtime's RunEndObserver,
+// not a notification job.
 // Memo reads and writes cost one GET and one PUT each (llm and foreach
 // only). A predicted wait is one KV record in the submission commit (at
 // most 16 per run); checking a signal (ValidateSignal, CheckSignal) costs
@@ -155,8 +156,8 @@
 // (this process saw it start; it stored no large output, started no
 // child and carries no rerun claim: it needs no retention marker); a
 // succeeded top-level run without any of these costs nothing extra.
-// Cancelling children
-// costs one Cancel (two durable commits) per child still active. A sweep
+// Cancelling children costs one Cancel (two durable commits) per child
+// still active. A sweep
 // pass costs nothing when nothing expired; per expired run, one LIST per
 // 1,000 large-output objects, one DELETE per object and one durable commit
 // per 256 KV records; its scans are memory reads on the writer. Reuse
