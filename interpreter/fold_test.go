@@ -419,3 +419,44 @@ steps:
 		t.Errorf("end events %q; want a:ok b:failed", got)
 	}
 }
+
+// The chain's stop rules: it folds the next step only while that step is
+// pure, the delivery's context is live and the bound is not reached.
+func TestFoldStopsOnCancelAndBoundAndEffects(t *testing.T) {
+	e := newTestEnv(t)
+	w := e.load(e.write("rules.yaml", `
+tqw: v1
+name: rules
+steps:
+  - id: a
+    set: {x: 1}
+  - id: b
+    action: sleep
+    with: {duration: 1s}
+  - id: c
+    succeed: "${ vars.x }"
+`))
+	wf := w.Main
+	x := func(next int) *exec { return &exec{wf: wf, next: &state{Step: next}} }
+	live := context.Background()
+	cancelled, cancel := context.WithCancel(live)
+	cancel()
+	for _, tc := range []struct {
+		name  string
+		ctx   context.Context
+		steps int
+		next  int
+		want  bool
+	}{
+		{"pure next", live, 1, 2, true},
+		{"effectful next", live, 1, 1, false},
+		{"cancelled delivery", cancelled, 1, 2, false},
+		{"last foldable", live, maxFoldedSteps, 2, true},
+		{"bound reached", live, maxFoldedSteps + 1, 2, false},
+	} {
+		c := &chain{steps: tc.steps}
+		if got := c.folds(tc.ctx, x(tc.next)); got != tc.want {
+			t.Errorf("%s: folds = %v; want %v", tc.name, got, tc.want)
+		}
+	}
+}
