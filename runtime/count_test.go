@@ -30,8 +30,8 @@ func (s *scanCounter) KVScan(ctx context.Context, prefix, startAfter string, lim
 }
 
 // listedCounts counts by state every run ListRuns lists, keeping those in
-// states. (ListRuns given States lists the older sealed entry of an id
-// whose newer entry it filters out, so the filter is applied here.)
+// states: the filter is applied here, so CountRuns is checked against the
+// unfiltered listing.
 func listedCounts(t *testing.T, in *Inspector, states []runstate.State) map[runstate.State]int {
 	t.Helper()
 	out := map[runstate.State]int{}

@@ -188,7 +188,10 @@
 //     ListRuns merges the segments lazily and reads only those its runs
 //     lie in, usually one or two, since run ids (ULIDs) sort by submission
 //     time; a segment with no run in a wanted state (its state counts) or
-//     without a wanted label (its label Bloom filter) is never read.
+//     without a wanted label (its label Bloom filter) is never read,
+//     unless it is newer than a segment with a listed run and holds that
+//     run's id (its in-memory hashes say so): an id run again after
+//     sealing is listed, or filtered out, by its newest copy.
 //     ListOptions.Labels walks the KV index of one label for runs not
 //     sealed: the cost is the runs carrying it, not all runs.
 //   - Inspector.CountRuns: memory reads. Sealed runs are counted from the

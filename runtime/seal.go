@@ -647,9 +647,14 @@ type sealedCursor struct {
 	keep   func(runstate.State) bool
 	labels map[string]string
 	heap   []*segPos
+	// hiders are the segments keep or labels ruled out: none holds a run
+	// the cursor lists, but one may hold the newest copy of an id whose
+	// older copy, in a segment of the heap, the filter would keep.
+	hiders []*archive.Meta
 	inited bool
-	// last is the id listed last: the same id in an older segment (an id
-	// reused after sealing) is skipped.
+	// last is the id the cursor passed last, listed or not: the same id in
+	// an older segment (an id reused after sealing) is skipped, since the
+	// newest copy decides whether the id is listed.
 	last string
 }
 
@@ -680,7 +685,11 @@ func (c *sealedCursor) init(ctx context.Context) error {
 		return err
 	}
 	for _, m := range segs {
-		if m.Slim || m.MaxID <= c.after || !c.mayKeep(m) {
+		if m.Slim || m.MaxID <= c.after {
+			continue
+		}
+		if !c.mayKeep(m) {
+			c.hiders = append(c.hiders, m)
 			continue
 		}
 		c.heap = append(c.heap, &segPos{m: m, key: max(m.MinID, c.after)})
@@ -707,9 +716,29 @@ func (c *sealedCursor) mayKeep(m *archive.Meta) bool {
 	return false
 }
 
-// wants reports whether the cursor lists e.
+// wants reports whether the cursor lists e, the newest copy of its id.
 func (c *sealedCursor) wants(e *archive.Entry) bool {
-	return e.ID != c.last && (c.keep == nil || c.keep(runstate.TerminalStatus(e.Status).State())) && hasLabels(e.Labels, c.labels)
+	return (c.keep == nil || c.keep(runstate.TerminalStatus(e.Status).State())) && hasLabels(e.Labels, c.labels)
+}
+
+// hidden reports whether a segment newer than m that the filter ruled out
+// holds id: its copy is the newest, and not listed. Cost: the in-memory
+// hashes of the segments whose id range covers id, and the index of one
+// that may hold it (cached, else one GET).
+func (c *sealedCursor) hidden(ctx context.Context, m *archive.Meta, id string) (bool, error) {
+	for _, h := range c.hiders {
+		if h.Seq <= m.Seq || !h.MayHold(id) {
+			continue
+		}
+		x, err := c.in.segments.index(ctx, h)
+		if err != nil {
+			return false, err
+		}
+		if x.Find(id) != nil {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // fix restores the heap order after the head's key grew.
@@ -738,21 +767,34 @@ func (c *sealedCursor) peek(ctx context.Context) (*archive.Entry, error) {
 			}
 			h.x, h.pos = x, x.After(c.after)
 		}
-		for h.pos < len(h.x.Entries) && !c.wants(&h.x.Entries[h.pos]) {
-			h.pos++
-		}
 		if h.pos == len(h.x.Entries) {
 			c.heap = c.heap[1:]
 			continue
 		}
-		if id := h.x.Entries[h.pos].ID; id != h.key {
-			h.key = id
+		e := &h.x.Entries[h.pos]
+		if e.ID != h.key {
+			h.key = e.ID
 			c.fix()
 			if c.heap[0] != h {
 				continue
 			}
 		}
-		return &h.x.Entries[h.pos], nil
+		// h holds the smallest id left, and of the segments holding it
+		// the newest (less): its copy decides, older ones are skipped.
+		skip := e.ID == c.last || !c.wants(e)
+		if !skip && len(c.hiders) > 0 {
+			hid, err := c.hidden(ctx, h.m, e.ID)
+			if err != nil {
+				return nil, err
+			}
+			skip = hid
+		}
+		if skip {
+			c.last, c.after = e.ID, e.ID
+			h.pos++
+			continue
+		}
+		return e, nil
 	}
 	return nil, nil
 }

@@ -227,7 +227,13 @@ func activeRunState(job queue.State, wait string, cancelled func() (bool, error)
 
 // ListRuns returns active runs and terminated runs within their retention
 // window, in run-id order. A run id both terminated and active again is
-// listed once, as the active run.
+// listed once, as the active run: of the copies of an id (active, ended
+// in the KV, sealed in segments) the newest is the run, and States and
+// Labels filter that copy, so an older copy is never listed in its place.
+// Checking that costs, per sealed run it lists, memory reads (the KV
+// records of its id when the filter skipped them; the run-id hashes of
+// newer segments the filter ruled out) and, only when such a segment
+// holds the id's hash, that segment's index (cached, else one GET).
 func (in *Inspector) ListRuns(ctx context.Context, opts runstate.ListOptions) ([]runstate.Status, error) {
 	limit := opts.Limit
 	if limit <= 0 {
@@ -296,6 +302,13 @@ func (in *Inspector) ListRuns(ctx context.Context, opts runstate.ListOptions) ([
 				return nil, err
 			}
 			ok = keep(st.State)
+			if ok && cursors[0].eof {
+				// The active runs were skipped: one may be the newest
+				// copy of this id (run again after sealing), not listed.
+				if ok, err = in.notInKV(ctx, first, kvRuns); err != nil {
+					return nil, err
+				}
+			}
 		} else {
 			if se != nil && se.ID == first {
 				sealed.next()
@@ -349,7 +362,15 @@ func (in *Inspector) listLabelled(ctx context.Context, opts runstate.ListOptions
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, st)
+			// A newer copy of the id in the KV without the label has no
+			// index entry here, and it is the one that counts.
+			ok, err := in.notInKV(ctx, se.ID, kvRuns, kvResults)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, st)
+			}
 			continue
 		}
 		idx.next()
@@ -371,6 +392,18 @@ func (in *Inspector) listLabelled(ctx context.Context, opts runstate.ListOptions
 		return nil, err
 	}
 	return out, nil
+}
+
+// notInKV reports whether none of the run-keyed records under prefixes
+// holds runID (memory reads on the writer).
+func (in *Inspector) notInKV(ctx context.Context, runID string, prefixes ...string) (bool, error) {
+	for _, p := range prefixes {
+		b, err := kvGet(ctx, in.r, p+runID)
+		if err != nil || b != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // statusOf returns the status of runID and the nonce of the incarnation
