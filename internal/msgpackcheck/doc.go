@@ -19,8 +19,11 @@
 // stores time.Time values), with nothing after it. Bytes that pass cost
 // the decoder O(len(b)) memory and a stack as deep as the limit (with
 // timestamps admitted, see Options.Timestamps for the one exception).
-// [Unmarshal] is Check followed by the library's decode, with a decoder
-// panic on unexpected shapes returned as an error.
+// [Len] makes the same walk over the first value alone and returns its
+// length, so a decoder can step over fields it does not need (the
+// queue's job-state reader does). [Unmarshal] is Check followed by the
+// library's decode, with a decoder panic on unexpected shapes returned as
+// an error.
 //
 // It makes no object-store requests and does not check what the value
 // means: callers still validate the decoded record and wrap every error

@@ -30,26 +30,46 @@ const RecordDepth = 16
 // found where a map is expected as that map, declared lengths and all,
 // which a check of the payload's size does not bound.
 func Check(b []byte, opts Options) error {
+	off, err := walk(b, opts)
+	if err != nil {
+		return err
+	}
+	if off != len(b) {
+		return fmt.Errorf("%w: %d bytes after the value", ErrMalformed, len(b)-off)
+	}
+	return nil
+}
+
+// Len returns the number of bytes the MessagePack value b starts with
+// takes (its header, payload and nested items), checked as Check checks
+// a value; what follows it is not read. A decoder that steps over the
+// fields it does not need uses it.
+func Len(b []byte, opts Options) (int, error) { return walk(b, opts) }
+
+// walk checks the value b starts with and returns where it ends.
+func walk(b []byte, opts Options) (int, error) {
 	maxDepth := opts.depth()
 	// open holds, per container not yet complete, the items still to come
-	// (a map counts keys and values); the innermost is last.
-	var open []int
+	// (a map counts keys and values); the innermost is last. Records nest
+	// at most RecordDepth deep, so its array keeps a walk off the heap.
+	var stack [RecordDepth]int
+	open := stack[:0]
 	off := 0
 	for {
 		if off >= len(b) {
-			return fmt.Errorf("%w: truncated at byte %d", ErrMalformed, off)
+			return 0, fmt.Errorf("%w: truncated at byte %d", ErrMalformed, off)
 		}
 		size, items, err := head(b[off:], opts.Timestamps)
 		if err != nil {
-			return fmt.Errorf("%w: at byte %d: %w", ErrMalformed, off, err)
+			return 0, fmt.Errorf("%w: at byte %d: %w", ErrMalformed, off, err)
 		}
 		off += size
 		if items > 0 {
 			if items > len(b)-off {
-				return fmt.Errorf("%w: at byte %d: %d items declared but only %d bytes follow", ErrMalformed, off-size, items, len(b)-off)
+				return 0, fmt.Errorf("%w: at byte %d: %d items declared but only %d bytes follow", ErrMalformed, off-size, items, len(b)-off)
 			}
 			if len(open) >= maxDepth {
-				return fmt.Errorf("%w: at byte %d: nested deeper than %d levels", ErrMalformed, off-size, maxDepth)
+				return 0, fmt.Errorf("%w: at byte %d: nested deeper than %d levels", ErrMalformed, off-size, maxDepth)
 			}
 			open = append(open, items)
 			continue
@@ -63,13 +83,9 @@ func Check(b []byte, opts Options) error {
 			open = open[:len(open)-1]
 		}
 		if len(open) == 0 {
-			break
+			return off, nil
 		}
 	}
-	if off != len(b) {
-		return fmt.Errorf("%w: %d bytes after the value", ErrMalformed, len(b)-off)
-	}
-	return nil
 }
 
 // head decodes the value header at the start of b (non-empty). It returns

@@ -191,3 +191,19 @@ func FuzzCheck(f *testing.F) {
 		allocbound.Check(t, len(b), func() { _ = Unmarshal(b, &m, Options{}) })
 	})
 }
+
+// Len measures the first value alone, nested items included, and checks
+// it as Check does.
+func TestLen(t *testing.T) {
+	v, err := msgpack.Marshal(map[string]any{"a": []any{1, "two", map[string]any{"x": 3.5}}, "b": nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := []byte{0xa1, 'z'}
+	if n, err := Len(append(append([]byte{}, v...), next...), Options{}); err != nil || n != len(v) {
+		t.Errorf("Len = %d, %v; want %d (the value, not the string after it)", n, err, len(v))
+	}
+	if _, err := Len(v[:len(v)-1], Options{}); !errors.Is(err, ErrMalformed) {
+		t.Errorf("Len of a truncated value: %v; want ErrMalformed", err)
+	}
+}

@@ -380,7 +380,10 @@ func readJobState(data []byte, header string) (State, string, error) {
 		case "h":
 			value, b, err = mpReadHeader(b, header)
 		default:
-			b = mpSkip(b)
+			var size int
+			if size, err = msgpackcheck.Len(b, msgpackcheck.Options{}); err == nil {
+				b = b[size:]
+			}
 		}
 		if err != nil {
 			return "", "", fmt.Errorf("field %q: %w", k, err)
@@ -449,50 +452,4 @@ func mpReadStr(b []byte) ([]byte, []byte, error) {
 		return nil, nil, fmt.Errorf("type byte 0x%02x where a string is expected", t)
 	}
 	return b[h : h+n], b[h+n:], nil
-}
-
-// mpSkip returns the bytes after the value b starts with.
-func mpSkip(b []byte) []byte {
-	for items := 1; items > 0; items-- {
-		switch t := b[0]; {
-		case t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3:
-			b = b[1:]
-		case t <= 0x8f:
-			items += 2 * int(t&0x0f)
-			b = b[1:]
-		case t <= 0x9f:
-			items += int(t & 0x0f)
-			b = b[1:]
-		case t <= 0xbf:
-			b = b[1+int(t&0x1f):]
-		case t == 0xc4 || t == 0xd9:
-			b = b[2+int(b[1]):]
-		case t == 0xc5 || t == 0xda:
-			b = b[3+int(binary.BigEndian.Uint16(b[1:])):]
-		case t == 0xc6 || t == 0xdb:
-			b = b[5+int(binary.BigEndian.Uint32(b[1:])):]
-		case t == 0xcc || t == 0xd0:
-			b = b[2:]
-		case t == 0xcd || t == 0xd1:
-			b = b[3:]
-		case t == 0xca || t == 0xce || t == 0xd2:
-			b = b[5:]
-		case t == 0xcb || t == 0xcf || t == 0xd3:
-			b = b[9:]
-		case t == 0xdc:
-			items += int(binary.BigEndian.Uint16(b[1:]))
-			b = b[3:]
-		case t == 0xde:
-			items += 2 * int(binary.BigEndian.Uint16(b[1:]))
-			b = b[3:]
-		case t == 0xdd:
-			items += int(binary.BigEndian.Uint32(b[1:]))
-			b = b[5:]
-		case t == 0xdf:
-			items += 2 * int(binary.BigEndian.Uint32(b[1:]))
-			b = b[5:]
-		}
-		// Check refused every other type byte (extensions, 0xc1).
-	}
-	return b
 }
