@@ -48,7 +48,7 @@ func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (
 	var holders *holderSweep
 	visit := func(id string, st runstate.State) error {
 		counts[st]++
-		e, err := holders.entry(ctx, id)
+		e, _, err := holders.entry(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -318,8 +318,9 @@ type holderSweep struct {
 	active []*archive.Meta
 }
 
-// entry returns the sealed entry of id, or nil; ids must increase.
-func (s *holderSweep) entry(ctx context.Context, id string) (*archive.Entry, error) {
+// entry returns the newest sealed entry of id, or nil, and the Seq of
+// its segment; ids must not decrease.
+func (s *holderSweep) entry(ctx context.Context, id string) (*archive.Entry, uint64, error) {
 	for s.next < len(s.segs) && s.segs[s.next].MinID <= id {
 		s.active = append(s.active, s.segs[s.next])
 		s.next++
@@ -336,11 +337,11 @@ func (s *holderSweep) entry(ctx context.Context, id string) (*archive.Entry, err
 			continue
 		}
 		if s.in.segments == nil {
-			return nil, fmt.Errorf("runtime: run %s may be sealed in segment %d and this Inspector reads no object store; use NewArchiveInspector", id, m.Seq)
+			return nil, 0, fmt.Errorf("runtime: run %s may be sealed in segment %d and this Inspector reads no object store; use NewArchiveInspector", id, m.Seq)
 		}
 		x, err := s.in.segments.index(ctx, m)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if e := x.Find(id); e != nil {
 			best, bestSeq = e, m.Seq
@@ -348,5 +349,5 @@ func (s *holderSweep) entry(ctx context.Context, id string) (*archive.Entry, err
 	}
 	clear(s.active[len(kept):])
 	s.active = kept
-	return best, nil
+	return best, bestSeq, nil
 }

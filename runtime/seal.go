@@ -647,10 +647,11 @@ type sealedCursor struct {
 	keep   func(runstate.State) bool
 	labels map[string]string
 	heap   []*segPos
-	// hiders are the segments keep or labels ruled out: none holds a run
-	// the cursor lists, but one may hold the newest copy of an id whose
-	// older copy, in a segment of the heap, the filter would keep.
-	hiders []*archive.Meta
+	// hiders sweeps the segments keep or labels ruled out (nil when
+	// none): none holds a run the cursor lists, but one may hold the
+	// newest copy of an id whose older copy, in a segment of the heap,
+	// the filter would keep.
+	hiders *holderSweep
 	inited bool
 	// last is the id the cursor passed last, listed or not: the same id in
 	// an older segment (an id reused after sealing) is skipped, since the
@@ -684,15 +685,20 @@ func (c *sealedCursor) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var hiders []*archive.Meta
 	for _, m := range segs {
 		if m.Slim || m.MaxID <= c.after {
 			continue
 		}
 		if !c.mayKeep(m) {
-			c.hiders = append(c.hiders, m)
+			hiders = append(hiders, m)
 			continue
 		}
 		c.heap = append(c.heap, &segPos{m: m, key: max(m.MinID, c.after)})
+	}
+	if len(hiders) > 0 {
+		sort.Slice(hiders, func(i, j int) bool { return hiders[i].MinID < hiders[j].MinID })
+		c.hiders = &holderSweep{in: c.in, segs: hiders}
 	}
 	sort.Slice(c.heap, func(i, j int) bool { return c.less(c.heap[i], c.heap[j]) })
 	return nil
@@ -726,19 +732,8 @@ func (c *sealedCursor) wants(e *archive.Entry) bool {
 // hashes of the segments whose id range covers id, and the index of one
 // that may hold it (cached, else one GET).
 func (c *sealedCursor) hidden(ctx context.Context, m *archive.Meta, id string) (bool, error) {
-	for _, h := range c.hiders {
-		if h.Seq <= m.Seq || !h.MayHold(id) {
-			continue
-		}
-		x, err := c.in.segments.index(ctx, h)
-		if err != nil {
-			return false, err
-		}
-		if x.Find(id) != nil {
-			return true, nil
-		}
-	}
-	return false, nil
+	e, seq, err := c.hiders.entry(ctx, id)
+	return e != nil && seq > m.Seq, err
 }
 
 // fix restores the heap order after the head's key grew.
@@ -782,7 +777,7 @@ func (c *sealedCursor) peek(ctx context.Context) (*archive.Entry, error) {
 		// h holds the smallest id left, and of the segments holding it
 		// the newest (less): its copy decides, older ones are skipped.
 		skip := e.ID == c.last || !c.wants(e)
-		if !skip && len(c.hiders) > 0 {
+		if !skip && c.hiders != nil {
 			hid, err := c.hidden(ctx, h.m, e.ID)
 			if err != nil {
 				return nil, err
