@@ -193,15 +193,11 @@ func profileCPU(name string) (func(), error) { return cpuProfile(interpCPUProf, 
 // benchSteps runs loop workflows (c at a time) on the store and reports
 // the interpreter's time per DSL step (StepDurations).
 func benchSteps(ctx context.Context, cfg *config, url string, raw objstore.Store, c int) error {
-	dir, err := os.MkdirTemp("", "tqw-bench-interp-")
+	path, cleanup, err := workflowFile("loop.yaml", loopWorkflow)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "loop.yaml")
-	if err := os.WriteFile(path, []byte(loopWorkflow), 0o600); err != nil {
-		return err
-	}
+	defer cleanup()
 	w, err := interpreter.Load(path, dsl.Options{})
 	if err != nil {
 		return err
@@ -273,15 +269,11 @@ func benchSteps(ctx context.Context, cfg *config, url string, raw objstore.Store
 // opened on the store with the no-op action registered, and reports
 // steps/s and requests per step of effectful steps.
 func benchActions(ctx context.Context, cfg *config, url string, raw objstore.Store, c int) error {
-	dir, err := os.MkdirTemp("", "tqw-bench-noop-")
+	path, cleanup, err := workflowFile("noop.yaml", noopWorkflow)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "noop.yaml")
-	if err := os.WriteFile(path, []byte(noopWorkflow), 0o600); err != nil {
-		return err
-	}
+	defer cleanup()
 	store := counting.New(raw)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var calls atomic.Int64
@@ -323,6 +315,21 @@ func benchActions(ctx context.Context, cfg *config, url string, raw objstore.Sto
 	return cfg.emitFor(url, newResult("interpreter-action", c, n, m.secs, &m.lats, m.counts,
 		withCPU(map[string]any{"steps_per_run": noopStepsPerRun,
 			"note": "ops are DSL steps (a custom no-op action each, through the engine); p50/p99 are whole runs"}, cpu)))
+}
+
+// workflowFile writes src as name in a new temporary folder, for Load;
+// cleanup removes the folder.
+func workflowFile(name, src string) (path string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", "tqw-bench-wf-")
+	if err != nil {
+		return "", nil, err
+	}
+	path = filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return path, func() { os.RemoveAll(dir) }, nil
 }
 
 // withCPU adds the process CPU per step to extra when it was measured.
