@@ -306,6 +306,13 @@ func TestCountRunsWhileRunsChange(t *testing.T) {
 	if err := <-counted; err != nil {
 		t.Fatalf("CountRuns during the runs: %v", err)
 	}
+	// The two counts compared below are taken apart, so they agree only
+	// once no run moves between them: every run waits or has ended.
+	for i := range n {
+		e.waitRun(fmt.Sprintf("r-%04d", i), func(st runstate.Status) bool {
+			return st.State.Terminal() || st.State == runstate.StateWaiting
+		})
+	}
 	got, err := e.rt.Inspector().CountRuns(e.ctx, runstate.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

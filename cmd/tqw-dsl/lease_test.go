@@ -221,7 +221,7 @@ func TestS3StaleWorkerStartsNoStep(t *testing.T) {
 		t.Fatalf("worker B: exit %d\n%s", code, errB)
 	}
 	for _, want := range []string{"the store is held by writer tqw-dsl-worker-", "pid " + strconv.Itoa(a.cmd.Process.Pid), "taking over in",
-		"took the store over from writer tqw-dsl-worker-", "it has not renewed its lease for 2s"} {
+		"took the store over from writer tqw-dsl-worker-", "it has not renewed its lease for "} {
 		if !strings.Contains(errB, want) {
 			t.Errorf("worker B's stderr lacks %q:\n%s", want, errB)
 		}
