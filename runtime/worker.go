@@ -51,6 +51,17 @@ func (rt *Runtime) Run(ctx context.Context) error {
 	if _, noop := rt.cfg.hook.(noopTerminalHook); !noop {
 		loop(rt.cfg.notifyQueue, rt.cfg.notifyConc, rt.handleNotification)
 	}
+	// A store that stops (fenced, or a failed WAL write) ends Run at once,
+	// also while every slot is busy and no claim waits to notice it.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-rt.q.DB().Stopped():
+			errc <- fmt.Errorf("runtime: the store stopped accepting commits: %w", rt.q.DB().Err())
+		case <-loopCtx.Done():
+		}
+	}()
 	if g := rt.cfg.gate; g != nil {
 		// A lost lease stops everything at once, also while no claim waits.
 		wg.Add(1)

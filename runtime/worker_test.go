@@ -241,3 +241,39 @@ func TestRunReturnsWhenStoreStops(t *testing.T) {
 		t.Fatal("Run did not return after the store stopped")
 	}
 }
+
+// A store that stops ends Run at once and cancels the running steps also
+// when no claim is waiting to notice it: every worker slot is busy and
+// no terminal hook runs a notification loop (issue 23).
+func TestRunReturnsWhenStoreStopsWithEverySlotBusy(t *testing.T) {
+	fs := faults.New(mem.New(), 1)
+	started, cancelled := make(chan struct{}), make(chan struct{})
+	runner := StepRunnerFunc(func(ctx context.Context, _ *Step) (StepOutcome, error) {
+		close(started)
+		<-ctx.Done()
+		close(cancelled)
+		return StepOutcome{}, ctx.Err()
+	})
+	e := newEnvCfg(t, fs, defaultQueueConfig(), runner, Options{Concurrency: 1, TerminalHook: noopTerminalHook{}})
+	done := make(chan error, 1)
+	go func() { done <- e.rt.Run(e.ctx) }()
+	e.submit(RunSpec{RunID: "busy"})
+	<-started
+	fs.Set(faults.Rule{Ops: faults.OpPut, KeyPrefix: "queue/wal/", Rate: 1, Err: objstore.ErrInvalidKey})
+	if _, err := e.rt.Submit(e.ctx, RunSpec{RunID: "lost"}); !errors.Is(err, kv.ErrStopped) {
+		t.Fatalf("Submit = %v; want kv.ErrStopped", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, kv.ErrStopped) {
+			t.Fatalf("Run = %v; want kv.ErrStopped", err)
+		}
+	case <-e.ctx.Done():
+		t.Fatal("Run did not return after the store stopped while its only slot was busy")
+	}
+	select {
+	case <-cancelled:
+	default:
+		t.Fatal("Run returned without cancelling the running step")
+	}
+}
