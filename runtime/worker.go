@@ -58,7 +58,11 @@ func (rt *Runtime) Run(ctx context.Context) error {
 		defer wg.Done()
 		select {
 		case <-rt.q.DB().Stopped():
-			errc <- fmt.Errorf("runtime: the store stopped accepting commits: %w", rt.q.DB().Err())
+			err := rt.q.DB().Err()
+			if errors.Is(err, kv.ErrClosed) {
+				err = queue.ErrClosed // the queue closed its kv
+			}
+			errc <- fmt.Errorf("runtime: the store stopped accepting commits: %w", err)
 		case <-loopCtx.Done():
 		}
 	}()
