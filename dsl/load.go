@@ -304,7 +304,7 @@ func (b *builder) step(i int, ss *stepSpec) *Step {
 		if waits(st.Foreach.Action) {
 			// Items run inside one durable step; a wait parks the whole
 			// run between steps, so it cannot be one item of many.
-			b.sink.errorf(f.Action.pos, CodeForeachWait, "to wait once per item, call a child workflow per item, or wait in a step of its own",
+			b.sink.errorf(f.Action.pos, CodeForeachWait, "to wait once per item, loop with steps of their own (a wait or call step, then a switch that goes back to it for the next item), or wait in a step of its own",
 				"foreach cannot run %s: each item's action must finish inside the step", st.Foreach.Action)
 		}
 		st.Foreach.Items = b.template(f.Items, scBase, i)

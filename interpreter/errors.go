@@ -1,7 +1,9 @@
 package interpreter
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -48,4 +50,45 @@ func classify(err error) *stepErr {
 		return newStepErr(TypeTimeout, "%v", err)
 	}
 	return newStepErr(TypeUnexpected, "%v", err)
+}
+
+// MaxInputSize bounds a run's input, measured as compact JSON: the input
+// rides in every step's state, which the queue caps at 16 MiB with the
+// variables beside it. Pass larger data by reference (a URL, an object
+// key).
+const MaxInputSize = 4 << 20
+
+// ErrInputTooLarge is matched by the refusal of an input over
+// MaxInputSize; it also matches dsl.ErrInputInvalid.
+var ErrInputTooLarge = fmt.Errorf("%w: the input is too large", dsl.ErrInputInvalid)
+
+// CheckInputJSON refuses a JSON input over MaxInputSize before anything
+// decodes it; whitespace does not count.
+func CheckInputJSON(raw []byte) error {
+	if len(raw) <= MaxInputSize {
+		return nil
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return nil // not JSON: the decoder says why
+	}
+	return checkInputLen(b.Len())
+}
+
+// checkInputSize refuses a decoded input whose compact JSON is over
+// MaxInputSize.
+func checkInputSize(input any) error {
+	b, err := json.Marshal(input)
+	if err != nil {
+		return fmt.Errorf("%w: %v", dsl.ErrInputInvalid, err)
+	}
+	return checkInputLen(len(b))
+}
+
+func checkInputLen(n int) error {
+	if n > MaxInputSize {
+		return fmt.Errorf("%w: %.1f MiB of JSON; the limit is %d MiB (pass large data by reference: a URL or an object key)",
+			ErrInputTooLarge, float64(n)/(1<<20), MaxInputSize>>20)
+	}
+	return nil
 }

@@ -584,6 +584,30 @@ steps:
 	}
 }
 
+// An input over MaxInputSize is refused by Submit, for every door (the
+// API and embedders as well as the CLI), and writes nothing.
+func TestInputOverTheLimitWritesNothing(t *testing.T) {
+	e := newTestEnv(t)
+	p := e.write("in.yaml", `
+tqw: v1
+name: in
+steps:
+  - id: done
+    succeed: ok
+`)
+	before := allObjects(t, e.ctx, e.store)
+	_, err := e.it.Submit(e.ctx, e.load(p), map[string]any{"blob": strings.Repeat("x", MaxInputSize)}, "r1")
+	if !errors.Is(err, ErrInputTooLarge) || !errors.Is(err, dsl.ErrInputInvalid) {
+		t.Fatalf("Submit: %v; want ErrInputTooLarge, an ErrInputInvalid", err)
+	}
+	if after := allObjects(t, e.ctx, e.store); len(after) != len(before) {
+		t.Fatalf("%d objects before, %d after a refused submit", len(before), len(after))
+	}
+	if err := CheckInputJSON([]byte(`{"a": 1` + strings.Repeat(" ", MaxInputSize) + `}`)); err != nil {
+		t.Errorf("whitespace counted against the limit: %v", err)
+	}
+}
+
 func TestLargeOutputGoesToAnObject(t *testing.T) {
 	e := newTestEnv(t)
 	p := e.write("big.yaml", `

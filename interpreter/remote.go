@@ -50,6 +50,9 @@ func prepareRun(ctx context.Context, store objstore.Store, pins *pinSet, rt *run
 	if err != nil {
 		return runtime.RunSpec{}, fmt.Errorf("%w: %v", dsl.ErrInputInvalid, err)
 	}
+	if err := checkInputSize(p); err != nil {
+		return runtime.RunSpec{}, err
+	}
 	if err := validateInput(w.Main, p); err != nil {
 		return runtime.RunSpec{}, err
 	}

@@ -205,7 +205,7 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 			return err
 		}
 	}
-	input, _, err := readJSONArg("--input", f.input, map[string]any{})
+	input, _, err := readInputArg(f.input)
 	if err != nil {
 		return err
 	}

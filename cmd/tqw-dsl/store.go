@@ -607,6 +607,25 @@ func readJSONArg(what, arg string, def any) (any, []byte, error) {
 	return v, raw, nil
 }
 
+// readInputArg is readJSONArg for a run's --input: an input over
+// interpreter.MaxInputSize is a usage error before it is decoded.
+func readInputArg(arg string) (any, []byte, error) {
+	raw := []byte(arg)
+	if strings.HasPrefix(arg, "@") {
+		b, err := os.ReadFile(arg[1:])
+		if err != nil {
+			return nil, nil, failf(exitUsage, "--input: %v", err)
+		}
+		raw = b
+	}
+	if arg != "" {
+		if err := interpreter.CheckInputJSON(raw); err != nil {
+			return nil, nil, failf(exitUsage, "--input: %v", err)
+		}
+	}
+	return readJSONArg("--input", string(raw), map[string]any{})
+}
+
 // loadWorkflow loads a workflow file and what it calls, printing warnings;
 // an invalid file is a usage error (exit 2) with every diagnostic.
 func loadWorkflow(cmd *cobra.Command, path string, noShell bool) (*interpreter.Workflow, error) {

@@ -44,7 +44,7 @@ command stays in the inbox and is applied when a writer drains it).`,
 			if err := refuseMem(store, "submit"); err != nil {
 				return err
 			}
-			in, rawInput, err := readJSONArg("--input", input, map[string]any{})
+			in, rawInput, err := readInputArg(input)
 			if err != nil {
 				return err
 			}
