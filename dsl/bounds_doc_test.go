@@ -1,6 +1,10 @@
 package dsl
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"regexp"
 	"strconv"
@@ -65,5 +69,59 @@ func TestBoundsMatchTheDocs(t *testing.T) {
 	want := "more than " + strconv.Itoa(DefaultLimits.MaxAliasNodes) + " values"
 	if !strings.Contains(diags[0].Message, want) {
 		t.Fatalf("alias-bound message %q does not state the bound (%q)", diags[0].Message, want)
+	}
+}
+
+// TestEveryCodeIsListedInTheDocs checks that docs/DSL.md's list of
+// diagnostic codes names every Code constant the package declares.
+func TestEveryCodeIsListedInTheDocs(t *testing.T) {
+	b, err := os.ReadFile("../docs/DSL.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Join(strings.Fields(string(b)), " ")
+	start := strings.Index(doc, "Diagnostic codes: ")
+	if start < 0 {
+		t.Fatal(`docs/DSL.md has no "Diagnostic codes: " list`)
+	}
+	list := doc[start:]
+	if end := strings.Index(list, "). "); end >= 0 {
+		list = list[:end]
+	}
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			for _, d := range f.Decls {
+				g, ok := d.(*ast.GenDecl)
+				if !ok || g.Tok != token.CONST {
+					continue
+				}
+				for _, s := range g.Specs {
+					vs := s.(*ast.ValueSpec)
+					for i, name := range vs.Names {
+						if !strings.HasPrefix(name.Name, "Code") || i >= len(vs.Values) {
+							continue
+						}
+						lit, ok := vs.Values[i].(*ast.BasicLit)
+						if !ok || lit.Kind != token.STRING {
+							continue
+						}
+						code, _ := strconv.Unquote(lit.Value)
+						n++
+						if !strings.Contains(list, "`"+code+"`") {
+							t.Errorf("docs/DSL.md's list of diagnostic codes lacks %s (%s)", code, name.Name)
+						}
+					}
+				}
+			}
+		}
+	}
+	if n < 40 {
+		t.Fatalf("found %d Code constants; want the package's whole list", n)
 	}
 }

@@ -52,6 +52,7 @@ const (
 	CodeExprCompile    = "expr.compile"
 	CodeExprStep       = "expr.unknown-step"
 	CodeExprNotRun     = "expr.step-not-run"
+	CodeExprTimeText   = "expr.time-text"
 	CodeSecretScope    = "secret.outside-with"
 	CodeSecretUnknown  = "secret.undeclared"
 	CodeErrorType      = "error.unknown-type"

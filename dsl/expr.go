@@ -249,10 +249,37 @@ type nameRef struct {
 type refVisitor struct {
 	idents uint16
 	refs   []nameRef
+	// timeText is the first operand a time or duration meets with a value
+	// whose type is known only at run time (timeTextOp the operator).
+	timeText, timeTextOp string
 }
+
+var (
+	timeType     = reflect.TypeOf(time.Time{})
+	durationType = reflect.TypeOf(time.Duration(0))
+)
+
+// timeLike reports a time or a duration as expr's checker types it.
+func timeLike(t reflect.Type) bool { return t == timeType || t == durationType }
+
+// dynamic reports an operand whose type is known only at run time: what
+// variables, inputs and outputs hold, where times and durations are text.
+func dynamic(t reflect.Type) bool { return t == nil || t.Kind() == reflect.Interface }
 
 func (v *refVisitor) Visit(n *ast.Node) {
 	switch x := (*n).(type) {
+	case *ast.BinaryNode:
+		switch x.Operator {
+		case "+", "-", "<", ">", "<=", ">=", "==", "!=":
+			if v.timeText != "" {
+				break
+			}
+			if timeLike(x.Left.Type()) && dynamic(x.Right.Type()) {
+				v.timeText, v.timeTextOp = x.Right.String(), x.Operator
+			} else if timeLike(x.Right.Type()) && dynamic(x.Left.Type()) {
+				v.timeText, v.timeTextOp = x.Left.String(), x.Operator
+			}
+		}
 	case *ast.IdentifierNode:
 		for i, sn := range scopeNames {
 			if sn.name == x.Value {
@@ -273,7 +300,9 @@ type compiled struct {
 	prog   *vm.Program
 	idents uint16 // environment names read, as in refVisitor
 	refs   []nameRef
-	err    error
+	// timeText and timeTextOp are refVisitor's.
+	timeText, timeTextOp string
+	err                  error
 }
 
 // exprCompiler compiles expressions for one load, caching by source. It
@@ -376,7 +405,7 @@ func (c *exprCompiler) compileOne(src string) *compiled {
 		v := &refVisitor{}
 		root := prog.Node()
 		ast.Walk(&root, v)
-		r.idents, r.refs = v.idents, v.refs
+		r.idents, r.refs, r.timeText, r.timeTextOp = v.idents, v.refs, v.timeText, v.timeTextOp
 	}
 	return r
 }

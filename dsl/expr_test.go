@@ -211,3 +211,33 @@ func TestExprEnvTypes(t *testing.T) {
 		}
 	}
 }
+
+// A time fills a field that takes text, and a stored time read back with
+// date() mixes with now(); without date() the load says why (issue 23:
+// until: ${ now() } was "an object", and now() - vars.t0 failed at run
+// time).
+func TestTimesInTextFieldsAndStoredTimes(t *testing.T) {
+	src := `
+tqw: v1
+name: times
+steps:
+  - id: mark
+    set: {t0: "${ now() }"}
+  - id: nap
+    action: sleep
+    with: {until: "${ now() + duration('1s') }"}
+  - id: diff
+    set: {took: "${ now() - date(vars.t0) }", late: "${ date(vars.t0) < now() }"}
+  - id: done
+    succeed: "${ vars.took }"
+`
+	if _, diags, err := Parse("times.yaml", []byte(src)); err != nil || len(diags) > 0 {
+		t.Fatalf("Parse: %v\n%s", err, diags)
+	}
+	for _, bad := range []string{"now() - vars.t0", "vars.t0 < now()", "now() + vars.d", "duration('1h') == steps.mark.output"} {
+		_, diags, err := Parse("times.yaml", []byte(strings.Replace(src, "now() - date(vars.t0)", bad, 1)))
+		if err == nil || len(diags) == 0 || diags[0].Code != CodeExprTimeText {
+			t.Errorf("%s: err %v, diagnostics %v; want %s", bad, err, diags, CodeExprTimeText)
+		}
+	}
+}

@@ -601,6 +601,11 @@ func (b *builder) compileExpr(src string, pos Pos, sc scope, step int) *Expr {
 	if b.misplacedRaw(src, c, pos) {
 		return nil
 	}
+	if c.timeText != "" {
+		b.sink.errorf(pos, CodeExprTimeText, fmt.Sprintf("write date(%s) for a time, duration(%s) for a duration", c.timeText, c.timeText),
+			"expression %q applies %s to a time or duration and %s, whose value is stored as text (times as RFC 3339, durations as 1h30m)", src, c.timeTextOp, c.timeText)
+		return nil
+	}
 	ok := true
 	for i, sn := range scopeNames {
 		if c.idents&(1<<i) == 0 || sc&sn.bit != 0 {

@@ -94,8 +94,8 @@ func staticKind(e *Expr) (string, bool) {
 		return "", false
 	}
 	t := e.prog.Node().Type()
-	if t == nil {
-		return "", false
+	if t == nil || timeLike(t) {
+		return "", false // a time or duration renders as text (Stringify)
 	}
 	switch t.Kind() {
 	case reflect.Map, reflect.Struct:
