@@ -13,6 +13,7 @@ func init() { commands = append(commands, newGraphCmd) }
 
 func newGraphCmd() *cobra.Command {
 	var format string
+	var decls declLookup
 	cmd := &cobra.Command{
 		Use:   "graph FILE",
 		Short: "Print a workflow's step graph as Mermaid or Graphviz DOT",
@@ -25,7 +26,11 @@ edges (dashed), and computed targets as a separate node.`,
 			if format != "mermaid" && format != "dot" {
 				return failf(exitUsage, "--format %q: want mermaid or dot", format)
 			}
-			w, diags, err := dsl.Load(args[0])
+			opts, err := decls.options(args[0])
+			if err != nil {
+				return err
+			}
+			w, diags, err := dsl.LoadWith(args[0], opts)
 			if err != nil && !errors.Is(err, dsl.ErrInvalid) {
 				return failf(exitUsage, "%v", err) // the file cannot be read
 			}
@@ -40,5 +45,6 @@ edges (dashed), and computed targets as a separate node.`,
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "mermaid", "output format: mermaid or dot")
+	addActionsFlag(cmd, &decls)
 	return cmd
 }

@@ -17,14 +17,15 @@ import (
 func init() { commands = append(commands, newLSPCmd) }
 
 func newLSPCmd() *cobra.Command {
-	var debounce string
+	var debounce, actionsFile string
 	cmd := &cobra.Command{
 		Use:   "lsp",
 		Short: "Run the workflow language server on standard input and output",
 		Long: `lsp speaks the Language Server Protocol over standard input and output,
 for editors: the loader's diagnostics as you type, go to definition, find
 references and rename for step ids, an outline, completion, hovers and quick
-fixes. --stdio is accepted for editors that pass it. Logs go to standard
+fixes. Workflows using a program's own actions are checked with its action
+declarations (--actions FILE, else the nearest tqw-actions.json). --stdio is accepted for editors that pass it. Logs go to standard
 error. It exits 0 after the client's shutdown and exit, 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -35,7 +36,7 @@ error. It exits 0 after the client's shutdown and exit, 1 otherwise.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM)
 			defer stop()
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			err = lsp.Serve(ctx, cmd.InOrStdin(), cmd.OutOrStdout(), lsp.Options{Debounce: d, Logger: logger})
+			err = lsp.Serve(ctx, cmd.InOrStdin(), cmd.OutOrStdout(), lsp.Options{Debounce: d, Logger: logger, LoadOptions: freshDecls(actionsFile, logger.Warn)})
 			if err != nil && !errors.Is(err, context.Canceled) {
 				return failf(exitInvalid, "%v", err)
 			}
@@ -43,6 +44,7 @@ error. It exits 0 after the client's shutdown and exit, 1 otherwise.`,
 		},
 	}
 	cmd.Flags().StringVar(&debounce, "debounce", "150ms", "quiet time after a change before diagnostics are recomputed (0 for none)")
+	cmd.Flags().StringVar(&actionsFile, "actions", "", "declarations of a program's own actions (default: the nearest tqw-actions.json of each workflow, read again as it changes)")
 	cmd.Flags().Bool("stdio", true, "talk over standard input and output (the only transport)")
 	return cmd
 }

@@ -33,6 +33,7 @@ type checkedFile struct {
 func newValidateCmd() *cobra.Command {
 	var format, stdinName string
 	var asJSON bool
+	var decls declLookup
 	cmd := &cobra.Command{
 		Use:   "validate FILE|DIR|-...",
 		Short: "Check workflow files and print every diagnostic",
@@ -68,7 +69,11 @@ Exit code 0 means every file is valid (warnings allowed), 1 that one is not,
 			var files []checkedFile
 			invalid := 0
 			for _, p := range paths {
-				f := checkFile(p, cmd.InOrStdin(), stdinName)
+				opts, err := decls.options(p)
+				if err != nil {
+					return err
+				}
+				f := checkFile(p, cmd.InOrStdin(), stdinName, opts)
 				if f.w == nil {
 					invalid++
 				}
@@ -98,6 +103,7 @@ Exit code 0 means every file is valid (warnings allowed), 1 that one is not,
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: "+strings.Join(validateFormats, ", "))
 	cmd.Flags().BoolVar(&asJSON, "json", false, "the same as --format json")
+	addActionsFlag(cmd, &decls)
 	cmd.Flags().StringVar(&stdinName, "stdin-filename", "<stdin>", "the file name diagnostics give a workflow read from - (standard input)")
 	return cmd
 }
@@ -149,7 +155,7 @@ func expandValidateArgs(args []string) ([]string, error) {
 
 // checkFile loads one workflow: path "-" reads stdin and names the
 // result stdinName. A file that cannot be read gets a file.read diagnostic.
-func checkFile(path string, stdin io.Reader, stdinName string) checkedFile {
+func checkFile(path string, stdin io.Reader, stdinName string, opts dsl.Options) checkedFile {
 	name := path
 	var r io.Reader
 	if path == "-" {
@@ -167,7 +173,7 @@ func checkFile(path string, stdin io.Reader, stdinName string) checkedFile {
 	if err != nil {
 		return readFailure(name, err)
 	}
-	w, diags, err := dsl.Parse(name, src)
+	w, diags, err := dsl.ParseWith(name, src, opts)
 	if err != nil && !errors.Is(err, dsl.ErrInvalid) {
 		return readFailure(name, err)
 	}

@@ -501,3 +501,25 @@ func TestShutdownExit(t *testing.T) {
 		t.Errorf("tqw-dsl lsp after shutdown and exit: %v", err)
 	}
 }
+
+// A workflow using a program's own actions gets no unknown-action
+// diagnostic once tqw-actions.json sits beside it, and its with is
+// checked against the declared schema.
+func TestDeclaredActionsInTheEditor(t *testing.T) {
+	dir := t.TempDir()
+	decl := `{"tqw": "actions/v1", "actions": {"charge": {"with": {"type": "object", "required": ["amount"], "properties": {"amount": {"type": "integer"}}}}}}`
+	if err := os.WriteFile(filepath.Join(dir, "tqw-actions.json"), []byte(decl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startServer(t)
+	good, bad := fileURI(filepath.Join(dir, "good.yaml")), fileURI(filepath.Join(dir, "bad.yaml"))
+	c.open(good, "tqw: v1\nname: pay\nsteps:\n  - id: pay\n    action: charge\n    with: {amount: 5}\n")
+	c.open(bad, "tqw: v1\nname: pay\nsteps:\n  - id: pay\n    action: charge\n    with: {amount: five}\n")
+	if d := c.diagnosticsFor(good, 1); len(d) != 0 {
+		t.Errorf("a valid use of a declared action: %+v", d)
+	}
+	d := c.diagnosticsFor(bad, 1)
+	if len(d) != 1 || d[0].Code != "with.invalid" {
+		t.Errorf("a with breaking the declared schema: %+v; want one with.invalid", d)
+	}
+}

@@ -32,6 +32,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported to the client in serverInfo.
 	Version string
+	// LoadOptions returns the loader options a document at path is
+	// checked with (a program's declared actions); nil means dsl.Options{}.
+	LoadOptions func(path string) dsl.Options
 	// AfterFunc schedules f after d and returns a function that cancels
 	// it; nil means time.AfterFunc. Tests use it to drive the debounce.
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
@@ -322,7 +325,11 @@ func (s *Server) publish(d *document, gen int) {
 	}
 	text, path, version := d.text, d.path, d.version
 	s.mu.Unlock()
-	_, diags, _ := dsl.Parse(path, []byte(text))
+	var opts dsl.Options
+	if s.opts.LoadOptions != nil {
+		opts = s.opts.LoadOptions(path)
+	}
+	_, diags, _ := dsl.ParseWith(path, []byte(text), opts)
 	s.mu.Lock()
 	if d.gen != gen || s.docs[d.uri] != d {
 		s.mu.Unlock()

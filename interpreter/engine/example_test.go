@@ -72,3 +72,40 @@ func Example() {
 	fmt.Println(o.Status, string(o.Result))
 	// Output: succeeded "HELLO WORLD!"
 }
+
+// ExampleActionDeclarations writes the declarations file that lets
+// `tqw-dsl validate`, `lsp` and `schema` check workflows using the
+// program's own actions.
+func ExampleActionDeclarations() {
+	f, err := engine.ActionDeclarations(shout{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, err := f.Encode()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(string(b)) // write it as tqw-actions.json beside the workflows
+	// Output:
+	// {
+	//   "tqw": "actions/v1",
+	//   "actions": {
+	//     "shout": {
+	//       "with": {
+	//         "type": "object",
+	//         "properties": {
+	//           "text": {
+	//             "type": "string"
+	//           }
+	//         },
+	//         "required": [
+	//           "text"
+	//         ],
+	//         "additionalProperties": false
+	//       }
+	//     }
+	//   }
+	// }
+}
