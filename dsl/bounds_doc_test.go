@@ -102,27 +102,25 @@ func TestEveryCodeIsListedInTheDocs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		{
-			for _, d := range f.Decls {
-				g, ok := d.(*ast.GenDecl)
-				if !ok || g.Tok != token.CONST {
-					continue
-				}
-				for _, s := range g.Specs {
-					vs := s.(*ast.ValueSpec)
-					for i, name := range vs.Names {
-						if !strings.HasPrefix(name.Name, "Code") || i >= len(vs.Values) {
-							continue
-						}
-						lit, ok := vs.Values[i].(*ast.BasicLit)
-						if !ok || lit.Kind != token.STRING {
-							continue
-						}
-						code, _ := strconv.Unquote(lit.Value)
-						n++
-						if !strings.Contains(list, "`"+code+"`") {
-							t.Errorf("docs/DSL.md's list of diagnostic codes lacks %s (%s)", code, name.Name)
-						}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, s := range g.Specs {
+				vs := s.(*ast.ValueSpec)
+				for i, name := range vs.Names {
+					if !strings.HasPrefix(name.Name, "Code") || i >= len(vs.Values) {
+						continue
+					}
+					lit, ok := vs.Values[i].(*ast.BasicLit)
+					if !ok || lit.Kind != token.STRING {
+						continue
+					}
+					code, _ := strconv.Unquote(lit.Value)
+					n++
+					if !strings.Contains(list, "`"+code+"`") {
+						t.Errorf("docs/DSL.md's list of diagnostic codes lacks %s (%s)", code, name.Name)
 					}
 				}
 			}
