@@ -66,7 +66,8 @@ const stepWork = 50 * time.Millisecond
 const pollers = 4
 
 // TestServeReportsOnlyDurableSteps reproduces issue 22's first item: on
-// S3 behind a proxy that holds every WAL PUT, serve is SIGKILLed the
+// S3 behind a proxy that holds every WAL PUT, with noise runs keeping
+// PUTs in flight as on a busy server, serve is SIGKILLed the
 // moment a read endpoint (the history, a run's visited steps, the list)
 // shows step c done, and started again on the same store; c never runs
 // again, for every endpoint, in every trial. Before the fix the history
