@@ -83,7 +83,13 @@
 //     history, step outputs and child index move into its sealed segment
 //     with its result and leave the KV store; History reads them back
 //     through a Reader from WithSealed (the CLI's status and history and
-//     the server do), and they expire with the segment. A sealed run then
+//     the server do), and they expire with the segment.
+//   - History reports durable records only: on the writer's queue it
+//     returns, after its last read, once what it read is durable
+//     (runtime.AwaitDurable): free when nothing is pending, else the wait
+//     for the WAL PUT holding the latest settlement, bounded by the kv's
+//     commit delay more. Position needs no barrier: a step job's payload
+//     never changes, so the job of a durable status is durable. A sealed run then
 //     needs a retention marker only for what lives outside the KV (a
 //     rerun claim, large-output objects), so a plain run leaves nothing
 //     of the interpreter's in memory.

@@ -9,6 +9,7 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
@@ -166,7 +167,31 @@ func (it *Interpreter) RunRecordPrefixes(runID string) []string {
 // Reader from WithSealed it reads a sealed run's history from its
 // segment (one GET of the segment's data object, plus its index unless
 // cached); otherwise from the KV store (memory reads on the writer).
+//
+// It reports durable records only: on the writer's queue (directly or
+// under WithSealed) it returns once every commit its reads may have seen
+// is durable (runtime.AwaitDurable, after the last read: a step whose
+// settlement is still on its way to the store may wait for that WAL PUT,
+// bounded by the kv's commit delay more). The barrier covers every read
+// the caller made of r before, too, so a report that reads the history
+// last needs no other.
 func History(ctx context.Context, r Reader, store objstore.Store, runID string) ([]HistoryRecord, error) {
+	recs, err := history(ctx, r, store, runID)
+	if err != nil {
+		return nil, err
+	}
+	base := r
+	if s, ok := r.(sealedReader); ok {
+		base = s.Reader
+	}
+	if err := runtime.AwaitDurable(ctx, base); err != nil {
+		return nil, fmt.Errorf("interpreter: history of run %s: %w", runID, err)
+	}
+	return recs, nil
+}
+
+// history is History without the read barrier.
+func history(ctx context.Context, r Reader, store objstore.Store, runID string) ([]HistoryRecord, error) {
 	sealed, _ := r.(sealedReader)
 	// Sealed first, then the KV, then sealed again: a run sealed between
 	// the two reads is found either way.

@@ -35,9 +35,11 @@ type Position struct {
 
 // Position reads where the active run whose current step job is jobID
 // stands (runstate.Status.JobID). A job that is gone (the run moved on
-// or ended) matches runtime.ErrRunNotFound. Cost: a read of the job from
-// r (no object-store request on the writer's queue) and, on a definition
-// cache miss, one GET.
+// or ended) matches runtime.ErrRunNotFound. A job's payload never
+// changes, so given the JobID of a durable status (runtime.Inspector's)
+// the answer is durable too: Position waits for no read barrier. Cost: a
+// read of the job from r (no object-store request on the writer's queue)
+// and, on a definition cache miss, one GET.
 func (v *View) Position(ctx context.Context, r runtime.StateReader, jobID string) (Position, error) {
 	job, err := r.GetJob(ctx, jobID)
 	if errors.Is(err, storage.ErrNotFound) {

@@ -54,7 +54,12 @@
 //     then: step n+1 starts only after step n's settlement is in the store
 //     (the queue does not hand out a job before the commit that enqueued
 //     it is durable), Step.OnDurable callbacks, terminal hooks, Status and
-//     ListRuns report nothing that is not durable. So a step reported
+//     ListRuns report nothing that is not durable: on the writer's queue a
+//     report waits, after its last read, for the WAL PUT holding what it
+//     read (AwaitDurable, the one read barrier every reader calls: free
+//     when nothing is pending, else that PUT, bounded by
+//     kv.Options.CommitDelay more). A caller that reads more after an
+//     answer calls it after that read too. So a step reported
 //     complete never runs again, whatever crashes. While the store cannot
 //     be written no new step starts; settlements wait and retry.
 //     Throughput comes from group commit across runs (a worker frees its

@@ -28,22 +28,16 @@ var (
 	_ StateReader = (*queue.Reader)(nil)
 )
 
-// durableBarrier is implemented by a StateReader whose reads may include
-// commits not yet durable (the writer's queue): Sync returns once they
-// are.
-type durableBarrier interface {
-	Sync(ctx context.Context) error
-}
-
 // Inspector answers Status and ListRuns from the runtime's records alone,
 // so a process that only opened a queue.Reader on the store can follow runs
 // (call the Reader's Refresh to catch up). It writes nothing. It reports
 // durable state only: a Reader reads nothing else, and on the writer's
-// queue every answer waits until the commits it may have read are durable
-// (a read barrier: free when nothing is pending, else the wait for the
-// WAL PUT holding what is, at most kv.Options.CommitDelay longer while
-// running steps' settlements are about to share it). A step whose claim is not durable yet may show as
-// pending on a Reader.
+// queue every answer waits, after its last read, until the commits it may
+// have read are durable (AwaitDurable: free when nothing is pending, else
+// the wait for the WAL PUT holding them, bounded by kv.Options.CommitDelay
+// more). A caller that reads more after an answer (a run's history) needs
+// the barrier after that read too. A step whose claim is not durable yet
+// may show as pending on a Reader.
 type Inspector struct {
 	r StateReader
 	// segments reads sealed runs (nil: this Inspector cannot).
@@ -53,15 +47,8 @@ type Inspector struct {
 	cat     *catalogCache
 }
 
-// durable waits until what in read is durable.
-func (in *Inspector) durable(ctx context.Context) error {
-	if b, ok := in.r.(durableBarrier); ok {
-		if err := b.Sync(ctx); err != nil {
-			return fmt.Errorf("runtime: wait for the state read to be durable: %w", err)
-		}
-	}
-	return nil
-}
+// durable waits until what in read is durable (AwaitDurable).
+func (in *Inspector) durable(ctx context.Context) error { return AwaitDurable(ctx, in.r) }
 
 // NewInspector returns an Inspector reading r.
 func NewInspector(r StateReader) *Inspector { return &Inspector{r: r} }

@@ -8,6 +8,16 @@
 //
 //   - A command answered 2xx is durable: submit, cancel and signal return
 //     after the runtime's durable commit, as the CLI's do.
+//   - What a read reports is durable: a run, its history, its visited and
+//     current steps, its wait, the list and its counts reflect only
+//     commits in the store. Each answer waits, after its last read of the
+//     writer's memory, for the WAL PUT holding what it read (the runtime's
+//     read barrier, which Inspector's answers and interpreter.History
+//     take; a run's detail reads its history last so that barrier covers
+//     the rest). So a client (the UI, server/client, the CLI's status and
+//     history over HTTP) that sees a step done never sees it run again,
+//     whatever crashes. The cost is latency, not requests: free when no
+//     commit is pending, else at most that PUT plus the kv's commit delay.
 //   - Bad input changes nothing: a request is checked (body shape, run id,
 //     workflow, input against its schema, signal payload against the
 //     waiting step's schema) before anything is written, and refused with a

@@ -20,6 +20,7 @@ import (
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
 // maxSubmitBody bounds a submission: an inline workflow (the DSL's own
@@ -369,6 +370,11 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, run)
 }
 
+// runDetail reads what GET /v1/runs/{id} reports of st beyond the
+// summary. The history is read last: interpreter.History returns once
+// every commit read here is durable (the wait record included), so the
+// answer is never ahead of the store; the step job and the definition are
+// objects that never change under an id a durable status gave.
 func (s *Server) runDetail(r *http.Request, st runstate.Status) (Run, error) {
 	ctx := r.Context()
 	run := Run{RunSummary: s.summary(r.Context(), st), DefinitionHash: st.Headers[interpreter.HeaderDefinition], ResultOmitted: st.ResultOmitted,
@@ -382,17 +388,6 @@ func (s *Server) runDetail(r *http.Request, st runstate.Status) (Run, error) {
 			if run.DefinitionHash == "" {
 				run.DefinitionHash = pos.Definition
 			}
-		}
-	}
-	recs, err := interpreter.History(ctx, interpreter.WithSealed(s.rt.Queue(), s.rt.Inspector()), nil, st.RunID)
-	if err != nil {
-		return run, err
-	}
-	seen := map[string]bool{}
-	for _, h := range recs {
-		if !seen[h.Step] {
-			seen[h.Step] = true
-			run.VisitedSteps = append(run.VisitedSteps, h.Step)
 		}
 	}
 	if st.State == runstate.StateWaiting && st.SignalKey != "" {
@@ -419,7 +414,26 @@ func (s *Server) runDetail(r *http.Request, st runstate.Status) (Run, error) {
 			}
 		}
 	}
+	// Last, for its read barrier (see above).
+	recs, err := s.history(ctx, st.RunID, nil)
+	if err != nil {
+		return run, err
+	}
+	seen := map[string]bool{}
+	for _, h := range recs {
+		if !seen[h.Step] {
+			seen[h.Step] = true
+			run.VisitedSteps = append(run.VisitedSteps, h.Step)
+		}
+	}
 	return run, nil
+}
+
+// history reads runID's history, durable records only (interpreter.History
+// waits for them), sealed runs' from their segments; store reads large
+// outputs back (nil: they stay references).
+func (s *Server) history(ctx context.Context, runID string, store objstore.Store) ([]interpreter.HistoryRecord, error) {
+	return interpreter.History(ctx, interpreter.WithSealed(s.rt.Queue(), s.rt.Inspector()), store, runID)
 }
 
 // summary is st as a RunSummary; the current step of an active run is
@@ -703,7 +717,7 @@ func (s *Server) runHistory(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.status(w, r, id); !ok {
 		return
 	}
-	recs, err := interpreter.History(r.Context(), interpreter.WithSealed(s.rt.Queue(), s.rt.Inspector()), s.rt.Store(), id)
+	recs, err := s.history(r.Context(), id, s.rt.Store())
 	if err != nil {
 		s.storeFailed(w, "reading the history of run "+id, err)
 		return

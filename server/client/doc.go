@@ -6,6 +6,8 @@
 // Every method is one HTTP request (the event streams: one long request). A
 // non-2xx answer is an *Error carrying the server's code, message and field;
 // errors.Is matches it against ErrUnauthorized, ErrNotFound, ErrConflict and
-// ErrRejected by status. The client adds no object-store cost of its own; see
+// ErrRejected by status. What a method returns is what the server answered,
+// which is durable state only (see package server), so a run or step this
+// client reports ended never runs again. The client adds no object-store cost of its own; see
 // package server for what each endpoint costs the store.
 package client

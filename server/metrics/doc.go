@@ -11,7 +11,9 @@
 //     tqw_llm_cost_usd_total{model}, tqw_llm_unpriced_calls_total{model}.
 //   - WrapStore, a wrapper of the objstore.Store everything writes through:
 //     tqw_objstore_requests_total{op,outcome} and
-//     tqw_objstore_request_duration_seconds{op}.
+//     tqw_objstore_request_duration_seconds{op}. It forwards the wrapped
+//     store's packing (objstore.Packer), so the writer's WAL costs what it
+//     costs without metrics (one data flush per commit on a file store).
 //   - InboxAnswered (remote.InboxOptions.OnAnswered) and
 //     ObserveSignalDelivery: tqw_inbox_commands_total{kind,outcome},
 //     tqw_signal_delivery_latency_seconds{path}.
