@@ -423,7 +423,7 @@
     search.value = f.q;
     const tbody = h('tbody', {id: 'runs-body'});
     const empty = h('p', {class: 'empty', id: 'runs-empty', hidden: true}, 'No runs match.');
-    const more = h('button', {type: 'button', class: 'secondary', hidden: true, onclick: () => load(false)}, 'Load more');
+    const more = h('button', {type: 'button', class: 'secondary', id: 'runs-more', hidden: true, onclick: () => load(false)}, 'Load more');
     const problem = h('div', {'aria-live': 'polite'});
 
     const form = h('form', {class: 'filters', role: 'search', onsubmit: (ev) => { ev.preventDefault(); openSearched(); }},
