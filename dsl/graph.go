@@ -372,10 +372,11 @@ func mermaidID(id string) string { return "s_" + id }
 
 // mermaidText quotes s as a Mermaid label. Mermaid's entity codes stand
 // for the characters that would end the label (" and |), open markup
-// (<: Mermaid sanitizes labels as HTML, so a tag would vanish rather than
-// show) or start an entity (& and #, so the text reads back exactly).
+// (< and >: Mermaid sanitizes labels as HTML, so a tag would vanish or
+// lose its brackets rather than show) or start an entity (& and #, so the
+// text reads back exactly).
 func mermaidText(s string) string {
-	r := strings.NewReplacer(`"`, "#quot;", "|", "#124;", "<", "#lt;", "&", "#amp;", "#", "#35;", "\n", " ")
+	r := strings.NewReplacer(`"`, "#quot;", "|", "#124;", "<", "#lt;", ">", "#gt;", "&", "#amp;", "#", "#35;", "\n", " ")
 	return `"` + r.Replace(s) + `"`
 }
 

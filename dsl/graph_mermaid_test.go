@@ -22,7 +22,7 @@ func TestMermaidLabelsAreEscaped(t *testing.T) {
 	if err := w.WriteMermaid(&m); err != nil {
 		t.Fatal(err)
 	}
-	want := `s_a -->|"input.note == #quot;#lt;script>alert(1)#lt;/script>#quot; #amp;#amp; input.n > 1 #amp;#amp; input.tag in [#quot;a#124;b#quot;, #quot;#35;quot;#quot;]"| s_b`
+	want := `s_a -->|"input.note == #quot;#lt;script#gt;alert(1)#lt;/script#gt;#quot; #amp;#amp; input.n #gt; 1 #amp;#amp; input.tag in [#quot;a#124;b#quot;, #quot;#35;quot;#quot;]"| s_b`
 	if !strings.Contains(m.String(), want) {
 		t.Errorf("mermaid lacks %s:\n%s", want, m.String())
 	}

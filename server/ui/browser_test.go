@@ -483,8 +483,8 @@ func TestBrowserApprovalFlow(t *testing.T) {
 	// Its switch's label holds quotes and a script tag: shown as text.
 	label := `output.note == "<script>alert(1)</script>" && output.urgent`
 	until("the graph shows the switch's label with its quotes and tag as text",
-		fmt.Sprintf(`(() => { const g = document.querySelector('#graph svg'); const t = g.textContent.replace(/\s+/g, ' ');
-		          return t.includes(%q) && !/&quot;|&lt;|&amp;|#quot;/.test(t) && !g.querySelector('script, img, iframe'); })()`, label))
+		fmt.Sprintf(`(() => { const g = document.querySelector('#graph svg'); const t = g.textContent.replace(/\s+/g, '');
+		          return t.includes(%q) && !/&quot;|&lt;|&gt;|&amp;|#quot;/.test(t) && !g.querySelector('script, img, iframe'); })()`, strings.Join(strings.Fields(label), "")))
 	step("send the empty form", chromedp.Click(chromedp.CSS(`#approval-form button[type=submit]`)))
 	until("each required field says what is wrong, inline",
 		`['decision', 'score', 'note'].every((n) => { const i = document.querySelector('#approval-form [name=' + n + ']');
