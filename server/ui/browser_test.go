@@ -503,17 +503,16 @@ func TestBrowserApprovalFlow(t *testing.T) {
 	                   return i.getAttribute('aria-invalid') === 'true' || document.getElementById(i.getAttribute('aria-describedby').split(' ').pop()).textContent !== ''; })`
 	step("fix the note", chromedp.SendKeys(chromedp.CSS(`#approval-form input[name=note]`), "ship it"))
 	until("the note's error is gone, the score's stays", fieldErr+`('note') === false && `+fieldErr+`('score') === true`)
-	step("clear the note again", chromedp.SetValue(chromedp.CSS(`#approval-form input[name=note]`), ""))
 	step("fill the form with a score only the server refuses (not a multiple of 2)",
 		chromedp.SetValue(chromedp.CSS(`#approval-form select[name=decision]`), "0"),
 		chromedp.SendKeys(chromedp.CSS(`#approval-form input[name=score]`), "3"),
-		chromedp.SendKeys(chromedp.CSS(`#approval-form input[name=note]`), "ship it"),
 		chromedp.Click(chromedp.CSS(`#approval-form button[type=submit]`)))
 	until("the server's refusal is shown at the score field",
 		`(() => { const i = document.querySelector('#approval-form [name=score]'); const e = document.getElementById(i.getAttribute('aria-describedby').split(' ').pop());
 		          return i.getAttribute('aria-invalid') === 'true' && /multipleOf/.test(e.textContent) && document.querySelector('#approval-form [name=note]').getAttribute('aria-invalid') !== 'true'; })()`)
 	shot("review-refused")
-	step("correct the score", chromedp.SetValue(chromedp.CSS(`#approval-form input[name=score]`), ""), chromedp.SendKeys(chromedp.CSS(`#approval-form input[name=score]`), "4"))
+	eval("empty the score", `(() => { document.querySelector('#approval-form input[name=score]').value = ''; return ''; })()`)
+	step("type the corrected score", chromedp.SendKeys(chromedp.CSS(`#approval-form input[name=score]`), "4"))
 	until("the server's refusal at the score is gone once it is changed", fieldErr+`('score') === false`)
 	step("send", chromedp.Click(chromedp.CSS(`#approval-form button[type=submit]`)))
 	until("the review run succeeds", `document.querySelector('#run-header [data-field=state] [data-state=succeeded]') !== null`)
