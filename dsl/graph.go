@@ -370,8 +370,13 @@ func (w *Workflow) WriteMermaid(out io.Writer) error {
 
 func mermaidID(id string) string { return "s_" + id }
 
+// mermaidText quotes s as a Mermaid label. Mermaid's entity codes stand
+// for the characters that would end the label (" and |), open markup
+// (< and >: Mermaid sanitizes labels as HTML, so a tag would vanish or
+// lose its brackets rather than show) or start an entity (& and #, so the
+// text reads back exactly).
 func mermaidText(s string) string {
-	r := strings.NewReplacer(`"`, "#quot;", "|", "#124;", "\n", " ")
+	r := strings.NewReplacer(`"`, "#quot;", "|", "#124;", "<", "#lt;", ">", "#gt;", "&", "#amp;", "#", "#35;", "\n", " ")
 	return `"` + r.Replace(s) + `"`
 }
 

@@ -258,7 +258,7 @@ func TestGraph(t *testing.T) {
 	if err := w.WriteDOT(&d); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`s_decide -->|"vars.amount > 100"| s_ask`, `s_decide -->|"else"| s_refund`,
+	for _, want := range []string{`s_decide -->|"vars.amount #gt; 100"| s_ask`, `s_decide -->|"else"| s_refund`,
 		`s_ask -.->|"timeout"| s_escalate`, `s_refund -.->|"catch shell.exit"| s_escalate`, "s_notice --> s_done"} {
 		if !strings.Contains(m.String(), want) {
 			t.Errorf("mermaid lacks %q:\n%s", want, m.String())

@@ -304,24 +304,43 @@ func (in *Inspector) shadowed(ctx context.Context, older, newer *archive.Meta) (
 }
 
 // holderSweep finds the sealed entry ListRuns would list for each of a
-// sequence of increasing run ids: the newest visible segment holding it.
+// sequence of increasing (desc: decreasing) run ids: the newest visible
+// segment holding it.
 // It keeps the segments whose id range covers the current id, so an id
 // costs the hash lookups of those (with ULIDs, a few), not of every
 // segment, and a segment's index only when its hashes say it may hold
 // the id.
 type holderSweep struct {
 	in *Inspector
-	// segs is the visible segments by MinID; next the first not yet
-	// reached, active those reached whose MaxID is not passed.
+	// segs is the visible segments by MinID (by MaxID, the greatest
+	// first, when desc); next the first not yet reached, active those
+	// reached whose id range is not passed.
 	segs   []*archive.Meta
+	desc   bool
 	next   int
 	active []*archive.Meta
 }
 
+// newHolderSweep returns a sweep of segs for ids in order ord; it sorts segs.
+func newHolderSweep(in *Inspector, segs []*archive.Meta, ord idOrder) *holderSweep {
+	if ord.desc {
+		sort.Slice(segs, func(i, j int) bool { return segs[i].MaxID > segs[j].MaxID })
+	} else {
+		sort.Slice(segs, func(i, j int) bool { return segs[i].MinID < segs[j].MinID })
+	}
+	return &holderSweep{in: in, segs: segs, desc: ord.desc}
+}
+
 // entry returns the newest sealed entry of id, or nil, and the Seq of
-// its segment; ids must not decrease.
+// its segment; ids must not decrease (increase, when desc).
 func (s *holderSweep) entry(ctx context.Context, id string) (*archive.Entry, uint64, error) {
-	for s.next < len(s.segs) && s.segs[s.next].MinID <= id {
+	reached := func(m *archive.Meta) bool { return m.MinID <= id }
+	passed := func(m *archive.Meta) bool { return m.MaxID < id }
+	if s.desc {
+		reached = func(m *archive.Meta) bool { return m.MaxID >= id }
+		passed = func(m *archive.Meta) bool { return m.MinID > id }
+	}
+	for s.next < len(s.segs) && reached(s.segs[s.next]) {
 		s.active = append(s.active, s.segs[s.next])
 		s.next++
 	}
@@ -329,7 +348,7 @@ func (s *holderSweep) entry(ctx context.Context, id string) (*archive.Entry, uin
 	var bestSeq uint64
 	kept := s.active[:0]
 	for _, m := range s.active {
-		if m.MaxID < id {
+		if passed(m) {
 			continue
 		}
 		kept = append(kept, m)

@@ -199,6 +199,9 @@
 //     sealing is listed, or filtered out, by its newest copy.
 //     ListOptions.Labels walks the KV index of one label for runs not
 //     sealed: the cost is the runs carrying it, not all runs.
+//     ListOptions.Descending lists the same runs from the greatest id
+//     down (newest first for ULIDs), at the same cost: the KV is scanned
+//     backwards and the segments merged from their greatest ids.
 //   - Inspector.CountRuns: memory reads. Sealed runs are counted from the
 //     catalog's per-segment state counts, so only the runs in the KV are
 //     visited (active runs and runs not sealed yet): run records, step

@@ -634,16 +634,18 @@ func NewArchiveInspector(r StateReader, store objstore.Store, o SealOptions) *In
 	return &Inspector{r: r, segments: newSegmentCache(store, o.CacheSegments)}
 }
 
-// sealedCursor lists sealed runs in run-id order, merging the segments
-// lazily: a segment's index is read (cache, else one GET) only when its
-// smallest id not yet listed could be next, so a page reads the segments
+// sealedCursor lists sealed runs in run-id order (or its reverse, ord),
+// merging the segments lazily: a segment's index is read (cache, else
+// one GET) only when its first id not yet listed could be next, so a page reads the segments
 // its runs lie in (with ids that sort by submission time, ULIDs, one or
 // two), never one whose catalog entry rules it out: no run in a wanted
 // state (its state counts), or no run with a wanted label (its Bloom
 // filter).
 type sealedCursor struct {
-	in     *Inspector
+	in *Inspector
+	// after is the last id passed (in ord; "" before the first).
 	after  string
+	ord    idOrder
 	keep   func(runstate.State) bool
 	labels map[string]string
 	heap   []*segPos
@@ -660,8 +662,8 @@ type sealedCursor struct {
 }
 
 // segPos is a segment's position in a sealedCursor: x is nil until its
-// index is read, and key is then its next entry's id, else a lower bound
-// (its smallest id or the cursor's start).
+// index is read, and key is then its next entry's id, else a bound on it
+// in the cursor's order (its first id in that order or the cursor's start).
 type segPos struct {
 	m   *archive.Meta
 	x   *archive.Index
@@ -671,7 +673,7 @@ type segPos struct {
 
 func (c *sealedCursor) less(a, b *segPos) bool {
 	if a.key != b.key {
-		return a.key < b.key
+		return c.ord.first(a.key, b.key)
 	}
 	if (a.x == nil) != (b.x == nil) {
 		return a.x == nil // read before deciding
@@ -687,21 +689,55 @@ func (c *sealedCursor) init(ctx context.Context) error {
 	}
 	var hiders []*archive.Meta
 	for _, m := range segs {
-		if m.Slim || m.MaxID <= c.after {
+		if m.Slim || c.passed(m) {
 			continue
 		}
 		if !c.mayKeep(m) {
 			hiders = append(hiders, m)
 			continue
 		}
-		c.heap = append(c.heap, &segPos{m: m, key: max(m.MinID, c.after)})
+		key := max(m.MinID, c.after)
+		if c.ord.desc {
+			key = m.MaxID
+			if c.after != "" {
+				key = min(m.MaxID, c.after)
+			}
+		}
+		c.heap = append(c.heap, &segPos{m: m, key: key})
 	}
 	if len(hiders) > 0 {
-		sort.Slice(hiders, func(i, j int) bool { return hiders[i].MinID < hiders[j].MinID })
-		c.hiders = &holderSweep{in: c.in, segs: hiders}
+		c.hiders = newHolderSweep(c.in, hiders, c.ord)
 	}
 	sort.Slice(c.heap, func(i, j int) bool { return c.less(c.heap[i], c.heap[j]) })
 	return nil
+}
+
+// passed reports whether every id of m lies at or before the cursor's
+// start, in its order.
+func (c *sealedCursor) passed(m *archive.Meta) bool {
+	if c.ord.desc {
+		return c.after != "" && m.MinID >= c.after
+	}
+	return m.MaxID <= c.after
+}
+
+// start is the position in x of the first entry past the cursor.
+func (c *sealedCursor) start(x *archive.Index) int {
+	if c.ord.desc {
+		return x.Before(c.after)
+	}
+	return x.After(c.after)
+}
+
+// advance moves h to its next entry in the cursor's order and reports
+// whether it has one.
+func (c *sealedCursor) advance(h *segPos) bool {
+	if c.ord.desc {
+		h.pos--
+	} else {
+		h.pos++
+	}
+	return h.pos >= 0 && h.pos < len(h.x.Entries)
 }
 
 // mayKeep reports whether m may hold a run the cursor lists.
@@ -760,9 +796,9 @@ func (c *sealedCursor) peek(ctx context.Context) (*archive.Entry, error) {
 			if err != nil {
 				return nil, err
 			}
-			h.x, h.pos = x, x.After(c.after)
+			h.x, h.pos = x, c.start(x)
 		}
-		if h.pos == len(h.x.Entries) {
+		if h.pos < 0 || h.pos == len(h.x.Entries) {
 			c.heap = c.heap[1:]
 			continue
 		}
@@ -774,8 +810,9 @@ func (c *sealedCursor) peek(ctx context.Context) (*archive.Entry, error) {
 				continue
 			}
 		}
-		// h holds the smallest id left, and of the segments holding it
-		// the newest (less): its copy decides, older ones are skipped.
+		// h holds the first id left in the cursor's order, and of the
+		// segments holding it the newest (less): its copy decides, older
+		// ones are skipped.
 		skip := e.ID == c.last || !c.wants(e)
 		if !skip && c.hiders != nil {
 			hid, err := c.hidden(ctx, h.m, e.ID)
@@ -786,7 +823,12 @@ func (c *sealedCursor) peek(ctx context.Context) (*archive.Entry, error) {
 		}
 		if skip {
 			c.last, c.after = e.ID, e.ID
-			h.pos++
+			if c.advance(h) {
+				h.key = h.x.Entries[h.pos].ID
+				c.fix()
+			} else {
+				c.heap = c.heap[1:]
+			}
 			continue
 		}
 		return e, nil
@@ -802,8 +844,7 @@ func (c *sealedCursor) next() {
 	h := c.heap[0]
 	c.last = h.x.Entries[h.pos].ID
 	c.after = c.last
-	h.pos++
-	if h.pos < len(h.x.Entries) {
+	if c.advance(h) {
 		h.key = h.x.Entries[h.pos].ID
 		c.fix()
 	} else {

@@ -17,6 +17,8 @@ import (
 type StateReader interface {
 	KVGet(ctx context.Context, key string) ([]byte, error)
 	KVScan(ctx context.Context, prefix, startAfter string, limit int) ([]queue.KVEntry, error)
+	// KVScanDesc is KVScan from the greatest key down, before startBefore.
+	KVScanDesc(ctx context.Context, prefix, startBefore string, limit int) ([]queue.KVEntry, error)
 	GetJob(ctx context.Context, id string) (queue.Job, error)
 	// JobState is GetJob's State and Headers[header] alone, for visits of
 	// many jobs.
@@ -213,7 +215,8 @@ func activeRunState(job queue.State, wait string, cancelled func() (bool, error)
 }
 
 // ListRuns returns active runs and terminated runs within their retention
-// window, in run-id order. A run id both terminated and active again is
+// window, in run-id order (descending with opts.Descending: newest
+// first for ULIDs), from past the cursor opts.After. A run id both terminated and active again is
 // listed once, as the active run: of the copies of an id (active, ended
 // in the KV, sealed in segments) the newest is the run, and States and
 // Labels filter that copy, so an older copy is never listed in its place.
@@ -233,11 +236,12 @@ func (in *Inspector) ListRuns(ctx context.Context, opts runstate.ListOptions) ([
 	// Three places hold runs: active and terminated with their result in
 	// the KV, and sealed segments. An id in several is listed once, from
 	// the first.
+	ord := idOrder{desc: opts.Descending}
 	cursors := []*kvCursor{
-		{r: in.r, prefix: kvRuns, after: opts.After},
-		{r: in.r, prefix: kvResults, after: opts.After},
+		{r: in.r, prefix: kvRuns, after: opts.After, desc: ord.desc},
+		{r: in.r, prefix: kvResults, after: opts.After, desc: ord.desc},
 	}
-	sealed := &sealedCursor{in: in, after: opts.After}
+	sealed := &sealedCursor{in: in, after: opts.After, ord: ord}
 	if len(opts.States) > 0 {
 		sealed.keep = keep
 	}
@@ -257,7 +261,7 @@ func (in *Inspector) ListRuns(ctx context.Context, opts runstate.ListOptions) ([
 				return nil, err
 			}
 			items[i] = it
-			if it != nil && (first == "" || it.id < first) {
+			if it != nil && (first == "" || ord.first(it.id, first)) {
 				first = it.id
 			}
 		}
@@ -265,7 +269,7 @@ func (in *Inspector) ListRuns(ctx context.Context, opts runstate.ListOptions) ([
 		if err != nil {
 			return nil, err
 		}
-		if se != nil && (first == "" || se.ID < first) {
+		if se != nil && (first == "" || ord.first(se.ID, first)) {
 			first = se.ID
 		}
 		if first == "" {
@@ -323,10 +327,11 @@ func (in *Inspector) listLabelled(ctx context.Context, opts runstate.ListOptions
 		return nil, fmt.Errorf("runtime: list runs: %w", err)
 	}
 	k, v := pickLabel(opts.Labels)
-	idx := &kvCursor{r: in.r, prefix: labelPrefix(k, v), after: opts.After}
+	ord := idOrder{desc: opts.Descending}
+	idx := &kvCursor{r: in.r, prefix: labelPrefix(k, v), after: opts.After, desc: ord.desc}
 	// Sealed runs have no index entries: their segments' label filters
 	// and state counts pick the segments to read.
-	sealed := &sealedCursor{in: in, after: opts.After, labels: opts.Labels}
+	sealed := &sealedCursor{in: in, after: opts.After, labels: opts.Labels, ord: ord}
 	if len(opts.States) > 0 {
 		sealed.keep = keep
 	}
@@ -343,7 +348,7 @@ func (in *Inspector) listLabelled(ctx context.Context, opts runstate.ListOptions
 		if e == nil && se == nil {
 			break
 		}
-		if e == nil || (se != nil && se.ID < e.id) {
+		if e == nil || (se != nil && ord.first(se.ID, e.id)) {
 			sealed.next()
 			st, err := sealedStatus(se)
 			if err != nil {
@@ -458,11 +463,25 @@ type kvItem struct {
 	value []byte
 }
 
-// kvCursor pages through one key space of run-keyed records.
+// idOrder is the order a listing visits run ids in: ascending, or
+// descending (newest first for ULIDs).
+type idOrder struct{ desc bool }
+
+// first reports whether id a comes before id b in the listing.
+func (o idOrder) first(a, b string) bool {
+	if o.desc {
+		return a > b
+	}
+	return a < b
+}
+
+// kvCursor pages through one key space of run-keyed records, in key
+// order or (desc) its reverse; after is the last id passed.
 type kvCursor struct {
 	r      StateReader
 	prefix string
 	after  string
+	desc   bool
 	page   []queue.KVEntry
 	pos    int
 	eof    bool
@@ -477,7 +496,11 @@ func (c *kvCursor) peek(ctx context.Context) (*kvItem, error) {
 		if c.after != "" {
 			startAfter = c.prefix + c.after
 		}
-		page, err := c.r.KVScan(ctx, c.prefix, startAfter, 128)
+		scan := c.r.KVScan
+		if c.desc {
+			scan = c.r.KVScanDesc
+		}
+		page, err := scan(ctx, c.prefix, startAfter, 128)
 		if err != nil {
 			return nil, fmt.Errorf("runtime: list runs: %w", err)
 		}

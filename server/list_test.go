@@ -1,6 +1,11 @@
 package server_test
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,5 +123,89 @@ func waitSucceeded(t *testing.T, f *fixture, want int) {
 			t.Fatalf("%d runs succeeded within %v (counts %v, err %v), want %d", c[runstate.StateSucceeded], deadline, c, err, want)
 		case <-time.After(5 * time.Millisecond):
 		}
+	}
+}
+
+// GET /v1/runs?order=desc lists newest first: over 60 runs (35 sealed,
+// 25 in the KV) in pages of 25, the first page holds the 25 submitted
+// last, newest first, and the pages neither overlap nor skip (together
+// the ascending listing reversed). A filtered descending listing keeps
+// the order and the filter.
+func TestListRunsNewestFirst(t *testing.T) {
+	const sealed, recent, page = 35, 25, 25
+	f, _ := sealedRunsFixture(t, sealed)
+	ctx := f.ctx
+	var submitted []string
+	for i := range recent {
+		labels := map[string]string{"parity": fmt.Sprint(i % 2)}
+		sub, err := f.c.Submit(ctx, client.SubmitRequest{Workflow: "greet.yaml", Labels: labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		submitted = append(submitted, sub.RunID)
+	}
+	waitSucceeded(t, f, sealed+recent)
+
+	walk := func(o client.ListOptions) []string {
+		t.Helper()
+		var out []string
+		seen := map[string]bool{}
+		for {
+			l, err := f.c.ListRuns(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range l.Runs {
+				if seen[r.RunID] {
+					t.Fatalf("run %s listed on two pages (%+v)", r.RunID, o)
+				}
+				seen[r.RunID] = true
+				out = append(out, r.RunID)
+			}
+			if l.NextCursor == nil {
+				return out
+			}
+			o.Cursor = *l.NextCursor
+		}
+	}
+	asc := walk(client.ListOptions{Limit: page})
+	first, err := f.c.ListRuns(ctx, client.ListOptions{Limit: page, Descending: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := slices.Clone(submitted)
+	slices.Reverse(newest)
+	var got []string
+	for _, r := range first.Runs {
+		got = append(got, r.RunID)
+	}
+	if !slices.Equal(got, newest) {
+		t.Errorf("the first page newest first is\n %v\nwant the %d runs submitted last, newest first:\n %v", got, recent, newest)
+	}
+	desc := walk(client.ListOptions{Limit: page, Descending: true})
+	want := slices.Clone(asc)
+	slices.Reverse(want)
+	if len(asc) != sealed+recent || !slices.Equal(desc, want) {
+		t.Errorf("newest first in pages of %d listed %d runs, want the %d of the ascending listing reversed:\n got %v\nwant %v", page, len(desc), len(asc), desc, want)
+	}
+	odd := walk(client.ListOptions{Limit: 4, Descending: true, Labels: map[string]string{"parity": "1"}, Status: []string{"succeeded"}})
+	var wantOdd []string
+	for i := len(submitted) - 1; i >= 0; i-- {
+		if i%2 == 1 {
+			wantOdd = append(wantOdd, submitted[i])
+		}
+	}
+	if !slices.Equal(odd, wantOdd) {
+		t.Errorf("label parity=1 newest first: %v, want %v", odd, wantOdd)
+	}
+
+	res, err := http.Get(f.hs.URL + "/v1/runs?order=newest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"field":"order"`) {
+		t.Errorf("order=newest: %d %s, want 400 naming the field order", res.StatusCode, b)
 	}
 }

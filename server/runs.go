@@ -75,11 +75,13 @@ type RunSummary struct {
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
-// Run is one run's detail: GET /v1/runs/{id}.
+// Run is one run's detail: GET /v1/runs/{id}. Input is the run's input
+// while its step job holds it (the run is active), absent once the run
+// ended: the store no longer keeps it.
 type Run struct {
 	RunSummary
 	DefinitionHash string          `json:"definition_hash"`
-	Input          any             `json:"input"`
+	Input          json.RawMessage `json:"input,omitempty"`
 	Result         json.RawMessage `json:"result"`
 	ResultOmitted  bool            `json:"result_omitted,omitempty"`
 	Totals         Totals          `json:"totals"`
@@ -384,7 +386,9 @@ func (s *Server) runDetail(r *http.Request, st runstate.Status) (Run, error) {
 	}
 	if st.JobID != "" {
 		if pos, err := s.it.Position(ctx, s.rt.Queue(), st.JobID); err == nil {
-			run.Input = pos.Input
+			if b, err := json.Marshal(pos.Input); err == nil {
+				run.Input = b
+			}
 			if run.DefinitionHash == "" {
 				run.DefinitionHash = pos.Definition
 			}
@@ -482,7 +486,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	out := RunList{Runs: []RunSummary{}}
 	// The index selects by state, label and cursor; only the time filters
 	// are applied here, and paging stops once a run past the page is seen.
-	opts := runstate.ListOptions{After: f.cursor, Limit: min(f.limit+1, listPage), States: f.stateList(), Labels: f.indexLabels()}
+	opts := runstate.ListOptions{After: f.cursor, Limit: min(f.limit+1, listPage), States: f.stateList(), Labels: f.indexLabels(), Descending: f.desc}
 	var page []runstate.Status
 	more := false
 	for !more {
@@ -576,6 +580,9 @@ type listFilter struct {
 	startedAfter, startedBefore time.Time
 	cursor                      string
 	limit                       int
+	// desc lists from the greatest run id down (order=desc): newest
+	// first for ULIDs; the cursor is then the id the next page is below.
+	desc bool
 	// labels the runs must carry every one of (label=k=v, repeatable),
 	// found through the index of one of them.
 	labels map[string]string
@@ -673,6 +680,14 @@ func parseListFilter(w http.ResponseWriter, q map[string][]string) (listFilter, 
 	}
 	if err := runstate.ValidateLabels(f.labels); err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", "label", err.Error())
+		return f, false
+	}
+	switch v := get("order"); v {
+	case "", "asc":
+	case "desc":
+		f.desc = true
+	default:
+		writeError(w, http.StatusBadRequest, "bad_request", "order", fmt.Sprintf("order %q: want asc (by run id) or desc (newest first)", v))
 		return f, false
 	}
 	if v := get("limit"); v != "" {

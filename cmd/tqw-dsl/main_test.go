@@ -111,7 +111,7 @@ func TestSchemaCommand(t *testing.T) {
 
 func TestGraphCommand(t *testing.T) {
 	code, out, _ := runCLI(t, "graph", "../../workflows/refund.tqw.yaml")
-	if code != exitOK || !strings.HasPrefix(out, "flowchart TD\n") || !strings.Contains(out, `s_decide -->|"vars.amount > 100"| s_ask`) {
+	if code != exitOK || !strings.HasPrefix(out, "flowchart TD\n") || !strings.Contains(out, `s_decide -->|"vars.amount #gt; 100"| s_ask`) {
 		t.Fatalf("mermaid: exit %d\n%s", code, out)
 	}
 	code, out, _ = runCLI(t, "graph", "--format", "dot", "../../workflows/retry.tqw.yaml")

@@ -92,6 +92,15 @@ func (x *Index) After(id string) int {
 	return sort.Search(len(x.Entries), func(i int) bool { return x.Entries[i].ID > id })
 }
 
+// Before returns the position of the last entry whose id sorts before
+// id (every entry when id is ""), or -1 when none does.
+func (x *Index) Before(id string) int {
+	if id == "" {
+		return len(x.Entries) - 1
+	}
+	return sort.Search(len(x.Entries), func(i int) bool { return x.Entries[i].ID >= id }) - 1
+}
+
 // Meta is the catalog entry of one segment.
 type Meta struct {
 	Version int    `msgpack:"v"`

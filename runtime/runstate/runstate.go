@@ -91,7 +91,8 @@ type Status struct {
 
 // ListOptions select runs for Runtime.ListRuns and Inspector.ListRuns.
 type ListOptions struct {
-	// After lists runs whose id sorts after it.
+	// After is the cursor: runs past this id in the listing's order are
+	// listed (ids that sort after it, or before it when Descending).
 	After string
 	// Limit caps the result; 0 means 100.
 	Limit int
@@ -101,6 +102,9 @@ type ListOptions struct {
 	// runs are found through the index of one of them (the first by
 	// key), not by a scan of all runs.
 	Labels map[string]string
+	// Descending lists runs in descending run-id order: newest first
+	// for ULIDs, the ids the runtime gives runs.
+	Descending bool
 }
 
 // TerminalStatus is how a run ended.

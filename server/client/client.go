@@ -262,7 +262,8 @@ type Waiting struct {
 	Schema    any    `json:"schema"`
 }
 
-// Run is one run's detail.
+// Run is one run's detail. Input is nil once the run ended (the server
+// no longer keeps it).
 type Run struct {
 	RunSummary
 	DefinitionHash string          `json:"definition_hash"`
@@ -294,6 +295,9 @@ type ListOptions struct {
 	Limit         int
 	// Labels keeps runs carrying every one of these labels (label=k=v).
 	Labels map[string]string
+	// Descending lists from the greatest run id down (order=desc):
+	// newest first for the ids the server gives. Keep it with Cursor.
+	Descending bool
 }
 
 // RunList is a page of runs.
@@ -306,7 +310,7 @@ type RunList struct {
 	CountsCapped bool `json:"counts_capped"`
 }
 
-// ListRuns returns a page of runs, by run id.
+// ListRuns returns a page of runs, by run id (o.Descending: newest first).
 func (c *Client) ListRuns(ctx context.Context, o ListOptions) (RunList, error) {
 	q := url.Values{}
 	if len(o.Status) > 0 {
@@ -326,6 +330,9 @@ func (c *Client) ListRuns(ctx context.Context, o ListOptions) (RunList, error) {
 	}
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Descending {
+		q.Set("order", "desc")
 	}
 	keys := make([]string, 0, len(o.Labels))
 	for k := range o.Labels {

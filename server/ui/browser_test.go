@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/fetch"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
@@ -214,11 +216,16 @@ func TestBrowserApprovalFlow(t *testing.T) {
 		elsewhere []string
 		thrown    []string
 		console   []string
+		// paused receives the requests the fetch domain holds (the
+		// Mermaid bundle, while the test looks at the graph loading).
+		paused = make(chan fetch.RequestID, 4)
 	)
 	listenErr := chromedp.Listen(ctx, func(ev any) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch e := ev.(type) {
+		case *fetch.EventRequestPaused:
+			paused <- e.RequestID
 		case *network.EventRequestWillBeSent:
 			u, err := url.Parse(e.Request.URL)
 			if err != nil || (u.Scheme != "data" && u.Host != base.Host) {
@@ -356,7 +363,30 @@ func TestBrowserApprovalFlow(t *testing.T) {
 	}
 	shot("runs-waiting")
 
+	// The Mermaid bundle is held on its way: until it comes the graph
+	// says it is loading.
+	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/ui/assets/vendor/mermaid.min.js"}}}); err != nil {
+		t.Fatalf("enabling the fetch domain: %v", err)
+	}
 	step("open the run page", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-run=%q] a`, runID))))
+	var held fetch.RequestID
+	select {
+	case held = <-paused:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the run page did not request the Mermaid bundle within a minute")
+	}
+	until("the graph says it is loading while the renderer is on its way",
+		`(() => { const g = document.querySelector('#graph'); const m = g && g.querySelector('[data-graph-loading]');
+		          return g.getAttribute('aria-busy') === 'true' && !!m && m.checkVisibility() && /loading/i.test(m.textContent) && !g.querySelector('svg'); })()`)
+	shot("run-graph-loading")
+	if _, err := chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: held}); err != nil {
+		t.Fatalf("releasing the Mermaid bundle: %v", err)
+	}
+	if _, err := chromedp.Call(ctx, fetch.Disable, cdp.Empty{}); err != nil {
+		t.Fatalf("disabling the fetch domain: %v", err)
+	}
+	until("the graph is drawn and no longer says it is loading",
+		`!!document.querySelector('#graph svg') && !document.querySelector('#graph [data-graph-loading]') && document.querySelector('#graph').getAttribute('aria-busy') === null`)
 	until("the approval form is generated from the wait's schema",
 		`document.querySelector('#approval-form input[name=approved][type=checkbox][role=switch]') !== null && document.querySelector('#approval-form input[name=by][type=text]') !== null`)
 	until("the graph highlights the waiting step, and only it",
@@ -368,6 +398,10 @@ func TestBrowserApprovalFlow(t *testing.T) {
 		}
 	}
 	shot("run-waiting")
+	// The waiting run's duration advances without an event or a reload.
+	first := text("read the waiting run's duration", `#run-header [data-field=duration]`)
+	until("the waiting run's duration advances",
+		fmt.Sprintf(`(() => { const d = document.querySelector('#run-header [data-field=duration]'); return !!d && d.innerText !== '' && d.innerText !== %q; })()`, first))
 
 	step("approve in the form",
 		chromedp.Click(chromedp.CSS(`#approval-form input[name=approved]`)),
@@ -390,6 +424,16 @@ func TestBrowserApprovalFlow(t *testing.T) {
 	srv.api(t, "GET", "/v1/runs/"+runID, nil, &run)
 	if run.State != "succeeded" {
 		t.Errorf("the API says the run is %s, want succeeded", run.State)
+	}
+	// The store no longer keeps a finished run's input: the API leaves it
+	// out and the page says so, never "null".
+	var raw map[string]json.RawMessage
+	srv.api(t, "GET", "/v1/runs/"+runID, nil, &raw)
+	if in, ok := raw["input"]; ok {
+		t.Errorf("the finished run's detail has input %s, want the field absent", in)
+	}
+	if got := text("read the finished run's input", `#run-header [data-field=input]`); !strings.Contains(got, "No longer kept") || strings.Contains(got, "null") {
+		t.Errorf("the finished run's input shows %q, want it said no longer kept", got)
 	}
 	shot("run-succeeded")
 
@@ -436,6 +480,11 @@ func TestBrowserApprovalFlow(t *testing.T) {
 	}
 	until("the graph of the inline workflow highlights its waiting step",
 		`(() => { const c = [...document.querySelectorAll('#graph svg g.node.current')]; return c.length === 1 && /s_review/.test(c[0].id); })()`)
+	// Its switch's label holds quotes and a script tag: shown as text.
+	label := `output.note == "<script>alert(1)</script>" && output.urgent`
+	until("the graph shows the switch's label with its quotes and tag as text",
+		fmt.Sprintf(`(() => { const g = document.querySelector('#graph svg'); const t = g.textContent.replace(/\s+/g, '');
+		          return t.includes(%q) && !/&quot;|&lt;|&gt;|&amp;|#quot;/.test(t) && !g.querySelector('script, img, iframe'); })()`, strings.Join(strings.Fields(label), "")))
 	step("send the empty form", chromedp.Click(chromedp.CSS(`#approval-form button[type=submit]`)))
 	until("each required field says what is wrong, inline",
 		`['decision', 'score', 'note'].every((n) => { const i = document.querySelector('#approval-form [name=' + n + ']');
@@ -448,18 +497,24 @@ func TestBrowserApprovalFlow(t *testing.T) {
 	if waitingRun.State != "waiting" {
 		t.Fatalf("after an invalid form the run is %s, want still waiting", waitingRun.State)
 	}
+	// A field's error goes as it is fixed, before the form is sent again;
+	// the others stay.
+	const fieldErr = `((n) => { const i = document.querySelector('#approval-form [name=' + n + ']');
+	                   return i.getAttribute('aria-invalid') === 'true' || document.getElementById(i.getAttribute('aria-describedby').split(' ').pop()).textContent !== ''; })`
+	step("fix the note", chromedp.SendKeys(chromedp.CSS(`#approval-form input[name=note]`), "ship it"))
+	until("the note's error is gone, the score's stays", fieldErr+`('note') === false && `+fieldErr+`('score') === true`)
 	step("fill the form with a score only the server refuses (not a multiple of 2)",
 		chromedp.SetValue(chromedp.CSS(`#approval-form select[name=decision]`), "0"),
 		chromedp.SendKeys(chromedp.CSS(`#approval-form input[name=score]`), "3"),
-		chromedp.SendKeys(chromedp.CSS(`#approval-form input[name=note]`), "ship it"),
 		chromedp.Click(chromedp.CSS(`#approval-form button[type=submit]`)))
 	until("the server's refusal is shown at the score field",
 		`(() => { const i = document.querySelector('#approval-form [name=score]'); const e = document.getElementById(i.getAttribute('aria-describedby').split(' ').pop());
 		          return i.getAttribute('aria-invalid') === 'true' && /multipleOf/.test(e.textContent) && document.querySelector('#approval-form [name=note]').getAttribute('aria-invalid') !== 'true'; })()`)
 	shot("review-refused")
-	step("correct the score and send",
-		chromedp.SetValue(chromedp.CSS(`#approval-form input[name=score]`), "4"),
-		chromedp.Click(chromedp.CSS(`#approval-form button[type=submit]`)))
+	eval("empty the score", `(() => { document.querySelector('#approval-form input[name=score]').value = ''; return ''; })()`)
+	step("type the corrected score", chromedp.SendKeys(chromedp.CSS(`#approval-form input[name=score]`), "4"))
+	until("the server's refusal at the score is gone once it is changed", fieldErr+`('score') === false`)
+	step("send", chromedp.Click(chromedp.CSS(`#approval-form button[type=submit]`)))
 	until("the review run succeeds", `document.querySelector('#run-header [data-field=state] [data-state=succeeded]') !== null`)
 	if got := text("read the review result", `[data-field=result]`); !strings.Contains(got, `"decision": "ship"`) || !strings.Contains(got, `"score": 4`) {
 		t.Errorf("review result shows %s, want decision ship, score 4", got)
@@ -513,6 +568,13 @@ func TestBrowserApprovalFlow(t *testing.T) {
 	srv.api(t, "POST", "/v1/runs", map[string]any{"workflow": "approval.tqw.yaml", "input": map[string]any{"request": "r-43"}, "run_id": cancelID}, &sub)
 	step("open the run to cancel", chromedp.Navigate(srv.base+"/ui/runs/"+cancelID))
 	until("the run waits", `document.querySelector('#run-header [data-field=state] [data-state=waiting]') !== null`)
+	// The confirmation is hidden until asked for: one click on it cannot cancel.
+	const confirmShown = `(() => { const c = document.querySelector('#cancel-confirm'), y = document.querySelector('#cancel-yes');
+	                        return !!c && (c.checkVisibility() || y.checkVisibility()); })()`
+	until("the cancel button is there", `!!document.querySelector('#cancel') && document.querySelector('#cancel').checkVisibility()`)
+	if shown := eval("read whether the confirmation shows before asking", `String(`+confirmShown+`)`); shown != "false" {
+		t.Fatalf("the cancel confirmation (\"Yes, cancel it\") shows before Cancel run is clicked")
+	}
 	step("ask to cancel, then keep it running",
 		chromedp.Click(chromedp.CSS(`#cancel`)),
 		chromedp.WaitVisible(chromedp.CSS(`#cancel-yes`)),
@@ -522,12 +584,71 @@ func TestBrowserApprovalFlow(t *testing.T) {
 	if waitingRun.State != "waiting" {
 		t.Fatalf("after keeping it running the run is %s, want waiting", waitingRun.State)
 	}
+	if shown := eval("read whether the confirmation shows after keeping it", `String(`+confirmShown+`)`); shown != "false" {
+		t.Fatalf("the cancel confirmation still shows after Keep it running")
+	}
 	step("ask to cancel", chromedp.Click(chromedp.CSS(`#cancel`)), chromedp.WaitVisible(chromedp.CSS(`#cancel-yes`)))
 	shot("cancel-confirm")
 	step("confirm", chromedp.Click(chromedp.CSS(`#cancel-yes`)))
 	until("the run is cancelled and the form gone",
 		`document.querySelector('#run-header [data-field=state] [data-state=cancelled]') !== null && document.querySelector('#approval-form') === null && document.querySelector('#cancel') === null`)
 	shot("cancelled")
+
+	// Newest first over two pages of the list: 60 runs of hello.yaml with
+	// the ids the server gives (ULIDs, in submission order), through the
+	// API in pages of 25 and in the browser's pages of 50.
+	const hellos = 60
+	var helloIDs []string
+	for i := range hellos {
+		srv.api(t, "POST", "/v1/runs", map[string]any{"workflow": "hello.yaml", "input": map[string]any{"name": fmt.Sprint("n", i)}}, &sub)
+		helloIDs = append(helloIDs, sub.RunID)
+	}
+	helloCtx, cancelHello := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancelHello()
+	newest := slices.Clone(helloIDs)
+	slices.Reverse(newest)
+	for {
+		var l struct {
+			Runs []struct {
+				RunID string `json:"run_id"`
+			} `json:"runs"`
+		}
+		srv.api(t, "GET", "/v1/runs?workflow=hello&status=succeeded&limit=100", nil, &l)
+		if len(l.Runs) == hellos {
+			break
+		}
+		select {
+		case <-helloCtx.Done():
+			t.Fatalf("%d of the %d hello runs succeeded within two minutes", len(l.Runs), hellos)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	var apiOrder []string
+	for cursor := ""; ; {
+		var l struct {
+			Runs []struct {
+				RunID string `json:"run_id"`
+			} `json:"runs"`
+			NextCursor *string `json:"next_cursor"`
+		}
+		srv.api(t, "GET", "/v1/runs?workflow=hello&order=desc&limit=25&cursor="+url.QueryEscape(cursor), nil, &l)
+		for _, r := range l.Runs {
+			apiOrder = append(apiOrder, r.RunID)
+		}
+		if l.NextCursor == nil {
+			break
+		}
+		cursor = *l.NextCursor
+	}
+	if !slices.Equal(apiOrder, newest) {
+		t.Errorf("GET /v1/runs?order=desc in pages of 25 lists\n %v\nwant newest first\n %v", apiOrder, newest)
+	}
+	rowIDs := `[...document.querySelectorAll('#runs-body tr')].map((r) => r.dataset.run).join(',')`
+	step("open the runs of hello", chromedp.Navigate(srv.base+"/ui/?workflow=hello"))
+	until("the first page of the list shows the 50 newest", fmt.Sprintf(`document.querySelectorAll('#runs-body tr').length === 50 && document.querySelector('#runs-more').checkVisibility() && %s === %q`, rowIDs, strings.Join(newest[:50], ",")))
+	shot("runs-newest-first")
+	step("load more", chromedp.Click(chromedp.CSS(`#runs-more`)))
+	until("the second page follows, the oldest last, none twice", fmt.Sprintf(`%s === %q && !document.querySelector('#runs-more').checkVisibility()`, rowIDs, strings.Join(newest, ",")))
 
 	mu.Lock()
 	defer mu.Unlock()

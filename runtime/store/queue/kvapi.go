@@ -24,6 +24,16 @@ func (q *Queue) KVScan(ctx context.Context, prefix, startAfter string, limit int
 	return q.view.kvScan(ctx, prefix, startAfter, limit)
 }
 
+// KVScanDesc is KVScan in descending key order: up to limit entries
+// whose keys start with prefix and sort before startBefore (every one
+// when it is ""), the greatest first.
+func (q *Queue) KVScanDesc(ctx context.Context, prefix, startBefore string, limit int) ([]KVEntry, error) {
+	if err := q.checkOpen(); err != nil {
+		return nil, err
+	}
+	return q.view.kvScanDesc(ctx, prefix, startBefore, limit)
+}
+
 // KVPut writes value at key, durably.
 func (q *Queue) KVPut(ctx context.Context, key string, value []byte) error {
 	if err := validateKVWrites([]KVWrite{{key, value}}); err != nil {

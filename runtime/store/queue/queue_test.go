@@ -590,3 +590,47 @@ func TestClosed(t *testing.T) {
 	}
 	f.q = nil
 }
+
+// TestKVScanDesc pages a prefix from its greatest key down, without keys
+// of neighbouring prefixes, and an empty cursor means from the end.
+func TestKVScanDesc(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	for i := range 25 {
+		if err := f.q.KVPut(ctx, fmt.Sprintf("p/%02d", i), []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"o", "q", "p", "p0"} {
+		if err := f.q.KVPut(ctx, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	before := ""
+	for {
+		page, err := f.q.KVScanDesc(ctx, "p/", before, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, e := range page {
+			got = append(got, e.Key)
+			if want := byte(25 - len(got)); e.Value[0] != want {
+				t.Fatalf("value of %s = %v, want %d", e.Key, e.Value, want)
+			}
+		}
+		before = page[len(page)-1].Key
+	}
+	if len(got) != 25 || got[0] != "p/24" || got[24] != "p/00" {
+		t.Fatalf("descending scan got %v", got)
+	}
+	if page, err := f.q.KVScanDesc(ctx, "p/", "p/", 10); err != nil || len(page) != 0 {
+		t.Fatalf("scan before the prefix itself: %v, %v; want nothing", page, err)
+	}
+	if page, err := f.q.KVScanDesc(ctx, "p/", "z", 1); err != nil || len(page) != 1 || page[0].Key != "p/24" {
+		t.Fatalf("scan before a key past the prefix: %v, %v; want p/24", page, err)
+	}
+}

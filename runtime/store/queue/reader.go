@@ -63,6 +63,14 @@ func (r *Reader) KVScan(ctx context.Context, prefix, startAfter string, limit in
 	return r.view.kvScan(ctx, prefix, startAfter, limit)
 }
 
+// KVScanDesc is Queue.KVScanDesc.
+func (r *Reader) KVScanDesc(ctx context.Context, prefix, startBefore string, limit int) ([]KVEntry, error) {
+	if err := r.checkOpen(); err != nil {
+		return nil, err
+	}
+	return r.view.kvScanDesc(ctx, prefix, startBefore, limit)
+}
+
 // Stats is Queue.Stats.
 func (r *Reader) Stats(ctx context.Context, queue string) (Stats, error) {
 	if err := r.checkOpen(); err != nil {

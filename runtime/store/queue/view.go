@@ -82,6 +82,32 @@ func (v view) kvScan(ctx context.Context, prefix, startAfter string, limit int) 
 	return out, nil
 }
 
+func (v view) kvScanDesc(ctx context.Context, prefix, startBefore string, limit int) ([]KVEntry, error) {
+	if len(prefix) > MaxKVKeySize || len(startBefore) > MaxKVKeySize {
+		return nil, invalidf("KV scan prefix or cursor longer than %d bytes", MaxKVKeySize)
+	}
+	pfx := kvKey(prefix)
+	end := prefixEnd(pfx)
+	if startBefore != "" {
+		b := kvKey(startBefore)
+		if bytes.Compare(b, pfx) <= 0 {
+			return nil, nil
+		}
+		if end == nil || bytes.Compare(b, end) < 0 {
+			end = b
+		}
+	}
+	var out []KVEntry
+	err := v.src.Scan(ctx, kv.Range{Start: pfx, End: end, Reverse: true, Limit: pageSize(limit)}, func(k, val []byte) (bool, error) {
+		out = append(out, KVEntry{Key: string(k[len(pfxKV):]), Value: bytes.Clone(val)})
+		return true, nil
+	})
+	if err != nil {
+		return nil, wrapKV("KV scan", err)
+	}
+	return out, nil
+}
+
 func (v view) stats(ctx context.Context, queue string) (Stats, error) {
 	if err := validName("queue name", queue); err != nil {
 		return Stats{}, err

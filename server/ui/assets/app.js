@@ -53,6 +53,30 @@
     if (!a || !b) return '';
     return fmtDuration(new Date(b) - new Date(a));
   }
+  // A run that has not ended shows a duration that advances: ticking(ms)
+  // is an element showing ms plus the time since it was made, and one
+  // timer moves every such element on the page once a second (it stops
+  // when none is left). The base comes from the server's clock where it
+  // can (wall_seconds), so the browser's clock being off does not show.
+  let ticker = null;
+  function tick() {
+    const els = document.querySelectorAll('[data-ticking]');
+    if (!els.length) { clearInterval(ticker); ticker = null; return; }
+    const now = performance.now();
+    for (const el of els) el.textContent = fmtDuration(Number(el.dataset.baseMs) + now - Number(el.dataset.at));
+  }
+  function ticking(ms) {
+    ms = Math.max(0, ms || 0);
+    if (!ticker) ticker = setInterval(tick, 1000);
+    return h('span', {'data-ticking': '', 'data-base-ms': String(ms), 'data-at': String(performance.now())}, fmtDuration(ms));
+  }
+  // took is a run's duration: fixed once it ended, else advancing.
+  function took(r, wallSeconds) {
+    if (TERMINAL.has(r.state) || realTime(r.ended_at)) return between(r.started_at, r.ended_at);
+    if (wallSeconds !== undefined) return ticking(wallSeconds * 1000);
+    const start = realTime(r.started_at);
+    return start ? ticking(Date.now() - new Date(start)) : '';
+  }
   function json(v) { return JSON.stringify(v, null, 2); }
   // realTime is s unless it is absent or Go's zero time (a step still running).
   function realTime(s) { return s && new Date(s).getUTCFullYear() > 1970 ? s : ''; }
@@ -107,14 +131,18 @@
         sessionStorage.setItem(TOKEN_KEY, t);
         form.removeEventListener('submit', onSubmit);
         dlg.removeEventListener('cancel', onCancel);
+        input.removeEventListener('input', onInput);
         dlg.close();
         tokenPrompt = null;
         resolve();
       };
       // Escape would leave the page without data and without a way back.
       const onCancel = (ev) => ev.preventDefault();
+      // An error about an empty or refused token goes once one is typed.
+      const onInput = () => { if (input.value.trim()) { err.textContent = ''; input.setAttribute('aria-invalid', 'false'); } };
       form.addEventListener('submit', onSubmit);
       dlg.addEventListener('cancel', onCancel);
+      input.addEventListener('input', onInput);
       dlg.showModal();
       input.focus();
     });
@@ -314,7 +342,22 @@
   const stepIdOK = (id) => typeof id === 'string' && /^[A-Za-z0-9_-]+$/.test(id);
   // renderGraph draws a workflow's Mermaid flowchart (node ids s_STEP, as
   // `tqw-dsl graph` writes them) into box, marking visited steps and the current one.
+  // It says it is loading (aria-busy, and a message until a first drawing)
+  // while the renderer loads and draws.
   async function renderGraph(box, source, current, visited) {
+    box.setAttribute('aria-busy', 'true');
+    const loading = box.querySelector('svg') ? null : h('p', {class: 'muted', role: 'status', 'data-graph-loading': ''}, 'Loading the graph…');
+    if (loading) box.replaceChildren(loading);
+    try {
+      await drawGraph(box, source, current, visited);
+    } catch (e) {
+      if (loading) loading.remove();
+      throw e;
+    } finally {
+      box.removeAttribute('aria-busy');
+    }
+  }
+  async function drawGraph(box, source, current, visited) {
     const mermaid = await loadMermaid();
     let src = String(source).trimEnd() + '\n';
     const seen = (visited || []).filter((s) => stepIdOK(s) && s !== current);
@@ -322,6 +365,7 @@
     if (stepIdOK(current)) src += `  class s_${current} current\n`;
     const {svg} = await mermaid.render('tqw-graph-' + (++graphSeq), src);
     box.innerHTML = svg; // Mermaid's strict level sanitizes its output (DOMPurify).
+    decodeSVGText(box);
     const el = box.querySelector('svg');
     if (el) {
       // Mermaid sizes the drawing with an inline max-width, which the CSP
@@ -333,6 +377,23 @@
       if (current) parts.push('current step ' + current);
       if (seen.length) parts.push('visited ' + seen.join(', '));
       el.setAttribute('aria-label', parts.join('; '));
+    }
+  }
+  // Labels reach Mermaid as its entity codes (#quot;, #lt;, #amp;: `tqw-dsl
+  // graph` writes them so), and where Mermaid draws a label as SVG text
+  // it leaves the entity in the text: "&quot;" on screen. decodeSVGText
+  // turns those into their characters, as text (never markup); labels
+  // drawn as HTML (foreignObject) were decoded by the HTML parser.
+  const NAMED = {quot: '"', amp: '&', lt: '<', gt: '>', apos: '\''};
+  function decodeSVGText(root) {
+    const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      if (!n.data.includes('&') || n.parentElement.closest('foreignObject')) continue;
+      n.data = n.data.replace(/&(?:#(\d{1,7})|#x([0-9a-f]{1,6})|(quot|amp|lt|gt|apos));/gi, (m, dec, hex, name) => {
+        if (name) return NAMED[name.toLowerCase()];
+        const cp = dec ? Number(dec) : parseInt(hex, 16);
+        return cp > 0 && cp <= 0x10ffff ? String.fromCodePoint(cp) : m;
+      });
     }
   }
   function legend(current, visited) {
@@ -362,7 +423,7 @@
     search.value = f.q;
     const tbody = h('tbody', {id: 'runs-body'});
     const empty = h('p', {class: 'empty', id: 'runs-empty', hidden: true}, 'No runs match.');
-    const more = h('button', {type: 'button', class: 'secondary', hidden: true, onclick: () => load(false)}, 'Load more');
+    const more = h('button', {type: 'button', class: 'secondary', id: 'runs-more', hidden: true, onclick: () => load(false)}, 'Load more');
     const problem = h('div', {'aria-live': 'polite'});
 
     const form = h('form', {class: 'filters', role: 'search', onsubmit: (ev) => { ev.preventDefault(); openSearched(); }},
@@ -389,6 +450,11 @@
       if (v && !/^[^=]+=/.test(v)) { labelMsg.textContent = 'Write the label as key=value.'; label.setAttribute('aria-invalid', 'true'); return; }
       labelMsg.textContent = ''; label.removeAttribute('aria-invalid');
       f.label = v; syncURL(); load(true);
+    });
+    // Its error goes as soon as the text is a label again (or empty).
+    label.addEventListener('input', () => {
+      const v = label.value.trim();
+      if (label.getAttribute('aria-invalid') === 'true' && (!v || /^[^=]+=/.test(v))) { labelMsg.textContent = ''; label.removeAttribute('aria-invalid'); }
     });
     search.addEventListener('input', () => { f.q = search.value.trim(); searchMsg.textContent = ''; syncURL(); applySearch(); });
 
@@ -418,7 +484,7 @@
         h('td', {}, run.current_step || ''),
         h('td', {}, timeEl(run.started_at)),
         h('td', {}, timeEl(run.ended_at)),
-        h('td', {}, between(run.started_at, run.ended_at)));
+        h('td', {}, took(run)));
       return tr;
     }
     // seq numbers the live events: a row an event updated after a list
@@ -471,6 +537,7 @@
       if (f.status) p.set('status', f.status);
       if (f.workflow) p.set('workflow', f.workflow);
       if (f.label) p.set('label', f.label);
+      p.set('order', 'desc'); // newest first (run ids are ULIDs), paged by the server
       p.set('limit', String(reset ? Math.max(PAGE, shown) : PAGE));
       if (!reset && cursor) p.set('cursor', cursor);
       const mine = loading = call('GET', '/v1/runs?' + p);
@@ -550,12 +617,17 @@
         row('Definition', r.definition_hash ? h('code', {title: r.definition_hash}, r.definition_hash) : '—', 'definition_hash'),
         row('Started', timeEl(r.started_at)),
         row('Ended', timeEl(r.ended_at)),
-        row('Duration', t.wall_seconds !== undefined ? fmtDuration(t.wall_seconds * 1000) : between(r.started_at, r.ended_at), 'duration'),
+        row('Duration', t.wall_seconds !== undefined && TERMINAL.has(r.state) ? fmtDuration(t.wall_seconds * 1000) : took(r, t.wall_seconds), 'duration'),
         row('Steps, attempts', `${t.steps || 0} steps, ${t.attempts || 0} attempts (${t.retries || 0} retries)`, 'attempts'),
         row('LLM', `${t.llm_tokens || 0} tokens, $${(t.llm_cost_usd || 0).toFixed(6)}`, 'llm'),
         row('Store requests', h('span', {title: `PUT ${req.put || 0}, GET ${req.get || 0}, LIST ${req.list || 0}, DELETE ${req.delete || 0}, HEAD ${req.head || 0}`},
           `${+reqTotal.toFixed(2)} (≈ $${(t.requests_usd_at_s3_list_price || 0).toFixed(8)} at S3 list prices)`), 'requests'));
-      const parts = [facts, h('details', {open: true}, h('summary', {}, 'Input'), h('pre', {'data-field': 'input'}, json(r.input === undefined ? null : r.input)))];
+      // The store keeps a run's input while the run is active (in its
+      // step job); the API leaves it out once the run ended.
+      const input = r.input === undefined
+        ? h('p', {class: 'muted', 'data-field': 'input', 'data-kept': 'false'}, 'No longer kept: the store keeps a run\'s input only while the run is active.')
+        : h('pre', {'data-field': 'input'}, json(r.input));
+      const parts = [facts, h('details', {open: true}, h('summary', {}, 'Input'), input)];
       if (r.result !== undefined && r.result !== null) parts.push(h('h2', {}, 'Result'), h('pre', {'data-field': 'result'}, json(r.result)));
       if (r.error) parts.push(h('h2', {}, 'Error'), h('pre', {class: 'error', 'data-field': 'error'}, String(r.error)));
       header.replaceChildren(...parts);
@@ -758,6 +830,33 @@
       top.textContent = '';
       for (const f of fields) { f.err.textContent = ''; f.input.removeAttribute('aria-invalid'); }
     }
+    // checked is f's value and whether it is present, or a FieldError
+    // saying what is wrong with it, as far as the browser can tell.
+    function checked(f) {
+      if (!f.input.checkValidity()) throw new FieldError(f.input.validationMessage || 'This value is not valid.');
+      const [v, present] = f.read();
+      if (props && !present && required.has(f.name)) throw new FieldError('This field is required.');
+      return [v, present];
+    }
+    // A field's error goes as soon as its value is fixed: a field shown
+    // invalid is checked again as it changes (a refusal of the server's
+    // was about the value it got, so it goes too, unless the browser
+    // sees a fault of its own).
+    for (const f of fields) {
+      const recheck = () => {
+        if (f.input.getAttribute('aria-invalid') !== 'true') return;
+        try {
+          checked(f);
+          f.err.textContent = '';
+          f.input.removeAttribute('aria-invalid');
+        } catch (e) {
+          if (!(e instanceof FieldError)) throw e;
+          f.err.textContent = e.message;
+        }
+      };
+      f.input.addEventListener('input', recheck);
+      f.input.addEventListener('change', recheck);
+    }
     function fieldError(name, msg) {
       const f = fields.find((x) => x.name === name);
       if (!f) return false;
@@ -780,11 +879,9 @@
       let payload = props ? {} : null, bad = null;
       for (const f of fields) {
         try {
-          if (!f.input.checkValidity()) throw new FieldError(f.input.validationMessage || 'This value is not valid.');
-          const [v, present] = f.read();
+          const [v, present] = checked(f);
           if (!props) { payload = present ? v : null; continue; }
           if (present) payload[f.name] = v;
-          else if (required.has(f.name)) throw new FieldError('This field is required.');
         } catch (e) {
           if (!(e instanceof FieldError)) throw e;
           fieldError(f.name, e.message);
@@ -863,12 +960,12 @@
     desc.textContent = wf.description || entry.description || '';
     renderGraph(box, wf.mermaid, '', []).catch((e) => { box.replaceChildren(h('p', {class: 'alert'}, 'The graph could not be drawn: ' + e.message)); });
     try {
-      const d = await call('GET', '/v1/runs?limit=20&workflow=' + encodeURIComponent(wf.title || runWorkflowName(entry)));
+      const d = await call('GET', '/v1/runs?order=desc&limit=20&workflow=' + encodeURIComponent(wf.title || runWorkflowName(entry)));
       const runs = d.runs || [];
       if (!runs.length) recent.append(h('tr', {}, h('td', {colspan: 5, class: 'muted'}, 'No runs of this workflow.')));
       for (const r of runs) {
         recent.append(h('tr', {'data-run': r.run_id}, h('td', {}, h('a', {href: runURL(r.run_id), class: 'mono'}, r.run_id)),
-          h('td', {}, stateBadge(r.state)), h('td', {}, r.current_step || ''), h('td', {}, timeEl(r.started_at)), h('td', {}, between(r.started_at, r.ended_at))));
+          h('td', {}, stateBadge(r.state)), h('td', {}, r.current_step || ''), h('td', {}, timeEl(r.started_at)), h('td', {}, took(r))));
       }
     } catch (e) { showError(msg, e); }
   }
