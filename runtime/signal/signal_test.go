@@ -25,10 +25,13 @@ func TestCheckKey(t *testing.T) {
 		"a\x7fb":                                "control character U+007F",
 		"a\u0085b":                              "control character U+0085",
 		"\xffa":                                 "UTF-8",
-		"..":                                    `".." segment`,
-		"a/../b":                                `".." segment`,
-		"a/..":                                  `".." segment`,
-		"./a":                                   `"." segment`,
+		"..":                                    `(".."); keys are not paths`,
+		"a/../b":                                `(".."); keys are not paths`,
+		"a/..":                                  `(".."); keys are not paths`,
+		"./a":                                   `("."); keys are not paths`,
+		"a//b":                                  `(""); keys are not paths`,
+		"/a":                                    `(""); keys are not paths`,
+		"a/":                                    `(""); keys are not paths`,
 	} {
 		err := signal.CheckKey(key)
 		if !errors.Is(err, signal.ErrInvalidKey) || !strings.Contains(err.Error(), why) {
