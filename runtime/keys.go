@@ -99,14 +99,7 @@ func parseTimedKey(prefix, key string) (time.Time, string, error) {
 	return time.UnixMilli(int64(ms)), rest[17:], nil
 }
 
-const maxSignalKeyLen = signal.MaxKeyLen
-
-func validateSignalKey(key string) error {
-	if key == "" || len(key) > maxSignalKeyLen {
-		return fmt.Errorf("%w %q: want 1 to %d bytes", signal.ErrInvalidKey, key, maxSignalKeyLen)
-	}
-	return nil
-}
+func validateSignalKey(key string) error { return signal.CheckKey(key) }
 
 // dedupKey is the dedup key of step n of a run.
 func dedupKey(runID string, n int) string { return "run:" + runID + ":" + strconv.Itoa(n) }

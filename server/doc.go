@@ -30,6 +30,17 @@
 //     loopback only (CheckListenAddr). No CORS headers are sent, so a
 //     browser allows only same-origin calls; the token travels in a header,
 //     never a cookie, so cross-site requests carry no credential.
+//   - Whatever the token setting, a request whose Host does not name the
+//     server (Config.ListenAddr, the address the connection reached,
+//     localhost on loopback, Config.AllowedHosts) is 421, one from a page
+//     of another origin (Origin, Sec-Fetch-Site; Config.AllowedOrigins
+//     excepted) is 403, and a POST under /v1 whose body is not of its
+//     endpoint's media type (JSON; YAML for /v1/validate) is 415, before
+//     authentication or any handler sees it (guard.go; docs/API.md,
+//     "Browser and network model"). A wrong method is 405 with Allow.
+//   - JSON bodies are I-JSON (RFC 7493): a duplicate key at any depth,
+//     invalid UTF-8 or trailing data is 400 naming the field; signal keys
+//     are checked by signal.CheckKey.
 //   - No response carries a secret's value: outputs, errors and history are
 //     redacted by the interpreter before they are stored, and the server
 //     serves only what is stored.

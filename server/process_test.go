@@ -52,11 +52,21 @@ func tqwBinary(t *testing.T) string {
 func serveProcess(t *testing.T, store string, env ...string) *client.Client {
 	t.Helper()
 	const token = "process-test-token-0123456789"
+	base := startServeProcess(t, token, store, nil, env...)
+	return client.New(base, client.Options{Token: token, HTTPClient: &http.Client{Transport: &checkingTransport{t: t, conf: sharedConformance(t)}}})
+}
+
+// startServeProcess starts a real 'tqw-dsl serve' on store with the test
+// workflows, token ("" for none) and the extra serve flags args, and
+// returns its base URL; cleanup stops it with SIGTERM and requires a
+// clean exit.
+func startServeProcess(t *testing.T, token, store string, args []string, env ...string) string {
+	t.Helper()
 	wfDir, err := filepath.Abs("testdata/workflows")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(tqwBinary(t), "serve", "--addr", "127.0.0.1:0", "--store", store, "--workflows", wfDir)
+	cmd := exec.Command(tqwBinary(t), append([]string{"serve", "--addr", "127.0.0.1:0", "--store", store, "--workflows", wfDir}, args...)...)
 	cmd.Env = append(append(os.Environ(), "TQW_STORE=", "TQW_API_TOKEN="+token, "SERVER_TEST_SECRET="+testSecret), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -108,7 +118,7 @@ func serveProcess(t *testing.T, store string, env ...string) *client.Client {
 			t.Errorf("serve did not stop within %v of SIGTERM:\n%s", deadline, logs())
 		}
 	})
-	return client.New(base, client.Options{Token: token, HTTPClient: &http.Client{Transport: &checkingTransport{t: t, conf: sharedConformance(t)}}})
+	return base
 }
 
 // TestAPIOfServeProcess calls the API of a real serve process on the

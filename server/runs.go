@@ -137,8 +137,8 @@ type CancelResponse struct {
 	State string `json:"state"`
 }
 
-// decodeBody decodes a JSON request body into v, refusing unknown fields
-// and trailing data; a failure has been answered (400 or 413).
+// decodeBody decodes a JSON request body into v, refusing what strictJSON
+// refuses and unknown fields; a failure has been answered (400 or 413).
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
@@ -148,6 +148,11 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", "", "reading the request body: "+err.Error())
+		return false
+	}
+	var se *strictJSONError
+	if err := strictJSON(b); errors.As(err, &se) {
+		writeError(w, http.StatusBadRequest, "bad_request", se.topField(), "the request body: "+err.Error())
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))

@@ -38,6 +38,19 @@ type Config struct {
 	// Getenv reads the secrets a submitted workflow declares, to refuse
 	// one whose secrets are not set (nil: os.Getenv).
 	Getenv func(string) string
+	// ListenAddr is the address the server listens on (net.Listener's
+	// Addr, its port resolved), which Host may name; "" leaves only the
+	// address each connection arrived at. Host must name the server:
+	// ListenAddr, the connection's local address, localhost:PORT when
+	// that is loopback, or an AllowedHosts entry; else 421.
+	ListenAddr string
+	// AllowedHosts are further names Host may carry (a reverse proxy's
+	// public name): "NAME" matches any port, "NAME:PORT" that port.
+	AllowedHosts []string
+	// AllowedOrigins are origins ("https://tqw.example.com") whose pages
+	// may call the API besides the server's own (a reverse proxy's public
+	// origin); a request from any other origin is refused 403.
+	AllowedOrigins []string
 	// Token, when set, is required as "Authorization: Bearer <token>" on
 	// every endpoint except /healthz, /readyz, /metrics, the UI's assets
 	// and webhooks (which carry their own credentials). Without it the
@@ -75,6 +88,7 @@ type Server struct {
 	insp    *runtime.Inspector
 	log     *slog.Logger
 	tokenH  [sha256.Size]byte
+	hosts   *hostGuard
 	hooks   map[string]*hookState
 	events  *broker
 	handler http.Handler
@@ -109,6 +123,10 @@ func New(cfg Config) (*Server, error) {
 		hooks: map[string]*hookState{}}
 	if cfg.Token != "" {
 		s.tokenH = sha256.Sum256([]byte(cfg.Token))
+	}
+	var err error
+	if s.hosts, err = newHostGuard(cfg); err != nil {
+		return nil, err
 	}
 	for i := range cfg.Hooks {
 		h := &cfg.Hooks[i]
@@ -146,33 +164,34 @@ func (s *Server) routes() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(OpenAPI)
 	})
-	mux.HandleFunc("POST /v1/runs", s.submitRun)
+	mux.Handle("POST /v1/runs", bodyOf(jsonBody, s.submitRun))
 	mux.HandleFunc("GET /v1/runs", s.listRuns)
 	mux.HandleFunc("GET /v1/runs/{id}", s.getRun)
 	mux.HandleFunc("GET /v1/runs/{id}/history", s.runHistory)
-	mux.HandleFunc("POST /v1/runs/{id}/cancel", s.cancelRun)
+	mux.Handle("POST /v1/runs/{id}/cancel", bodyOf(jsonBody, s.cancelRun))
 	mux.HandleFunc("GET /v1/runs/{id}/events", s.runEvents)
-	mux.HandleFunc("POST /v1/signals/{key...}", s.sendSignal)
+	mux.Handle("POST /v1/signals/{key...}", bodyOf(jsonBody, s.sendSignal))
 	mux.HandleFunc("GET /v1/events", s.allEvents)
 	mux.HandleFunc("GET /v1/workflows", s.listWorkflows)
 	mux.HandleFunc("GET /v1/workflows/{name}", s.getWorkflow)
-	mux.HandleFunc("POST /v1/validate", s.validate)
+	mux.Handle("POST /v1/validate", bodyOf(yamlBody, s.validate))
 	mux.HandleFunc("GET /v1/schema", s.schema)
 	mux.HandleFunc("POST /v1/hooks/{name}", s.hook)
-	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "", fmt.Sprintf("no endpoint %s %s; see /v1/openapi.json", r.Method, r.URL.Path))
 	})
+	// The catch-alls match every method: they answer 405 for a path
+	// another route serves with other methods.
+	mux.Handle("/v1/", orMethodNotAllowed(mux, notFound))
 	if s.cfg.Metrics != nil {
 		mux.Handle("GET /metrics", s.cfg.Metrics)
 	}
 	if s.cfg.UI != nil {
-		mux.Handle("/", s.cfg.UI)
+		mux.Handle("/", orMethodNotAllowed(mux, s.cfg.UI))
 	} else {
-		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, http.StatusNotFound, "not_found", "", fmt.Sprintf("no endpoint %s %s; see /v1/openapi.json", r.Method, r.URL.Path))
-		})
+		mux.Handle("/", orMethodNotAllowed(mux, notFound))
 	}
-	return s.recoverer(s.authenticate(mux))
+	return s.recoverer(s.guard(s.authenticate(mux)))
 }
 
 // public reports whether path is served without the API token: probes,
@@ -210,10 +229,11 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 }
 
 // authorized compares the bearer token in constant time (over hashes, so
-// the length does not leak either).
+// the length does not leak either). The scheme is case-insensitive (RFC
+// 9110, section 11.1).
 func (s *Server) authorized(r *http.Request) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
 	h := sha256.Sum256([]byte(strings.TrimSpace(got)))

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,12 +26,8 @@ type SignalResponse struct {
 
 func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
-	if key == "" {
-		writeError(w, http.StatusBadRequest, "bad_request", "key", "the signal key is empty: POST /v1/signals/{key}")
-		return
-	}
-	if len(key) > signal.MaxKeyLen {
-		writeError(w, http.StatusBadRequest, "bad_request", "key", fmt.Sprintf("the signal key is %d bytes; the limit is %d", len(key), signal.MaxKeyLen))
+	if err := signal.CheckKey(key); err != nil {
+		badSignalKey(w, err)
 		return
 	}
 	requireWaiting := false
@@ -57,14 +52,20 @@ func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) {
 	if len(strings.TrimSpace(string(raw))) == 0 {
 		raw = []byte("null")
 	}
-	if !json.Valid(raw) {
-		writeError(w, http.StatusBadRequest, "bad_request", "payload", "the signal payload (the request body) is not valid JSON")
+	if err := strictJSON(raw); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "payload", "the signal payload (the request body): "+err.Error())
 		return
 	}
 	res, status, ok := s.signal(w, r, key, raw, requireWaiting)
 	if ok {
 		writeJSON(w, status, res)
 	}
+}
+
+// badSignalKey answers a key signal.CheckKey refused.
+func badSignalKey(w http.ResponseWriter, err error) {
+	msg := strings.TrimPrefix(err.Error(), signal.ErrInvalidKey.Error()+" ")
+	writeError(w, http.StatusBadRequest, "bad_request", "key", "the signal key (the path after /v1/signals/) "+msg)
 }
 
 // signal checks and sends a signal, answering a refusal itself.

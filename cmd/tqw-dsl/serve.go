@@ -41,6 +41,7 @@ func newServeCmd() *cobra.Command {
 		noShell                                      bool
 		concurrency                                  int
 		inboxPoll, retention                         time.Duration
+		allowOrigins, allowHosts                     []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -127,6 +128,7 @@ then drains as worker does and exits 0.`,
 				Runtime: e.rt, Interpreter: e.it, WorkflowsDir: workflows, NoShell: noShell, Token: token, Hooks: hooks,
 				DSL:   interpreter.LoadOptions(builtin.New(builtin.Options{EnableShell: !noShell}), dsl.Options{}),
 				Ready: e.ready, Logger: e.log, UI: ui.Handler(), Metrics: m.Handler(),
+				ListenAddr: ln.Addr().String(), AllowedHosts: append(listenName(addr, ln.Addr()), allowHosts...), AllowedOrigins: allowOrigins,
 			})
 			if err != nil {
 				return failf(exitUsage, "%v", err)
@@ -181,6 +183,8 @@ then drains as worker does and exits 0.`,
 	}
 	addStoreFlag(cmd, &store)
 	cmd.Flags().StringVar(&addr, "addr", defaultServeAddr, "HOST:PORT to listen on (port 0 picks a free one); beyond loopback only with a token")
+	cmd.Flags().StringArrayVar(&allowOrigins, "allow-origin", nil, "an origin (https://tqw.example.com) whose pages may call the API besides serve's own, e.g. a reverse proxy's; repeatable (docs/API.md, Browser and network model)")
+	cmd.Flags().StringArrayVar(&allowHosts, "allow-host", nil, "a name (NAME or NAME:PORT) the Host header may carry besides the listen address, e.g. a reverse proxy's; repeatable")
 	cmd.Flags().StringVar(&workflows, "workflows", "", "folder whose *.yaml files the API can submit by name and lists")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the API token (else $"+apiTokenEnv+")")
 	cmd.Flags().StringVar(&hooksFile, "hooks", "", "YAML file of webhooks in (docs/API.md)")
@@ -189,6 +193,18 @@ then drains as worker does and exits 0.`,
 	cmd.Flags().DurationVar(&inboxPoll, "inbox-poll", 5*time.Second, "longest pause between two reads of the inbox when no command came (commands over HTTP do not wait for it)")
 	cmd.Flags().DurationVar(&retention, "retention", runtime.DefaultResultRetention, "how long a finished run's status, result, history and outputs are kept")
 	return cmd
+}
+
+// listenName is the host name --addr gives (not an address) with the
+// port listened on, a name the Host header may carry: the listener
+// reports only the address the name resolved to.
+func listenName(addr string, listened net.Addr) []string {
+	host, _, err := net.SplitHostPort(addr)
+	_, port, perr := net.SplitHostPort(listened.String())
+	if err != nil || perr != nil || host == "" || net.ParseIP(host) != nil {
+		return nil
+	}
+	return []string{net.JoinHostPort(host, port)}
 }
 
 // readAPIToken returns the API token from file (when given) or

@@ -68,11 +68,8 @@ writer did not answer.`,
 			if len(args) == 2 {
 				arg = args[1]
 			}
-			if key == "" {
-				return failf(exitUsage, "KEY is empty")
-			}
-			if len(key) > signal.MaxKeyLen {
-				return failf(exitUsage, "KEY is %d bytes; the limit is %d", len(key), signal.MaxKeyLen)
+			if err := signal.CheckKey(key); err != nil {
+				return failf(exitUsage, "KEY: %v", err)
 			}
 			_, raw, err := readJSONArg("the signal payload", arg, nil)
 			if err != nil {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -37,6 +40,35 @@ func (o Outcome) String() string {
 // MaxKeyLen bounds a signal key, in bytes.
 const MaxKeyLen = 512
 
+// CheckKey reports a key no signal may carry (an error wrapping
+// ErrInvalidKey that says what is wrong): empty, over MaxKeyLen bytes, not
+// UTF-8, holding a control character (NUL included), or an empty, "." or
+// ".." segment between slashes. Keys travel in URL paths (POST
+// /v1/signals/{key}), logs and terminals, where such keys are rewritten
+// or misread. Every way of sending or waiting on a signal calls it.
+func CheckKey(key string) error {
+	bad := func(why string) error { return fmt.Errorf("%w %q: %s", ErrInvalidKey, key, why) }
+	switch {
+	case key == "":
+		return bad("empty")
+	case len(key) > MaxKeyLen:
+		return bad(fmt.Sprintf("%d bytes; the limit is %d", len(key), MaxKeyLen))
+	case !utf8.ValidString(key):
+		return bad("not valid UTF-8")
+	}
+	for i, r := range key {
+		if unicode.IsControl(r) {
+			return bad(fmt.Sprintf("control character %U at byte %d", r, i))
+		}
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return bad(fmt.Sprintf("an empty, \".\" or \"..\" segment between slashes (%q); keys are not paths", seg))
+		}
+	}
+	return nil
+}
+
 // MaxPayload bounds a signal's payload: a caller-KV value less the
 // format byte and the buffering time stored before it.
 const MaxPayload = queue.MaxKVValueSize - 1 - 8
@@ -53,7 +85,7 @@ var (
 	// ErrNoWaiter reports a signal sent with Options.RequireWaiting
 	// while no step waits on its key; nothing was written.
 	ErrNoWaiter = errors.New("runtime: no step is waiting on the signal key")
-	// ErrInvalidKey reports an empty or oversized correlation key.
+	// ErrInvalidKey reports a correlation key CheckKey refuses.
 	ErrInvalidKey = errors.New("runtime: invalid signal key")
 )
 
