@@ -248,19 +248,19 @@ func (it *Interpreter) emit(e Event) {
 
 // Event reports progress of a step, for a CLI to display.
 type Event struct {
-	Time    time.Time      `json:"time"`
-	RunID   string         `json:"run"`
-	Step    string         `json:"step"`
-	Kind    string         `json:"event"` // "start" or "end"
-	Attempt int            `json:"attempt"`
-	Status  string         `json:"status,omitempty"` // end: see HistoryRecord.Outcome
-	Elapsed time.Duration  `json:"elapsed_ns,omitempty"`
+	Time    time.Time     `json:"time"`
+	RunID   string        `json:"run"`
+	Step    string        `json:"step"`
+	Kind    string        `json:"event"` // "start" or "end"
+	Attempt int           `json:"attempt"`
+	Status  string        `json:"status,omitempty"` // end: see HistoryRecord.Outcome
+	Elapsed time.Duration `json:"elapsed_ns,omitempty"`
 	// Waited is the part of an end's Elapsed the step spent parked (a
 	// wait_signal, sleep or call resumed), not working: metrics keep it
 	// out of the step-duration buckets.
-	Waited time.Duration `json:"-"`
-	Error   *dsl.ErrorInfo `json:"error,omitempty"`
-	Next    string         `json:"next,omitempty"`
+	Waited time.Duration  `json:"-"`
+	Error  *dsl.ErrorInfo `json:"error,omitempty"`
+	Next   string         `json:"next,omitempty"`
 	// Job is the runtime job that carried the step; it settles after "end".
 	Job string `json:"job,omitempty"`
 	// Workflow, Action (the step's action, "" for other kinds; the
