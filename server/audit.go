@@ -49,10 +49,9 @@ func (noObserver) ObserveSignalDelivery(string, time.Duration)               {}
 // requestRecord is what the audit line says of one request beyond what
 // the outer middleware sees: the path values only the mux knows.
 type requestRecord struct {
-	start      time.Time
-	runID      string
-	hook       string
-	streamOpen bool
+	start time.Time
+	runID string
+	hook  string
 }
 
 type recordKey struct{}
