@@ -25,8 +25,6 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/clock"
 	"github.com/tqw-dsl/tqw/runtime/remote"
 	"github.com/tqw-dsl/tqw/runtime/signal"
-	"github.com/tqw-dsl/tqw/runtime/store/objstore"
-	"github.com/tqw-dsl/tqw/runtime/store/objstore/file"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -353,23 +351,5 @@ func TestBuildInfo(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no tqw_build_info{version,revision,goversion=%q} 1 in the scrape", in.GoVersion)
-	}
-}
-
-// TestWrapStoreKeepsPacking: a file store behind the metrics still packs
-// (its WAL costs one flush per commit, as without metrics); a store that
-// cannot pack still says so.
-func TestWrapStoreKeepsPacking(t *testing.T) {
-	fs, err := file.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
-	m := New()
-	if packed, err := objstore.Pack(t.Context(), m.WrapStore(fs), "wal/"); err != nil || !packed {
-		t.Errorf("Pack through the metrics wrapper of a file store: %v, %v; want packed", packed, err)
-	}
-	if packed, err := objstore.Pack(t.Context(), m.WrapStore(mem.New()), "wal/"); err != nil || packed {
-		t.Errorf("Pack through the metrics wrapper of a mem store: %v, %v; want not packed, no error", packed, err)
 	}
 }

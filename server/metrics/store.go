@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -12,8 +11,8 @@ import (
 // WrapStore returns inner with every request counted by op and outcome
 // and timed (tqw_objstore_requests_total,
 // tqw_objstore_request_duration_seconds). It adds no request and exposes
-// Unwrap and forwards Pack (objstore.Packer), so what looks through
-// wrappers (a file store's lock, the kv packing its WAL) still finds inner.
+// Unwrap, so what looks through wrappers (a file store's lock) still
+// finds inner.
 func (m *Metrics) WrapStore(inner objstore.Store) objstore.Store {
 	return &store{inner: inner, m: m}
 }
@@ -27,16 +26,6 @@ var _ objstore.Store = (*store)(nil)
 
 // Unwrap returns the wrapped store.
 func (s *store) Unwrap() objstore.Store { return s.inner }
-
-// Pack implements objstore.Packer when the wrapped store does, so a file
-// store behind the metrics packs its WAL as it does bare; it is not a
-// request.
-func (s *store) Pack(ctx context.Context, prefix string) error {
-	if p, ok := s.inner.(objstore.Packer); ok {
-		return p.Pack(ctx, prefix)
-	}
-	return fmt.Errorf("metrics: the wrapped store cannot pack: %w", errors.ErrUnsupported)
-}
 
 func (s *store) observe(op string, start time.Time, err error) {
 	s.m.storeDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
