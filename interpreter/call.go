@@ -217,6 +217,9 @@ func (it *Interpreter) onTermination(ctx context.Context, o *runstate.Outcome, e
 			}
 		}
 	}
+	if it.ended != nil && o.Status != runstate.Succeeded {
+		it.ended(o)
+	}
 	it.wake(o)
 	return nil
 }

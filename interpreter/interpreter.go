@@ -83,6 +83,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Events, when set, is called as steps start and end. It must not block.
 	Events func(Event)
+	// Ended, when set, is called with the outcome of every run that did
+	// not succeed (failed, cancelled: they have no step event of their
+	// own when ended from outside) once the interpreter handled its end
+	// notification: at least once, again if the notification is retried.
+	// It must not block.
+	Ended func(*runstate.Outcome)
 	// TracerProvider, when set, traces runs: a span per run in this
 	// process, a child span per step delivery, and the submission's span
 	// (see HeaderTraceParent); nil creates no span (package tracing).
@@ -122,6 +128,7 @@ type Interpreter struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	events func(Event)
+	ended  func(*runstate.Outcome)
 	margin time.Duration
 	// stepDurations is Options.StepDurations.
 	stepDurations func(time.Duration)
@@ -171,7 +178,7 @@ func New(q *storage.Queue, store objstore.Store, opts Options) (*Interpreter, er
 	opts.DSL = LoadOptions(opts.Actions, opts.DSL)
 	// Requests made under a step's context count toward its run's totals.
 	it := &Interpreter{View: newView(counting.Scoped(store), opts.DSL), acts: opts.Actions, getenv: opts.Getenv, clock: opts.Clock,
-		log: opts.Logger, events: opts.Events, margin: opts.LeaseMargin, rand: opts.Rand, stepDurations: opts.StepDurations,
+		log: opts.Logger, events: opts.Events, ended: opts.Ended, margin: opts.LeaseMargin, rand: opts.Rand, stepDurations: opts.StepDurations,
 		retention: opts.Retention, sweepEvery: opts.SweepInterval,
 		watchers: map[string][]chan *runstate.Outcome{}, clean: map[string]bool{}}
 	if opts.TracerProvider != nil {
@@ -241,15 +248,19 @@ func (it *Interpreter) emit(e Event) {
 
 // Event reports progress of a step, for a CLI to display.
 type Event struct {
-	Time    time.Time      `json:"time"`
-	RunID   string         `json:"run"`
-	Step    string         `json:"step"`
-	Kind    string         `json:"event"` // "start" or "end"
-	Attempt int            `json:"attempt"`
-	Status  string         `json:"status,omitempty"` // end: see HistoryRecord.Outcome
-	Elapsed time.Duration  `json:"elapsed_ns,omitempty"`
-	Error   *dsl.ErrorInfo `json:"error,omitempty"`
-	Next    string         `json:"next,omitempty"`
+	Time    time.Time     `json:"time"`
+	RunID   string        `json:"run"`
+	Step    string        `json:"step"`
+	Kind    string        `json:"event"` // "start" or "end"
+	Attempt int           `json:"attempt"`
+	Status  string        `json:"status,omitempty"` // end: see HistoryRecord.Outcome
+	Elapsed time.Duration `json:"elapsed_ns,omitempty"`
+	// Waited is the part of an end's Elapsed the step spent parked (a
+	// wait_signal, sleep or call resumed), not working: metrics keep it
+	// out of the step-duration buckets.
+	Waited time.Duration  `json:"-"`
+	Error  *dsl.ErrorInfo `json:"error,omitempty"`
+	Next   string         `json:"next,omitempty"`
 	// Job is the runtime job that carried the step; it settles after "end".
 	Job string `json:"job,omitempty"`
 	// Workflow, Action (the step's action, "" for other kinds; the

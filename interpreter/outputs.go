@@ -165,7 +165,7 @@ func (x *exec) finish(outcome, next string, e *dsl.ErrorInfo) error {
 		began = time.UnixMilli(x.st.Started)
 	}
 	ev := Event{Time: end, RunID: x.rs.RunID, Step: x.s.ID, Kind: "end", Attempt: x.hist.Attempt,
-		Status: outcome, Elapsed: end.Sub(began), Error: e, Next: next, Job: x.rs.JobID,
+		Status: outcome, Elapsed: end.Sub(began), Waited: max(x.start.Sub(began), 0), Error: e, Next: next, Job: x.rs.JobID,
 		Workflow: x.wf.Name, Action: stepAction(x.s), Number: x.rs.Number, Seq: x.seq, LLM: x.llm}
 	// Reported once the history record and the transition are durable,
 	// never before: a step shown complete never runs again.

@@ -23,6 +23,14 @@
 //     waiting step's schema) before anything is written, and refused with a
 //     4xx JSON error {"error":{"code","message","field"}} naming the field.
 //   - No panic escapes a handler: it is logged and answered 500.
+//   - Every request leaves one audit line at info on Config.Logger (method,
+//     route template, status, duration, remote address, whether a token
+//     came, the run id of a run's routes) and a webhook one more (hook,
+//     outcome, delivery id); never a credential, a body or the raw path
+//     (audit.go). Config.Observer counts the same (server/metrics), and
+//     with Config.TracerProvider each request is a server span named by
+//     its route template, under the caller's traceparent. None of this
+//     costs an object-store request.
 //   - With Config.Token set, every endpoint except /healthz, /readyz,
 //     /metrics, the UI's assets and the webhooks (which carry their own
 //     signature or token) requires "Authorization: Bearer <token>",

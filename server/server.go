@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
@@ -65,8 +67,17 @@ type Config struct {
 	UI http.Handler
 	// Metrics, when set, is mounted at /metrics.
 	Metrics http.Handler
-	// Logger receives request failures and recovered panics; nil discards.
+	// Logger receives request failures and recovered panics, and at
+	// info one audit line per request and per webhook (server/audit.go);
+	// nil discards.
 	Logger *slog.Logger
+	// Observer, when set, receives the HTTP measurements (requests,
+	// event streams, webhooks, signal latency): server/metrics.Metrics.
+	Observer Observer
+	// TracerProvider, when set, makes each request a server span named
+	// by its route template, a child of the caller's traceparent (so of
+	// the submit span and the run's spans); nil traces nothing.
+	TracerProvider trace.TracerProvider
 	// Heartbeat is the interval of SSE keep-alive comments and of the
 	// state poll that notices changes made by other processes (inbox
 	// commands); 0 means DefaultHeartbeat.
@@ -87,6 +98,7 @@ type Server struct {
 	it      *interpreter.Interpreter
 	insp    *runtime.Inspector
 	log     *slog.Logger
+	obs     Observer
 	tokenH  [sha256.Size]byte
 	hosts   *hostGuard
 	hooks   map[string]*hookState
@@ -121,6 +133,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, rt: cfg.Runtime, it: cfg.Interpreter, insp: cfg.Runtime.Inspector(), log: cfg.Logger,
 		hooks: map[string]*hookState{}}
+	if s.obs = cfg.Observer; s.obs == nil {
+		s.obs = noObserver{}
+	}
 	if cfg.Token != "" {
 		s.tokenH = sha256.Sum256([]byte(cfg.Token))
 	}
@@ -191,7 +206,7 @@ func (s *Server) routes() http.Handler {
 	} else {
 		mux.Handle("/", orMethodNotAllowed(mux, notFound))
 	}
-	return s.recoverer(s.guard(s.authenticate(mux)))
+	return s.observe(mux, s.recoverer(s.guard(s.authenticate(noteRoute(mux)))))
 }
 
 // public reports whether path is served without the API token: probes,

@@ -97,6 +97,7 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request, key string, raw 
 	if waiter != "" {
 		s.events.touch(waiter)
 	}
+	s.signalDelivered(r)
 	return out, http.StatusAccepted, true
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/actions/llm"
 	"github.com/tqw-dsl/tqw/actions/shell"
+	"github.com/tqw-dsl/tqw/internal/buildinfo"
 	"github.com/tqw-dsl/tqw/interpreter/tracing"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 )
@@ -170,27 +171,24 @@ func versionText(bi *debug.BuildInfo, ok bool) string {
 		return "tqw-dsl (unknown version): the binary carries no build information\n"
 	}
 	var b strings.Builder
-	version := bi.Main.Version
+	in := buildinfo.From(bi)
+	version := in.Version
 	if version == "" {
 		version = "(unknown version)"
 	}
-	fmt.Fprintf(&b, "tqw-dsl %s (module %s)\n", version, bi.Main.Path)
-	set := map[string]string{}
-	for _, s := range bi.Settings {
-		set[s.Key] = s.Value
-	}
-	if rev := set["vcs.revision"]; rev != "" {
-		fmt.Fprintf(&b, "revision %s", rev)
-		if t := set["vcs.time"]; t != "" {
-			fmt.Fprintf(&b, " (%s)", t)
+	fmt.Fprintf(&b, "tqw-dsl %s (module %s)\n", version, in.Path)
+	if in.Revision != "" {
+		fmt.Fprintf(&b, "revision %s", in.Revision)
+		if in.Time != "" {
+			fmt.Fprintf(&b, " (%s)", in.Time)
 		}
-		if set["vcs.modified"] == "true" {
+		if in.Modified {
 			b.WriteString(", with uncommitted changes")
 		}
 		b.WriteString("\n")
 	} else {
 		b.WriteString("revision unknown: built without version control information (go run, go test, or -buildvcs=false)\n")
 	}
-	fmt.Fprintf(&b, "%s %s/%s\n", bi.GoVersion, goruntime.GOOS, goruntime.GOARCH)
+	fmt.Fprintf(&b, "%s %s/%s\n", in.GoVersion, goruntime.GOOS, goruntime.GOARCH)
 	return b.String()
 }

@@ -112,7 +112,7 @@ then drains as worker does and exits 0.`,
 			}
 			e, err := openEngine(context.WithoutCancel(ctx), store, engineOptions{noShell: noShell, concurrency: concurrency, name: "serve",
 				inboxPoll: inboxPoll, retention: retention, endpoint: endpoint, events: events,
-				wrapStore: m.WrapStore, inboxAnswered: m.InboxAnswered})
+				wrapStore: m.WrapStore, inboxAnswered: m.InboxAnswered, ended: m.RunEnded})
 			var busy *busyError
 			if errors.As(err, &busy) {
 				return failf(exitFailed, "%v; a second writer would fence it: send it commands or stop it first", busy)
@@ -129,6 +129,7 @@ then drains as worker does and exits 0.`,
 				DSL:   interpreter.LoadOptions(builtin.New(builtin.Options{EnableShell: !noShell}), dsl.Options{}),
 				Ready: e.ready, Logger: e.log, UI: ui.Handler(), Metrics: m.Handler(),
 				ListenAddr: ln.Addr().String(), AllowedHosts: append(listenName(addr, ln.Addr()), allowHosts...), AllowedOrigins: allowOrigins,
+				Observer: m, TracerProvider: e.tracing.TracerProvider(),
 			})
 			if err != nil {
 				return failf(exitUsage, "%v", err)

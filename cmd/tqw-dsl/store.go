@@ -81,6 +81,8 @@ type engineOptions struct {
 	wrapStore func(objstore.Store) objstore.Store
 	// inboxAnswered, when set, observes the commands the inbox answers.
 	inboxAnswered func(remote.Answered)
+	// ended, when set, observes the runs that did not succeed (metrics).
+	ended func(*runstate.Outcome)
 	// endpoint is the HTTP address the writer serves (serve), advertised
 	// in its lease for other processes (lease.Info.Endpoint).
 	endpoint string
@@ -246,6 +248,7 @@ func openEngineOn(ctx context.Context, url string, store objstore.Store, o engin
 	core, err := tqwengine.New(ctx, store, held, tqwengine.Options{
 		Shell: !o.noShell, Concurrency: o.concurrency, Retention: o.retention,
 		Events: o.events, Logger: o.log, InboxPoll: o.inboxPoll, TracerProvider: tr.TracerProvider(),
+		Ended: o.ended,
 	})
 	if err != nil {
 		e := &engine{lease: held, log: o.log}

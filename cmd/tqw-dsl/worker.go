@@ -73,7 +73,7 @@ default; the retention of a run is judged by whichever writer runs then.`,
 			var m *metrics.Metrics
 			if metricsAddr != "" {
 				m = metrics.New()
-				eo.wrapStore, eo.events, eo.inboxAnswered = m.WrapStore, m.Events, m.InboxAnswered
+				eo.wrapStore, eo.events, eo.inboxAnswered, eo.ended = m.WrapStore, m.Events, m.InboxAnswered, m.RunEnded
 			}
 			e, err := openEngine(context.WithoutCancel(ctx), store, eo)
 			var busy *busyError

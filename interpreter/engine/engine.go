@@ -78,6 +78,9 @@ type Options struct {
 	Getenv func(string) string
 	// Events, when set, is called as steps start and end; it must not block.
 	Events func(interpreter.Event)
+	// Ended, when set, is called with the outcome of each run that did
+	// not succeed (interpreter.Options.Ended); it must not block.
+	Ended func(*runstate.Outcome)
 	// TracerProvider, when set, traces runs, steps and the http and llm
 	// actions' requests (interpreter.Options.TracerProvider,
 	// tracing.Transport); nil traces nothing. tracing.FromEnv builds one
@@ -192,6 +195,7 @@ func New(ctx context.Context, store objstore.Store, held *lease.Lease, o Options
 	}
 	e.it, err = interpreter.New(q, store, interpreter.Options{
 		Actions: acts, Getenv: o.Getenv, Logger: o.Logger, Events: o.Events, TracerProvider: o.TracerProvider,
+		Ended:     o.Ended,
 		Retention: o.Retention, SweepInterval: sweep, Runtime: ropts,
 	})
 	if err != nil {

@@ -4,7 +4,14 @@
 // whose requests become client spans carrying the W3C trace context to
 // the called service. The spans themselves are the interpreter's
 // (interpreter.Options.TracerProvider): a span per run in this process, a
-// child per step delivery, an HTTP client span under a step per request.
+// child per step delivery, an HTTP client span under a step per request;
+// the HTTP API's server spans are the server's (server.Config.TracerProvider),
+// parents of the submit span when a caller sends traceparent.
+//
+// The resource FromEnv builds names the service (service.name), its build
+// (service.version, ServiceVersion: as tqw-dsl --version reads it) and
+// the process (service.instance.id: Options.InstanceID, else a random
+// UUID); OTEL_RESOURCE_ATTRIBUTES overrides each.
 //
 // # Off unless configured
 //

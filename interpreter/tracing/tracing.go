@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -15,6 +16,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tqw-dsl/tqw/internal/buildinfo"
 )
 
 // ErrUnsupportedExporter reports OTLP settings tracing cannot honor: a
@@ -45,6 +48,9 @@ type Options struct {
 	ServiceName string
 	// Logger receives export errors; nil discards them.
 	Logger *slog.Logger
+	// InstanceID is service.instance.id, telling apart the processes of
+	// one service; "" means a random UUID per process.
+	InstanceID string
 	// Getenv reads the variables FromEnv decides on; nil means os.Getenv.
 	// The exporter reads its own settings from the process environment.
 	Getenv func(string) string
@@ -80,6 +86,31 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("tracing: flush the spans: %w", err)
 	}
 	return nil
+}
+
+// ServiceVersion is service.version: the binary's module version, as
+// tqw-dsl --version prints it, with its VCS revision when the build has
+// no version of its own ("(devel)"); "unknown" without build information.
+func ServiceVersion() string {
+	in, ok := buildinfo.Read()
+	switch {
+	case !ok:
+		return "unknown"
+	case in.Version != "" && in.Version != "(devel)":
+		return in.Version
+	case in.Revision != "":
+		return in.Revision
+	case in.Version != "":
+		return in.Version
+	}
+	return "unknown"
+}
+
+func instanceID(id string) string {
+	if id != "" {
+		return id
+	}
+	return uuid.NewString()
 }
 
 // Propagator is the W3C trace context plus baggage propagator FromEnv
@@ -130,8 +161,9 @@ func FromEnv(ctx context.Context, opts Options) (*Provider, error) {
 	if service == "" {
 		service = DefaultServiceName
 	}
-	// Later detectors win: the environment overrides the default name.
-	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", service)),
+	// Later detectors win: the environment overrides the defaults.
+	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", service),
+		attribute.String("service.version", ServiceVersion()), attribute.String("service.instance.id", instanceID(opts.InstanceID))),
 		resource.WithTelemetrySDK(), resource.WithFromEnv())
 	if err != nil {
 		_ = exp.Shutdown(ctx)

@@ -106,6 +106,42 @@ func TestFromEnvExports(t *testing.T) {
 	if got := c.LastHeader().Get("X-Tenant"); got != "acme" {
 		t.Errorf("export header x-tenant = %q; want OTEL_EXPORTER_OTLP_HEADERS'", got)
 	}
+	if got := spans[0].Resource["service.version"]; got == "" || got != ServiceVersion() {
+		t.Errorf("service.version = %q; want the build's %q", got, ServiceVersion())
+	}
+	if got := spans[0].Resource["service.instance.id"]; len(got) != 36 {
+		t.Errorf("service.instance.id = %q; want a UUID", got)
+	}
+}
+
+// TestResourceNamesTheInstance: service.instance.id is the one given,
+// and OTEL_RESOURCE_ATTRIBUTES still overrides service.version.
+func TestResourceNamesTheInstance(t *testing.T) {
+	c := otlptest.Start(t)
+	t.Setenv(EnvEndpoint, c.URL)
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "service.version=v9.9.9")
+	for _, k := range []string{EnvTracesEndpoint, EnvProtocol, EnvTracesProtocol, EnvSDKDisabled, EnvTracesExporter, "OTEL_SERVICE_NAME"} {
+		t.Setenv(k, "")
+	}
+	p, err := FromEnv(t.Context(), Options{InstanceID: "writer-7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := p.TracerProvider().Tracer("test").Start(t.Context(), "hello")
+	span.End()
+	if err := p.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	spans := c.Spans()
+	if len(spans) != 1 {
+		t.Fatalf("collector got:\n%s", otlptest.Describe(spans))
+	}
+	if got := spans[0].Resource["service.instance.id"]; got != "writer-7" {
+		t.Errorf("service.instance.id = %q; want writer-7", got)
+	}
+	if got := spans[0].Resource["service.version"]; got != "v9.9.9" {
+		t.Errorf("service.version = %q; want OTEL_RESOURCE_ATTRIBUTES'", got)
+	}
 }
 
 func memoryProvider(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {

@@ -19,9 +19,12 @@ import (
 
 	"github.com/tqw-dsl/tqw/actions/builtin"
 	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/internal/buildinfo"
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/clock"
 	"github.com/tqw-dsl/tqw/runtime/remote"
+	"github.com/tqw-dsl/tqw/runtime/signal"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -229,4 +232,124 @@ func value(text, series string) (float64, bool) {
 		return v, true
 	}
 	return 0, false
+}
+
+const waitYAML = `
+tqw: v1
+name: patient
+steps:
+  - id: wait
+    action: wait_signal
+    with: {key: "go:${ run.id }", timeout: 30d}
+  - id: done
+    succeed: "${ output }"
+`
+
+// TestWaitsAndCancellations runs two waiting runs on the mock clock: one
+// is signalled after three days parked, the other cancelled while it
+// waits. The three days are in tqw_step_wait_seconds, not in the
+// step-duration buckets, and the cancelled run is counted as finished.
+func TestWaitsAndCancellations(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	quiet := slog.New(slog.DiscardHandler)
+	m := New()
+	clk := clock.NewMock(time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC))
+	store := mem.New()
+	q, err := queue.Open(ctx, store, queue.Options{Clock: clk, Logger: quiet, SweepInterval: -1,
+		DefaultConfig: queue.QueueConfig{LeaseDuration: 1000 * time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	it, err := interpreter.New(q, store, interpreter.Options{Actions: builtin.New(builtin.Options{}), Logger: quiet,
+		Events: m.Events, Ended: m.RunEnded, Runtime: runtime.Options{Logger: quiet, ShutdownTimeout: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := it.Runtime()
+	path := filepath.Join(t.TempDir(), "patient.yaml")
+	if err := os.WriteFile(path, []byte(waitYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := interpreter.Load(path, dsl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signalled, _ := it.Watch("sig-run-1")
+	cancelled, _ := it.Watch("cancel-run-1")
+	for _, id := range []string{"sig-run-1", "cancel-run-1"} {
+		if _, err := it.Submit(ctx, w, nil, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	worker := rt.Spawn(ctx)
+	defer worker.Shutdown(context.Background())
+	for _, id := range []string{"sig-run-1", "cancel-run-1"} {
+		for {
+			st, err := rt.Status(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.State == runstate.StateWaiting {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("run %s never waited; state %v", id, st.State)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	const parked = 72 * time.Hour
+	clk.Advance(parked)
+	if _, err := rt.SendSignal(ctx, "go:sig-run-1", []byte(`"yes"`), signal.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Cancel(ctx, "cancel-run-1"); err != nil {
+		t.Fatal(err)
+	}
+	for id, ch := range map[string]<-chan *runstate.Outcome{"sig-run-1": signalled, "cancel-run-1": cancelled} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("run %s did not end", id)
+		}
+	}
+	text := scrape(t, m)
+	for series, want := range map[string]float64{
+		`tqw_runs_finished_total{outcome="succeeded",workflow="patient"}`:                                               1,
+		`tqw_runs_finished_total{outcome="cancelled",workflow="patient"}`:                                               1,
+		`tqw_step_duration_seconds_count{action="wait_signal",outcome="ok",step="wait",workflow="patient"}`:             1,
+		`tqw_step_wait_seconds_count{action="wait_signal",step="wait",workflow="patient"}`:                              1,
+		`tqw_step_wait_seconds_bucket{action="wait_signal",step="wait",workflow="patient",le="65536"}`:                  0,
+		`tqw_step_wait_seconds_bucket{action="wait_signal",step="wait",workflow="patient",le="262144"}`:                 1,
+		`tqw_step_duration_seconds_bucket{action="wait_signal",outcome="ok",step="wait",workflow="patient",le="1.024"}`: 1,
+	} {
+		if got, ok := value(text, series); !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
+		}
+	}
+	if sum, _ := value(text, `tqw_step_wait_seconds_sum{action="wait_signal",step="wait",workflow="patient"}`); sum < parked.Seconds() {
+		t.Errorf("the wait's sum is %vs; want at least the %v parked", sum, parked)
+	}
+	if strings.Contains(text, "sig-run-1") || strings.Contains(text, "cancel-run-1") {
+		t.Error("the scrape names a run id")
+	}
+}
+
+// TestBuildInfo: tqw_build_info is 1, labelled with the build's Go
+// toolchain as buildinfo reads it.
+func TestBuildInfo(t *testing.T) {
+	in, _ := buildinfo.Read()
+	text := scrape(t, New())
+	found := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "tqw_build_info{") && strings.Contains(line, `goversion="`+in.GoVersion+`"`) && strings.HasSuffix(line, " 1") {
+			found = strings.Contains(line, `revision="`) && strings.Contains(line, `version="`)
+		}
+	}
+	if !found {
+		t.Errorf("no tqw_build_info{version,revision,goversion=%q} 1 in the scrape", in.GoVersion)
+	}
 }
