@@ -20,6 +20,15 @@
 //     loopback only (CheckListenAddr). No CORS headers are sent, so a
 //     browser allows only same-origin calls; the token travels in a header,
 //     never a cookie, so cross-site requests carry no credential.
+//   - Trust model (docs/API.md): inline workflows are refused (403
+//     inline_disabled) unless Config.AllowInline; every workflow the server
+//     loads calls only files of WorkflowsDir (interpreter.InFolder:
+//     os.Root, one message for missing and outside); a submission that
+//     declares a secret Config.Secrets does not allow is refused (403
+//     secret_not_allowed) before any value is read. SecretPolicy.Getenv,
+//     given to the interpreter, keeps runs submitted another way to the
+//     same secrets. Cost: a folder scan (a stat per file, a parse per new
+//     or changed one) when a secret no scan has seen is asked for.
 //   - No response carries a secret's value: outputs, errors and history are
 //     redacted by the interpreter before they are stored, and the server
 //     serves only what is stored.

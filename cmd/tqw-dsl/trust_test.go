@@ -46,7 +46,7 @@ func newTrustFixture(t *testing.T) *trustFixture {
 	}
 	child := "tqw: v1\nname: child\nsteps:\n  - id: done\n    succeed: {ok: true}\n"
 	for path, src := range map[string]string{
-		filepath.Join(f.dir, "child.yaml"): child,
+		filepath.Join(f.dir, "child.yaml"):   child,
 		filepath.Join(c.dir, "outside.yaml"): strings.Replace(child, "child", "outside", 1),
 	} {
 		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
