@@ -128,7 +128,7 @@ func sendWorkflow(name, url string) string {
 func TestServeRefusesInlineByDefault(t *testing.T) {
 	t.Parallel()
 	f := newTrustFixture(t)
-	_, addr := startServe(t, f.c, "--inbox-poll", "50ms")
+	_, addr := startServe(t, f.c, "--inbox-poll", "200ms")
 	code, errCode, msg := trustPost(t, addr, "/v1/runs", map[string]any{"yaml": callWorkflow("child.yaml"), "run_id": "inline1"})
 	if code != http.StatusForbidden || errCode != "inline_disabled" || !strings.Contains(msg, "--allow-inline") {
 		t.Fatalf("inline without --allow-inline: %d %s %s", code, errCode, msg)
