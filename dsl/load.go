@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -60,19 +61,71 @@ func Load(path string) (*Workflow, Diagnostics, error) {
 	return LoadWith(path, Options{})
 }
 
-// LoadWith reads and parses the workflow file at path.
+// LoadWith reads (ReadFile) and parses the workflow file at path.
 func LoadWith(path string, opts Options) (*Workflow, Diagnostics, error) {
-	lim := opts.Limits.withDefaults()
-	f, err := os.Open(path)
+	src, _, err := ReadFile(nil, path, opts.Limits)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ParseWith(path, src, opts)
+}
+
+// ErrNotRegular is matched by ReadFile's error for a path that names a
+// FIFO, a device, a socket, a folder or a /proc or /sys entry.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ReadFile reads the workflow file at path (a name inside root when root
+// is not nil: os.Root refuses a path or symlink that leads out of it). It
+// reads only a regular file, and at most lim.MaxFileBytes+1 bytes (one
+// past the bound, so ParseWith reports file.too-large): the file is
+// opened with O_NONBLOCK, so opening a FIFO never waits for a writer,
+// and checked with fstat before any read, so nothing is read from a
+// FIFO, device, socket or /proc entry (whose reads may never end or
+// never be bounded). The error names the file. info is the file's, as
+// fstat saw it (os.SameFile tells two names of one file apart).
+func ReadFile(root *os.Root, path string, lim Limits) (src []byte, info os.FileInfo, err error) {
+	lim = lim.withDefaults()
+	open := os.OpenFile
+	if root != nil {
+		open = root.OpenFile
+	}
+	f, err := open(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dsl: %w", err)
 	}
 	defer f.Close()
-	src, err := io.ReadAll(io.LimitReader(f, int64(lim.MaxFileBytes)+1))
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("dsl: %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("dsl: %s: %w (%s): a workflow is read from a regular file only", path, ErrNotRegular, fileKind(st.Mode()))
+	}
+	if kind := pseudoFS(f); kind != "" {
+		return nil, nil, fmt.Errorf("dsl: %s: %w (a %s entry): a workflow is read from a regular file only", path, ErrNotRegular, kind)
+	}
+	src, err = io.ReadAll(io.LimitReader(f, int64(lim.MaxFileBytes)+1))
 	if err != nil {
 		return nil, nil, fmt.Errorf("dsl: reading %s: %w", path, err)
 	}
-	return ParseWith(path, src, opts)
+	return src, st, nil
+}
+
+// fileKind names what a file that is not regular is, for ReadFile's error.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	case m.IsDir():
+		return "a folder"
+	}
+	return "a " + m.Type().String() + " file"
 }
 
 // Parse parses src as the workflow file filename with default options.

@@ -115,7 +115,7 @@ func defKey(hash string) string { return defsPrefix + hash }
 // store on a cache miss.
 func (v *View) definition(ctx context.Context, hash string) (*definition, error) {
 	v.defMu.Lock()
-	d := v.defs[hash]
+	d := v.defs.get(hash)
 	v.defMu.Unlock()
 	if d != nil {
 		return d, nil
@@ -141,11 +141,11 @@ func (v *View) definition(ctx context.Context, hash string) (*definition, error)
 func (v *View) cache(wf *dsl.Workflow) *definition {
 	v.defMu.Lock()
 	defer v.defMu.Unlock()
-	if d := v.defs[wf.Hash]; d != nil {
+	if d := v.defs.get(wf.Hash); d != nil {
 		return d
 	}
 	d := newDefinition(wf)
-	v.defs[wf.Hash] = d
+	v.defs.add(wf.Hash, d)
 	return d
 }
 
@@ -198,65 +198,191 @@ func (e *LoadError) Error() string {
 // Unwrap returns the underlying error.
 func (e *LoadError) Unwrap() error { return e.Err }
 
+// MaxCallTree bounds the workflows one load reads: the file and each call
+// step's, a file called twice counting twice (the run pins each call). With
+// each file bounded by dsl.Limits.MaxFileBytes, a load costs bounded time.
+const MaxCallTree = 1000
+
+// ErrNotInFolder is matched by the error of a load confined to a folder
+// (InFolder) for a file that is not a workflow file of it: outside it (an
+// absolute path, a .. out, a symlink out) or missing, with one message
+// for both, so the error does not tell whether a path outside exists.
+var ErrNotInFolder = errors.New("no such workflow file in the workflows folder")
+
+// ErrCallTreeTooLarge is matched by the error of a load whose call tree
+// holds more than MaxCallTree workflows.
+var ErrCallTreeTooLarge = errors.New("interpreter: call tree too large")
+
+// LoadOption changes which files Load and LoadSource may read.
+type LoadOption func(*loader)
+
+// InFolder confines a load to the folder dir, as serve confines the
+// workflows of its API: Load's path and every call step's workflow name
+// a file inside dir, relative to dir (Load) or to the calling file's
+// folder (calls). An absolute path, a path that leads out with .., and a
+// symlink that points out are refused as ErrNotInFolder, as is a missing
+// file; files are opened through os.Root, which refuses escapes the path
+// alone does not show. With dir "" nothing is in the folder: a workflow
+// given to LoadSource may call nothing.
+func InFolder(dir string) LoadOption {
+	return func(l *loader) { l.confined, l.dir = true, dir }
+}
+
+// loader is the state of one Load or LoadSource.
+type loader struct {
+	opts     dsl.Options
+	confined bool
+	dir      string
+	root     *os.Root // the folder when confined; nil without one
+	w        *Workflow
+	loads    int
+	files    map[string]*loadedFile // by path as opened
+}
+
+type loadedFile struct {
+	wf   *dsl.Workflow
+	info os.FileInfo
+}
+
+// frame is one file of the chain of callers being loaded.
+type frame struct {
+	path string      // as opened: relative to the folder when confined
+	info os.FileInfo // nil for text given to LoadSource
+}
+
+func newLoader(opts dsl.Options, lopts []LoadOption) (*loader, error) {
+	l := &loader{opts: opts, w: &Workflow{all: map[string]*dsl.Workflow{}}, files: map[string]*loadedFile{}}
+	for _, o := range lopts {
+		o(l)
+	}
+	if l.confined && l.dir != "" {
+		root, err := os.OpenRoot(l.dir)
+		if err != nil {
+			return nil, &LoadError{File: l.dir, Err: fmt.Errorf("opening the workflows folder: %w", err)}
+		}
+		l.root = root
+	}
+	return l, nil
+}
+
+func (l *loader) close() {
+	if l.root != nil {
+		_ = l.root.Close()
+	}
+}
+
+// display names a path as opened for messages and the workflow's File.
+func (l *loader) display(path string) string {
+	if l.confined {
+		return filepath.Join(l.dir, path)
+	}
+	return path
+}
+
 // Load reads the workflow file at path and, recursively, the files its
-// call steps name (relative to the calling file), parsed with opts.
-// Nothing is stored.
-func Load(path string, opts dsl.Options) (*Workflow, error) {
-	w := &Workflow{all: map[string]*dsl.Workflow{}}
-	p, main, err := loadTree(path, opts, w, nil)
+// call steps name (relative to the calling file), parsed with opts. Only
+// regular files are read (dsl.ReadFile), at most MaxCallTree of them;
+// InFolder confines the load to a folder. Nothing is stored.
+func Load(path string, opts dsl.Options, lopts ...LoadOption) (*Workflow, error) {
+	l, err := newLoader(opts, lopts)
 	if err != nil {
 		return nil, err
 	}
-	w.Main, w.pin = main, p
-	return w, nil
+	defer l.close()
+	if l.confined {
+		path = filepath.Clean(path)
+		if !filepath.IsLocal(path) || l.root == nil {
+			return nil, &LoadError{File: path, Err: ErrNotInFolder}
+		}
+	}
+	p, main, err := l.loadTree(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	l.w.Main, l.w.pin = main, p
+	return l.w, nil
 }
 
 // LoadSource is Load for a workflow given as text (an HTTP request's
 // inline YAML): src is parsed as the file named name, and the files its
-// call steps name are read relative to the folder of name. Nothing is
-// stored.
-func LoadSource(name string, src []byte, opts dsl.Options) (*Workflow, error) {
-	w := &Workflow{all: map[string]*dsl.Workflow{}}
-	wf, diags, err := dsl.ParseWith(name, src, opts)
-	if err != nil {
-		return nil, &LoadError{File: name, Diagnostics: diags, Err: err}
-	}
-	abs, err := filepath.Abs(name)
-	if err != nil {
-		return nil, &LoadError{File: name, Err: err}
-	}
-	p, err := w.addTree(name, wf, diags, opts, []string{abs})
+// call steps name are read relative to the folder of name (with InFolder,
+// name is relative to the folder). Nothing is stored.
+func LoadSource(name string, src []byte, opts dsl.Options, lopts ...LoadOption) (*Workflow, error) {
+	l, err := newLoader(opts, lopts)
 	if err != nil {
 		return nil, err
 	}
-	w.Main, w.pin = wf, p
-	return w, nil
+	defer l.close()
+	path := name
+	if l.confined {
+		path = filepath.Clean(name)
+	}
+	wf, diags, err := dsl.ParseWith(l.display(path), src, opts)
+	if err != nil {
+		return nil, &LoadError{File: l.display(path), Diagnostics: diags, Err: err}
+	}
+	l.loads++
+	p, err := l.addTree(path, wf, diags, []frame{{path: path}})
+	if err != nil {
+		return nil, err
+	}
+	l.w.Main, l.w.pin = wf, p
+	return l.w, nil
 }
 
-func loadTree(path string, opts dsl.Options, w *Workflow, stack []string) (*pin, *dsl.Workflow, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, nil, &LoadError{File: path, Err: err}
+func (l *loader) loadTree(path string, stack []frame) (*pin, *dsl.Workflow, error) {
+	shown := l.display(path)
+	if l.loads++; l.loads > MaxCallTree {
+		return nil, nil, &LoadError{File: shown, Err: fmt.Errorf("%w: more than %d workflows (a file called twice counts twice)", ErrCallTreeTooLarge, MaxCallTree)}
 	}
-	if slices.Contains(stack, abs) {
-		return nil, nil, &LoadError{File: path, Err: fmt.Errorf("%w: %s calls itself (through %v); tqw pins the whole call tree at submit, so calls cannot recurse", ErrRecursiveCall, path, stack)}
+	f := l.files[path]
+	if f == nil {
+		src, info, err := dsl.ReadFile(l.root, path, l.opts.Limits)
+		if err != nil {
+			if l.confined && !errors.Is(err, dsl.ErrNotRegular) {
+				err = ErrNotInFolder // one message for missing and forbidden
+			}
+			return nil, nil, &LoadError{File: shown, Err: err}
+		}
+		f = &loadedFile{info: info}
+		if err := l.checkRecursion(shown, info, stack); err != nil {
+			return nil, nil, err
+		}
+		wf, diags, err := dsl.ParseWith(shown, src, l.opts)
+		if err != nil {
+			return nil, nil, &LoadError{File: shown, Diagnostics: diags, Err: err}
+		}
+		l.w.Diagnostics = append(l.w.Diagnostics, diags...)
+		f.wf = wf
+		l.files[path] = f
+	} else if err := l.checkRecursion(shown, f.info, stack); err != nil {
+		return nil, nil, err
 	}
-	if _, err := os.Stat(path); err != nil {
-		return nil, nil, &LoadError{File: path, Err: err}
+	p, err := l.addTree(path, f.wf, nil, append(stack, frame{path: path, info: f.info}))
+	return p, f.wf, err
+}
+
+// checkRecursion refuses a file that is one of its own callers, by
+// identity (os.SameFile), so neither another name of it nor a symlink
+// loop hides the cycle.
+func (l *loader) checkRecursion(shown string, info os.FileInfo, stack []frame) error {
+	for _, fr := range stack {
+		if fr.info != nil && os.SameFile(fr.info, info) {
+			chain := make([]string, len(stack))
+			for i, c := range stack {
+				chain[i] = l.display(c.path)
+			}
+			return &LoadError{File: shown, Err: fmt.Errorf("%w: %s calls itself (through %v); tqw pins the whole call tree at submit, so calls cannot recurse", ErrRecursiveCall, shown, chain)}
+		}
 	}
-	wf, diags, err := dsl.LoadWith(path, opts)
-	if err != nil {
-		return nil, nil, &LoadError{File: path, Diagnostics: diags, Err: err}
-	}
-	p, err := w.addTree(path, wf, diags, opts, append(stack, abs))
-	return p, wf, err
+	return nil
 }
 
 // addTree records wf, parsed from path, and loads the files its call
-// steps name; stack holds the absolute paths of the callers and path's.
-func (w *Workflow) addTree(path string, wf *dsl.Workflow, diags dsl.Diagnostics, opts dsl.Options, stack []string) (*pin, error) {
-	w.Diagnostics = append(w.Diagnostics, diags...)
-	w.all[wf.Hash] = wf
+// steps name; stack holds the callers and path.
+func (l *loader) addTree(path string, wf *dsl.Workflow, diags dsl.Diagnostics, stack []frame) (*pin, error) {
+	l.w.Diagnostics = append(l.w.Diagnostics, diags...)
+	l.w.all[wf.Hash] = wf
 	p := &pin{Hash: wf.Hash}
 	for _, s := range wf.Steps {
 		if s.Call == nil {
@@ -266,11 +392,26 @@ func (w *Workflow) addTree(path string, wf *dsl.Workflow, diags dsl.Diagnostics,
 		if !filepath.IsAbs(child) {
 			child = filepath.Join(filepath.Dir(path), child)
 		}
-		cp, _, err := loadTree(child, opts, w, stack)
+		var (
+			cp  *pin
+			err error
+		)
+		if l.confined && (filepath.IsAbs(s.Call.Workflow) || !filepath.IsLocal(child) || l.root == nil) {
+			err = &LoadError{File: l.display(child), Err: ErrNotInFolder}
+		} else {
+			cp, _, err = l.loadTree(child, stack)
+		}
 		if err != nil {
 			var le *LoadError
-			if errors.As(err, &le) && le.Diagnostics == nil && le.File == child {
-				le.Err = fmt.Errorf("step %q calls it: %w", s.ID, le.Err)
+			if errors.As(err, &le) && le.Diagnostics == nil && le.File == l.display(child) {
+				if l.confined {
+					// Named as the step writes it: the resolved path
+					// would tell where the folder is.
+					le.File = l.display(path)
+					le.Err = fmt.Errorf("step %q calls %s: %w", s.ID, s.Call.Workflow, le.Err)
+				} else {
+					le.Err = fmt.Errorf("step %q calls it: %w", s.ID, le.Err)
+				}
 			}
 			return nil, err
 		}

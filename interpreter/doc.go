@@ -28,7 +28,16 @@
 //     of every workflow it calls under tqw/defs/<sha256> (create-only) and
 //     the run carries the hashes, so every step runs against the exact bytes
 //     submitted, whatever happens to the files and whichever process
-//     resumes the run. Parsed definitions are cached in memory by hash.
+//     resumes the run. Parsed definitions are cached in memory by hash,
+//     at most DefinitionCacheSize of them or DefinitionCacheBytes of YAML
+//     (least recently used dropped; a dropped one costs a GET again), and
+//     the hashes known stored at most 16,384 (a forgotten one costs a HEAD).
+//   - Load reads only regular files (opened O_NONBLOCK and checked with
+//     fstat first: never a FIFO, device, socket or /proc entry), each at
+//     most dsl.Limits.MaxFileBytes, at most MaxCallTree per call tree,
+//     cycles found by file identity. With InFolder every file is opened
+//     through os.Root inside the folder: an absolute path, a .. out, a
+//     symlink out and a missing file are one error, ErrNotInFolder.
 //   - The run input is checked against the workflow's input schema before
 //     anything is written; a rejected input leaves the store unchanged.
 //   - The state between steps (the current step, variables, attempt and

@@ -554,7 +554,7 @@ steps:
     succeed: second
 `)
 	e.it.defMu.Lock()
-	e.it.defs = map[string]*definition{} // as in another process
+	e.it.defs = newDefCache(DefinitionCacheSize, DefinitionCacheBytes) // as in another process
 	e.it.defMu.Unlock()
 	e.start()
 	wantSucceeded(t, e.await(ch), `"first"`)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/tqw-dsl/tqw/dsl"
@@ -150,9 +151,27 @@ func pinDefinitions(ctx context.Context, store objstore.Store, pins *pinSet, w *
 // pinSet holds the hashes of definitions known to be in the store; the
 // nil set knows none. Safe for concurrent use.
 type pinSet struct {
-	mu      sync.Mutex
-	hashes  map[string]struct{}
+	mu sync.Mutex
+	// hashes is bounded (maxPinned, least recently used forgotten first):
+	// a forgotten hash costs one HEAD on its next pin.
+	hashes  *lru.Cache[string, struct{}]
 	pending map[string]chan struct{} // hashes being stored; closed when done
+}
+
+// maxPinned is how many stored definition hashes a pinSet remembers.
+const maxPinned = 16384
+
+// remember records hash as stored; p.mu is held.
+func (p *pinSet) remember(hash string) {
+	if p.hashes == nil {
+		p.hashes, _ = lru.New[string, struct{}](maxPinned)
+	}
+	p.hashes.Add(hash, struct{}{})
+}
+
+// known reports whether hash is remembered stored; p.mu is held.
+func (p *pinSet) known(hash string) bool {
+	return p.hashes != nil && p.hashes.Contains(hash)
 }
 
 // pin runs store unless hash is known stored or another pin of it is
@@ -164,7 +183,7 @@ func (p *pinSet) pin(ctx context.Context, hash string, store func() error) error
 	}
 	for {
 		p.mu.Lock()
-		if _, ok := p.hashes[hash]; ok {
+		if p.known(hash) {
 			p.mu.Unlock()
 			return nil
 		}
@@ -187,10 +206,7 @@ func (p *pinSet) pin(ctx context.Context, hash string, store func() error) error
 		p.mu.Lock()
 		delete(p.pending, hash)
 		if err == nil {
-			if p.hashes == nil {
-				p.hashes = map[string]struct{}{}
-			}
-			p.hashes[hash] = struct{}{}
+			p.remember(hash)
 		}
 		p.mu.Unlock()
 		close(done)
@@ -204,8 +220,5 @@ func (p *pinSet) add(hash string) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.hashes == nil {
-		p.hashes = map[string]struct{}{}
-	}
-	p.hashes[hash] = struct{}{}
+	p.remember(hash)
 }

@@ -70,3 +70,18 @@ func (w *Workflow) CheckSecrets(getenv func(string) string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Secrets returns the names of the secrets w and every workflow it calls
+// declare, sorted, each once.
+func (w *Workflow) Secrets() []string {
+	var out []string
+	for _, wf := range w.all {
+		for _, name := range wf.Secrets {
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}

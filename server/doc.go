@@ -49,6 +49,15 @@
 //   - JSON bodies are I-JSON (RFC 7493): a duplicate key at any depth,
 //     invalid UTF-8 or trailing data is 400 naming the field; signal keys
 //     are checked by signal.CheckKey.
+//   - Trust model (docs/API.md): inline workflows are refused (403
+//     inline_disabled) unless Config.AllowInline; every workflow the server
+//     loads calls only files of WorkflowsDir (interpreter.InFolder:
+//     os.Root, one message for missing and outside); a submission that
+//     declares a secret Config.Secrets does not allow is refused (403
+//     secret_not_allowed) before any value is read. SecretPolicy.Getenv,
+//     given to the interpreter, keeps runs submitted another way to the
+//     same secrets. Cost: a folder scan (a stat per file, a parse per new
+//     or changed one) when a secret no scan has seen is asked for.
 //   - No response carries a secret's value: outputs, errors and history are
 //     redacted by the interpreter before they are stored, and the server
 //     serves only what is stored.

@@ -108,7 +108,7 @@ func newFixtureOn(t *testing.T, store objstore.Store, o runtime.Options, adjust 
 	}
 	f.rt = f.it.Runtime()
 	w := f.rt.Spawn(context.Background())
-	cfg := server.Config{Runtime: f.rt, Interpreter: f.it, WorkflowsDir: "testdata/workflows", Getenv: getenv,
+	cfg := server.Config{Runtime: f.rt, Interpreter: f.it, WorkflowsDir: "testdata/workflows", Getenv: getenv, AllowInline: true,
 		DSL: interpreter.LoadOptions(builtin.New(builtin.Options{}), dsl.Options{}), Heartbeat: 50 * time.Millisecond, Logger: quiet()}
 	for _, a := range adjust {
 		a(&cfg)

@@ -227,19 +227,22 @@ func (s *Server) loadRequested(w http.ResponseWriter, req SubmitRequest) (*inter
 		err   error
 		field = "/yaml"
 	)
+	// Every file is read inside the workflows folder (none without one):
+	// a workflow that arrives over HTTP calls only the operator's files.
+	inFolder := interpreter.InFolder(s.cfg.WorkflowsDir)
 	if req.Workflow != "" {
 		field = "/workflow"
-		path, ok := s.workflowPath(w, req.Workflow, "workflow")
+		name, ok := s.workflowPath(w, req.Workflow, "workflow")
 		if !ok {
 			return nil, false
 		}
-		wf, err = interpreter.Load(path, s.cfg.DSL)
+		wf, err = interpreter.Load(name, s.cfg.DSL, inFolder)
 	} else {
-		dir := s.cfg.WorkflowsDir
-		if dir == "" {
-			dir = "."
+		if !s.cfg.AllowInline {
+			writeError(w, http.StatusForbidden, "inline_disabled", "yaml", "this server does not run workflows sent inline: submit a file of its workflows folder by name (workflow), or start serve with --allow-inline")
+			return nil, false
 		}
-		wf, err = interpreter.LoadSource(filepath.Join(dir, "(inline)"), []byte(req.YAML), s.cfg.DSL)
+		wf, err = interpreter.LoadSource("(inline)", []byte(req.YAML), s.cfg.DSL, inFolder)
 	}
 	if err != nil {
 		var le *interpreter.LoadError
@@ -255,15 +258,23 @@ func (s *Server) loadRequested(w http.ResponseWriter, req SubmitRequest) (*inter
 		writeError(w, http.StatusUnprocessableEntity, "invalid_workflow", field, fmt.Sprintf("%s uses the shell action, which this server refuses (--no-shell)", wf.Main.File))
 		return nil, false
 	}
-	if err := wf.CheckSecrets(s.cfg.Getenv); err != nil {
+	// Which secrets a run may read is the operator's decision, checked
+	// before any value is: the answer is the same whether it is set.
+	if err := s.cfg.Secrets.Check(wf); err != nil {
+		writeError(w, http.StatusForbidden, "secret_not_allowed", field, err.Error())
+		return nil, false
+	}
+	if err := wf.CheckSecrets(s.cfg.Secrets.Getenv); err != nil {
 		writeError(w, http.StatusUnprocessableEntity, "missing_secret", field, fmt.Sprintf("%s: %v (set it in the server's environment)", wf.Main.File, err))
 		return nil, false
 	}
 	return wf, true
 }
 
-// workflowPath resolves the name of a file of the workflows folder,
-// answering the failure when it names none.
+// workflowPath checks the name of a file of the workflows folder,
+// answering the failure when it names none; the name is relative to the
+// folder (open it with os.Root, or interpreter.InFolder). A symlink that
+// leads out of the folder names none.
 func (s *Server) workflowPath(w http.ResponseWriter, name, field string) (string, bool) {
 	if s.cfg.WorkflowsDir == "" {
 		writeError(w, http.StatusNotFound, "not_found", field, "this server has no workflows folder (--workflows); send the workflow inline as yaml")
@@ -273,12 +284,19 @@ func (s *Server) workflowPath(w http.ResponseWriter, name, field string) (string
 		writeError(w, http.StatusBadRequest, "bad_request", field, fmt.Sprintf("%q is not a workflow file name: want NAME.yaml or NAME.yml of the workflows folder, without a path", name))
 		return "", false
 	}
-	path := filepath.Join(s.cfg.WorkflowsDir, name)
-	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+	root, err := os.OpenRoot(s.cfg.WorkflowsDir)
+	if err == nil {
+		defer root.Close()
+		var st os.FileInfo
+		if st, err = root.Stat(name); err == nil && !st.Mode().IsRegular() {
+			err = dsl.ErrNotRegular
+		}
+	}
+	if err != nil {
 		writeError(w, http.StatusNotFound, "not_found", field, fmt.Sprintf("the workflows folder has no file %q; GET /v1/workflows lists them", name))
 		return "", false
 	}
-	return path, true
+	return name, true
 }
 
 func isWorkflowFile(name string) bool {

@@ -53,6 +53,15 @@ type Config struct {
 	// may call the API besides the server's own (a reverse proxy's public
 	// origin); a request from any other origin is refused 403.
 	AllowedOrigins []string
+	// AllowInline accepts workflows sent inline (POST /v1/runs with
+	// yaml); without it they are refused with 403 inline_disabled.
+	AllowInline bool
+	// Secrets are the secrets a submitted workflow may declare (a refusal
+	// is 403 secret_not_allowed); nil: those the workflow files of
+	// WorkflowsDir declare, read with Getenv. Pass the same policy's
+	// Getenv as the interpreter's (interpreter.Options.Getenv), so that
+	// runs submitted another way read no other secret either.
+	Secrets *SecretPolicy
 	// Token, when set, is required as "Authorization: Bearer <token>" on
 	// every endpoint except /healthz, /readyz, /metrics, the UI's assets
 	// and webhooks (which carry their own credentials). Without it the
@@ -130,6 +139,13 @@ func New(cfg Config) (*Server, error) {
 		if err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("%w: workflows folder %s: not a readable folder", ErrConfig, cfg.WorkflowsDir)
 		}
+	}
+	if cfg.Secrets == nil {
+		p, err := NewSecretPolicy(cfg.WorkflowsDir, nil, cfg.DSL, cfg.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Secrets = p
 	}
 	s := &Server{cfg: cfg, rt: cfg.Runtime, it: cfg.Interpreter, insp: cfg.Runtime.Inspector(), log: cfg.Logger,
 		hooks: map[string]*hookState{}}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -57,7 +58,12 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	entries, err := os.ReadDir(s.cfg.WorkflowsDir)
+	root, err := os.OpenRoot(s.cfg.WorkflowsDir)
+	var entries []os.DirEntry
+	if err == nil {
+		defer root.Close()
+		entries, err = fs.ReadDir(root.FS(), ".")
+	}
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "internal", "", fmt.Sprintf("reading the workflows folder: %v", err))
 		return
@@ -67,7 +73,7 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		info := WorkflowInfo{Name: e.Name()}
-		wf, diags, err := dsl.LoadWith(filepath.Join(s.cfg.WorkflowsDir, e.Name()), s.cfg.DSL)
+		wf, diags, err := loadIn(root, s.cfg.WorkflowsDir, e.Name(), s.cfg.DSL)
 		switch {
 		case err == nil:
 			info.Valid, info.Workflow, info.Description, info.Steps = true, wf.Name, wf.Description, len(wf.Steps)
@@ -84,11 +90,16 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	path, ok := s.workflowPath(w, name, "name")
-	if !ok {
+	if _, ok := s.workflowPath(w, name, "name"); !ok {
 		return
 	}
-	wf, diags, err := dsl.LoadWith(path, s.cfg.DSL)
+	root, err := os.OpenRoot(s.cfg.WorkflowsDir)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "", fmt.Sprintf("reading the workflows folder: %v", err))
+		return
+	}
+	defer root.Close()
+	wf, diags, err := loadIn(root, s.cfg.WorkflowsDir, name, s.cfg.DSL)
 	if err != nil {
 		if errors.Is(err, dsl.ErrInvalid) {
 			// The file is at fault, not the request: no field; the
@@ -106,6 +117,16 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, WorkflowDetail{Name: name, YAML: string(wf.Source), Mermaid: b.String(), Title: wf.Name, Description: wf.Description})
+}
+
+// loadIn reads the file name of root (the folder dir) as the loader
+// does (dsl.ReadFile: a regular file inside the folder) and parses it.
+func loadIn(root *os.Root, dir, name string, opts dsl.Options) (*dsl.Workflow, dsl.Diagnostics, error) {
+	src, _, err := dsl.ReadFile(root, name, opts.Limits)
+	if err != nil {
+		return nil, nil, err
+	}
+	return dsl.ParseWith(filepath.Join(dir, name), src, opts)
 }
 
 func (s *Server) validate(w http.ResponseWriter, r *http.Request) {

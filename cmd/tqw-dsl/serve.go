@@ -38,7 +38,8 @@ const defaultServeAddr = "127.0.0.1:7700"
 func newServeCmd() *cobra.Command {
 	var (
 		addr, store, workflows, tokenFile, hooksFile string
-		noShell                                      bool
+		noShell, allowInline                         bool
+		secrets                                      []string
 		concurrency                                  int
 		inboxPoll, retention                         time.Duration
 		allowOrigins, allowHosts                     []string
@@ -59,6 +60,11 @@ endpoint except /healthz, /readyz, /metrics and the webhooks requires
 "Authorization: Bearer <token>"; without one, serve refuses to listen on
 anything but loopback. Webhooks (--hooks FILE, docs/API.md) start runs or
 deliver signals from signed requests.
+
+What a token holder may do, and what serve refuses, is docs/API.md's "Trust
+model": workflows sent inline are refused unless --allow-inline; a workflow
+calls only files of --workflows; runs read only the secrets named with
+--secret or declared by the --workflows files, whoever submitted them.
 
 On SIGINT or SIGTERM it stops accepting requests, ends the event streams,
 then drains as worker does and exits 0.`,
@@ -84,6 +90,14 @@ then drains as worker does and exits 0.`,
 				if hooks, err = server.LoadHooks(hooksFile, os.Getenv); err != nil {
 					return failf(exitUsage, "--hooks: %v", err)
 				}
+			}
+			// Runs read only the secrets the operator allows, whoever
+			// submitted them (HTTP, webhook or another process's inbox
+			// command): the interpreter reads through the same policy.
+			dslOpts := interpreter.LoadOptions(builtin.New(builtin.Options{EnableShell: !noShell}), dsl.Options{})
+			secretPolicy, err := server.NewSecretPolicy(workflows, secrets, dslOpts, os.Getenv)
+			if err != nil {
+				return failf(exitUsage, "--secret: %v", err)
 			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
@@ -111,7 +125,7 @@ then drains as worker does and exits 0.`,
 				}
 			}
 			e, err := openEngine(context.WithoutCancel(ctx), store, engineOptions{noShell: noShell, concurrency: concurrency, name: "serve",
-				inboxPoll: inboxPoll, retention: retention, endpoint: endpoint, events: events,
+				inboxPoll: inboxPoll, retention: retention, endpoint: endpoint, events: events, getenv: secretPolicy.Getenv,
 				wrapStore: m.WrapStore, inboxAnswered: m.InboxAnswered, ended: m.RunEnded})
 			var busy *busyError
 			if errors.As(err, &busy) {
@@ -126,7 +140,7 @@ then drains as worker does and exits 0.`,
 			}
 			s, err := server.New(server.Config{
 				Runtime: e.rt, Interpreter: e.it, WorkflowsDir: workflows, NoShell: noShell, Token: token, Hooks: hooks,
-				DSL:   interpreter.LoadOptions(builtin.New(builtin.Options{EnableShell: !noShell}), dsl.Options{}),
+				DSL: dslOpts, AllowInline: allowInline, Secrets: secretPolicy,
 				Ready: e.ready, Logger: e.log, UI: ui.Handler(), Metrics: m.Handler(),
 				ListenAddr: ln.Addr().String(), AllowedHosts: append(listenName(addr, ln.Addr()), allowHosts...), AllowedOrigins: allowOrigins,
 				Observer: m, TracerProvider: e.tracing.TracerProvider(),
@@ -189,6 +203,8 @@ then drains as worker does and exits 0.`,
 	cmd.Flags().StringVar(&workflows, "workflows", "", "folder whose *.yaml files the API can submit by name and lists")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the API token (else $"+apiTokenEnv+")")
 	cmd.Flags().StringVar(&hooksFile, "hooks", "", "YAML file of webhooks in (docs/API.md)")
+	cmd.Flags().BoolVar(&allowInline, "allow-inline", false, "run workflows sent inline over HTTP (POST /v1/runs with yaml); they can call only files of --workflows")
+	cmd.Flags().StringArrayVar(&secrets, "secret", nil, "an environment variable runs may read as a secret, besides those the --workflows files declare (repeatable)")
 	cmd.Flags().BoolVar(&noShell, "no-shell", false, "do not run the shell action (steps using it fail; the API refuses such workflows)")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 8, "steps run at once")
 	cmd.Flags().DurationVar(&inboxPoll, "inbox-poll", 5*time.Second, "longest pause between two reads of the inbox when no command came (commands over HTTP do not wait for it)")

@@ -66,7 +66,7 @@ func TestServeCommandsOverHTTPS3(t *testing.T) {
 func testServeCommandsOverHTTP(t *testing.T, c *cli) {
 	c.env = append(c.env, apiTokenEnv+"="+serveToken)
 	wf := filepath.Join(c.dir, "wf", "approval.tqw.yaml")
-	p, addr := startServe(t, c)
+	p, addr := startServe(t, c, "--allow-inline") // submit sends the file inline
 
 	info, live, err := lease.Live(t.Context(), c.openStore(), lease.Options{})
 	if err != nil || !live || info.Endpoint != addr {

@@ -86,6 +86,9 @@ type engineOptions struct {
 	// endpoint is the HTTP address the writer serves (serve), advertised
 	// in its lease for other processes (lease.Info.Endpoint).
 	endpoint string
+	// getenv, when set, reads the secrets of the runs the writer works
+	// (serve: only those its operator allows); nil is os.Getenv.
+	getenv func(string) string
 }
 
 // leaseOwner names a writer lease holder: tqw-dsl-<command>-<ULID>, with
@@ -247,7 +250,7 @@ func openEngineOn(ctx context.Context, url string, store objstore.Store, o engin
 	}
 	core, err := tqwengine.New(ctx, store, held, tqwengine.Options{
 		Shell: !o.noShell, Concurrency: o.concurrency, Retention: o.retention,
-		Events: o.events, Logger: o.log, InboxPoll: o.inboxPoll, TracerProvider: tr.TracerProvider(),
+		Events: o.events, Logger: o.log, InboxPoll: o.inboxPoll, TracerProvider: tr.TracerProvider(), Getenv: o.getenv,
 		Ended: o.ended,
 	})
 	if err != nil {

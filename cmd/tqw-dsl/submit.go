@@ -62,7 +62,12 @@ command stays in the inbox and is applied when a writer drains it).`,
 			}
 			ctx := context.WithoutCancel(cmd.Context())
 			if a := liveAPI(ctx, store); a != nil && !callsOthers(w) {
-				return submitHTTP(cmd, a, w, rawInput, runID, asJSON)
+				// A serve without --allow-inline refuses the file's text;
+				// this process holds the store's credentials, so it sends
+				// the run through the store's inbox instead.
+				if err := submitHTTP(cmd, a, w, rawInput, runID, asJSON); !errors.Is(err, errInlineRefused) {
+					return err
+				}
 			}
 			s, err := openSession(ctx, store, engineOptions{noShell: noShell, name: "submit", brief: true})
 			if err != nil {
@@ -132,12 +137,18 @@ func callsOthers(w *interpreter.Workflow) bool {
 	return false
 }
 
+// errInlineRefused is submitHTTP's error when the server does not take
+// workflows sent inline (serve without --allow-inline).
+var errInlineRefused = errors.New("the server refuses inline workflows")
+
 // submitHTTP submits the run through the live writer's HTTP API, sending
 // the file's text, which the server validates again and pins.
 func submitHTTP(cmd *cobra.Command, a *apiWriter, w *interpreter.Workflow, input []byte, runID string, asJSON bool) error {
 	sub, err := a.c.Submit(context.WithoutCancel(cmd.Context()), client.SubmitRequest{YAML: string(w.Main.Source), Input: input, RunID: runID})
 	var ce *client.Error
 	switch {
+	case errors.As(err, &ce) && ce.Status == http.StatusForbidden && ce.Code == "inline_disabled":
+		return errInlineRefused
 	case errors.As(err, &ce) && ce.Status == http.StatusConflict:
 		return failf(exitUsage, "%s", ce.Message)
 	case err != nil:

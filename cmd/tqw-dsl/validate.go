@@ -157,19 +157,18 @@ func expandValidateArgs(args []string) ([]string, error) {
 // result stdinName. A file that cannot be read gets a file.read diagnostic.
 func checkFile(path string, stdin io.Reader, stdinName string, opts dsl.Options) checkedFile {
 	name := path
-	var r io.Reader
+	var (
+		src []byte
+		err error
+	)
 	if path == "-" {
-		name, r = stdinName, stdin
+		name = stdinName
+		// One byte past the bound, so the loader reports file.too-large.
+		src, err = io.ReadAll(io.LimitReader(stdin, int64(dsl.DefaultLimits.MaxFileBytes)+1))
 	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return readFailure(name, err)
-		}
-		defer f.Close()
-		r = f
+		// A regular file only: a FIFO named *.yaml does not hang validate.
+		src, _, err = dsl.ReadFile(nil, path, dsl.Limits{})
 	}
-	// One byte past the bound, so the loader reports file.too-large.
-	src, err := io.ReadAll(io.LimitReader(r, int64(dsl.DefaultLimits.MaxFileBytes)+1))
 	if err != nil {
 		return readFailure(name, err)
 	}

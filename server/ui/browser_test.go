@@ -77,7 +77,7 @@ func startServe(t *testing.T) *servedProcess {
 	tok := make([]byte, 16)
 	_, _ = rand.Read(tok)
 	p := &servedProcess{token: hex.EncodeToString(tok), log: &bytes.Buffer{}}
-	p.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--store", "file://"+filepath.Join(dir, "store"), "--workflows", workflows)
+	p.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--store", "file://"+filepath.Join(dir, "store"), "--workflows", workflows, "--allow-inline")
 	p.cmd.Env = append(os.Environ(), "TQW_API_TOKEN="+p.token)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
