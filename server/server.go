@@ -54,6 +54,11 @@ type Config struct {
 	Metrics http.Handler
 	// Logger receives request failures and recovered panics; nil discards.
 	Logger *slog.Logger
+	// DurableTimeout bounds how long a submission, a signal or a
+	// cancellation waits for the store to make its write durable; past
+	// it the request is answered 503 with Retry-After (the write may
+	// still land). 0 means DefaultDurableTimeout.
+	DurableTimeout time.Duration
 	// Heartbeat is the interval of SSE keep-alive comments and of the
 	// state poll that notices changes made by other processes (inbox
 	// commands); 0 means DefaultHeartbeat.
@@ -95,6 +100,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DurableTimeout <= 0 {
+		cfg.DurableTimeout = DefaultDurableTimeout
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultHeartbeat
@@ -239,17 +247,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Ready != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		defer cancel()
-		if err := s.cfg.Ready(ctx); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "reason": err.Error()})
-			return
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
-}
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) { answerReady(w, r, s.cfg.Ready) }
 
 // apiError is the body of every error response.
 type apiError struct {
