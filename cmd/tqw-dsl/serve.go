@@ -102,6 +102,7 @@ then drains as worker does and exits 0.`,
 			hs, limited := limits.httpServer(ln, &handler, logger(os.Stderr))
 			httpErr := make(chan error, 1)
 			go func() { httpErr <- hs.Serve(limited) }()
+			fmt.Fprintf(cmd.ErrOrStderr(), "tqw-dsl serve: listening on %s, opening the store %s\n", endpoint, store)
 			stopHTTP := func() {
 				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
