@@ -3,6 +3,7 @@ package server
 import (
 	"container/list"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -34,6 +35,9 @@ type ConnLimits struct {
 type ConnStats struct {
 	// Open is the connections held now.
 	Open int
+	// Sheddable is how many of them are idle or have not sent a
+	// complete request header.
+	Sheddable int
 	// Refused counts connections closed at once with a 503 (a client
 	// over its cap, or every held connection busy).
 	Refused int64
@@ -58,6 +62,8 @@ type ConnLimiter struct {
 	// so longest ago in front.
 	sheddable list.List
 
+	lingering chan struct{} // a slot per refused connection being read
+
 	refused, shed atomic.Int64
 	lastWarn      atomic.Int64 // unix nanoseconds of the last warning
 	warnedAt      [2]int64     // refused, shed at the last warning
@@ -69,15 +75,15 @@ func NewConnLimiter(lim ConnLimits) *ConnLimiter {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &ConnLimiter{lim: lim, log: log, perIP: map[netip.Addr]int{}}
+	return &ConnLimiter{lim: lim, log: log, perIP: map[netip.Addr]int{}, lingering: make(chan struct{}, maxLingering)}
 }
 
 // Stats reports the connections held and what was refused or shed.
 func (l *ConnLimiter) Stats() ConnStats {
 	l.mu.Lock()
-	open := l.open
+	open, sheddable := l.open, l.sheddable.Len()
 	l.mu.Unlock()
-	return ConnStats{Open: open, Refused: l.refused.Load(), Shed: l.shed.Load()}
+	return ConnStats{Open: open, Sheddable: sheddable, Refused: l.refused.Load(), Shed: l.shed.Load()}
 }
 
 // Listener wraps ln so that every connection it accepts counts against
@@ -195,12 +201,33 @@ func (l *ConnLimiter) refuse(c net.Conn, why string) {
 	// deadline only guards against a kernel that says otherwise.
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = fmt.Fprintf(c, refusalFormat, len(body), body)
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.CloseWrite()
-	}
-	_ = c.Close()
 	l.warn()
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		_ = c.Close()
+		return
+	}
+	_ = tc.CloseWrite()
+	// Closing with the client's request unread would reset the
+	// connection, and the client might lose the answer: read what it
+	// sent first, briefly, on a bounded number of connections (a flood
+	// must not hold descriptors this way).
+	select {
+	case l.lingering <- struct{}{}:
+	default:
+		_ = c.Close()
+		return
+	}
+	go func() {
+		defer func() { <-l.lingering }()
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+		_ = c.Close()
+	}()
 }
+
+// maxLingering bounds the refused connections read before closing.
+const maxLingering = 64
 
 // warn logs what was refused and shed since the last warning, at most
 // once a second.
