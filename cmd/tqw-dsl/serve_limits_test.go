@@ -282,6 +282,8 @@ func TestServeManyIdleConnections(t *testing.T) {
 	// its descriptors.
 	if n := openFiles(t, p.cmd.Process.Pid); n > maxConns+fdReserve {
 		t.Errorf("serve holds %d files with a cap of %d connections", n, maxConns)
+	} else {
+		t.Logf("serve holds %d files under %d connections (cap %d)", n, total, maxConns)
 	}
 	hc := &http.Client{Timeout: waitDeadline, Transport: &http.Transport{DisableKeepAlives: true}}
 	for i := range 5 {
@@ -483,5 +485,31 @@ func TestServeOnAFullDisk(t *testing.T) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	if code, _, errOut := p.wait(); code != 0 {
 		t.Fatalf("serve: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestServeEventStreamsOutliveTheTimeouts: an event stream keeps going
+// past --read-timeout and --write-timeout (it sends a keep-alive each
+// heartbeat, a second); without the stream's exemption the read
+// deadline ended its request's context and the write deadline its
+// writes.
+func TestServeEventStreamsOutliveTheTimeouts(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	_, endpoint := startServe(t, c, "--read-timeout", "1s", "--write-timeout", "1s")
+	resp, err := http.Get(endpoint + "/v1/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	keepAlives := 0
+	for keepAlives < 4 && sc.Scan() {
+		if strings.HasPrefix(sc.Text(), ": keep-alive") {
+			keepAlives++
+		}
+	}
+	if keepAlives < 4 {
+		t.Fatalf("the stream ended after %d keep-alives (%v); want it to outlive the 1s timeouts", keepAlives, sc.Err())
 	}
 }
