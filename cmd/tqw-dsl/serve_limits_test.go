@@ -62,10 +62,9 @@ func dialRaw(t *testing.T, endpoint string) net.Conn {
 }
 
 // awaitClosed reads from conn until the server closes it (EOF or a
-// reset), failing the test if it stays open for waitDeadline. It returns
-// what was read.
-func awaitClosed(t *testing.T, conn net.Conn, what string) string {
-	t.Helper()
+// reset) and returns what was read, or an error if it stays open for
+// waitDeadline. Safe in any goroutine.
+func awaitClosed(conn net.Conn, what string) (string, error) {
 	_ = conn.SetReadDeadline(time.Now().Add(waitDeadline))
 	var got strings.Builder
 	buf := make([]byte, 4096)
@@ -77,9 +76,9 @@ func awaitClosed(t *testing.T, conn net.Conn, what string) string {
 		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			t.Fatalf("%s: the server kept the connection open for %v (read so far: %q)", what, waitDeadline, got.String())
+			return got.String(), fmt.Errorf("%s: the server kept the connection open for %v (read so far: %q)", what, waitDeadline, got.String())
 		}
-		return got.String()
+		return got.String(), nil
 	}
 }
 
@@ -119,9 +118,12 @@ func TestServeCutsSlowBodies(t *testing.T) {
 				}
 			}
 		}()
-		got := awaitClosed(t, conn, "a trickled body to "+path)
+		got, err := awaitClosed(conn, "a trickled body to "+path)
 		close(stop)
 		<-trickled
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Logf("%s: cut after %q", path, got)
 	}
 }
@@ -155,7 +157,11 @@ func TestServeClosesIdleConnections(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if got := awaitClosed(t, conn, fmt.Sprintf("idle connection %d", i)); got != "" {
+			got, err := awaitClosed(conn, fmt.Sprintf("idle connection %d", i))
+			switch {
+			case err != nil:
+				t.Error(err)
+			case got != "":
 				t.Errorf("idle connection %d: the server sent %q before closing it", i, got)
 			}
 		}()
