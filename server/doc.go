@@ -31,6 +31,16 @@
 //     with Config.TracerProvider each request is a server span named by
 //     its route template, under the caller's traceparent. None of this
 //     costs an object-store request.
+//   - A submission, signal or cancellation the store does not make
+//     durable within Config.DurableTimeout is answered 503 with
+//     Retry-After instead of waiting for the store (the write was applied
+//     and may still land). Starting answers /healthz and /readyz (with
+//     the reason) while the process's store is not open yet.
+//   - ConnLimiter caps the connections of an http.Server, in total and
+//     per client IP: at the cap it sheds the connection idle (or without
+//     a complete request header) longest, refuses with a 503 only when
+//     every held one is serving a request, and refuses a client over its
+//     own cap at once. It costs no store request.
 //   - With Config.Token set, every endpoint except /healthz, /readyz,
 //     /metrics, the UI's assets and the webhooks (which carry their own
 //     signature or token) requires "Authorization: Bearer <token>",
@@ -93,7 +103,8 @@
 //   - GET /healthz, /v1/openapi.json, /v1/schema, /v1/workflows[/{name}],
 //     POST /v1/validate: none (the workflows folder is read from disk).
 //   - GET /readyz: Config.Ready's (serve: one HEAD of the lease object, a
-//     stat on file://).
+//     stat on file://, plus a statfs(2) there; the kv's write health is
+//     in memory).
 //   - GET /v1/runs: the page is one runtime ListRuns walk (states, labels,
 //     the workflow label and the cursor through its index; only the time
 //     filters are applied while paging), which reads the index of the one

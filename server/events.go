@@ -632,6 +632,8 @@ func (b *broker) poll(ctx context.Context) {
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, sub *subscriber, first []sseEvent) {
 	defer s.events.unsubscribe(sub)
 	rc := http.NewResponseController(w)
+	// A stream outlives the http.Server's read and write timeouts.
+	_, _ = rc.SetReadDeadline(time.Time{}), rc.SetWriteDeadline(time.Time{})
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")

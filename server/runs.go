@@ -318,7 +318,9 @@ func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input a
 			return SubmitResponse{}, 0, false
 		}
 	}
-	sub, err := s.it.Submit(r.Context(), wf, input, runID, opts...)
+	dctx, cancel := s.durable(r)
+	defer cancel()
+	sub, err := s.it.Submit(dctx, wf, input, runID, opts...)
 	switch {
 	case errors.Is(err, runtime.ErrInputMismatch):
 		writeError(w, http.StatusConflict, "run_id_in_use", "run_id", fmt.Sprintf("run id %q is in use by an active run with a different workflow or input; pick another run_id", runID))
@@ -346,12 +348,6 @@ func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input a
 func inputPointer(inputAt string, err error) string {
 	p, _ := dsl.InstancePointer(err)
 	return inputAt + p
-}
-
-// storeFailed answers a failure of the store (or the writer) with 503.
-func (s *Server) storeFailed(w http.ResponseWriter, what string, err error) {
-	s.log.Warn(what+" failed", "err", err)
-	writeError(w, http.StatusServiceUnavailable, "unavailable", "", fmt.Sprintf("%s: %v", what, err))
 }
 
 // runID reads and checks the {id} of the path, answering a bad one.
@@ -786,7 +782,9 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "already_ended", "id", fmt.Sprintf("run %s already ended: %s", id, st.State))
 		return
 	}
-	done, err := s.rt.Cancel(r.Context(), id)
+	dctx, cancel := s.durable(r)
+	defer cancel()
+	done, err := s.rt.Cancel(dctx, id)
 	if errors.Is(err, runtime.ErrRunNotFound) {
 		done, err = false, nil
 	}

@@ -87,6 +87,11 @@ type Config struct {
 	// by its route template, a child of the caller's traceparent (so of
 	// the submit span and the run's spans); nil traces nothing.
 	TracerProvider trace.TracerProvider
+	// DurableTimeout bounds how long a submission, a signal or a
+	// cancellation waits for the store to make its write durable; past
+	// it the request is answered 503 with Retry-After (the write may
+	// still land). 0 means DefaultDurableTimeout.
+	DurableTimeout time.Duration
 	// Heartbeat is the interval of SSE keep-alive comments and of the
 	// state poll that notices changes made by other processes (inbox
 	// commands); 0 means DefaultHeartbeat.
@@ -130,6 +135,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DurableTimeout <= 0 {
+		cfg.DurableTimeout = DefaultDurableTimeout
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultHeartbeat
@@ -290,17 +298,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Ready != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		defer cancel()
-		if err := s.cfg.Ready(ctx); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "reason": err.Error()})
-			return
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
-}
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) { answerReady(w, r, s.cfg.Ready) }
 
 // apiError is the body of every error response.
 type apiError struct {

@@ -81,7 +81,9 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request, key string, raw 
 	if ws, err := s.it.Waiting(ctx, s.rt.Queue(), key); err == nil && ws != nil {
 		waiter = ws.RunID
 	}
-	res, err := s.rt.SendSignal(ctx, key, raw, signal.Options{RequireWaiting: requireWaiting})
+	dctx, cancel := s.durable(r)
+	defer cancel()
+	res, err := s.rt.SendSignal(dctx, key, raw, signal.Options{RequireWaiting: requireWaiting})
 	if err != nil {
 		s.signalRefused(w, key, err)
 		return SignalResponse{}, 0, false

@@ -43,6 +43,7 @@ func newServeCmd() *cobra.Command {
 		concurrency                                  int
 		inboxPoll, retention                         time.Duration
 		allowOrigins, allowHosts                     []string
+		limits                                       serveLimits
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -77,6 +78,9 @@ then drains as worker does and exits 0.`,
 			if err != nil {
 				return err
 			}
+			if err := limits.check(); err != nil {
+				return err
+			}
 			if err := server.CheckListenAddr(addr, token != ""); err != nil {
 				return failf(exitUsage, "--addr: %v", err)
 			}
@@ -105,6 +109,20 @@ then drains as worker does and exits 0.`,
 			}
 			defer ln.Close()
 			endpoint := "http://" + ln.Addr().String()
+			// HTTP answers from the start: /healthz, and /readyz says why
+			// it is not ready while the store opens (a full disk can hold
+			// that up for long).
+			var handler handlerSwitch
+			handler.set(server.Starting(openingReady(store, time.Now())))
+			hs, limited := limits.httpServer(ln, &handler, logger(os.Stderr))
+			httpErr := make(chan error, 1)
+			go func() { httpErr <- hs.Serve(limited) }()
+			fmt.Fprintf(cmd.ErrOrStderr(), "tqw-dsl serve: listening on %s, opening the store %s\n", endpoint, store)
+			stopHTTP := func() {
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = hs.Shutdown(sctx)
+			}
 
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -124,10 +142,32 @@ then drains as worker does and exits 0.`,
 					s.OnEvent(ev)
 				}
 			}
-			e, err := openEngine(context.WithoutCancel(ctx), store, engineOptions{noShell: noShell, concurrency: concurrency, name: "serve",
-				inboxPoll: inboxPoll, retention: retention, endpoint: endpoint, events: events, getenv: secretPolicy.Getenv,
-				wrapStore: m.WrapStore, inboxAnswered: m.InboxAnswered, ended: m.RunEnded})
+			type opened struct {
+				e   *engine
+				err error
+			}
+			openDone := make(chan opened, 1)
+			go func() {
+				e, err := openEngine(context.WithoutCancel(ctx), store, engineOptions{noShell: noShell, concurrency: concurrency, name: "serve",
+					inboxPoll: inboxPoll, retention: retention, endpoint: endpoint, events: events, getenv: secretPolicy.Getenv,
+					wrapStore: m.WrapStore, inboxAnswered: m.InboxAnswered, ended: m.RunEnded})
+				openDone <- opened{e, err}
+			}()
+			var e *engine
+			select {
+			case o := <-openDone:
+				e, err = o.e, o.err
+			case <-ctx.Done():
+				// A store that does not take writes can hold the opening
+				// up for good; nothing was worked, so nothing is lost.
+				stopHTTP()
+				fmt.Fprintf(cmd.ErrOrStderr(), "tqw-dsl serve: stopped before the store %s opened\n", store)
+				return nil
+			}
 			var busy *busyError
+			if err != nil {
+				stopHTTP()
+			}
 			if errors.As(err, &busy) {
 				return failf(exitFailed, "%v; a second writer would fence it: send it commands or stop it first", busy)
 			}
@@ -136,6 +176,7 @@ then drains as worker does and exits 0.`,
 			}
 			defer e.Close()
 			if err := m.Watch(metrics.Source{Runtime: e.rt, Lease: e.lease}); err != nil {
+				stopHTTP()
 				return failf(exitFailed, "metrics: %v", err)
 			}
 			s, err := server.New(server.Config{
@@ -144,18 +185,18 @@ then drains as worker does and exits 0.`,
 				Ready: e.ready, Logger: e.log, UI: ui.Handler(), Metrics: m.Handler(),
 				ListenAddr: ln.Addr().String(), AllowedHosts: append(listenName(addr, ln.Addr()), allowHosts...), AllowedOrigins: allowOrigins,
 				Observer: m, TracerProvider: e.tracing.TracerProvider(),
+				DurableTimeout: limits.durableTimeout,
 			})
 			if err != nil {
+				stopHTTP()
 				return failf(exitUsage, "%v", err)
 			}
 			srvMu.Lock()
 			srv = s
 			srvMu.Unlock()
 			sv := e.serve(ctx)
-			hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 			hs.RegisterOnShutdown(s.Close)
-			httpErr := make(chan error, 1)
-			go func() { httpErr <- hs.Serve(ln) }()
+			handler.set(s.Handler())
 			sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 			sweepDone := make(chan struct{})
 			go func() {
@@ -209,6 +250,7 @@ then drains as worker does and exits 0.`,
 	cmd.Flags().IntVar(&concurrency, "concurrency", 8, "steps run at once")
 	cmd.Flags().DurationVar(&inboxPoll, "inbox-poll", 5*time.Second, "longest pause between two reads of the inbox when no command came (commands over HTTP do not wait for it)")
 	cmd.Flags().DurationVar(&retention, "retention", runtime.DefaultResultRetention, "how long a finished run's status, result, history and outputs are kept")
+	limits.addFlags(cmd)
 	return cmd
 }
 
@@ -224,28 +266,49 @@ func listenName(addr string, listened net.Addr) []string {
 	return []string{net.JoinHostPort(host, port)}
 }
 
+// minTokenBytes is the shortest API token serve accepts, from either
+// source.
+const minTokenBytes = 16
+
 // readAPIToken returns the API token from file (when given) or
-// TQW_API_TOKEN; "" when neither is set.
+// TQW_API_TOKEN, trimmed; "" when neither is set. A token shorter than
+// minTokenBytes is a usage error naming its source.
 func readAPIToken(file string) (string, error) {
-	if file == "" {
-		return strings.TrimSpace(os.Getenv(apiTokenEnv)), nil
+	tok, source := strings.TrimSpace(os.Getenv(apiTokenEnv)), apiTokenEnv
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", failf(exitUsage, "--token-file: %v", err)
+		}
+		tok, source = strings.TrimSpace(string(b)), "--token-file "+file
 	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", failf(exitUsage, "--token-file: %v", err)
+	if tok == "" && file == "" {
+		return "", nil
 	}
-	tok := strings.TrimSpace(string(b))
-	if len(tok) < 16 {
-		return "", failf(exitUsage, "--token-file %s: the token is %d bytes; want at least 16", file, len(tok))
+	if len(tok) < minTokenBytes {
+		return "", failf(exitUsage, "%s: the token is %d bytes; want at least %d (e.g. openssl rand -hex 32)", source, len(tok), minTokenBytes)
 	}
 	return tok, nil
 }
 
-// ready is /readyz: the writer lease is valid and the store answers.
-// Cost: one HEAD of the lease object (a stat on file://).
+// ready is /readyz: the writer lease is valid, the store takes writes
+// (the log is not stopped, its latest requests did not fail, a file
+// store's filesystem is not full) and answers. Cost: one HEAD of the
+// lease object (a stat on file://) and, on file://, one statfs(2).
 func (e *engine) ready(ctx context.Context) error {
 	if st := e.lease.State(); st != lease.Valid {
 		return fmt.Errorf("the writer lease is %s", st)
+	}
+	db := e.q.DB()
+	if err := db.Err(); err != nil {
+		return fmt.Errorf("the store's log takes no more writes: %w", err)
+	}
+	if h := db.Health(); h.Failing {
+		return fmt.Errorf("the store has been failing requests since %s (%d attempts; writes wait and are retried): %w",
+			h.Since.UTC().Format(time.RFC3339), h.Failures, h.LastError)
+	}
+	if err := storeSpace(e.url); err != nil {
+		return err
 	}
 	if _, err := e.store.Head(ctx, lease.DefaultKey); err != nil && !errors.Is(err, objstore.ErrNotExist) {
 		return fmt.Errorf("the store does not answer: %w", err)
