@@ -46,6 +46,7 @@ const (
 	CodeStepEmpty      = "step.empty"
 	CodeUnknownAction  = "step.unknown-action"
 	CodeWaitNoTimeout  = "step.wait-no-timeout"
+	CodeWaitKeyLiteral = "step.wait-key-literal"
 	CodeForeachWait    = "foreach.wait-action"
 	CodeOnTimeout      = "step.on-timeout"
 	CodeDuration       = "duration.invalid"
