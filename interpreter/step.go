@@ -115,6 +115,12 @@ func (x *exec) runOne(ctx context.Context) (runtime.StepOutcome, error) {
 	if err != nil {
 		// The runtime records and logs the error: no secret goes with it.
 		err = x.red.err(err)
+		if ctx.Err() != nil {
+			// Cancelled (the runtime discards the step) or shut down (the
+			// next delivery runs it): neither is a failure.
+			x.it.log.Debug("step interrupted", "run", x.rs.RunID, "step", x.stepID(), "err", err.Error())
+			return out, err
+		}
 		x.it.log.Warn("step failed; the runtime retries it", "run", x.rs.RunID, "step", x.stepID(), "err", err.Error())
 	}
 	return out, err
