@@ -47,6 +47,7 @@ const (
 	CodeUnknownAction  = "step.unknown-action"
 	CodeWaitNoTimeout  = "step.wait-no-timeout"
 	CodeWaitKeyLiteral = "step.wait-key-literal"
+	CodeRecursiveCall  = "call.recursive"
 	CodeForeachWait    = "foreach.wait-action"
 	CodeOnTimeout      = "step.on-timeout"
 	CodeDuration       = "duration.invalid"

@@ -322,7 +322,10 @@ func (s *Server) publish(d *document, gen int) {
 	}
 	text, path, version := d.text, d.path, d.version
 	s.mu.Unlock()
-	_, diags, _ := dsl.Parse(path, []byte(text))
+	w, diags, _ := dsl.Parse(path, []byte(text))
+	if path != "" {
+		diags = append(diags, dsl.CallCycles(path, w)...)
+	}
 	s.mu.Lock()
 	if d.gen != gen || s.docs[d.uri] != d {
 		s.mu.Unlock()
