@@ -36,6 +36,35 @@ type Call struct {
 	Memo Memo
 	// Logger receives the action's logs; nil discards them. Never log secret values.
 	Logger *slog.Logger
+	// Charge, when set, is the run's spend ledger: see Call.Spend.
+	Charge func(Spend)
+}
+
+// Spend is one paid call to an outside service (a model completion),
+// as the action reports it through Call.Spend.
+type Spend struct {
+	// Attempt is the attempt that paid for the call: the call's own, or an
+	// earlier attempt's when the answer is replayed from the memo.
+	Attempt int
+	// Model is the model that answered.
+	Model string
+	// PromptTokens, CompletionTokens and TotalTokens are the usage the
+	// service reported.
+	PromptTokens, CompletionTokens, TotalTokens int64
+	// CostUSD is the call's cost; CostKnown is false when its price is unknown.
+	CostUSD   float64
+	CostKnown bool
+}
+
+// Spend reports a paid call (or one replayed from the memo, with the
+// attempt that paid for it) to the run's ledger, whatever the attempt's
+// outcome: a reply that fails validation was paid for too. The ledger
+// counts each paid call once, in the settlement of the attempt that paid
+// for it. It does nothing when the call has no Charge or is nil.
+func (c *Call) Spend(s Spend) {
+	if c != nil && c.Charge != nil {
+		c.Charge(s)
+	}
 }
 
 // Memo is durable per-step storage that survives retries and crashes of the

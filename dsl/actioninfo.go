@@ -83,6 +83,7 @@ var ErrorTypeDocs = map[string]string{
 	"memo":                    "llm: its memo (the stored paid answer) could not be read. Retryable.",
 	"shell.exit":              "shell: a non-zero exit; error.status is the code.",
 	"signal.timeout":          "wait_signal: no signal before with.timeout.",
+	"signal.key_taken":        "wait_signal: another run waits on the key (one waiter per key).",
 	"call.failed":             "call: the child run failed.",
 	"expression":              "An expression failed at run time.",
 	"validation":              "Bad arguments at run time (an llm 400, a shell command that cannot start, a missing named secret).",

@@ -46,6 +46,8 @@ const (
 	CodeStepEmpty      = "step.empty"
 	CodeUnknownAction  = "step.unknown-action"
 	CodeWaitNoTimeout  = "step.wait-no-timeout"
+	CodeWaitKeyLiteral = "step.wait-key-literal"
+	CodeRecursiveCall  = "call.recursive"
 	CodeForeachWait    = "foreach.wait-action"
 	CodeOnTimeout      = "step.on-timeout"
 	CodeDuration       = "duration.invalid"

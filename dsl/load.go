@@ -603,6 +603,10 @@ func (b *builder) checkBuiltinWith(name string, with *node, at Pos) {
 		}
 		staticDuration("timeout")
 		b.checkSchemaField(with.get("schema"), "with.schema")
+		if n := with.get("key"); n != nil && n.kind == kString && !strings.Contains(n.str(), "${") {
+			b.sink.warnf(n.pos, CodeWaitKeyLiteral, `put the run id in the key, e.g. key: "deploy-window:${ run.id }", or catch signal.key_taken`,
+				"wait_signal key %q is the same in every run: a key has one waiter at a time, so a second run reaching this step while one waits fails with signal.key_taken", n.str())
+		}
 	case "sleep":
 		staticDuration("duration")
 		if n := with.get("until"); n != nil && !strings.Contains(n.str(), "${") {

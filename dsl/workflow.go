@@ -248,7 +248,7 @@ var ErrorTypes = []string{
 	"timeout", "http.status_4xx", "http.status_5xx", "http.connection",
 	"http.response_too_large", "http.invalid_body", "http.unexpected_status",
 	"llm.rate_limit", "llm.invalid_output", "memo", "shell.exit", "signal.timeout",
-	"call.failed", "expression", "validation", "cancelled",
+	"signal.key_taken", "call.failed", "expression", "validation", "cancelled",
 }
 
 var customErrorRE = regexp.MustCompile(`^custom\.[a-z0-9_]+(\.[a-z0-9_]+)*$`)

@@ -137,7 +137,7 @@ func (x *exec) action(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, e
 		return x.handleError(ctx, env, e)
 	}
 	call := &actions.Call{RunID: x.rs.RunID, StepID: x.s.ID, Attempt: x.st.Attempt, Args: args,
-		Secret: x.secret, Derived: x.red.derive, Memo: x.memo(""),
+		Secret: x.secret, Derived: x.red.derive, Memo: x.memo(""), Charge: x.charge,
 		Logger: x.red.logger(x.it.log).With("run", x.rs.RunID, "step", x.s.ID, "action", x.s.Action)}
 	out, err := x.invoke(ctx, a, call)
 	if err != nil {
@@ -164,58 +164,5 @@ func (x *exec) finishAction(ctx context.Context, env *dsl.Env, out any) (runtime
 	if err := x.putOutput(ctx, p); err != nil {
 		return runtime.StepOutcome{}, runtime.Transient(err)
 	}
-	x.addLLMTotals(p)
 	return x.after(ctx, env, p, x.s.ID)
-}
-
-// addLLMTotals adds the tokens and cost an llm step (or a foreach of llm
-// calls) reported to the run's totals.
-func (x *exec) addLLMTotals(out any) {
-	action := x.s.Action
-	if x.s.Foreach != nil {
-		action = x.s.Foreach.Action
-	}
-	if action != "llm" {
-		return
-	}
-	outs := []any{out}
-	if l, ok := out.([]any); ok && x.s.Foreach != nil {
-		outs = l
-	}
-	for _, o := range outs {
-		m, _ := o.(map[string]any)
-		if m == nil {
-			continue
-		}
-		var use LLMUsage
-		use.Model, _ = m["model"].(string)
-		if u, ok := m["usage"].(map[string]any); ok {
-			if n, ok := toFloat(u["total_tokens"]); ok {
-				x.rs.AddTotal(TotalLLMTokens, n)
-			}
-			p, _ := toFloat(u["prompt_tokens"])
-			c, _ := toFloat(u["completion_tokens"])
-			use.PromptTokens, use.CompletionTokens = int64(p), int64(c)
-		}
-		if c, ok := toFloat(m["cost"]); ok {
-			x.rs.AddTotal(TotalLLMCostUSD, c)
-			use.CostUSD = c
-		}
-		use.CostKnown, _ = m["cost_known"].(bool)
-		x.llm = append(x.llm, use)
-	}
-}
-
-func toFloat(v any) (float64, bool) {
-	switch n := v.(type) {
-	case float64:
-		return n, true
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case uint64:
-		return float64(n), true
-	}
-	return 0, false
 }

@@ -55,8 +55,8 @@
 //     action never pays twice for an answer it already received; foreach
 //     items that finished are memoized the same way and not redone.
 //   - Secrets are read from the environment when an action runs and never
-//     stored: their values, and their URL-escaped, JSON-escaped and base64
-//     forms (encodedForms lists them), are replaced by *** in outputs,
+//     stored: their values, and their URL-escaped, JSON-escaped, base64
+//     and hex forms (encodedForms lists them), are replaced by *** in outputs,
 //     variables, errors (also those returned to the runtime), history,
 //     results, memo entries and the logs this package writes; so are the
 //     forms of values an action reports through Call.Derive (HTTP Basic

@@ -17,8 +17,10 @@ const (
 	TypeValidation    = "validation"
 	TypeTimeout       = "timeout"
 	TypeSignalTimeout = "signal.timeout"
-	TypeCallFailed    = "call.failed"
-	TypeCancelled     = "cancelled"
+	// TypeSignalKeyTaken: wait_signal's key has a waiter in another run.
+	TypeSignalKeyTaken = "signal.key_taken"
+	TypeCallFailed     = "call.failed"
+	TypeCancelled      = "cancelled"
 	// TypeUnexpected is an action failure that carries no type.
 	TypeUnexpected = "custom.unexpected"
 )

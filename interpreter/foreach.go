@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/tqw-dsl/tqw/actions"
@@ -16,6 +17,9 @@ import (
 // itemRecord is the memo entry of a finished foreach item.
 type itemRecord struct {
 	Output any `msgpack:"o"`
+	// Spent is what the item's calls paid (actions.Call.Spend), replayed
+	// to the ledger with the item.
+	Spent []actions.Spend `msgpack:"s,omitempty"`
 }
 
 // foreach runs the inner action once per item, at most Concurrency at a
@@ -62,6 +66,9 @@ func (x *exec) foreach(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, 
 				var rec itemRecord
 				if decodeMsgpack(b, &rec) == nil {
 					outputs[i] = rec.Output
+					for _, sp := range rec.Spent {
+						x.charge(sp)
+					}
 					continue
 				}
 			}
@@ -118,8 +125,16 @@ func (x *exec) runItem(ctx context.Context, a actions.Action, env *dsl.Env, i in
 	if se != nil {
 		return nil, se, nil
 	}
+	var spentMu sync.Mutex
+	var spent []actions.Spend
+	charge := func(s actions.Spend) {
+		spentMu.Lock()
+		spent = append(spent, s)
+		spentMu.Unlock()
+		x.charge(s)
+	}
 	call := &actions.Call{RunID: x.rs.RunID, StepID: fmt.Sprintf("%s[%d]", x.s.ID, i), Attempt: x.st.Attempt, Args: args,
-		Secret: x.secret, Derived: x.red.derive, Memo: x.memo(fmt.Sprintf("i%d.", i)),
+		Secret: x.secret, Derived: x.red.derive, Memo: x.memo(fmt.Sprintf("i%d.", i)), Charge: charge,
 		Logger: x.red.logger(x.it.log).With("run", x.rs.RunID, "step", x.s.ID, "item", i, "action", x.s.Foreach.Action)}
 	out, err := x.invoke(ctx, a, call)
 	if err != nil {
@@ -140,7 +155,7 @@ func (x *exec) runItem(ctx context.Context, a actions.Action, env *dsl.Env, i in
 	}
 	p = x.red.value(p)
 	if x.rs.RunMemo != nil {
-		b, err := encodeMsgpack(&itemRecord{Output: p})
+		b, err := encodeMsgpack(&itemRecord{Output: p, Spent: slices.Clone(spent)})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -58,7 +58,12 @@ type tenv struct {
 	tp trace.TracerProvider
 	// extra are actions registered beside the built-in ones.
 	extra []actions.Action
+	// logger is the interpreter's logger (nil: quiet).
+	logger *slog.Logger
 }
+
+// withLogger gives the interpreter logger l.
+func withLogger(l *slog.Logger) envOption { return func(e *tenv) { e.logger = l } }
 
 // withActions registers acts beside the built-in actions.
 func withActions(acts ...actions.Action) envOption {
@@ -137,7 +142,11 @@ func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 	if ropts.ResultRetention == 0 && e.resultRetention > 0 {
 		ropts.ResultRetention = e.resultRetention
 	}
-	it, err := New(q, istore, Options{Actions: acts, Getenv: e.getenv, Rand: rand.New(rand.NewPCG(1, 2)), Logger: quiet(), Retention: e.retention, TracerProvider: e.tp,
+	ilog := e.logger
+	if ilog == nil {
+		ilog = quiet()
+	}
+	it, err := New(q, istore, Options{Actions: acts, Getenv: e.getenv, Rand: rand.New(rand.NewPCG(1, 2)), Logger: ilog, Retention: e.retention, TracerProvider: e.tp,
 		Events: func(ev Event) {
 			select {
 			case e.events <- ev:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -237,9 +238,10 @@ func (e *redactedError) Unwrap() error { return e.err }
 //     on its bytes alone (the partial character at either edge, which
 //     mixes in bits of the neighbouring bytes, is left, so at most 4 bits
 //     of s per edge remain beside the ***);
-//   - each base64 form query-escaped (+ / = as %2B %2F %3D, either case).
+//   - each base64 form query-escaped (+ / = as %2B %2F %3D, either case);
+//   - hex of s's bytes, lower and upper case.
 //
-// Not covered: other encodings (hex, HTML entities, compression, hashes),
+// Not covered: other encodings (HTML entities, compression, hashes),
 // escapes nested deeper than these (JSON inside JSON, base64 of base64),
 // and a secret split across two values.
 func encodedForms(s string) []string {
@@ -265,6 +267,10 @@ func encodedForms(s string) []string {
 	}
 	add(jsonForms(s)...)
 	texts := slices.Clone(forms)
+	// Hex of the bytes (a hex dump, a hex-encoded body), both cases; a
+	// byte is two digits, so the form is found inside a longer hex text.
+	h := hex.EncodeToString([]byte(s))
+	add(h, strings.ToUpper(h))
 	for _, t := range texts {
 		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 			b64 := append([]string{enc.EncodeToString([]byte(t)), enc.WithPadding(base64.NoPadding).EncodeToString([]byte(t))},

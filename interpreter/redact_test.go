@@ -3,6 +3,7 @@ package interpreter
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,6 +83,22 @@ func formsOf(s string) map[string]string {
 		"base64 raw":      base64.RawStdEncoding.EncodeToString(b),
 		"base64 raw url":  base64.RawURLEncoding.EncodeToString(b),
 		"base64 in query": url.QueryEscape(base64.StdEncoding.EncodeToString(b)),
+		"hex":             hex.EncodeToString(b),
+		"hex upper case":  strings.ToUpper(hex.EncodeToString(b)),
+	}
+}
+
+// A secret's hex form is found inside a longer hex text (a hex dump, a
+// hex-encoded body), in either case.
+func TestRedactorFindsSecretInsideLongerHex(t *testing.T) {
+	const s = "s3cr3t-hex-value"
+	red := newRedactor([]string{s})
+	for _, enc := range []func(string) string{func(x string) string { return x }, strings.ToUpper} {
+		text := enc(hex.EncodeToString([]byte("pre:" + s + ":post")))
+		want := enc(hex.EncodeToString([]byte("pre:"))) + "***" + enc(hex.EncodeToString([]byte(":post")))
+		if got := red.text(text); got != want {
+			t.Fatalf("redacted %q to %q; want %q", text, got, want)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -66,6 +67,30 @@ func writePin(h interface{ Write([]byte) (int, error) }, p *pin) {
 		h.Write([]byte("\x00" + id + "\x00"))
 		writePin(h, p.Calls[id])
 	}
+}
+
+// FileKey returns the key of running the file at path on input, whatever
+// its content: `tqw-dsl run` claims its run under it too, so that after
+// the file was edited it can name a run an earlier version left
+// interrupted (RunKey, which covers the content, no longer finds it). It
+// is a hex SHA-256 like RunKey.
+func FileKey(path string, input any) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	p, err := plain(input)
+	if err != nil {
+		return "", err
+	}
+	in, err := json.Marshal(p)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write([]byte("file\x00" + abs + "\x00"))
+	h.Write(in)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // RunClaim says which process follows a run submitted under a run key.

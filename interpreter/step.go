@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/tqw-dsl/tqw/dsl"
@@ -32,8 +33,10 @@ type exec struct {
 	// step's own outcome is then left to the delivery, which runs that
 	// state too or settles with it (continueNow).
 	next *state
-	// llm gathers the model calls of this attempt, for its end event.
-	llm []LLMUsage
+	// llm gathers the model calls of this attempt, for its end event
+	// (charge; foreach items add to it concurrently under llmMu).
+	llmMu sync.Mutex
+	llm   []LLMUsage
 }
 
 // RunStep executes the current DSL step of a run and the pure steps that
@@ -112,6 +115,12 @@ func (x *exec) runOne(ctx context.Context) (runtime.StepOutcome, error) {
 	if err != nil {
 		// The runtime records and logs the error: no secret goes with it.
 		err = x.red.err(err)
+		if ctx.Err() != nil {
+			// Cancelled (the runtime discards the step) or shut down (the
+			// next delivery runs it): neither is a failure.
+			x.it.log.Debug("step interrupted", "run", x.rs.RunID, "step", x.stepID(), "err", err.Error())
+			return out, err
+		}
 		x.it.log.Warn("step failed; the runtime retries it", "run", x.rs.RunID, "step", x.stepID(), "err", err.Error())
 	}
 	return out, err

@@ -58,6 +58,14 @@ func (x *exec) waitSignal(ctx context.Context, env *dsl.Env) (runtime.StepOutcom
 		}
 		key = s
 	}
+	// One waiter per key: a key another run waits on fails this step,
+	// which retry, catch and history see like any failure.
+	if holder, err := x.it.rt.SignalKeyHolder(ctx, key); err != nil {
+		return runtime.StepOutcome{}, runtime.Transient(err)
+	} else if holder != "" && holder != x.rs.RunID {
+		return x.handleError(ctx, env, newStepErr(TypeSignalKeyTaken,
+			"signal key %q is taken: run %s waits on it, and a key has one waiter at a time; put the run id in the key (key: \"deploy:${ run.id }\") or catch %s", key, holder, TypeSignalKeyTaken))
+	}
 	var schema any
 	if sch := args["schema"]; sch != nil {
 		p, err := plain(sch)

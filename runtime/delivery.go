@@ -323,7 +323,13 @@ func (d *delivery) advance(ctx context.Context, out StepOutcome, eff *Effects) e
 			return d.stepFailed(ctx, Transient(err))
 		}
 		if busy != "" {
-			return d.stepFailed(ctx, Permanent(fmt.Errorf("a waiter (job %s) is already registered for signal key %q; one waiter per key: include the run id in the key", busy, key)))
+			// The interpreter checks first (SignalKeyHolder); this is the
+			// race of two registrations in flight at once.
+			holder := "job " + busy
+			if job, err := rt.q.GetJob(ctx, busy); err == nil && job.Headers[headerRunID] != "" {
+				holder = "run " + job.Headers[headerRunID]
+			}
+			return d.stepFailed(ctx, Permanent(fmt.Errorf("signal key %q is taken: %s waits on it; one waiter per key: include the run id in the key", key, holder)))
 		}
 		buf, err := kvGet(ctx, rt.q, sigBufKey(key))
 		if err != nil {

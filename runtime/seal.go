@@ -354,6 +354,11 @@ func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (int,
 func (rt *Runtime) deleteSegmentObjects(ctx context.Context, key string) {
 	for _, k := range []string{key + ".idx", key + ".dat"} {
 		if err := rt.store.Delete(ctx, k); err != nil {
+			if ctx.Err() != nil {
+				// Shutdown: not a failure; the next process deletes it.
+				rt.log.Debug("left an unreferenced sealed object at shutdown; the next process deletes it", "key", k)
+				continue
+			}
 			rt.log.Warn("could not delete an unreferenced sealed object; the next process deletes it", "key", k, "err", err)
 		}
 	}

@@ -1,9 +1,12 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"reflect"
 	"strings"
 	"sync"
@@ -532,4 +535,47 @@ func TestSealedByEarlierBuild(t *testing.T) {
 			t.Errorf("left under %s after the expiry: %d entries", p, len(page))
 		}
 	}
+}
+
+// A seal whose context is cancelled (the process shutting down) while it
+// writes its objects logs no warning: leaving what it wrote to the next
+// process is not a failure.
+func TestSealCancelledAtShutdownLogsNoWarning(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	fs := faults.New(mem.New(), 1)
+	e := sealEnv(t, fs, 4, Options{TerminalHook: noopTerminalHook{}, Logger: logger})
+	e.stop()
+	// The index object's write hangs until the shutdown cancels it.
+	fs.Set(faults.Rule{Ops: faults.OpPut, KeyPrefix: defaultSealPrefix, Nth: 2, Hang: true})
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.rt.Seal(ctx)
+		done <- err
+	}()
+	if err := fs.WaitInjected(e.ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the cancelled seal reported success")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("a seal cancelled at shutdown logged a warning:\n%s", logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -205,6 +205,25 @@ func (in *Inspector) SignalWaiter(ctx context.Context, key string) (string, erro
 	return liveWaiter(ctx, in.r, key)
 }
 
+// SignalKeyHolder returns the run registered as waiting on key ("" when
+// none): one waiter per key, so a step about to wait on a taken key fails
+// as a step (the interpreter's signal.key_taken) rather than at its
+// settlement. Cost: memory reads on the writer.
+func (rt *Runtime) SignalKeyHolder(ctx context.Context, key string) (runID string, err error) {
+	jobID, err := liveWaiter(ctx, rt.q, key)
+	if err != nil || jobID == "" {
+		return "", err
+	}
+	job, err := rt.q.GetJob(ctx, jobID)
+	if errors.Is(err, queue.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return job.Headers[headerRunID], nil
+}
+
 func liveWaiter(ctx context.Context, r StateReader, key string) (string, error) {
 	w, err := kvGet(ctx, r, sigWaitKey(key))
 	if err != nil || w == nil {

@@ -40,8 +40,15 @@
 //     interpreter then commits the output with the step, so nothing is paid
 //     again unless that commit also fails; failing the attempt instead would
 //     guarantee a second payment on the retry.
-//   - Invalid output (llm.invalid_output) is not memoized, so a retry on it
-//     asks the model again.
+//   - Invalid output (llm.invalid_output) is paid for too: it is memoized
+//     with the attempt that paid for it, so a redelivery of that attempt
+//     after a crash replays the failure instead of paying again, while a
+//     retry (a later attempt) asks the model again.
+//
+// Spend: every paid reply, valid or not, and every memo replay is
+// reported through Call.Spend with its usage, cost and the attempt that
+// paid for it; the interpreter's ledger counts each once, in the
+// settlement of that attempt.
 //
 // Costs: one memo read per attempt and one memo write per paid call; no
 // other storage. Not done: streaming, tool calls, images, and a cap on the

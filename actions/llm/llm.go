@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
@@ -207,6 +208,40 @@ type record struct {
 	Cost             float64         `json:"cost"`
 	CostKnown        bool            `json:"cost_known"`
 	FinishReason     string          `json:"finish_reason"`
+	// Attempt is the attempt that paid for the reply (0 in entries older
+	// than the field).
+	Attempt int `json:"attempt,omitempty"`
+	// Invalid is why the reply failed the step (no choices, not matching
+	// response_schema); "" for an answer.
+	Invalid string `json:"invalid,omitempty"`
+}
+
+// spend is what the reply cost, for the run's ledger.
+func (rec *record) spend() actions.Spend {
+	return actions.Spend{Attempt: rec.Attempt, Model: rec.Model, PromptTokens: rec.PromptTokens,
+		CompletionTokens: rec.CompletionTokens, TotalTokens: rec.TotalTokens, CostUSD: rec.Cost, CostKnown: rec.CostKnown}
+}
+
+// invalidError is the error of an attempt whose reply was paid for but
+// failed the step, with the reply's fields as its partial output.
+func (rec *record) invalidError(model string) error {
+	out, _ := rec.output()
+	return actions.NewError(actions.TypeLLMInvalidOutput, false, "llm %s: %s", model, rec.Invalid).WithOutput(out)
+}
+
+// put memoizes rec under key, logging a failure: the reply is paid for
+// and is returned (or fails the attempt) either way.
+func putRecord(ctx context.Context, call *actions.Call, log *slog.Logger, key string, rec *record) {
+	if call.Memo == nil {
+		return
+	}
+	data, err := json.Marshal(rec)
+	if err == nil {
+		err = call.Memo.Put(ctx, key, data)
+	}
+	if err != nil {
+		log.Warn("llm: could not memoize the paid reply; using it anyway", "err", err)
+	}
 }
 
 func (rec *record) output() (map[string]any, error) {
@@ -259,13 +294,20 @@ func (a *Action) Execute(ctx context.Context, call *actions.Call) (any, error) {
 		}
 		if ok {
 			var rec record
-			if err := json.Unmarshal(data, &rec); err == nil {
-				if out, err := rec.output(); err == nil {
-					log.Debug("llm: memo hit; no request sent")
-					return out, nil
+			if err := json.Unmarshal(data, &rec); err != nil {
+				log.Warn("llm: memo entry unreadable; calling the model again", "key", key)
+			} else if rec.Invalid != "" && rec.Attempt != call.Attempt {
+				// An earlier attempt's invalid reply: this attempt asks again.
+			} else if out, err := rec.output(); err != nil {
+				log.Warn("llm: memo entry unreadable; calling the model again", "key", key)
+			} else {
+				log.Debug("llm: memo hit; no request sent")
+				call.Spend(rec.spend())
+				if rec.Invalid != "" {
+					return nil, rec.invalidError(req.Model)
 				}
+				return out, nil
 			}
-			log.Warn("llm: memo entry unreadable; calling the model again", "key", key)
 		}
 	}
 
@@ -291,17 +333,12 @@ func (a *Action) Execute(ctx context.Context, call *actions.Call) (any, error) {
 	if err != nil {
 		return nil, classify(ctx, actx, req, err)
 	}
-	if len(resp.Choices) == 0 {
-		return nil, actions.NewError(actions.TypeLLMInvalidOutput, false, "llm %s: the reply has no choices", req.Model)
-	}
-	choice := resp.Choices[0]
 	rec := &record{
-		Text:             choice.Message.Content,
 		Model:            resp.Model,
 		PromptTokens:     int64(resp.Usage.PromptTokens),
 		CompletionTokens: int64(resp.Usage.CompletionTokens),
 		TotalTokens:      int64(resp.Usage.TotalTokens),
-		FinishReason:     string(choice.FinishReason),
+		Attempt:          call.Attempt,
 	}
 	if rec.Model == "" {
 		rec.Model = req.Model
@@ -313,26 +350,30 @@ func (a *Action) Execute(ctx context.Context, call *actions.Call) (any, error) {
 	log.Info("llm: completion", "prompt_tokens", rec.PromptTokens, "completion_tokens", rec.CompletionTokens,
 		"cost_usd", rec.Cost, "cost_known", rec.CostKnown, "attempt", call.Attempt)
 
-	if schema != nil {
-		js, err := validateReply(schema, choice.Message)
-		if err != nil {
-			out, _ := rec.output()
-			return nil, actions.NewError(actions.TypeLLMInvalidOutput, false, "llm %s: %w", req.Model, err).WithOutput(out)
+	// A paid reply that fails the step is memoized for this attempt too,
+	// so that a redelivery after a crash replays it (and its spend)
+	// instead of paying again; a later attempt asks again.
+	if len(resp.Choices) == 0 {
+		rec.Invalid = "the reply has no choices"
+	} else {
+		choice := resp.Choices[0]
+		rec.Text, rec.FinishReason = choice.Message.Content, string(choice.FinishReason)
+		if schema != nil {
+			js, err := validateReply(schema, choice.Message)
+			if err != nil {
+				rec.Invalid = err.Error()
+			}
+			rec.JSON = js
 		}
-		rec.JSON = js
 	}
 	out, err := rec.output()
-	if err != nil {
-		return nil, fmt.Errorf("llm: building output: %w", err)
+	if err != nil && rec.Invalid == "" {
+		rec.Invalid = fmt.Sprintf("building output: %v", err)
 	}
-	if call.Memo != nil {
-		data, err := json.Marshal(rec)
-		if err == nil {
-			err = call.Memo.Put(ctx, key, data)
-		}
-		if err != nil {
-			log.Warn("llm: could not memoize the paid answer; returning it anyway", "err", err)
-		}
+	putRecord(ctx, call, log, key, rec)
+	call.Spend(rec.spend())
+	if rec.Invalid != "" {
+		return nil, rec.invalidError(req.Model)
 	}
 	return out, nil
 }

@@ -294,9 +294,45 @@ func TestStructuredOutput(t *testing.T) {
 		if out, ok := e.Output.(map[string]any); !ok || out["text"] != bad.Content {
 			t.Errorf("%q: error output = %#v", bad.Content, e.Output)
 		}
-		if m.puts != puts {
-			t.Errorf("%q: invalid output was memoized", bad.Content)
+		// Paid for, so memoized for its attempt: a redelivery of the
+		// attempt replays it (and its spend); the next attempt asks again.
+		if m.puts != puts+1 {
+			t.Errorf("%q: invalid output was not memoized", bad.Content)
 		}
+		calls := fake.Calls()
+		var spent []actions.Spend
+		again := newCall(map[string]any{"model": "m", "prompt": bad.Content + bad.Refusal, "response_schema": schema}, m)
+		again.Charge = func(s actions.Spend) { spent = append(spent, s) }
+		_, err = a.Execute(context.Background(), again)
+		wantError(t, err, actions.TypeLLMInvalidOutput, false, 0)
+		if fake.Calls() != calls || len(spent) != 1 || spent[0].Attempt != 1 {
+			t.Errorf("%q: the same attempt called the model %d more times and reported %+v; want its memo replayed with its spend", bad.Content, fake.Calls()-calls, spent)
+		}
+		fake.Enqueue(llmfake.Reply{Content: `{"approved": true, "reason": "asked again"}`})
+		next := newCall(map[string]any{"model": "m", "prompt": bad.Content + bad.Refusal, "response_schema": schema}, m)
+		next.Attempt = 2
+		if _, err := a.Execute(context.Background(), next); err != nil || fake.Calls() != calls+1 {
+			t.Errorf("%q: the next attempt: %v after %d calls; want the model asked again", bad.Content, err, fake.Calls()-calls)
+		}
+	}
+}
+
+// Every paid reply is reported to Call.Spend, an invalid one too, with
+// its usage and the attempt that paid for it.
+func TestSpendReportsEveryPaidReply(t *testing.T) {
+	fake, a := setup(t, llm.Options{})
+	fake.Enqueue(llmfake.Reply{Content: `nope`, Usage: llmfake.Usage{PromptTokens: 5, CompletionTokens: 2}},
+		llmfake.Reply{Content: `{"approved": true, "reason": "ok"}`, Usage: llmfake.Usage{PromptTokens: 7, CompletionTokens: 3}})
+	var spent []actions.Spend
+	for attempt := 1; attempt <= 2; attempt++ {
+		call := newCall(map[string]any{"model": "gpt-4o-mini", "prompt": "p", "response_schema": schema}, newMemo())
+		call.Attempt = attempt
+		call.Charge = func(s actions.Spend) { spent = append(spent, s) }
+		_, _ = a.Execute(context.Background(), call)
+	}
+	if len(spent) != 2 || spent[0].Attempt != 1 || spent[0].TotalTokens != 7 || spent[1].Attempt != 2 || spent[1].TotalTokens != 10 ||
+		!spent[0].CostKnown || spent[0].CostUSD <= 0 {
+		t.Fatalf("spent %+v; want attempt 1 (7 tokens) and attempt 2 (10 tokens), priced", spent)
 	}
 }
 

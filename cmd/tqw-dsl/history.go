@@ -56,7 +56,7 @@ store the user may only read; and a URL with no store at it is an error
 				recs   []interpreter.HistoryRecord
 				status func() (runstate.Status, error)
 			)
-			if a := liveAPI(ctx, store); a != nil {
+			if a := liveReadAPI(ctx, store); a != nil {
 				got, err := a.c.History(ctx, runID)
 				if errors.Is(err, client.ErrNotFound) {
 					return failf(exitFailed, "no run %q in %s", runID, store)

@@ -50,6 +50,29 @@ func liveAPI(ctx context.Context, url string) *apiWriter {
 	return &apiWriter{c: c, holder: info}
 }
 
+// liveReadAPI is liveAPI for the read-only verbs (status, list, history):
+// nil, so that they read the store through the durable read path, when
+// the writer's API refuses this process's token. Reading the store needs
+// only read access to it, which the README promises is enough; the API
+// is used when it accepts the token because it answers from the writer's
+// live state without replaying the log here. Cost: liveAPI's, plus one
+// list request of one run.
+func liveReadAPI(ctx context.Context, url string) *apiWriter {
+	a := liveAPI(ctx, url)
+	if a == nil {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, apiProbeTimeout)
+	defer cancel()
+	_, err := a.c.ListRuns(pctx, client.ListOptions{Limit: 1})
+	var ce *client.Error
+	if errors.As(err, &ce) && ce.Status == 401 {
+		logger(os.Stderr).Info("the live writer's API refused the token; reading the store", "endpoint", a.c.BaseURL())
+		return nil
+	}
+	return a
+}
+
 // apiError turns a failed API call into the command's exit error.
 func (a *apiWriter) apiError(what string, err error) error {
 	var ce *client.Error

@@ -111,7 +111,7 @@ store the user may only read; and a URL with no store at it is an error
 			}
 			ctx := context.WithoutCancel(cmd.Context())
 			var runs []runstate.Status
-			if a := liveAPI(ctx, store); a != nil {
+			if a := liveReadAPI(ctx, store); a != nil {
 				if runs, err = listHTTP(ctx, a, runstate.ListOptions{States: states, Limit: limit, After: after, Labels: want}); err != nil {
 					return err
 				}

@@ -246,6 +246,14 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 				how = startResubmit
 			}
 		}
+		if rc.fileKey, err = interpreter.FileKey(path, input); err != nil {
+			return failf(exitUsage, "--input: %v", err)
+		}
+		if prev == nil {
+			if err := noteEarlierVersion(context.WithoutCancel(ctx), f.store, rc.fileKey, path, storeArg(cmd, f.store), errOut); err != nil {
+				return err
+			}
+		}
 	}
 	var progress func(interpreter.Event)
 	if !f.detach {
@@ -289,6 +297,7 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 // which lets the same command started again resume it.
 type rerunClaim struct {
 	key      string
+	fileKey  string // interpreter.FileKey: finds the run after the file is edited
 	claimed  bool
 	reported bool // the run's end was printed
 }
@@ -303,8 +312,13 @@ func (rc *rerunClaim) claim(ctx context.Context, store objstore.Store, runID str
 	if rc.key == "" || rc.claimed {
 		return nil
 	}
-	if err := interpreter.ClaimRun(context.WithoutCancel(ctx), store, rc.key, runID, time.Now()); err != nil {
-		return failf(exitFailed, "%v", err)
+	for _, key := range []string{rc.key, rc.fileKey} {
+		if key == "" {
+			continue
+		}
+		if err := interpreter.ClaimRun(context.WithoutCancel(ctx), store, key, runID, time.Now()); err != nil {
+			return failf(exitFailed, "%v", err)
+		}
 	}
 	rc.claimed = true
 	return nil
@@ -326,6 +340,56 @@ func (rc *rerunClaim) release(ctx context.Context, store objstore.Store, runID s
 	if rerr := interpreter.ReleaseRun(context.WithoutCancel(ctx), store, rc.key, runID); rerr != nil {
 		logger(os.Stderr).Warn("deleting the rerun claim failed; the retention sweep removes it", "run", runID, "err", rerr)
 	}
+	if rc.fileKey != "" {
+		if rerr := interpreter.ReleaseRun(context.WithoutCancel(ctx), store, rc.fileKey, runID); rerr != nil {
+			logger(os.Stderr).Warn("deleting the rerun claim failed; the next run of the file removes it", "run", runID, "err", rerr)
+		}
+	}
+}
+
+// noteEarlierVersion says, when a run of the file at path on the same
+// input was interrupted (its process is dead) and still waits in the
+// store, that this run is a new one, and how to resume or cancel the
+// interrupted one: the file changed since, so run does not resume it.
+// Claims of runs that ended are deleted. Cost: one LIST of the file's
+// claims, and, when one names a dead process, a read-only view.
+func noteEarlierVersion(ctx context.Context, url, fileKey, path, storeFlag string, errOut io.Writer) error {
+	store, err := openStore(ctx, url)
+	if err != nil {
+		return err
+	}
+	claims, err := interpreter.RunClaims(ctx, store, fileKey)
+	if err != nil {
+		return failf(exitFailed, "looking for an interrupted run in %s: %v", url, err)
+	}
+	var v *view
+	defer func() {
+		if v != nil {
+			_ = v.Close()
+		}
+	}()
+	for _, c := range claims {
+		if !c.OwnerDead() {
+			continue
+		}
+		if v == nil {
+			if v, err = openView(ctx, url); err != nil {
+				return err
+			}
+		}
+		st, err := v.insp.Status(ctx, c.RunID)
+		if errors.Is(err, runtime.ErrRunNotFound) || err == nil && st.State.Terminal() {
+			_ = interpreter.ReleaseRun(ctx, store, fileKey, c.RunID)
+			continue
+		}
+		if err != nil {
+			return failf(exitFailed, "status of the interrupted run %s: %v", c.RunID, err)
+		}
+		fmt.Fprintf(errOut, "note: run %s, of an earlier version of %s, was interrupted and is %s in the store; this starts a new run.\n"+
+			"  resume it with `tqw-dsl worker%s` (or by running that version again), or cancel it: tqw-dsl cancel %s%s\n",
+			c.RunID, path, st.State, storeFlag, shellQuote(c.RunID), storeFlag)
+	}
+	return nil
 }
 
 // runInboxPoll is the longest pause between two reads of the inbox while

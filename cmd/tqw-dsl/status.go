@@ -127,7 +127,7 @@ durable.`,
 				rej    *rejectedJSON
 				totals *totalsJSON
 			)
-			if a := liveAPI(ctx, store); a != nil {
+			if a := liveReadAPI(ctx, store); a != nil {
 				if err := runstate.ValidateRunID(args[0]); err != nil {
 					return failf(exitUsage, "%v", err)
 				}

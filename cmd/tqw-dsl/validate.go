@@ -176,6 +176,12 @@ func checkFile(path string, stdin io.Reader, stdinName string, opts dsl.Options)
 	if err != nil && !errors.Is(err, dsl.ErrInvalid) {
 		return readFailure(name, err)
 	}
+	if path != "-" {
+		if cycles := dsl.CallCycles(name, w); len(cycles) > 0 {
+			// run refuses a recursive call tree: the file is not valid.
+			diags, w = append(diags, cycles...), nil
+		}
+	}
 	if diags == nil {
 		diags = dsl.Diagnostics{}
 	}

@@ -329,7 +329,10 @@ func (s *Server) publish(d *document, gen int) {
 	if s.opts.LoadOptions != nil {
 		opts = s.opts.LoadOptions(path)
 	}
-	_, diags, _ := dsl.ParseWith(path, []byte(text), opts)
+	w, diags, _ := dsl.ParseWith(path, []byte(text), opts)
+	if path != "" {
+		diags = append(diags, dsl.CallCycles(path, w)...)
+	}
 	s.mu.Lock()
 	if d.gen != gen || s.docs[d.uri] != d {
 		s.mu.Unlock()
