@@ -41,6 +41,7 @@ func newServeCmd() *cobra.Command {
 		noShell                                      bool
 		concurrency                                  int
 		inboxPoll, retention                         time.Duration
+		hookMaxBody                                  int64
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -80,7 +81,7 @@ then drains as worker does and exits 0.`,
 			}
 			var hooks []server.Hook
 			if hooksFile != "" {
-				if hooks, err = server.LoadHooks(hooksFile, os.Getenv); err != nil {
+				if hooks, err = server.LoadHooksWith(hooksFile, os.Getenv, server.HookDefaults{MaxBody: hookMaxBody}); err != nil {
 					return failf(exitUsage, "--hooks: %v", err)
 				}
 			}
@@ -184,6 +185,7 @@ then drains as worker does and exits 0.`,
 	cmd.Flags().StringVar(&workflows, "workflows", "", "folder whose *.yaml files the API can submit by name and lists")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the API token (else $"+apiTokenEnv+")")
 	cmd.Flags().StringVar(&hooksFile, "hooks", "", "YAML file of webhooks in (docs/API.md)")
+	cmd.Flags().Int64Var(&hookMaxBody, "hook-max-body", server.DefaultHookMaxBody, "body limit in bytes of the webhooks whose --hooks file sets no max_body")
 	cmd.Flags().BoolVar(&noShell, "no-shell", false, "do not run the shell action (steps using it fail; the API refuses such workflows)")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 8, "steps run at once")
 	cmd.Flags().DurationVar(&inboxPoll, "inbox-poll", 5*time.Second, "longest pause between two reads of the inbox when no command came (commands over HTTP do not wait for it)")
