@@ -673,7 +673,7 @@ func (b *broker) poll(ctx context.Context) {
 	defer b.polls.Add(1)
 	run, all := b.snapshot()
 	for id, subs := range run {
-		b.check(ctx, id, subs, nil)
+		b.check(ctx, id, subs, all)
 		b.endStreams(subs)
 	}
 	if len(all) > 0 {
