@@ -203,7 +203,9 @@
 // (foreach.wait-action), and a run pinned to one before this check fails.
 // Start events and spans are not durable: a delivery whose settlement
 // never commits leaves the start events and spans of the steps it ran,
-// and its redelivery sends and makes them again; the pure steps of one
-// delivery send their start events as they run, and their end events
-// all once the delivery's settlement is durable.
+// and its redelivery sends and makes them again. A delivery's first
+// step sends its start event as it runs; the pure steps folded after it
+// send theirs with their end events once the delivery's settlement is
+// durable, in order (each step's end, then the next step's start), so
+// a folded step whose delivery never commits is never reported.
 package interpreter

@@ -460,3 +460,33 @@ steps:
 		}
 	}
 }
+
+// eventOrder drains the env's events and returns them as "start:step"
+// and "end:step", in the order they were sent.
+func (e *tenv) eventOrder() []string {
+	var out []string
+	for {
+		select {
+		case ev := <-e.events:
+			out = append(out, ev.Kind+":"+ev.Step)
+		default:
+			return out
+		}
+	}
+}
+
+// A folded chain's events go out in order: each step's end before the
+// next step's start, though the chain's steps all commit in one
+// settlement (the start of a folded step was sent as it ran, ahead of
+// the end of the step before it, which waits for durability).
+func TestFoldedChainEventsInOrder(t *testing.T) {
+	probe := funcAction{name: "probe", fn: func(context.Context, *actions.Call) (any, error) { return map[string]any{"v": 7}, nil }}
+	e := newTestEnv(t, withActions(probe))
+	o := e.run(e.write("folded.yaml", foldedYAML), map[string]any{}, "order1")
+	wantSucceeded(t, o, `{"got":7,"i":2,"v":7}`)
+	got := strings.Join(e.eventOrder(), " ")
+	want := "start:first end:first start:act end:act start:use end:use start:route end:route start:done end:done"
+	if got != want {
+		t.Fatalf("events %s; want %s", got, want)
+	}
+}

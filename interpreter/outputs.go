@@ -168,8 +168,16 @@ func (x *exec) finish(outcome, next string, e *dsl.ErrorInfo) error {
 		Status: outcome, Elapsed: end.Sub(began), Waited: max(x.start.Sub(began), 0), Error: e, Next: next, Job: x.rs.JobID,
 		Workflow: x.wf.Name, Action: stepAction(x.s), Number: x.rs.Number, Seq: x.seq, LLM: x.llm}
 	// Reported once the history record and the transition are durable,
-	// never before: a step shown complete never runs again.
-	x.rs.OnDurable(func() { x.it.emit(ev) })
+	// never before: a step shown complete never runs again. The
+	// callbacks run in the order the chain's steps registered them, so
+	// each step's end precedes the next step's start.
+	start := x.foldedStart
+	x.rs.OnDurable(func() {
+		if start != nil {
+			x.it.emit(*start)
+		}
+		x.it.emit(ev)
+	})
 	return nil
 }
 

@@ -37,6 +37,9 @@ type exec struct {
 	// (charge; foreach items add to it concurrently under llmMu).
 	llmMu sync.Mutex
 	llm   []LLMUsage
+	// foldedStart is the start event of a folded step (seq > 0), held
+	// until its end is reported.
+	foldedStart *Event
 }
 
 // RunStep executes the current DSL step of a run and the pure steps that
@@ -176,8 +179,16 @@ func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 		return x.failRun(newStepErr(TypeValidation, "%v", errors.Join(errs...)))
 	}
 	if st.Phase == phaseRun {
-		x.it.emit(Event{Time: x.start, RunID: x.rs.RunID, Step: s.ID, Kind: "start", Attempt: x.hist.Attempt, Job: x.rs.JobID,
-			Workflow: x.wf.Name, Action: stepAction(s), Number: x.rs.Number, Seq: x.seq})
+		ev := Event{Time: x.start, RunID: x.rs.RunID, Step: s.ID, Kind: "start", Attempt: x.hist.Attempt, Job: x.rs.JobID,
+			Workflow: x.wf.Name, Action: stepAction(s), Number: x.rs.Number, Seq: x.seq}
+		if x.seq == 0 {
+			x.it.emit(ev)
+		} else {
+			// A folded step's start goes out with its end, once the chain
+			// is durable (finish), so it follows the end of the step
+			// before it.
+			x.foldedStart = &ev
+		}
 	} else if st.Started > 0 {
 		x.hist.Start = st.Started
 	}

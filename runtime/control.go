@@ -111,31 +111,40 @@ func (rt *Runtime) SignalValue(payload []byte) []byte {
 }
 
 // BufferSignal buffers the signal value (from SignalValue) under key and
-// writes record in the same durable commit, only if record's key holds
-// nothing yet; otherwise it writes nothing and returns an error wrapping
-// ErrRecordExists (an earlier attempt applied it). Like SendSignal it
-// replaces a signal buffered earlier under key; unlike it, it checks
-// nothing (AdmitSignal does) and wakes no waiter (DeliverSignal does).
-// record.Key must lie under a ControlKVPrefix. Cost: one durable commit.
-func (rt *Runtime) BufferSignal(ctx context.Context, key string, value []byte, record queue.KVWrite) error {
+// writes record (and the more records) in the same durable commit, only
+// if none of their keys holds anything yet; otherwise it writes nothing
+// and returns an error wrapping ErrRecordExists (an earlier attempt
+// applied it, or another request holding one of the records did). Like
+// SendSignal it replaces a signal buffered earlier under key; unlike it,
+// it checks nothing (AdmitSignal does) and wakes no waiter (DeliverSignal
+// does). Every record's key must lie under a ControlKVPrefix. Cost: one
+// durable commit.
+func (rt *Runtime) BufferSignal(ctx context.Context, key string, value []byte, record queue.KVWrite, more ...queue.KVWrite) error {
 	if err := validateSignalKey(key); err != nil {
 		return err
 	}
 	if _, _, err := decodeSignalTime(value); err != nil {
 		return fmt.Errorf("runtime: signal %q: the value to buffer: %w", key, err)
 	}
-	if err := checkControlRecord(record.Key); err != nil {
-		return err
+	records := append([]queue.KVWrite{record}, more...)
+	expect := make([]queue.KVWrite, 0, len(records))
+	keys := make([]string, 0, len(records))
+	for _, r := range records {
+		if err := checkControlRecord(r.Key); err != nil {
+			return err
+		}
+		expect = append(expect, queue.KVWrite{Key: r.Key})
+		keys = append(keys, r.Key)
 	}
 	ok, err := rt.q.KVApply(ctx, queue.KVBatch{
-		Expect: []queue.KVWrite{{Key: record.Key}},
-		Puts:   []queue.KVWrite{{Key: sigBufKey(key), Value: value}, record},
+		Expect: expect,
+		Puts:   append([]queue.KVWrite{{Key: sigBufKey(key), Value: value}}, records...),
 	})
 	if err != nil {
 		return fmt.Errorf("runtime: signal %q: buffer: %w", key, err)
 	}
 	if !ok {
-		return fmt.Errorf("runtime: signal %q: %w: %s", key, ErrRecordExists, record.Key)
+		return fmt.Errorf("runtime: signal %q: %w: one of %s", key, ErrRecordExists, strings.Join(keys, ", "))
 	}
 	return nil
 }

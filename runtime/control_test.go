@@ -103,6 +103,14 @@ func TestControlSignalRecordsCommitOnce(t *testing.T) {
 	if m, err := e.q.KVGet(e.ctx, "workflow/test/cmd-1"); err != nil || string(m) != "m1" {
 		t.Fatalf("record = %q, %v; want the first attempt's", m, err)
 	}
+	// With more records, any one taken refuses the whole commit.
+	other := queue.KVWrite{Key: "workflow/test/cmd-2", Value: []byte("m3")}
+	if err := e.rt.BufferSignal(e.ctx, "k", e.rt.SignalValue([]byte("three")), other, rec("m3")); !errors.Is(err, ErrRecordExists) {
+		t.Fatalf("BufferSignal with one of two records taken = %v; want ErrRecordExists", err)
+	}
+	if _, err := e.q.KVGet(e.ctx, other.Key); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("the refused commit wrote its free record: %v", err)
+	}
 	if got, want := e.rt.SignalExpiry(first), e.clock.Now().Add(-time.Second).Add(signal.DefaultRetention).Truncate(time.Millisecond); !got.Equal(want) {
 		t.Fatalf("SignalExpiry = %v, want %v", got, want)
 	}

@@ -73,27 +73,46 @@
 //     serves only what is stored.
 //   - Webhooks: a request whose HMAC-SHA256 signature (GitHub or Stripe
 //     style) or bearer token does not match is answered 401 and writes
-//     nothing. A replayed delivery id is answered {"duplicate":true} and
-//     writes nothing: a workflow hook's run id is derived from the delivery
-//     id (idempotent submission, for as long as the run is retained), a
-//     signal hook's delivery id is recorded in the same commit as the
-//     signal (kept HookDedupWindow).
+//     nothing. A replayed delivery id, and a signed request seen before
+//     under any delivery id (or none), are answered {"duplicate":true}
+//     and write nothing: a workflow hook's run id is derived from the
+//     delivery id (idempotent submission) and its run is labelled with a
+//     digest of the signature in the submission's commit (a replay finds
+//     it through the label index; requests of one signature are
+//     serialized in this process, the store's only writer), both for as
+//     long as the run is retained; a signal hook records the delivery id
+//     and the signature in the same commit as the signal (kept
+//     HookDedupWindow). A form-encoded body
+//     (application/x-www-form-urlencoded, GitHub's option) carries its
+//     JSON in the payload field, the signature covering the raw body.
+//     Only a body over the hook's max_body is 413; a body cut short is
+//     400, one slower than the read timeout 408.
 //   - Event streams (server-sent events) report a run's state from durable
 //     records; step_end events are sent once the step's settlement is
 //     durable. A run's stream sends its terminal state after the run's
 //     last step_end (held back at most one Config.Heartbeat) and ends.
 //     State changes made by other processes (inbox commands) reach the
 //     streams within a heartbeat.
-//   - Events carry ids ("<process epoch>-<seq>"); a client that reconnects
-//     with Last-Event-ID loses nothing. The stream of every run replays
-//     the changes since from a ring of the last 8192 events or, when the
-//     ring no longer reaches back (or the id is another process's), sends
-//     the current summary of every run that changed since (every run). A
-//     run's stream replays its step events from the ring, then sends the
-//     current state (beyond the ring: the state only; the history has the
-//     steps). A stream that falls 1024 events behind is ended with a
-//     resync event carrying the id to reconnect with, never dropped
-//     silently. The ring costs memory only (about 8192 event payloads).
+//   - Step events reach the streams in the order of the steps: each
+//     step's end before the next step's start, the pure steps folded
+//     into one runtime step included (the interpreter sends a folded
+//     step's start with its end, once the chain is durable).
+//   - Events carry ids ("<process epoch>-<seq>"), each its own (a resync
+//     event carries none: the client resumes after the event before it);
+//     a client that reconnects with Last-Event-ID loses nothing silently.
+//     The stream of every run replays the changes since from a ring of
+//     the last 8192 events; a run's stream replays its step events from
+//     the ring, then sends the current state. The broker goes on
+//     following every run for 60 heartbeats after the last stream of
+//     every run closed, so a client reconnecting within that time is
+//     replayed what it missed. When the ring no longer reaches back, the
+//     id is another process's, or the broker was not following then, the
+//     stream starts with a reload event (reload the runs, or the run's
+//     history) and goes on from there. A stream that falls 1024 events
+//     behind is ended with a resync event naming the id to reconnect
+//     with; step events the broker itself had to drop (4096 waiting)
+//     send the streams of their runs a reload event. Never silently. The
+//     ring costs memory only (about 8192 event payloads).
 //
 // # Cost in object-store requests
 //
@@ -129,11 +148,14 @@
 //   - POST /v1/signals/{key}: one durable commit to buffer, one more to
 //     wake a waiting step.
 //   - POST /v1/hooks/{name}: as submit or signal.
-//   - Event streams: none; while a stream is open the broker polls the
+//   - Event streams: none; while a stream is open (and 60 heartbeats
+//     after the last stream of every run closed) the broker polls the
 //     writer's memory once per Config.Heartbeat for the active runs only
 //     (the index skips sealed segments), and remembers the active runs
 //     and at most 32,768 ended ones, so a poll and the broker's memory
-//     cost the active runs, not the retained ones. A resumption the
-//     broker cannot answer from what it remembers (another process's id,
-//     or one older than that) walks every run once.
+//     cost the active runs, not the retained ones. A resumption costs no
+//     read: it is answered from the ring or with a reload event.
+//   - POST /v1/hooks/{name} of a workflow hook with an HMAC: plus one
+//     walk of the signature label's index (memory for runs in the KV,
+//     a sealed segment's index on a cache miss).
 package server

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +20,9 @@ import (
 )
 
 // sseEvent is one server-sent event; id is what a client that read it
-// reconnects with (Last-Event-ID): "<process epoch>-<seq>".
+// reconnects with (Last-Event-ID): "<process epoch>-<seq>", each event's
+// own. Only a resync event has none: the client resumes after the event
+// before it.
 type sseEvent struct {
 	name string
 	id   string
@@ -53,7 +54,8 @@ type subscriber struct {
 	final   *sseEvent
 	finalAt time.Time
 	// lastID is the id of the last event queued on ch (or, before any,
-	// the broker's position when the stream opened).
+	// the broker's position when the stream opened, past the events
+	// handed to the handler).
 	lastID string
 	// resync, set before the broker drops a stream that fell behind, is
 	// the stream's last event: it tells the client to reconnect with
@@ -74,52 +76,136 @@ var subscriberBuffer = 1024
 // to a client that reconnects with Last-Event-ID.
 const defaultReplayRing = 8192
 
+// followGrace is how many heartbeats the broker goes on following every
+// run after the last stream of every run closed, so a client that
+// reconnects meanwhile is replayed what it missed from the ring rather
+// than told to reload.
+const followGrace = 60
+
 // broker fans step events and run state changes out to event streams.
 // State changes are noticed from the runs' step events and the API's own
 // commands at once, and by a poll every Config.Heartbeat for changes
 // other processes made (inbox commands). It reads only the writer's
-// in-memory state: no object-store request.
+// in-memory state: no object-store request, and no read on behalf of
+// one client (a resumption is answered from the ring, or told to
+// reload).
 type broker struct {
 	s       *Server
-	in      chan interpreter.Event
+	in      *stepQueue
 	touched chan string
 	subsMu  sync.Mutex
 	subs    map[*subscriber]struct{}
 	// last is the state each run was last published in, for the streams
 	// of every run: the active runs (seeded without publishing when the
-	// first stream opens) and the runs that ended since, until pruned
-	// with changed. A run that ended before the seed cannot change, so it
-	// is not followed: memory and each poll cost the active runs, not the
-	// retained ones.
-	last   map[string]string
-	seeded bool
+	// broker starts following) and the runs that ended since, until
+	// pruned with changed. A run that ended before the seed cannot
+	// change, so it is not followed: memory and each poll cost the active
+	// runs, not the retained ones.
+	last map[string]string
+	// following is set while the broker publishes every run's changes:
+	// from the first stream of every run until followGrace heartbeats
+	// after the last one closed (idlePolls counts them). followFrom is
+	// the seq it began at: the ring holds every run change after it.
+	following  bool
+	followFrom uint64
+	idlePolls  int
 	// epoch tells this process's event ids from another's; seq numbers
-	// the events published (the loop's alone).
+	// every event sent (the loop's alone), so no two share an id.
 	epoch string
 	seq   uint64
-	// ring holds the last ringCap events published, oldest first at
-	// ringHead once full.
+	// ring holds the last ringCap events published to every stream of a
+	// target, oldest first at ringHead once full; evicted is the seq of
+	// the newest one it no longer holds. Events of one stream (a state,
+	// a reload) are numbered but not kept.
 	ring     []replayed
 	ringCap  int
 	ringHead int
+	evicted  uint64
+	// stepGap is the seq after which step events were dropped (the
+	// broker fell behind the runs): a run stream resuming from before it
+	// is told to reload.
+	stepGap uint64
 	// changed is the seq of the last published state change of each run
-	// in last; seedSeq the seq when last was seeded, raised when changed
-	// is pruned: a resumption from before it cannot know what changed, so
-	// it is sent every run.
+	// in last, to forget the oldest ended runs (prune).
 	changed map[string]uint64
-	seedSeq uint64
-	subReq  chan subscribeReq
-	quit    chan struct{}
-	once    sync.Once
-	done    chan struct{}
+	// polls counts the polls done (tests wait on it).
+	polls  atomic.Uint64
+	subReq chan subscribeReq
+	quit   chan struct{}
+	once   sync.Once
+	done   chan struct{}
 }
 
 func newBroker(s *Server, ringCap int) *broker {
-	b := &broker{s: s, in: make(chan interpreter.Event, 4096), touched: make(chan string, 4096),
+	b := &broker{s: s, in: newStepQueue(), touched: make(chan string, 4096),
 		subs: map[*subscriber]struct{}{}, last: map[string]string{}, changed: map[string]uint64{}, subReq: make(chan subscribeReq),
 		epoch: strconv.FormatInt(time.Now().UnixNano(), 36), ringCap: ringCap, quit: make(chan struct{}), done: make(chan struct{})}
 	go b.loop()
 	return b
+}
+
+// maxQueuedSteps bounds the step events waiting for the broker's loop.
+const maxQueuedSteps = 4096
+
+// maxGapRuns bounds the runs a gap names; past it, every run stream is
+// told.
+const maxGapRuns = 1024
+
+// stepQueue carries step events from the runtime's settling goroutines
+// to the broker's loop in order, never blocking them: past
+// maxQueuedSteps the events that arrive are dropped, and a gap in their
+// place names their runs, so the loop tells those runs' streams.
+type stepQueue struct {
+	mu    sync.Mutex
+	items []stepItem
+	wake  chan struct{}
+}
+
+// stepItem is a step event, or (gap set) the place of dropped ones.
+type stepItem struct {
+	ev  interpreter.Event
+	gap *stepGap
+}
+
+// stepGap names the runs whose step events were dropped (every run when
+// all is set).
+type stepGap struct {
+	runs map[string]bool
+	all  bool
+}
+
+func newStepQueue() *stepQueue { return &stepQueue{wake: make(chan struct{}, 1)} }
+
+func (q *stepQueue) push(ev interpreter.Event) {
+	q.mu.Lock()
+	if len(q.items) < maxQueuedSteps {
+		q.items = append(q.items, stepItem{ev: ev})
+	} else {
+		n := len(q.items)
+		if q.items[n-1].gap == nil {
+			q.items = append(q.items, stepItem{gap: &stepGap{runs: map[string]bool{}}})
+			n++
+		}
+		g := q.items[n-1].gap
+		if len(g.runs) >= maxGapRuns {
+			g.all = true
+		} else {
+			g.runs[ev.RunID], g.runs[ownerOf(ev.RunID)] = true, true
+		}
+	}
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *stepQueue) take() []stepItem {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items = nil
+	return items
 }
 
 // eventID is the Last-Event-ID of the event numbered seq.
@@ -139,31 +225,35 @@ func (b *broker) parseEventID(id string) (seq uint64, ok bool) {
 	return seq, true
 }
 
-// next numbers a new event for targets and keeps it in the ring.
+// next numbers a new event; one for targets (the streams of those runs,
+// "" every run's) is kept in the ring, one for a single stream is not.
 func (b *broker) next(name string, data []byte, targets ...string) sseEvent {
 	b.seq++
 	ev := sseEvent{name: name, id: b.eventID(b.seq), data: data}
-	if b.ringCap > 0 {
-		r := replayed{seq: b.seq, targets: targets, ev: ev}
-		if len(b.ring) < b.ringCap {
-			b.ring = append(b.ring, r)
-		} else {
-			b.ring[b.ringHead] = r
-			b.ringHead = (b.ringHead + 1) % b.ringCap
-		}
+	if len(targets) == 0 {
+		return ev
+	}
+	if b.ringCap <= 0 {
+		b.evicted = b.seq
+		return ev
+	}
+	r := replayed{seq: b.seq, targets: targets, ev: ev}
+	if len(b.ring) < b.ringCap {
+		b.ring = append(b.ring, r)
+	} else {
+		b.evicted = b.ring[b.ringHead].seq
+		b.ring[b.ringHead] = r
+		b.ringHead = (b.ringHead + 1) % b.ringCap
 	}
 	return ev
 }
 
-// replay returns the ring's events for target after seq; ok is false
-// when the ring no longer holds every event after seq.
-func (b *broker) replay(target string, after uint64) (out []sseEvent, ok bool) {
-	if after == b.seq {
-		return nil, true
-	}
-	if len(b.ring) == 0 || b.ring[b.ringHead].seq > after+1 {
-		return nil, false
-	}
+// reaches reports whether the ring holds every event published after
+// seq after.
+func (b *broker) reaches(after uint64) bool { return after >= b.evicted }
+
+// replay returns the ring's events for target after seq (see reaches).
+func (b *broker) replay(target string, after uint64) (out []sseEvent) {
 	for i := range b.ring {
 		r := b.ring[(b.ringHead+i)%len(b.ring)]
 		if r.seq <= after {
@@ -176,7 +266,18 @@ func (b *broker) replay(target string, after uint64) (out []sseEvent, ok bool) {
 			}
 		}
 	}
-	return out, true
+	return out
+}
+
+// reloadData is the data of a reload event.
+type reloadData struct {
+	Reason string `json:"reason"`
+}
+
+// reload is a stream's event saying it missed events nothing can replay.
+func (b *broker) reload(reason string) sseEvent {
+	data, _ := json.Marshal(reloadData{Reason: reason})
+	return b.next("reload", data)
 }
 
 func (b *broker) close() {
@@ -184,14 +285,10 @@ func (b *broker) close() {
 	<-b.done
 }
 
-// step queues a step event; a full queue drops it (the poll still
-// publishes the state change it implied).
-func (b *broker) step(ev interpreter.Event) {
-	select {
-	case b.in <- ev:
-	default:
-	}
-}
+// step queues a step event; past maxQueuedSteps it is dropped, and the
+// streams of its run are told to reload (the poll still publishes the
+// state change it implied).
+func (b *broker) step(ev interpreter.Event) { b.in.push(ev) }
 
 // touch says runID may have changed state (the API just changed it).
 func (b *broker) touch(runID string) {
@@ -207,29 +304,30 @@ type subscribeReq struct {
 	runID  string // "" for the stream of every run
 	state  string // the run's state as the stream's first event says
 	lastID string // the client's Last-Event-ID, if any
-	// ended carries the terminal state event of a run that ended: a
-	// resuming stream holds it back like a live one (the run's last
-	// step events may still be on their way to the broker).
-	ended []byte
-	reply chan subscribed
+	// data is the run's summary (run streams), terminal whether it says
+	// the run ended: a resuming stream holds that state back like a live
+	// one (the run's last step events may still be on their way).
+	data     []byte
+	terminal bool
+	reply    chan subscribed
 }
 
 type subscribed struct {
 	sub *subscriber
 	// first are the events to write before the stream's queue: what the
-	// client missed since lastID.
+	// client missed since lastID, or a reload event.
 	first []sseEvent
-	// at is the id of the broker's position when the stream opened.
-	at string
-	// held says the run's terminal state is held back (subscribeReq.ended):
-	// the broker sends it and ends the stream.
+	// state is a run stream's state event, sent after first.
+	state sseEvent
+	// held says the run's terminal state is held back: the broker sends
+	// it and ends the stream.
 	held bool
 }
 
 // open registers a stream from the handler's goroutine; nil once the
 // broker closed.
-func (b *broker) open(runID, state, lastID string, ended []byte) *subscribed {
-	req := subscribeReq{runID: runID, state: state, lastID: lastID, ended: ended, reply: make(chan subscribed, 1)}
+func (b *broker) open(runID, state, lastID string, data []byte, terminal bool) *subscribed {
+	req := subscribeReq{runID: runID, state: state, lastID: lastID, data: data, terminal: terminal, reply: make(chan subscribed, 1)}
 	select {
 	case b.subReq <- req:
 	case <-b.quit:
@@ -240,80 +338,44 @@ func (b *broker) open(runID, state, lastID string, ended []byte) *subscribed {
 }
 
 // subscribe runs in the loop: it registers the stream and computes what
-// a client resuming after lastID missed. A run stream gets the ring's
-// step events after lastID (its handler then sends the current state);
-// the stream of every run gets the ring's run events after lastID, or,
-// when the ring no longer reaches back so far, the current summary of
-// every run that changed since (of every run, for an id of another
-// process or from before the broker began following every run).
+// a client resuming after lastID missed, from the ring alone: a run
+// stream gets the ring's step events after lastID (its handler then
+// sends the current state), the stream of every run the ring's run
+// events after lastID. When the ring does not reach back so far, the id
+// is another process's, or (the stream of every run) the broker was not
+// following every run then, the stream starts with a reload event
+// instead: no store read on behalf of one client.
 func (b *broker) subscribe(ctx context.Context, req subscribeReq) subscribed {
-	sub := &subscriber{runID: req.runID, ch: make(chan sseEvent, subscriberBuffer), gone: make(chan struct{}), last: req.state,
-		lastID: b.eventID(b.seq)}
-	var first []sseEvent
+	sub := &subscriber{runID: req.runID, ch: make(chan sseEvent, subscriberBuffer), gone: make(chan struct{}), last: req.state}
 	if req.runID == "" {
-		b.seed(ctx)
+		b.follow(ctx)
 	}
+	var first []sseEvent
 	if req.lastID != "" {
 		after, known := b.parseEventID(req.lastID)
 		switch {
-		case req.runID == "" && (!known || after < b.seedSeq):
-			first = b.resyncAll(ctx, 0)
-		case known:
-			var ok bool
-			if first, ok = b.replay(req.runID, after); !ok && req.runID == "" {
-				first = b.resyncAll(ctx, after)
-			}
+		case req.runID == "" && known && after >= b.followFrom && b.reaches(after):
+			first = b.replay("", after)
+		case req.runID == "":
+			first = []sseEvent{b.reload("the server no longer holds the run changes since Last-Event-ID (an id of another server process, or older than its ring of recent events): reload the runs (GET /v1/runs); the changes from here on follow")}
+		case known && b.reaches(after) && (b.stepGap == 0 || after > b.stepGap):
+			first = b.replay(req.runID, after)
+		default:
+			first = []sseEvent{b.reload("the server no longer holds this run's step events since Last-Event-ID: read its history (GET /v1/runs/{id}/history); the current state and the events from here on follow")}
 		}
 	}
-	held := req.runID != "" && req.lastID != "" && req.ended != nil
+	held := req.runID != "" && req.lastID != "" && req.terminal
+	var state sseEvent
 	if held {
-		sub.final, sub.finalAt = &sseEvent{name: "state", data: req.ended}, time.Now().Add(b.s.cfg.Heartbeat)
+		sub.final, sub.finalAt = &sseEvent{name: "state", data: req.data}, time.Now().Add(b.s.cfg.Heartbeat)
+	} else if req.runID != "" {
+		state = b.next("state", req.data)
 	}
+	sub.lastID = b.eventID(b.seq)
 	b.subsMu.Lock()
 	b.subs[sub] = struct{}{}
 	b.subsMu.Unlock()
-	return subscribed{sub: sub, first: first, at: sub.lastID, held: held}
-}
-
-// resyncAll returns the current summary of every run whose state changed
-// after seq (of every run, through the index, for 0), oldest change
-// first, each with the id of its change.
-func (b *broker) resyncAll(ctx context.Context, after uint64) []sseEvent {
-	type change struct {
-		id  string
-		seq uint64
-	}
-	var ids []change
-	if after == 0 {
-		b.forEachRun(ctx, nil, func(st runstate.Status) {
-			seq, ok := b.changed[st.RunID]
-			if !ok {
-				seq = b.seedSeq
-			}
-			ids = append(ids, change{st.RunID, seq})
-		})
-	}
-	for id, seq := range b.changed {
-		if after != 0 && seq > after {
-			ids = append(ids, change{id, seq})
-		}
-	}
-	sort.Slice(ids, func(i, j int) bool {
-		return ids[i].seq < ids[j].seq || ids[i].seq == ids[j].seq && ids[i].id < ids[j].id
-	})
-	out := make([]sseEvent, 0, len(ids))
-	for _, c := range ids {
-		st, err := b.s.insp.Status(ctx, c.id)
-		if err != nil {
-			continue // expired since
-		}
-		data, err := json.Marshal(b.s.summary(ctx, st))
-		if err != nil {
-			continue
-		}
-		out = append(out, sseEvent{name: "run", id: b.eventID(c.seq), data: data})
-	}
-	return out
+	return subscribed{sub: sub, first: first, state: state, held: held}
 }
 
 func (b *broker) unsubscribe(sub *subscriber) {
@@ -354,7 +416,9 @@ func send(sub *subscriber, ev sseEvent) {
 		}
 	default:
 		data, _ := json.Marshal(resyncData{Reason: fmt.Sprintf("this stream fell %d events behind", subscriberBuffer), LastEventID: sub.lastID})
-		sub.resync.Store(&sseEvent{name: "resync", id: sub.lastID, data: data})
+		// No id of its own: the client resumes after the last event it
+		// read, which the data names too.
+		sub.resync.Store(&sseEvent{name: "resync", data: data})
 		sub.drop()
 	}
 }
@@ -384,8 +448,14 @@ func (b *broker) loop() {
 				sub.drop()
 			}
 			return
-		case ev := <-b.in:
-			b.publishStep(ctx, ev)
+		case <-b.in.wake:
+			for _, it := range b.in.take() {
+				if it.gap != nil {
+					b.publishGap(it.gap)
+				} else {
+					b.publishStep(ctx, it.ev)
+				}
+			}
 		case id := <-b.touched:
 			run, all := b.snapshot()
 			b.check(ctx, id, run[id], all)
@@ -435,6 +505,22 @@ func (b *broker) publishStep(ctx context.Context, ev interpreter.Event) {
 	b.endStreams(run[ev.RunID])
 }
 
+// publishGap tells the streams of runs whose step events were dropped
+// to reload, and marks the place: a run stream resuming from before it
+// is told so too.
+func (b *broker) publishGap(g *stepGap) {
+	b.stepGap = b.seq
+	run, _ := b.snapshot()
+	for id, subs := range run {
+		if !g.all && !g.runs[id] {
+			continue
+		}
+		for _, sub := range subs {
+			send(sub, b.reload("the server fell behind and dropped step events of this run: read its history (GET /v1/runs/{id}/history); the events from here on follow"))
+		}
+	}
+}
+
 // endStreams sends the held-back terminal state of streams whose run
 // ended and drops them: the handler drains the queued events, then
 // returns.
@@ -442,9 +528,7 @@ func (b *broker) endStreams(subs []*subscriber) {
 	now := time.Now()
 	for _, sub := range subs {
 		if sub.final != nil && !now.Before(sub.finalAt) {
-			final := *sub.final
-			final.id = b.eventID(b.seq)
-			send(sub, final)
+			send(sub, b.next(sub.final.name, sub.final.data))
 			sub.final = nil
 			sub.drop()
 		}
@@ -454,7 +538,7 @@ func (b *broker) endStreams(subs []*subscriber) {
 // check reads runID's state and publishes a change to its streams and
 // to the streams of every run.
 func (b *broker) check(ctx context.Context, runID string, runSubs []*subscriber, all []*subscriber) {
-	if len(runSubs) == 0 && len(all) == 0 {
+	if len(runSubs) == 0 && len(all) == 0 && !b.following {
 		return
 	}
 	st, err := b.s.insp.Status(ctx, runID)
@@ -478,16 +562,13 @@ func (b *broker) publishState(ctx context.Context, st runstate.Status, runSubs [
 			continue
 		}
 		sub.last = state
-		// Every event for this run up to seq has been queued on sub.
-		ev := sseEvent{name: "state", id: b.eventID(b.seq), data: encode()}
 		if st.State.Terminal() {
-			sub.final, sub.finalAt = &ev, time.Now().Add(b.s.cfg.Heartbeat)
+			sub.final, sub.finalAt = &sseEvent{name: "state", data: encode()}, time.Now().Add(b.s.cfg.Heartbeat)
 			continue
 		}
-		send(sub, ev)
+		send(sub, b.next("state", encode()))
 	}
-	if len(all) > 0 {
-		b.seed(ctx)
+	if b.following {
 		if b.last[st.RunID] != state {
 			b.last[st.RunID] = state
 			ev := b.next("run", encode(), "")
@@ -499,17 +580,19 @@ func (b *broker) publishState(ctx context.Context, st runstate.Status, runSubs [
 	}
 }
 
-// seed records every run's state, unpublished, when the first stream of
-// every run opens: it reports changes from then on.
-func (b *broker) seed(ctx context.Context) {
-	if b.seeded {
+// follow starts following every run, when a stream of every run opens:
+// it records every active run's state, unpublished, and reports changes
+// from then on.
+func (b *broker) follow(ctx context.Context) {
+	b.idlePolls = 0
+	if b.following {
 		return
 	}
-	b.seeded = true
+	b.following = true
 	// The seed takes a seq of its own: a client resuming from before it
-	// missed changes nobody recorded, and is sent every run.
+	// missed changes nobody recorded, and is told to reload.
 	b.seq++
-	b.seedSeq = b.seq
+	b.followFrom = b.seq
 	b.forEachRun(ctx, activeStates, func(st runstate.Status) {
 		b.last[st.RunID] = st.State.String()
 	})
@@ -538,12 +621,12 @@ var activeStates = func() []runstate.State {
 }()
 
 // maxChanged bounds the ended runs the broker remembers (about 100 bytes
-// each); past it the oldest are forgotten and a resumption from before
-// them is sent every run.
+// each); past it the oldest are forgotten (the ring, not this, answers
+// resumptions).
 const maxChanged = 32768
 
 // prune forgets the oldest changes once more than maxChanged runs are
-// remembered: their ended runs leave last, and seedSeq rises past them.
+// remembered: their ended runs leave last.
 func (b *broker) prune() {
 	if len(b.changed) <= maxChanged {
 		return
@@ -563,7 +646,6 @@ func (b *broker) prune() {
 			delete(b.last, id)
 		}
 	}
-	b.seedSeq = max(b.seedSeq, cut)
 }
 
 // forEachRun calls f for every run in one of states (every run when
@@ -588,18 +670,20 @@ func (b *broker) forEachRun(ctx context.Context, states []runstate.State, f func
 // poll looks for state changes no event announced: every run's for the
 // streams of every run, each streamed run's for its streams.
 func (b *broker) poll(ctx context.Context) {
+	defer b.polls.Add(1)
 	run, all := b.snapshot()
 	for id, subs := range run {
-		b.check(ctx, id, subs, nil)
+		b.check(ctx, id, subs, all)
 		b.endStreams(subs)
 	}
-	if len(all) == 0 {
-		// Nobody follows every run: forget, and seed anew on the next.
-		b.last, b.changed, b.seeded = map[string]string{}, map[string]uint64{}, false
-		return
+	if len(all) > 0 {
+		b.idlePolls = 0
+	} else if b.idlePolls++; b.idlePolls > followGrace {
+		// Nobody followed every run for a while: forget, and seed anew
+		// on the next.
+		b.last, b.changed, b.following = map[string]string{}, map[string]uint64{}, false
 	}
-	if !b.seeded {
-		b.seed(ctx)
+	if !b.following {
 		return
 	}
 	listed := map[string]bool{}
@@ -704,11 +788,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, "encoding run "+id, err)
 		return
 	}
-	var ended []byte
-	if st.State.Terminal() {
-		ended = data
-	}
-	opened := s.events.open(id, st.State.String(), lastEventID(r), ended)
+	opened := s.events.open(id, st.State.String(), lastEventID(r), data, st.State.Terminal())
 	if opened == nil {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "", "the server is shutting down")
 		return
@@ -721,16 +801,18 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	if st.State.Terminal() {
 		opened.sub.drop()
+	} else {
+		// A change between the read above and the subscription is
+		// caught at once (else by the next poll): the stream compares
+		// with the state it was sent.
+		s.events.touch(id)
 	}
-	// A change between the read above and the subscription is caught by
-	// the next poll: the stream compares with the state it was sent.
-	s.events.touch(id)
 	// What a resuming client missed, then the current state.
-	s.stream(w, r, opened.sub, append(opened.first, sseEvent{name: "state", id: opened.at, data: data}))
+	s.stream(w, r, opened.sub, append(opened.first, opened.state))
 }
 
 func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
-	opened := s.events.open("", "", lastEventID(r), nil)
+	opened := s.events.open("", "", lastEventID(r), nil, false)
 	if opened == nil {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "", "the server is shutting down")
 		return

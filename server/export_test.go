@@ -24,3 +24,12 @@ func SetCountCap(n int) (restore func()) {
 	countCap = n
 	return func() { countCap = old }
 }
+
+// EventPolls returns how many polls the server's event broker has done.
+func (s *Server) EventPolls() uint64 { return s.events.polls.Load() }
+
+// EventStreamsOfEveryRun returns how many streams of every run are open.
+func (s *Server) EventStreamsOfEveryRun() int {
+	_, all := s.events.snapshot()
+	return len(all)
+}

@@ -11,13 +11,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/runstate"
 	"github.com/tqw-dsl/tqw/runtime/signal"
 
 	"github.com/tqw-dsl/tqw/runtime/storage"
@@ -32,7 +36,11 @@ import (
 // with the request body as input, or delivers the body as a signal on the
 // key Signal renders. A request must carry a valid HMAC signature or the
 // bearer token; with DeliveryHeader set, a delivery id seen before is
-// answered as a duplicate and changes nothing.
+// answered as a duplicate and changes nothing, and so is a signature an
+// HMAC hook accepted before, whatever delivery id comes with it. A
+// form-encoded body (application/x-www-form-urlencoded, as GitHub sends
+// when so configured) carries its JSON in the payload field; the
+// signature covers the raw body.
 type Hook struct {
 	Name string `yaml:"name"`
 	// Workflow is a file of the workflows folder; Signal a key template
@@ -46,7 +54,19 @@ type Hook struct {
 	// DeliveryHeader names the header carrying the sender's delivery id
 	// (X-GitHub-Delivery, Idempotency-Key, ...).
 	DeliveryHeader string `yaml:"delivery_header"`
+	// MaxBody bounds the request body, in bytes: 0 takes the hooks
+	// file's max_body, else the loader's default (serve
+	// --hook-max-body), else DefaultHookMaxBody.
+	MaxBody int64 `yaml:"max_body"`
 }
+
+// DefaultHookMaxBody is a hook's body limit when nothing sets one;
+// MaxHookMaxBody bounds what may be set (the body becomes a run's input
+// or a signal's payload).
+const (
+	DefaultHookMaxBody int64 = 1 << 20
+	MaxHookMaxBody     int64 = 32 << 20
+)
 
 // HookHMAC is an HMAC-SHA256 signature check.
 type HookHMAC struct {
@@ -72,7 +92,17 @@ type HookSecret struct {
 
 // hooksFile is the --hooks YAML document.
 type hooksFile struct {
-	Hooks []Hook `yaml:"hooks"`
+	// MaxBody is the body limit of the hooks that set none.
+	MaxBody int64  `yaml:"max_body"`
+	Hooks   []Hook `yaml:"hooks"`
+}
+
+// HookDefaults are what LoadHooksWith gives the hooks of a file that
+// leaves them unset.
+type HookDefaults struct {
+	// MaxBody is the body limit of the hooks neither they nor the file
+	// bound (0: DefaultHookMaxBody).
+	MaxBody int64
 }
 
 // ErrHooks is matched by LoadHooks's errors.
@@ -81,6 +111,12 @@ var ErrHooks = errors.New("server: hooks file")
 // LoadHooks reads a hooks file (see Hook) and the secrets it names from
 // getenv and files.
 func LoadHooks(path string, getenv func(string) string) ([]Hook, error) {
+	return LoadHooksWith(path, getenv, HookDefaults{})
+}
+
+// LoadHooksWith is LoadHooks with defaults for what the file leaves
+// unset.
+func LoadHooksWith(path string, getenv func(string) string, d HookDefaults) ([]Hook, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrHooks, err)
@@ -93,6 +129,12 @@ func LoadHooks(path string, getenv func(string) string) ([]Hook, error) {
 	}
 	for i := range f.Hooks {
 		h := &f.Hooks[i]
+		if h.MaxBody == 0 {
+			h.MaxBody = f.MaxBody
+		}
+		if h.MaxBody == 0 {
+			h.MaxBody = d.MaxBody
+		}
 		for _, sec := range []*HookSecret{h.bearerSecret(), h.hmacSecret()} {
 			if sec == nil {
 				continue
@@ -191,16 +233,32 @@ func (h *Hook) check() error {
 	if h.Bearer != nil && len(h.Bearer.value) == 0 {
 		return fmt.Errorf("hook %q: the bearer token is not set", h.Name)
 	}
+	if h.MaxBody == 0 {
+		h.MaxBody = DefaultHookMaxBody
+	}
+	if h.MaxBody < 0 || h.MaxBody > MaxHookMaxBody {
+		return fmt.Errorf("hook %q: max_body %d: want 1 to %d bytes", h.Name, h.MaxBody, MaxHookMaxBody)
+	}
 	return nil
 }
 
 // hookState is a configured hook.
-type hookState struct{ *Hook }
+type hookState struct {
+	*Hook
+	// replayLocks serialize a workflow hook's requests of one signature
+	// (by its first byte) between the check for an earlier run of it and
+	// the submission: this process is the store's only writer, so no two
+	// deliveries of one signature start two runs.
+	replayLocks [16]sync.Mutex
+}
 
 func newHookState(h *Hook) *hookState { return &hookState{Hook: h} }
 
-// maxHookBody bounds a webhook's body.
-const maxHookBody = 1 << 20
+// LabelHookSignature labels a workflow hook's run with a digest of the
+// signature that started it, in the submission's own commit: a replay
+// of the request under another delivery id finds the run through the
+// label index and starts nothing while the run is retained.
+const LabelHookSignature = "hook.signature"
 
 // hookMarkerPrefix holds the delivery ids of signal hooks.
 var hookMarkerPrefix = func() string {
@@ -229,13 +287,19 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "name", fmt.Sprintf("no hook %q is configured (--hooks)", r.PathValue("name")))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHookBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.MaxBody))
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("the body is over %d bytes", maxHookBody))
+		hookBodyFailed(w, err, h.MaxBody)
 		return
 	}
-	if err := h.verify(r, body, s.rt.Clock().Now()); err != nil {
+	mac, err := h.verify(r, body, s.rt.Clock().Now())
+	if err != nil {
 		writeError(w, http.StatusUnauthorized, "bad_signature", h.credentialHeader(), err.Error())
+		return
+	}
+	payload, err := hookPayload(r, body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "body", err.Error())
 		return
 	}
 	delivery := ""
@@ -247,10 +311,45 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if h.Workflow != "" {
-		s.hookRun(w, r, h, body, delivery)
+		s.hookRun(w, r, h, payload, delivery, mac)
 		return
 	}
-	s.hookSignal(w, r, h, body, delivery)
+	s.hookSignal(w, r, h, payload, delivery, mac)
+}
+
+// hookBodyFailed answers a body that could not be read: 413 only when it
+// is over the hook's limit; a body cut short (a client that went away,
+// fewer bytes than its Content-Length) is 400, one that did not arrive
+// within the server's read timeout 408.
+func hookBodyFailed(w http.ResponseWriter, err error, limit int64) {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "body", fmt.Sprintf("the body is over %d bytes, this hook's max_body", limit))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		writeError(w, http.StatusRequestTimeout, "timeout", "body", "the body did not arrive within the server's read timeout")
+	default:
+		writeError(w, http.StatusBadRequest, "bad_request", "body", "the body could not be read to its end: "+err.Error())
+	}
+}
+
+// hookPayload returns the JSON a hook request carries: its body, or the
+// payload field of a form-encoded body (GitHub's
+// application/x-www-form-urlencoded content type).
+func hookPayload(r *http.Request, body []byte) ([]byte, error) {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "application/x-www-form-urlencoded" {
+		return body, nil
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("the form-encoded body does not parse: %v", err)
+	}
+	p := form["payload"]
+	if len(p) != 1 {
+		return nil, fmt.Errorf("a form-encoded body (Content-Type application/x-www-form-urlencoded) carries its JSON in one payload field; it has %d", len(p))
+	}
+	return []byte(p[0]), nil
 }
 
 func (h *hookState) credentialHeader() string {
@@ -260,32 +359,37 @@ func (h *hookState) credentialHeader() string {
 	return "Authorization"
 }
 
-// verify checks the request's signature or bearer token.
-func (h *hookState) verify(r *http.Request, body []byte, now time.Time) error {
+// verify checks the request's signature or bearer token. It returns the
+// HMAC an HMAC hook accepted (it covers the body, and a Stripe
+// signature's time), which marks the request's replays; nil for a bearer
+// hook, whose token holder can send any body, so an identical one proves
+// nothing.
+func (h *hookState) verify(r *http.Request, body []byte, now time.Time) ([]byte, error) {
 	if h.Bearer != nil {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		a, b := sha256.Sum256([]byte(got)), sha256.Sum256(h.Bearer.value)
 		if !ok || subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
-			return errors.New("the Authorization header does not carry this hook's bearer token")
+			return nil, errors.New("the Authorization header does not carry this hook's bearer token")
 		}
-		return nil
+		return nil, nil
 	}
 	sig := r.Header.Get(h.HMAC.Header)
 	if sig == "" {
-		return fmt.Errorf("the signature header %s is missing", h.HMAC.Header)
+		return nil, fmt.Errorf("the signature header %s is missing", h.HMAC.Header)
 	}
 	mac := hmac.New(sha256.New, h.HMAC.value)
 	if h.HMAC.Format == "github" {
 		hexSig, ok := strings.CutPrefix(sig, "sha256=")
 		want, err := hex.DecodeString(hexSig)
 		if !ok || err != nil {
-			return fmt.Errorf("%s: want sha256=<hex HMAC-SHA256 of the body>", h.HMAC.Header)
+			return nil, fmt.Errorf("%s: want sha256=<hex HMAC-SHA256 of the body>", h.HMAC.Header)
 		}
 		mac.Write(body)
-		if !hmac.Equal(mac.Sum(nil), want) {
-			return fmt.Errorf("%s does not match the body: wrong secret, or the body changed", h.HMAC.Header)
+		got := mac.Sum(nil)
+		if !hmac.Equal(got, want) {
+			return nil, fmt.Errorf("%s does not match the body: wrong secret, or the body changed", h.HMAC.Header)
 		}
-		return nil
+		return got, nil
 	}
 	// Stripe: t=<unix>,v1=<hex>[,v1=<hex>...]
 	var ts string
@@ -303,20 +407,26 @@ func (h *hookState) verify(r *http.Request, body []byte, now time.Time) error {
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || len(sigs) == 0 {
-		return fmt.Errorf("%s: want t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">", h.HMAC.Header)
+		return nil, fmt.Errorf("%s: want t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">", h.HMAC.Header)
 	}
 	if d := now.Sub(time.Unix(sec, 0)); d > h.HMAC.Tolerance || d < -h.HMAC.Tolerance {
-		return fmt.Errorf("%s: its timestamp is %v away from now (tolerance %v): a replay, or a wrong clock", h.HMAC.Header, d.Round(time.Second), h.HMAC.Tolerance)
+		return nil, fmt.Errorf("%s: its timestamp is %v away from now (tolerance %v): a replay, or a wrong clock", h.HMAC.Header, d.Round(time.Second), h.HMAC.Tolerance)
 	}
 	mac.Write([]byte(ts + "."))
 	mac.Write(body)
 	want := mac.Sum(nil)
 	for _, b := range sigs {
 		if hmac.Equal(want, b) {
-			return nil
+			return want, nil
 		}
 	}
-	return fmt.Errorf("%s does not match the body: wrong secret, or the body changed", h.HMAC.Header)
+	return nil, fmt.Errorf("%s does not match the body: wrong secret, or the body changed", h.HMAC.Header)
+}
+
+// signatureDigest names an accepted HMAC in records and labels.
+func signatureDigest(name string, mac []byte) string {
+	sum := sha256.Sum256(append([]byte(name+"\x00"), mac...))
+	return hex.EncodeToString(sum[:16])
 }
 
 // hookRunID is the run id of a workflow hook's delivery: the same id for
@@ -326,7 +436,7 @@ func hookRunID(name, delivery string) string {
 	return "hook-" + name + "-" + hex.EncodeToString(sum[:16])
 }
 
-func (s *Server) hookRun(w http.ResponseWriter, r *http.Request, h *hookState, body []byte, delivery string) {
+func (s *Server) hookRun(w http.ResponseWriter, r *http.Request, h *hookState, body []byte, delivery string, mac []byte) {
 	input := any(map[string]any{})
 	if len(bytes.TrimSpace(body)) > 0 {
 		v, err := interpreter.DecodeJSON(body)
@@ -350,7 +460,26 @@ func (s *Server) hookRun(w http.ResponseWriter, r *http.Request, h *hookState, b
 			return
 		}
 	}
-	out, status, ok := s.submit(w, wf, input, "", runID, r)
+	var opts []interpreter.SubmitOption
+	if mac != nil {
+		// The same signed request under another delivery id (or none) is
+		// a replay: the run it started carries its digest.
+		digest := signatureDigest(h.Name, mac)
+		lock := &h.replayLocks[mac[0]%byte(len(h.replayLocks))]
+		lock.Lock()
+		defer lock.Unlock()
+		prev, err := s.insp.ListRuns(r.Context(), runstate.ListOptions{Labels: map[string]string{LabelHookSignature: digest}, Limit: 1})
+		if err != nil {
+			s.storeFailed(w, "looking for an earlier run of this signature", err)
+			return
+		}
+		if len(prev) > 0 {
+			writeJSON(w, http.StatusOK, HookResponse{RunID: prev[0].RunID, Duplicate: true})
+			return
+		}
+		opts = append(opts, interpreter.WithLabels(map[string]string{LabelHookSignature: digest}))
+	}
+	out, status, ok := s.submit(w, wf, input, "", runID, r, opts...)
 	if !ok {
 		return
 	}
@@ -400,7 +529,7 @@ func renderKey(tmpl string, r *http.Request, body any) (string, error) {
 	return key, missing
 }
 
-func (s *Server) hookSignal(w http.ResponseWriter, r *http.Request, h *hookState, body []byte, delivery string) {
+func (s *Server) hookSignal(w http.ResponseWriter, r *http.Request, h *hookState, body []byte, delivery string, mac []byte) {
 	ctx := r.Context()
 	raw := body
 	if len(bytes.TrimSpace(raw)) == 0 {
@@ -420,22 +549,30 @@ func (s *Server) hookSignal(w http.ResponseWriter, r *http.Request, h *hookState
 		writeError(w, http.StatusBadRequest, "bad_request", "body", err.Error())
 		return
 	}
-	if delivery == "" {
+	now := markerValue(s.rt.Clock().Now())
+	var markers []storage.KVWrite
+	if delivery != "" {
+		markers = append(markers, storage.KVWrite{Key: hookMarkerKey(h.Name, delivery), Value: now})
+	}
+	if mac != nil {
+		markers = append(markers, storage.KVWrite{Key: hookSignatureKey(h.Name, mac), Value: now})
+	}
+	if len(markers) == 0 {
 		res, status, ok := s.signal(w, r, key, raw, false)
 		if ok {
 			writeJSON(w, status, HookResponse{Delivered: res.Delivered})
 		}
 		return
 	}
-	// Exactly once per delivery id: the marker commits with the buffered
-	// signal, so a replay finds it and writes nothing.
+	// Exactly once per delivery id and per signature: the markers commit
+	// with the buffered signal, so a replay finds one and writes nothing.
 	if err := s.rt.AdmitSignal(ctx, key, raw, signal.Options{}); err != nil {
 		s.signalRefused(w, key, err)
 		return
 	}
-	marker := storage.KVWrite{Key: hookMarkerKey(h.Name, delivery), Value: markerValue(s.rt.Clock().Now())}
+	marker := markers[0]
 	value := s.rt.SignalValue(raw)
-	err = s.rt.BufferSignal(ctx, key, value, marker)
+	err = s.rt.BufferSignal(ctx, key, value, marker, markers[1:]...)
 	if errors.Is(err, runtime.ErrRecordExists) {
 		writeJSON(w, http.StatusOK, HookResponse{Duplicate: true})
 		return
@@ -466,15 +603,21 @@ func hookMarkerKey(name, delivery string) string {
 	return hookMarkerPrefix + name + "/" + hex.EncodeToString(sum[:16])
 }
 
+// hookSignatureKey is the record of a signature a signal hook accepted.
+func hookSignatureKey(name string, mac []byte) string {
+	return hookMarkerPrefix + name + "/sig-" + signatureDigest(name, mac)
+}
+
 func markerValue(t time.Time) []byte {
 	return binary.BigEndian.AppendUint64(nil, uint64(t.UnixMilli()))
 }
 
-// HookDedupWindow is how long a signal hook remembers a delivery id.
+// HookDedupWindow is how long a signal hook remembers a delivery id and
+// a signature.
 const HookDedupWindow = 7 * 24 * time.Hour
 
-// SweepHookMarkers deletes the delivery ids of signal hooks older than
-// HookDedupWindow. Cost: memory reads, and one commit per expired id.
+// SweepHookMarkers deletes the delivery ids and signatures of signal
+// hooks older than HookDedupWindow. Cost: memory reads, and one commit per expired id.
 func (s *Server) SweepHookMarkers(ctx context.Context) (int, error) {
 	q := s.rt.Queue()
 	cutoff := uint64(s.rt.Clock().Now().Add(-HookDedupWindow).UnixMilli())

@@ -39,6 +39,14 @@ const hooksYAML = `hooks:
     signal: "approve:{body.run}"
     bearer: {secret_file: %s}
     delivery_header: Idempotency-Key
+  - name: gh-approve
+    signal: "approve:{body.run}"
+    hmac: {secret_env: GH_SECRET, header: X-Hub-Signature-256}
+    delivery_header: X-GitHub-Delivery
+  - name: small
+    workflow: greet.yaml
+    hmac: {secret_env: GH_SECRET, header: X-Hub-Signature-256}
+    max_body: 64
 `
 
 func hookFixture(t *testing.T) *fixture {
@@ -197,6 +205,8 @@ func TestLoadHooksRefuses(t *testing.T) {
 		"unknown field": "hooks: [{name: a, workflow: greet.yaml, bearer: {secret_env: S}, secret: x}]",
 		"bad format":    "hooks: [{name: a, workflow: greet.yaml, hmac: {secret_env: S, header: X, format: md5}}]",
 		"bad template":  "hooks: [{name: a, signal: 'k:{bodyx}', bearer: {secret_env: S}}]",
+		"negative body": "hooks: [{name: a, workflow: greet.yaml, bearer: {secret_env: S}, max_body: -1}]",
+		"huge body":     "max_body: 1073741824\nhooks: [{name: a, workflow: greet.yaml, bearer: {secret_env: S}}]",
 	} {
 		p := filepath.Join(dir, "h.yaml")
 		if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {

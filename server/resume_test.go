@@ -77,14 +77,30 @@ func submitGreets(t *testing.T, f *fixture, prefix string, n int) map[string]boo
 }
 
 // readUntilAllSucceeded reads st until every run of want was reported
-// succeeded, failing on an error or the end of the stream.
-func readUntilAllSucceeded(t *testing.T, f *fixture, st *client.Stream, want map[string]bool) {
+// succeeded, failing on an error or the end of the stream. A reload
+// event makes it reload the runs, as a client must; it returns how many
+// it got.
+func readUntilAllSucceeded(t *testing.T, f *fixture, st *client.Stream, want map[string]bool) (reloads int) {
 	t.Helper()
 	seen := map[string]bool{}
 	for len(seen) < len(want) {
 		ev, err := st.Next()
 		if err != nil {
 			t.Fatalf("the stream of every run ended (%v) after reporting %d of %d runs succeeded: events were lost", err, len(seen), len(want))
+		}
+		if ev.Name == "reload" {
+			f.conf.checkSchema(t, "ReloadEvent", ev.Data)
+			reloads++
+			list, err := f.c.ListRuns(f.ctx, client.ListOptions{Status: []string{"succeeded"}, Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range list.Runs {
+				if want[r.RunID] {
+					seen[r.RunID] = true
+				}
+			}
+			continue
 		}
 		if ev.Name != "run" {
 			t.Fatalf("event %q on the stream of every run", ev.Name)
@@ -101,6 +117,7 @@ func readUntilAllSucceeded(t *testing.T, f *fixture, st *client.Stream, want map
 			seen[s.RunID] = true
 		}
 	}
+	return reloads
 }
 
 // TestSlowSubscriberLosesNothing stalls a client of the stream of every
@@ -108,13 +125,13 @@ func readUntilAllSucceeded(t *testing.T, f *fixture, st *client.Stream, want map
 // events) overflows: the
 // server ends the stream with a resync event, the client reconnects with
 // Last-Event-ID and still sees every run end. With a replay ring too
-// small to reach back, the server resends the current summary of every
-// run that changed since instead.
+// small to reach back, the server tells it to reload the runs instead
+// (a reload event), which the client does.
 func TestSlowSubscriberLosesNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		ring int
-	}{{"replayed from the ring", 0}, {"resent from the store", 16}} {
+	}{{"replayed from the ring", 0}, {"told to reload", 16}} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer server.SetSubscriberBuffer(64)()
 			if tc.ring > 0 {
@@ -130,16 +147,21 @@ func TestSlowSubscriberLosesNothing(t *testing.T) {
 			defer st.Close()
 			want := submitGreets(t, f, "slow", 300)
 			close(release)
-			readUntilAllSucceeded(t, f, st, want)
+			reloads := readUntilAllSucceeded(t, f, st, want)
 			if st.Resyncs == 0 {
 				t.Fatalf("the stalled stream was never told to resync: 300 runs did not overflow its queue of 64")
+			}
+			if (reloads > 0) != (tc.ring > 0) {
+				t.Fatalf("%d reload events with a ring of %d; want some only when the ring cannot reach back", reloads, tc.ring)
 			}
 		})
 	}
 }
 
 // TestResumeFromAnotherProcess: an id this process did not give out
-// (a restarted server) resends every run's current summary.
+// (a restarted server) starts the stream with a reload event, on the
+// streams of every run and of one run alike: nothing the server can
+// replay, and no run read on the client's behalf.
 func TestResumeFromAnotherProcess(t *testing.T) {
 	f := newFixture(t)
 	want := submitGreets(t, f, "old", 5)
@@ -148,7 +170,28 @@ func TestResumeFromAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	readUntilAllSucceeded(t, f, st, want)
+	if reloads := readUntilAllSucceeded(t, f, st, want); reloads != 1 {
+		t.Fatalf("%d reload events; want the stream to start with one", reloads)
+	}
+	rs, err := f.c.RunEventsSince(f.ctx, "old-000", "someotherepoch-42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var names []string
+	for {
+		ev, err := rs.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, ev.Name)
+	}
+	if strings.Join(names, " ") != "reload state" {
+		t.Fatalf("a finished run's stream resumed from another process's id sent %v; want reload, state", names)
+	}
 }
 
 // TestRunStreamResumes reads the start of an approval's stream, goes
@@ -207,7 +250,8 @@ func TestRunStreamResumes(t *testing.T) {
 }
 
 // TestResyncEventMatchesItsSchema reads a stalled stream raw: its last
-// event is resync, whose id is the last event it carried and whose data
+// event is resync, with no id of its own (a client resumes after the
+// last event it read), whose data names the last event it carried and
 // matches ResyncEvent.
 func TestResyncEventMatchesItsSchema(t *testing.T) {
 	defer server.SetSubscriberBuffer(16)()
@@ -250,15 +294,15 @@ func TestResyncEventMatchesItsSchema(t *testing.T) {
 	var rd struct {
 		LastEventID string `json:"last_event_id"`
 	}
-	if err := json.Unmarshal([]byte(data), &rd); err != nil || rd.LastEventID != id {
-		t.Fatalf("resync data %s (%v) and id %q disagree", data, err, id)
+	if err := json.Unmarshal([]byte(data), &rd); err != nil || id != "" {
+		t.Fatalf("resync data %s (%v), id %q; want no id of its own", data, err, id)
 	}
 	for _, line := range strings.Split(events[len(events)-2], "\n") {
 		if v, ok := strings.CutPrefix(line, "id: "); ok {
 			prevID = v
 		}
 	}
-	if prevID != id {
-		t.Fatalf("resync names %q but the last event it followed was %q", id, prevID)
+	if prevID != rd.LastEventID {
+		t.Fatalf("resync names %q but the last event it followed was %q", rd.LastEventID, prevID)
 	}
 }

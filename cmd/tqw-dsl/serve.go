@@ -44,6 +44,7 @@ func newServeCmd() *cobra.Command {
 		inboxPoll, retention                         time.Duration
 		allowOrigins, allowHosts                     []string
 		limits                                       serveLimits
+		hookMaxBody                                  int64
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -91,7 +92,7 @@ then drains as worker does and exits 0.`,
 			}
 			var hooks []server.Hook
 			if hooksFile != "" {
-				if hooks, err = server.LoadHooks(hooksFile, os.Getenv); err != nil {
+				if hooks, err = server.LoadHooksWith(hooksFile, os.Getenv, server.HookDefaults{MaxBody: hookMaxBody}); err != nil {
 					return failf(exitUsage, "--hooks: %v", err)
 				}
 			}
@@ -246,6 +247,7 @@ then drains as worker does and exits 0.`,
 	cmd.Flags().StringVar(&hooksFile, "hooks", "", "YAML file of webhooks in (docs/API.md)")
 	cmd.Flags().BoolVar(&allowInline, "allow-inline", false, "run workflows sent inline over HTTP (POST /v1/runs with yaml); they can call only files of --workflows")
 	cmd.Flags().StringArrayVar(&secrets, "secret", nil, "an environment variable runs may read as a secret, besides those the --workflows files declare (repeatable)")
+	cmd.Flags().Int64Var(&hookMaxBody, "hook-max-body", server.DefaultHookMaxBody, "body limit in bytes of the webhooks whose --hooks file sets no max_body")
 	cmd.Flags().BoolVar(&noShell, "no-shell", false, "do not run the shell action (steps using it fail; the API refuses such workflows)")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 8, "steps run at once")
 	cmd.Flags().DurationVar(&inboxPoll, "inbox-poll", 5*time.Second, "longest pause between two reads of the inbox when no command came (commands over HTTP do not wait for it)")

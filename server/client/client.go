@@ -498,8 +498,10 @@ func (c *Client) Schema(ctx context.Context) (json.RawMessage, error) {
 }
 
 // Event is one server-sent event: Name is state, step_start, step_end
-// (run streams) or run (the stream of every run); Data its JSON; ID its
-// id, which a reconnecting client resumes after (Last-Event-ID).
+// (run streams) or run (the stream of every run), or reload (either:
+// the stream missed events the server cannot replay; reload the runs or
+// the run's history); Data its JSON; ID its id, which a reconnecting
+// client resumes after (Last-Event-ID).
 type Event struct {
 	Name string
 	ID   string
@@ -510,8 +512,9 @@ type Event struct {
 //
 // The server ends a stream that falls too far behind with a resync
 // event; Next then reconnects with the id of the last event read
-// (Last-Event-ID), and the server resends what the stream missed, so a
-// slow reader loses nothing. A reconnection that fails is Next's error;
+// (Last-Event-ID), and the server resends what the stream missed, or
+// starts with a reload event when it no longer can, so a slow reader
+// loses nothing silently. A reconnection that fails is Next's error;
 // EventsSince and RunEventsSince resume from LastEventID by hand.
 type Stream struct {
 	c      *Client
