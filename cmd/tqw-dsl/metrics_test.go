@@ -92,7 +92,7 @@ func TestServeAuditAndMetrics(t *testing.T) {
 	c := newCLI(t)
 	c.env = append(c.env, apiTokenEnv+"="+serveToken, "TQW_LOG=info")
 	wf := filepath.Join(c.dir, "wf", "approval.tqw.yaml")
-	p, addr := startServe(t, c)
+	p, addr := startServe(t, c, "--allow-inline") // submit sends the file's text
 	if code, _, errOut := c.run("submit", wf, "--input", `{"request":"disk"}`, "--run-id", "au1"); code != exitOK {
 		t.Fatalf("submit: %d %s", code, errOut)
 	}
