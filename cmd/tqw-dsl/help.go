@@ -93,7 +93,7 @@ var envVars = []envVar{
 	{[]string{"TQW_STORE"}, "the store URL of every command that takes --store, when --store is not given (default " + defaultStore + ")", readByName},
 	{[]string{"TQW_LOG"}, "debug or info: log more to stderr (default: warnings and errors only)", readByName},
 	{[]string{leaseTTLEnv}, fmt.Sprintf("the writer lease's TTL on stores without a file lock (s3://), a duration from 100ms to %v (default %v)", lease.MaxTTL, lease.DefaultTTL), readByName},
-	{[]string{apiTokenEnv}, "the HTTP API's bearer token: serve requires it on the API when set (or --token-file); signal, cancel, submit, status, list and history send it to a serving writer", readByName},
+	{[]string{apiTokenEnv}, "the HTTP API's bearer token, at least 16 bytes: serve requires it on the API when set (or --token-file); signal, cancel, submit, status, list and history send it to a serving writer", readByName},
 	{[]string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}, "the credentials of s3:// stores (both are required)", readByName},
 	{[]string{"OPENAI_BASE_URL"}, "the llm action's API base URL when a step gives no base_url (default " + llm.DefaultBaseURL + ")", readByName},
 	{[]string{llm.DefaultAPIKeySecret}, "the llm action's API key when a step gives no api_key_secret; read only when the workflow lists it under secrets:", readAsSecret},

@@ -316,7 +316,20 @@ func TestWaitsAndCancellations(t *testing.T) {
 			t.Fatalf("run %s did not end", id)
 		}
 	}
+	// A watcher wakes when the end commits; the cancelled run is counted
+	// when its end is handled, after that.
 	text := scrape(t, m)
+	for {
+		if _, ok := value(text, `tqw_runs_finished_total{outcome="cancelled",workflow="patient"}`); ok {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the cancelled run was never counted")
+		case <-time.After(5 * time.Millisecond):
+		}
+		text = scrape(t, m)
+	}
 	for series, want := range map[string]float64{
 		`tqw_runs_finished_total{outcome="succeeded",workflow="patient"}`:                                               1,
 		`tqw_runs_finished_total{outcome="cancelled",workflow="patient"}`:                                               1,
