@@ -46,7 +46,7 @@ func sealEnv(t *testing.T, store objstore.Store, n int, opts ...Options) *env {
 	t.Helper()
 	o := oneOptions(t, opts)
 	if o.Sealing == nil {
-		o.Sealing = &SealOptions{BatchRuns: 4, CacheSegments: 2}
+		o.Sealing = &SealOptions{BatchRuns: 4, CacheSegments: 2, Delay: -1}
 	}
 	if o.ResultRetention == 0 {
 		o.ResultRetention = time.Hour
@@ -240,7 +240,7 @@ func (r memoRunner) RunStep(ctx context.Context, s *Step) (StepOutcome, error) {
 func TestSealedSegmentMemoRetention(t *testing.T) {
 	const n = 6
 	store := mem.New()
-	opts := Options{Sealing: &SealOptions{BatchRuns: 4, CacheSegments: 2}, ResultRetention: time.Hour,
+	opts := Options{Sealing: &SealOptions{BatchRuns: 4, CacheSegments: 2, Delay: -1}, ResultRetention: time.Hour,
 		MemoRetention: 3 * time.Hour, SweepInterval: 24 * time.Hour}
 	e := newEnvCfg(t, store, defaultQueueConfig(), memoRunner{}, opts)
 	startSwept(t, e)
@@ -371,7 +371,7 @@ func TestSegmentExpiryInterrupted(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			fs := faults.New(mem.New(), 1)
-			e := newEnvCfg(t, fs, defaultQueueConfig(), memoRunner{}, Options{Sealing: &SealOptions{BatchRuns: 4},
+			e := newEnvCfg(t, fs, defaultQueueConfig(), memoRunner{}, Options{Sealing: &SealOptions{BatchRuns: 4, Delay: -1},
 				ResultRetention: time.Hour, MemoRetention: 2 * time.Hour, SweepInterval: 24 * time.Hour})
 			startSwept(t, e)
 			for i := range n {
@@ -438,7 +438,7 @@ func pagesString(t *testing.T, in *Inspector, opts runstate.ListOptions, size in
 // and without state and label filters.
 func TestSealedListingAcrossOverlappingSegments(t *testing.T) {
 	const n = 23
-	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), recordingRunner{}, Options{Sealing: &SealOptions{BatchRuns: 4, CacheSegments: 2},
+	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), recordingRunner{}, Options{Sealing: &SealOptions{BatchRuns: 4, CacheSegments: 2, Delay: -1},
 		ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
 	startSwept(t, e)
 	for i := range n {
