@@ -78,7 +78,7 @@ func init() {
 			fs.IntVar(&scaleBench.windows, "windows", 8, "--path windows: measured windows, one after another")
 			fs.IntVar(&scaleBench.windowRuns, "window-runs", 1000, "--path windows: runs of ten action steps per window")
 			fs.IntVar(&scaleBench.windowConc, "window-concurrency", 8, "--path windows: runs in flight (and engine concurrency)")
-			fs.StringVar(&scaleBench.memProf, "memprofile", "", "write a heap profile at each point, after the reopen, to PREFIX-<store>-<retained>.pprof")
+			fs.StringVar(&scaleBench.memProf, "memprofile", "", "write a heap profile at each point, after the reopen, to PREFIX-<store>-<retained>.pprof (--path windows: after each window, to PREFIX-window-<n>.pprof)")
 		},
 		run: runScale,
 	})

@@ -187,6 +187,9 @@ func measureWindows(ctx context.Context, store objstore.Store) ([]windowPoint, e
 			// process's peak so far is no window's.
 			p.peakRSSMB = p.sampledRSSMB
 		}
+		if err := writeHeapProfile(fmt.Sprintf("window-%d", p.window)); err != nil {
+			return nil, err
+		}
 		goruntime.GC()
 		var ms goruntime.MemStats
 		goruntime.ReadMemStats(&ms)
