@@ -103,7 +103,7 @@ steps:
 // the sealed segment, one end event per DSL step.
 func TestFoldedChainHistoryLiveAndSealed(t *testing.T) {
 	probe := funcAction{name: "probe", fn: func(context.Context, *actions.Call) (any, error) { return map[string]any{"v": 7}, nil }}
-	e := newTestEnv(t, withActions(probe), withRetention(time.Hour, time.Hour), withRuntimeOptions(runtime.Options{Sealing: &runtime.SealOptions{}}))
+	e := newTestEnv(t, withActions(probe), withRetention(time.Hour, time.Hour), withRuntimeOptions(runtime.Options{Sealing: &runtime.SealOptions{Delay: -1}}))
 	o := e.run(e.write("folded.yaml", foldedYAML), map[string]any{}, "f1")
 	wantSucceeded(t, o, `{"got":7,"i":2,"v":7}`)
 	want := []place{{"first", 0, 0}, {"act", 1, 0}, {"use", 1, 1}, {"route", 1, 2}, {"done", 1, 3}}

@@ -420,7 +420,7 @@ steps:
 // the sweep deletes the output object by. Ended runs leave nothing
 // behind in the tracking.
 func TestKnownCleanRunsNeedNoNotification(t *testing.T) {
-	e := newTestEnv(t, withRetention(time.Hour, time.Hour), withRuntimeOptions(runtime.Options{Sealing: &runtime.SealOptions{}}))
+	e := newTestEnv(t, withRetention(time.Hour, time.Hour), withRuntimeOptions(runtime.Options{Sealing: &runtime.SealOptions{Delay: -1}}))
 	small := e.submitUntil(e.write("small.yaml", smallThenWaitYAML), map[string]any{}, "small", "ask", OutcomeWaiting)
 	big := e.submitUntil(e.write("big.yaml", bigThenWaitYAML), map[string]any{}, "big", "ask", OutcomeWaiting)
 	succeeded := func(id string) *runstate.Outcome {

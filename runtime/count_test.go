@@ -58,7 +58,7 @@ func listedCounts(t *testing.T, in *Inspector, states []runstate.State) map[runs
 // KV.
 func TestCountRunsMatchesListingWithoutVisitingSealedRuns(t *testing.T) {
 	const sealed, reused, unsealed = 600, 7, 40
-	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), recordingRunner{}, Options{Sealing: &SealOptions{BatchRuns: 32, CacheSegments: 2},
+	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), recordingRunner{}, Options{Sealing: &SealOptions{BatchRuns: 32, CacheSegments: 2, Delay: -1},
 		ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
 	startSwept(t, e)
 	run := func(id, in string) {

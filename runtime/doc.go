@@ -212,8 +212,10 @@
 //     share (reused after sealing) is found by merging the run-id hashes of
 //     segments whose id ranges overlap, once per catalog change, and costs
 //     both indexes (cached, else a GET each) only when a hash is shared.
-//   - Sealing (Options.Sealing), per segment of up to SealOptions.BatchRuns
-//     runs: two create-only PUTs and one durable commit; the first pass of
+//   - Sealing (Options.Sealing), as runs end (batched by
+//     SealOptions.BatchRuns or Delay), per segment of up to BatchRuns
+//     runs: two create-only PUTs and one durable commit (so at a slow
+//     trickle of ends, one segment per Delay); the first pass of
 //     a process adds one LIST per 1,000 objects under the seal prefix (and
 //     a DELETE per orphan). Expiry of a segment: one GET (its index, unless
 //     cached), one durable commit, two DELETEs; under a memo retention
@@ -239,7 +241,12 @@
 // With Options.Sealing, a finished run leaves the KV store once its end is
 // handled: the terminating commit (or, when the terminal hook observes
 // the run, the acknowledgement of its notification) writes a seal marker;
-// the retention sweep (or Seal) gathers marked runs into a segment
+// Run seals as runs end, a pass once SealOptions.BatchRuns markers wait
+// or SealOptions.Delay (2 s by default) after the first of them became
+// durable, so the KV holds only the runs of the last seconds and the
+// writer's memory follows the work in flight, not the throughput; the
+// retention sweep also seals (markers left by an earlier process), and
+// so does Seal. A pass gathers marked runs into a segment
 // (runtime/archive): their result, totals, labels and the records a
 // RunRecordOwner runner declares (the interpreter's history, outputs and
 // child index), in an index and a data object, both written create-only

@@ -16,7 +16,7 @@ import (
 // id run again (sealed again, waiting again, ended again in the KV)
 // listed once, by its newest copy.
 func TestListRunsDescending(t *testing.T) {
-	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), waitingRecorder{}, Options{Sealing: &SealOptions{BatchRuns: 8, CacheSegments: 2},
+	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), waitingRecorder{}, Options{Sealing: &SealOptions{BatchRuns: 8, CacheSegments: 2, Delay: -1},
 		ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
 	startSwept(t, e)
 	run := func(id, in string, labels map[string]string) {

@@ -16,7 +16,7 @@ import (
 // an older sealed copy in a state the filter keeps is not listed when
 // the newer copy (in a newer segment, or in the KV) is in another.
 func TestListRunsByStateHidesOlderCopiesOfReusedIDs(t *testing.T) {
-	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), recordingRunner{}, Options{Sealing: &SealOptions{BatchRuns: 8, CacheSegments: 2},
+	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), recordingRunner{}, Options{Sealing: &SealOptions{BatchRuns: 8, CacheSegments: 2, Delay: -1},
 		ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
 	startSwept(t, e)
 	run := func(id, in string) {
@@ -112,7 +112,7 @@ func (r waitingRecorder) RunStep(ctx context.Context, s *Step) (StepOutcome, err
 // listed, and a run without the label when listing by label. Its older
 // sealed copy is not listed either.
 func TestListRunsHidesSealedCopiesOfRunsInTheKV(t *testing.T) {
-	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), waitingRecorder{}, Options{Sealing: &SealOptions{BatchRuns: 8, CacheSegments: 2},
+	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), waitingRecorder{}, Options{Sealing: &SealOptions{BatchRuns: 8, CacheSegments: 2, Delay: -1},
 		ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
 	startSwept(t, e)
 	labels := map[string]string{"team": "a"}

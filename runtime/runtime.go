@@ -77,6 +77,9 @@ type Runtime struct {
 	beforeSealCommit func(segment string)
 	// afterSweep runs after each pass of the worker's retention sweep.
 	afterSweep func()
+	// sealWaits runs each time the seal loop starts waiting for a batch
+	// (its delay timer set), for tests on the mock clock.
+	sealWaits func()
 }
 
 // Options configure New. The zero value of every field is its default,
@@ -159,8 +162,10 @@ type Options struct {
 	// Sealing, when set, moves finished runs out of the KV store into
 	// immutable segment objects (runtime/archive) once their end is
 	// handled (the terminal hook, if it observes the run, acknowledged):
-	// the KV keeps one small row per sealed run, and Status and ListRuns
-	// read the rest through a bounded cache. Only runs with a retained
+	// Run seals them in batches as they end (SealOptions.BatchRuns, or
+	// SealOptions.Delay after the first), so the KV holds only recent
+	// ends; the catalog finds sealed runs, and Status and ListRuns read
+	// them through a bounded cache. Only runs with a retained
 	// result are sealed (ResultRetention not negative). Zero fields of
 	// SealOptions take their defaults. See "Sealed runs" in the package doc.
 	Sealing *SealOptions
@@ -294,6 +299,7 @@ func New(q *queue.Queue, store objstore.Store, runner StepRunner, opts Options) 
 	rt := &Runtime{q: q, store: store, runner: runner, cfg: cfg, clock: cfg.clock, log: cfg.logger,
 		entropy: cfg.entropy, lastDead: -1, validator: cfg.validator}
 	rt.endObservers = endObservers(runner, cfg.hook)
+	rt.sealer.wake = make(chan struct{}, 1)
 	if v, ok := runner.(signal.Validator); ok && !cfg.validatorSet {
 		rt.validator = v
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/runstate"
@@ -25,6 +26,7 @@ const (
 	defaultSealPrefix        = "workflow-sealed"
 	defaultSealBatch         = 512
 	defaultSealCacheSegments = 64
+	defaultSealDelay         = 2 * time.Second
 )
 
 // errSealRaced reports a seal pass whose commit found a run's records
@@ -40,6 +42,12 @@ type SealOptions struct {
 	// CacheSegments bounds the decoded segment indexes kept in memory
 	// for Status and ListRuns (default 64).
 	CacheSegments int
+	// Delay bounds how long a finished run waits to be sealed by Run:
+	// a seal pass starts once BatchRuns runs wait or Delay after the
+	// first of them ended (default 2s), so the KV holds only the runs of
+	// the last few seconds. Negative: Run seals only at its retention
+	// sweeps (for tests that drive Seal by hand).
+	Delay time.Duration
 }
 
 func (o SealOptions) withDefaults() SealOptions {
@@ -51,6 +59,9 @@ func (o SealOptions) withDefaults() SealOptions {
 	}
 	if o.CacheSegments <= 0 {
 		o.CacheSegments = defaultSealCacheSegments
+	}
+	if o.Delay == 0 {
+		o.Delay = defaultSealDelay
 	}
 	return o
 }
@@ -186,6 +197,77 @@ type sealer struct {
 	// collected: the orphans of earlier processes' interrupted seals
 	// were deleted.
 	collected bool
+	// pending counts the seal markers made durable since the seal loop
+	// last looked; wake (1-buffered) tells it of a new one.
+	pending atomic.Int64
+	wake    chan struct{}
+}
+
+// sealNudge tells the seal loop of one more durable seal marker. It runs
+// in the OnDurable of a commit that puts a marker, so the pass it starts
+// finds that marker.
+func (rt *Runtime) sealNudge() {
+	rt.sealer.pending.Add(1)
+	select {
+	case rt.sealer.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sealLoop seals finished runs as they end, for Run: a pass once
+// BatchRuns markers are pending or Delay after the first pending one
+// (rt.clock). Markers of earlier processes wait for the retention sweep.
+func (rt *Runtime) sealLoop(ctx context.Context) {
+	if !rt.sealing() || rt.cfg.seal.Delay < 0 {
+		return
+	}
+	batch, delay := int64(rt.cfg.seal.BatchRuns), rt.cfg.seal.Delay
+	for {
+		for rt.sealer.pending.Load() == 0 {
+			select {
+			case <-rt.sealer.wake:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if !rt.waitSealBatch(ctx, batch, delay) {
+			return
+		}
+		// Markers nudged during the pass may be sealed by it or not:
+		// they stay counted, so at worst the next pass finds none.
+		n := rt.sealer.pending.Load()
+		if _, err := rt.Seal(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			rt.log.Warn("sealing finished runs failed; retrying", "err", err)
+			if !rt.pause(ctx, delay) {
+				return
+			}
+			continue
+		}
+		rt.sealer.pending.Add(-n)
+	}
+}
+
+// waitSealBatch waits until batch markers are pending or delay has
+// passed; it returns false once ctx is done.
+func (rt *Runtime) waitSealBatch(ctx context.Context, batch int64, delay time.Duration) bool {
+	t := rt.clock.NewTimer(delay)
+	defer t.Stop()
+	if h := rt.sealWaits; h != nil {
+		h()
+	}
+	for rt.sealer.pending.Load() < batch {
+		select {
+		case <-rt.sealer.wake:
+		case <-t.C():
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // Seal seals every finished run whose end is handled, in segments of at

@@ -17,7 +17,8 @@ import (
 )
 
 // The seal kill test: a child process runs sealKillRuns runs on a file
-// store and seals them in small segments, over and over; the parent
+// store and seals them in small segments, over and over (every other
+// child leaves that to Run's seal loop, sealing as runs end); the parent
 // SIGKILLs it at random moments, then lets a last child seal everything
 // and checks that every run reads back exactly once, with its records,
 // and that no segment object is left that no catalog row names.
@@ -26,7 +27,9 @@ const (
 	sealKillDirEnv    = "TQW_RUNTIME_SEAL_KILL_DIR"
 	sealKillFinishEnv = "TQW_RUNTIME_SEAL_KILL_FINISH"
 	sealKillKillsEnv  = "TQW_RUNTIME_SEAL_KILLS"
-	sealKillRuns      = 60
+	// sealKillLoopEnv: the child leaves sealing to Run's seal loop.
+	sealKillLoopEnv = "TQW_RUNTIME_SEAL_KILL_LOOP"
+	sealKillRuns    = 60
 )
 
 func TestSealKillChild(t *testing.T) {
@@ -34,13 +37,13 @@ func TestSealKillChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("the seal kill test's child process; runs only under TestSealKill")
 	}
-	if err := sealKillChild(dir, os.Getenv(sealKillFinishEnv) != ""); err != nil {
+	if err := sealKillChild(dir, os.Getenv(sealKillFinishEnv) != "", os.Getenv(sealKillLoopEnv) != ""); err != nil {
 		fmt.Fprintln(os.Stderr, "seal kill child:", err)
 		os.Exit(3)
 	}
 }
 
-func sealKillChild(dir string, finish bool) error {
+func sealKillChild(dir string, finish, loopOnly bool) error {
 	ctx := context.Background()
 	store, err := file.Open(filepath.Join(dir, "store"))
 	if err != nil {
@@ -70,6 +73,9 @@ func sealKillChild(dir string, finish bool) error {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for range tick.C {
+		if loopOnly {
+			continue // killed while the seal loop seals as runs end
+		}
 		if _, err := rt.Seal(ctx); err != nil {
 			return err
 		}
@@ -101,7 +107,11 @@ func TestSealKill(t *testing.T) {
 	dir := t.TempDir()
 	rng := crashtest.Rand(t, 14)
 	for i := range kills {
-		c := crashtest.Start(t, crashtest.Command(context.Background(), "^TestSealKillChild$", sealKillDirEnv+"="+dir))
+		env := []string{sealKillDirEnv + "=" + dir}
+		if i%2 == 1 {
+			env = append(env, sealKillLoopEnv+"=1")
+		}
+		c := crashtest.Start(t, crashtest.Command(context.Background(), "^TestSealKillChild$", env...))
 		if err := c.WaitReady("ready"); err != nil {
 			t.Fatalf("child %d: %v", i, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/archive"
 	"github.com/tqw-dsl/tqw/runtime/memo"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
@@ -48,7 +49,7 @@ func sealEnv(t *testing.T, store objstore.Store, n int, opts ...Options) *env {
 	t.Helper()
 	o := oneOptions(t, opts)
 	if o.Sealing == nil {
-		o.Sealing = &SealOptions{BatchRuns: 4, CacheSegments: 2}
+		o.Sealing = &SealOptions{BatchRuns: 4, CacheSegments: 2, Delay: -1}
 	}
 	if o.ResultRetention == 0 {
 		o.ResultRetention = time.Hour
@@ -242,7 +243,7 @@ func (r memoRunner) RunStep(ctx context.Context, s *Step) (StepOutcome, error) {
 func TestSealedSegmentMemoRetention(t *testing.T) {
 	const n = 6
 	store := mem.New()
-	opts := Options{Sealing: &SealOptions{BatchRuns: 4, CacheSegments: 2}, ResultRetention: time.Hour,
+	opts := Options{Sealing: &SealOptions{BatchRuns: 4, CacheSegments: 2, Delay: -1}, ResultRetention: time.Hour,
 		MemoRetention: 3 * time.Hour, SweepInterval: 24 * time.Hour}
 	e := newEnvCfg(t, store, defaultQueueConfig(), memoRunner{}, opts)
 	startSwept(t, e)
@@ -373,7 +374,7 @@ func TestSegmentExpiryInterrupted(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			fs := faults.New(mem.New(), 1)
-			e := newEnvCfg(t, fs, defaultQueueConfig(), memoRunner{}, Options{Sealing: &SealOptions{BatchRuns: 4},
+			e := newEnvCfg(t, fs, defaultQueueConfig(), memoRunner{}, Options{Sealing: &SealOptions{BatchRuns: 4, Delay: -1},
 				ResultRetention: time.Hour, MemoRetention: 2 * time.Hour, SweepInterval: 24 * time.Hour})
 			startSwept(t, e)
 			for i := range n {
@@ -440,7 +441,7 @@ func pagesString(t *testing.T, in *Inspector, opts runstate.ListOptions, size in
 // and without state and label filters.
 func TestSealedListingAcrossOverlappingSegments(t *testing.T) {
 	const n = 23
-	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), recordingRunner{}, Options{Sealing: &SealOptions{BatchRuns: 4, CacheSegments: 2},
+	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), recordingRunner{}, Options{Sealing: &SealOptions{BatchRuns: 4, CacheSegments: 2, Delay: -1},
 		ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
 	startSwept(t, e)
 	for i := range n {
@@ -578,4 +579,85 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestSealLoopSealsAsRunsEnd: with the default seal delay, Run seals
+// finished runs without a retention sweep, at once when BatchRuns runs
+// ended, and Delay after the first end for fewer.
+func TestSealLoopSealsAsRunsEnd(t *testing.T) {
+	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), recordingRunner{}, Options{Sealing: &SealOptions{BatchRuns: 4, CacheSegments: 2},
+		ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
+	waits := make(chan struct{}, 1)
+	e.rt.sealWaits = func() {
+		select {
+		case waits <- struct{}{}:
+		default:
+		}
+	}
+	startSwept(t, e)
+	// sealedAll waits until segments hold n runs, then checks that no
+	// seal marker is left and that the runs' records left the KV.
+	sealedAll := func(n int) {
+		t.Helper()
+		for sealedRuns(t, e) != n {
+			if e.ctx.Err() != nil {
+				t.Fatalf("segments hold %d runs, want %d", sealedRuns(t, e), n)
+			}
+			yield()
+		}
+		if page, err := e.q.KVScan(e.ctx, kvSealQ, "", 10); err != nil || len(page) != 0 {
+			t.Fatalf("%d seal markers left (%v) with every run sealed", len(page), err)
+		}
+		for _, id := range runIDs(n) {
+			if page, err := e.q.KVScan(e.ctx, "app/hist/"+id+"/", "", 10); err != nil || len(page) != 0 {
+				t.Fatalf("%s keeps %d records in the KV (%v) after it was sealed", id, len(page), err)
+			}
+		}
+	}
+	for i := range 4 {
+		e.submit(RunSpec{RunID: fmt.Sprintf("run-%02d", i), Input: []byte("ok")})
+	}
+	sealedAll(4) // BatchRuns ended: no clock advance needed
+
+	// One run, fewer than BatchRuns: sealed once the delay passed.
+	select { // a wait of the first batch's
+	case <-waits:
+	default:
+	}
+	e.submit(RunSpec{RunID: "run-04", Input: []byte("ok")})
+	waitKV(t, e, kvSealQ, 1)
+	select {
+	case <-waits:
+	case <-e.ctx.Done():
+		t.Fatal("the seal loop never waited for the delay of run-04")
+	}
+	if page, err := e.q.KVScan(e.ctx, kvSealQ, "", 10); err != nil || len(page) != 1 {
+		t.Fatalf("run-04 was sealed before its delay passed: %d markers, %v", len(page), err)
+	}
+	e.clock.Advance(defaultSealDelay)
+	sealedAll(5)
+	for _, id := range runIDs(5) {
+		st, err := e.rt.Status(e.ctx, id)
+		if err != nil || st.State != runstate.StateSucceeded || string(st.Result) != "result of "+id {
+			t.Fatalf("Status(%s) = %+v, %v", id, st, err)
+		}
+	}
+}
+
+// sealedRuns counts the runs of every catalog row.
+func sealedRuns(t *testing.T, e *env) int {
+	t.Helper()
+	rows, err := e.q.KVScan(e.ctx, kvSealedSegs, "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	for _, r := range rows {
+		m, err := archive.DecodeMeta(r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs += m.Runs
+	}
+	return runs
 }

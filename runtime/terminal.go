@@ -48,6 +48,7 @@ func (rt *Runtime) terminalEffects(runID string, rec *runRecord, n int, status r
 	if !observed && rt.sealing() {
 		// Nothing else handles this end: the sealer may take the run.
 		sef.KVPuts = append(sef.KVPuts, rt.sealMarker(runID, now))
+		sef.OnDurable = chainDurable(sef.OnDurable, rt.sealNudge)
 	}
 	if observed {
 		b, err := encodeRecord(out)
@@ -92,6 +93,7 @@ func (rt *Runtime) handleNotification(ctx context.Context, c *queue.Claim, _ fun
 					sef = &queue.SettlementEffects{}
 				}
 				sef.KVPuts = append(sef.KVPuts, rt.sealMarker(out.RunID, out.FinishedAt))
+				sef.OnDurable = chainDurable(sef.OnDurable, rt.sealNudge)
 			}
 			if err = rt.q.Ack(sctx, c, sef); err != nil && taken != nil {
 				rt.pending.add(out.RunID, taken)
@@ -100,7 +102,7 @@ func (rt *Runtime) handleNotification(ctx context.Context, c *queue.Claim, _ fun
 			var sef *queue.SettlementEffects
 			if rt.sealing() {
 				// The hook gave up for good: the end is handled as well.
-				sef = &queue.SettlementEffects{KVPuts: []queue.KVWrite{rt.sealMarker(out.RunID, out.FinishedAt)}}
+				sef = &queue.SettlementEffects{KVPuts: []queue.KVWrite{rt.sealMarker(out.RunID, out.FinishedAt)}, OnDurable: rt.sealNudge}
 			}
 			err = rt.q.DeadLetter(sctx, c, herr.Error(), sef)
 		default:

@@ -43,9 +43,10 @@ func (rt *Runtime) Run(ctx context.Context) error {
 		}()
 	}
 	var bg sync.WaitGroup
-	bg.Add(2)
+	bg.Add(3)
 	go func() { defer bg.Done(); rt.reconcileLoop(loopCtx) }()
 	go func() { defer bg.Done(); rt.sweepLoop(loopCtx) }()
+	go func() { defer bg.Done(); rt.sealLoop(loopCtx) }()
 
 	loop(rt.cfg.queueName, rt.cfg.concurrency, rt.handleStep)
 	if _, noop := rt.cfg.hook.(noopTerminalHook); !noop {

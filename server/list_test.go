@@ -96,7 +96,7 @@ func TestListRunsReadsThePageNotEveryRun(t *testing.T) {
 func sealedRunsFixture(t *testing.T, n int) (*fixture, *counting.Store) {
 	t.Helper()
 	store := counting.New(mem.New())
-	f := newFixtureOn(t, store, runtime.Options{Sealing: &runtime.SealOptions{BatchRuns: 20, CacheSegments: 2},
+	f := newFixtureOn(t, store, runtime.Options{Sealing: &runtime.SealOptions{BatchRuns: 20, CacheSegments: 2, Delay: -1},
 		ResultRetention: time.Hour, SweepInterval: 24 * time.Hour})
 	for range n {
 		if _, err := f.c.Submit(f.ctx, client.SubmitRequest{Workflow: "greet.yaml"}); err != nil {

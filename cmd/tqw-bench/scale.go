@@ -53,6 +53,8 @@ var scaleBench = struct {
 	seedOnly bool
 	sample   int
 	replot   string
+	// The windows path's: windows, runs per window and runs in flight.
+	windows, windowRuns, windowConc int
 }{}
 
 func init() {
@@ -69,11 +71,14 @@ func init() {
 			fs.IntVar(&scaleBench.repeat, "repeat", 5, "measurements of --runs runs at each point; steps/s and CPU per step are their medians")
 			fs.IntVar(&scaleBench.waiting, "waiting", 10_000, "runs parked on a signal (24 h timeout) before the first point, waiting through all of them")
 			fs.StringVar(&scaleBench.cpuProf, "cpuprofile", "", "write CPU profiles of each point's reopen and measured runs to PREFIX-<store>-<retained>-{reopen,apilist,steps}.pprof")
-			fs.StringVar(&scaleBench.path, "path", "runtime", "runtime: bare runtime runs with a Go step runner under a prefix of the store; interpreter: YAML workflows through the engine (sealing on, as the CLI runs it) on the whole store, read back through status, history and the HTTP API")
+			fs.StringVar(&scaleBench.path, "path", "runtime", "runtime: bare runtime runs with a Go step runner under a prefix of the store; interpreter: YAML workflows through the engine (sealing on, as the CLI runs it) on the whole store, read back through status, history and the HTTP API; windows: --windows windows of --window-runs runs of ten action steps through the engine, reporting each window's peak RSS, live heap and CPU per step (--retained is not used)")
 			fs.BoolVar(&scaleBench.seedOnly, "seed-only", false, "--path interpreter: fill the store to the last point and stop; a later invocation on the same store goes on from the runs it holds")
 			fs.StringVar(&scaleBench.replot, "replot", "", "measure nothing: draw --plot from the JSON lines an earlier invocation printed (this file), e.g. of one stopped before its last point")
 			fs.IntVar(&scaleBench.sample, "sample", 100, "--path interpreter: retained runs read back and checked after each point")
-			fs.StringVar(&scaleBench.memProf, "memprofile", "", "write a heap profile at each point, after the reopen, to PREFIX-<store>-<retained>.pprof")
+			fs.IntVar(&scaleBench.windows, "windows", 8, "--path windows: measured windows, one after another")
+			fs.IntVar(&scaleBench.windowRuns, "window-runs", 1000, "--path windows: runs of ten action steps per window")
+			fs.IntVar(&scaleBench.windowConc, "window-concurrency", 8, "--path windows: runs in flight (and engine concurrency)")
+			fs.StringVar(&scaleBench.memProf, "memprofile", "", "write a heap profile at each point, after the reopen, to PREFIX-<store>-<retained>.pprof (--path windows: after each window, to PREFIX-window-<n>.pprof)")
 		},
 		run: runScale,
 	})
@@ -102,6 +107,9 @@ func runScale(ctx context.Context, cfg *config) error {
 	if scaleBench.replot != "" {
 		return replotScale(scaleBench.replot, scaleBench.plot)
 	}
+	if scaleBench.path == "windows" {
+		return runScaleWindows(ctx, cfg)
+	}
 	points, err := parsePoints("--retained", scaleBench.retained, []int{0, 10_000, 100_000})
 	if err != nil {
 		return err
@@ -127,7 +135,7 @@ func runScale(ctx context.Context, cfg *config) error {
 			return errors.New("--seed-only needs --path interpreter")
 		}
 	default:
-		return fmt.Errorf("--path %q: want runtime or interpreter", scaleBench.path)
+		return fmt.Errorf("--path %q: want runtime, interpreter or windows", scaleBench.path)
 	}
 	series := map[string][]scalePoint{}
 	var order []string
@@ -437,7 +445,11 @@ func (s *scaleStore) park(ctx context.Context, n int) error {
 }
 
 // rssMB returns the process's resident set size in MB (Linux), or -1.
-func rssMB() float64 {
+func rssMB() float64 { return procStatusMB("VmRSS") }
+
+// procStatusMB returns the kB field of /proc/self/status (Linux) in MB,
+// or -1.
+func procStatusMB(field string) float64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return -1
@@ -445,7 +457,7 @@ func rssMB() float64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			if err != nil {
 				return -1

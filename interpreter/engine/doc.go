@@ -39,8 +39,9 @@
 // TTL/3: 12 a minute at the default TTL). The inbox costs one LIST per
 // poll while idle (see runtime/remote). Steps cost what the runtime and
 // the interpreter state (a durable commit per step, batched across
-// concurrent steps). Sealing costs, per segment of up to 512 runs, two
-// create-only PUTs and one durable commit (runtime's doc). Close drains the worker and makes everything
+// concurrent steps). Sealing, as runs end (a segment once 512 runs ended
+// or 2 s after the first of them), costs per segment two create-only PUTs
+// and one durable commit (runtime's doc). Close drains the worker and makes everything
 // durable before it releases the lease.
 //
 // Measured through this door (tqw-bench scale --path interpreter,
