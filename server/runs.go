@@ -333,6 +333,10 @@ func inputPointer(inputAt string, err error) string {
 // storeFailed answers a failure of the store (or the writer) with 503.
 func (s *Server) storeFailed(w http.ResponseWriter, what string, err error) {
 	s.log.Warn(what+" failed", "err", err)
+	if errors.Is(err, interpreter.ErrDamagedObject) || errors.Is(err, interpreter.ErrDefinitionMissing) {
+		writeError(w, http.StatusInternalServerError, "damaged", "", fmt.Sprintf("%s: %v (see tqw-dsl store check)", what, err))
+		return
+	}
 	writeError(w, http.StatusServiceUnavailable, "unavailable", "", fmt.Sprintf("%s: %v", what, err))
 }
 
@@ -416,7 +420,11 @@ func (s *Server) runDetail(r *http.Request, st runstate.Status) (Run, error) {
 		}
 	}
 	if run.DefinitionHash != "" {
-		if wf, err := s.it.Definition(ctx, run.DefinitionHash); err == nil {
+		wf, err := s.it.Definition(ctx, run.DefinitionHash)
+		if errors.Is(err, interpreter.ErrDamagedObject) || errors.Is(err, interpreter.ErrDefinitionMissing) {
+			return run, err // say so, not a run with empty fields
+		}
+		if err == nil {
 			var b strings.Builder
 			if wf.WriteMermaid(&b) == nil {
 				run.Mermaid = b.String()
