@@ -3,7 +3,10 @@ package server_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -39,5 +42,45 @@ func TestRunWithDamagedDefinition(t *testing.T) {
 	var ae *client.Error
 	if !errors.As(err, &ae) || ae.Status != 500 || ae.Code != "damaged" || !strings.Contains(ae.Message, key) {
 		t.Fatalf("GET a run whose definition is damaged: %+v, err %v; want HTTP 500 damaged naming %s", run, err, key)
+	}
+}
+
+// TestHistoryWithDamagedOutput flips one byte of a large step output's
+// object: GET /v1/runs/{id}/history says which object is damaged rather
+// than serve the bytes.
+func TestHistoryWithDamagedOutput(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(strings.Repeat("a", 100_000))) // over interpreter.InlineOutputLimit
+	}))
+	defer big.Close()
+	const inline = "tqw: v1\nname: big\nsteps:\n  - id: big\n    action: http\n    with: {url: \"${ input.url }\"}\n  - id: done\n    succeed: ok\n"
+	if _, err := f.c.Submit(f.ctx, client.SubmitRequest{YAML: inline, RunID: "big1", Input: json.RawMessage(`{"url":"` + big.URL + `"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.waitState("big1", "succeeded", "failed"); r.State != "succeeded" {
+		t.Fatalf("run: %+v", *r.Error)
+	}
+	if _, err := f.c.History(f.ctx, "big1"); err != nil {
+		t.Fatalf("history of an intact run: %v", err)
+	}
+	objs, err := f.store.List(f.ctx, "tqw/outputs/", "", 0)
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("large outputs: %v, %v; want one", objs, err)
+	}
+	key := objs[0].Key
+	b, _, err := f.store.Get(f.ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x01
+	if _, err := f.store.Put(f.ctx, key, b, objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := f.c.History(f.ctx, "big1")
+	var ae *client.Error
+	if !errors.As(err, &ae) || ae.Status != 500 || ae.Code != "damaged" || !strings.Contains(ae.Message, key) {
+		t.Fatalf("history with a damaged output: %+v, err %v; want HTTP 500 damaged naming %s", h, err, key)
 	}
 }
