@@ -130,7 +130,7 @@ func (v *View) definition(ctx context.Context, hash string) (*definition, error)
 		return nil, fmt.Errorf("interpreter: read definition %s: %w", hash, err)
 	}
 	if err := checkDefinition(hash, src); err != nil {
-		return nil, err
+		return nil, damaged(defKey(hash), err)
 	}
 	wf, _, err := dsl.ParseWith("defs/"+hash+".yaml", src, v.dslOpts)
 	if err != nil {
@@ -144,10 +144,11 @@ func (v *View) definition(ctx context.Context, hash string) (*definition, error)
 }
 
 // checkDefinition verifies src, the bytes of the definition object named
-// by hash, against that hash (the SHA-256 dsl computes of a source).
+// by hash, against that hash (the SHA-256 dsl computes of a source); the
+// error says what is wrong, without the key.
 func checkDefinition(hash string, src []byte) error {
 	if sum := sha256.Sum256(src); hex.EncodeToString(sum[:]) != hash {
-		return damaged(defKey(hash), "its %d bytes do not hash to the name", len(src))
+		return fmt.Errorf("its %d bytes do not hash to its name", len(src))
 	}
 	return nil
 }

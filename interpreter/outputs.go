@@ -43,21 +43,22 @@ func outputObjectSum(key string) string {
 }
 
 // damaged is the error of object key whose bytes fail a check.
-func damaged(key, format string, args ...any) error {
-	return fmt.Errorf("%w: %w: %s: %s", ErrDamagedObject, ErrCorruptState, key, fmt.Sprintf(format, args...))
+func damaged(key string, why error) error {
+	return fmt.Errorf("%w: %s: %v (%w)", ErrDamagedObject, key, why, ErrCorruptState)
 }
 
 // checkOutputObject verifies b, the bytes of the large output at key,
-// against the checksum key names (none for an old key) and decodes it.
+// against the checksum key names (none for an old key) and decodes it;
+// the error says what is wrong, without the key.
 func checkOutputObject(key string, b []byte) (any, error) {
 	if want := outputObjectSum(key); want != "" {
 		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != want {
-			return nil, damaged(key, "its %d bytes do not match the SHA-256 its name records", len(b))
+			return nil, fmt.Errorf("its %d bytes do not match the SHA-256 its name records", len(b))
 		}
 	}
 	var v any
 	if err := decodeMsgpack(b, &v); err != nil {
-		return nil, damaged(key, "it does not decode: %v", err)
+		return nil, fmt.Errorf("it does not decode: %w", err)
 	}
 	return v, nil
 }
@@ -71,7 +72,11 @@ func readOutputObject(ctx context.Context, store objstore.Store, key string) (an
 	if err != nil {
 		return nil, fmt.Errorf("interpreter: read output %s: %w", key, err)
 	}
-	return checkOutputObject(key, b)
+	v, err := checkOutputObject(key, b)
+	if err != nil {
+		return nil, damaged(key, err)
+	}
+	return v, nil
 }
 
 // env builds the expression environment of the current step.
