@@ -334,7 +334,7 @@ func CheckObjects(ctx context.Context, store objstore.Store, r Reader, runs RunL
 				}
 			}
 		}
-		if len(page) < opts.Limit {
+		if len(page) == 0 {
 			return problems, nil
 		}
 		opts.After = page[len(page)-1].RunID

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
@@ -82,5 +83,53 @@ func TestHistoryWithDamagedOutput(t *testing.T) {
 	var ae *client.Error
 	if !errors.As(err, &ae) || ae.Status != 500 || ae.Code != "damaged" || !strings.Contains(ae.Message, key) {
 		t.Fatalf("history with a damaged output: %+v, err %v; want HTTP 500 damaged naming %s", h, err, key)
+	}
+}
+
+// TestCheckObjectsSealedSegment flips one byte of a sealed segment's
+// data object: interpreter.CheckObjects (tqw-dsl store check) reports the
+// sealed runs whose records no longer read, naming the object.
+func TestCheckObjectsSealedSegment(t *testing.T) {
+	t.Parallel()
+	f, _ := sealedRunsFixture(t, 3)
+	check := func() []string {
+		t.Helper()
+		problems, err := interpreter.CheckObjects(f.ctx, f.store, interpreter.WithSealed(f.rt.Queue(), f.rt.Inspector()), f.rt.Inspector())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range problems {
+			out = append(out, p.String())
+		}
+		return out
+	}
+	if p := check(); len(p) != 0 {
+		t.Fatalf("problems in an intact store: %v", p)
+	}
+	objs, err := f.store.List(f.ctx, "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data string
+	for _, o := range objs {
+		if strings.HasSuffix(o.Key, ".dat") {
+			data = o.Key
+		}
+	}
+	if data == "" {
+		t.Fatalf("no segment data object in %v", objs)
+	}
+	b, _, err := f.store.Get(f.ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-2] ^= 0x01
+	if _, err := f.store.Put(f.ctx, data, b, objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := check()
+	if len(p) == 0 || !strings.Contains(strings.Join(p, "\n"), data) {
+		t.Fatalf("problems after flipping a byte of %s: %v", data, p)
 	}
 }
