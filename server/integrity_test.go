@@ -86,50 +86,70 @@ func TestHistoryWithDamagedOutput(t *testing.T) {
 	}
 }
 
-// TestCheckObjectsSealedSegment flips one byte of a sealed segment's
-// data object: interpreter.CheckObjects (tqw-dsl store check) reports the
-// sealed runs whose records no longer read, naming the object.
+// TestCheckObjectsSealedSegment deletes or flips one byte of a sealed
+// segment's index or data object: interpreter.CheckObjects (tqw-dsl store
+// check) reports it, naming the object, as a problem or, when the runs
+// cannot even be listed, as its error.
 func TestCheckObjectsSealedSegment(t *testing.T) {
 	t.Parallel()
-	f, _ := sealedRunsFixture(t, 3)
-	check := func() []string {
-		t.Helper()
-		problems, err := interpreter.CheckObjects(f.ctx, f.store, interpreter.WithSealed(f.rt.Queue(), f.rt.Inspector()), f.rt.Inspector())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, p := range problems {
-			out = append(out, p.String())
-		}
-		return out
-	}
-	if p := check(); len(p) != 0 {
-		t.Fatalf("problems in an intact store: %v", p)
-	}
-	objs, err := f.store.List(f.ctx, "", "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var data string
-	for _, o := range objs {
-		if strings.HasSuffix(o.Key, ".dat") {
-			data = o.Key
-		}
-	}
-	if data == "" {
-		t.Fatalf("no segment data object in %v", objs)
-	}
-	b, _, err := f.store.Get(f.ctx, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)-2] ^= 0x01
-	if _, err := f.store.Put(f.ctx, data, b, objstore.PutOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	p := check()
-	if len(p) == 0 || !strings.Contains(strings.Join(p, "\n"), data) {
-		t.Fatalf("problems after flipping a byte of %s: %v", data, p)
+	for _, tc := range []struct {
+		name, suffix string
+		flip         bool
+	}{
+		{"flipped data", ".dat", true},
+		{"deleted data", ".dat", false},
+		{"flipped index", ".idx", true},
+		{"deleted index", ".idx", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f, _ := sealedRunsFixture(t, 3)
+			check := func() string {
+				t.Helper()
+				// A fresh inspector, as tqw-dsl store check's process has:
+				// the writer's caches the segment indexes it read.
+				insp := runtime.NewArchiveInspector(f.rt.Queue(), f.store, runtime.SealOptions{})
+				problems, err := interpreter.CheckObjects(f.ctx, f.store, interpreter.WithSealed(f.rt.Queue(), insp), insp)
+				if err != nil {
+					return err.Error()
+				}
+				var out []string
+				for _, p := range problems {
+					out = append(out, p.String())
+				}
+				return strings.Join(out, "\n")
+			}
+			if p := check(); p != "" {
+				t.Fatalf("problems in an intact store: %v", p)
+			}
+			objs, err := f.store.List(f.ctx, "", "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var key string
+			for _, o := range objs {
+				if strings.HasSuffix(o.Key, tc.suffix) {
+					key = o.Key
+				}
+			}
+			if key == "" {
+				t.Fatalf("no segment object %s in %v", tc.suffix, objs)
+			}
+			if tc.flip {
+				b, _, err := f.store.Get(f.ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b[len(b)-2] ^= 0x01
+				if _, err := f.store.Put(f.ctx, key, b, objstore.PutOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := f.store.Delete(f.ctx, key); err != nil {
+				t.Fatal(err)
+			}
+			if p := check(); !strings.Contains(p, key) {
+				t.Fatalf("after damaging %s: %q", key, p)
+			}
+		})
 	}
 }
