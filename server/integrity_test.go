@@ -147,7 +147,9 @@ func TestCheckObjectsSealedSegment(t *testing.T) {
 			} else if err := f.store.Delete(f.ctx, key); err != nil {
 				t.Fatal(err)
 			}
-			if p := check(); !strings.Contains(p, key) {
+			p := check()
+			t.Logf("after damaging %s: %s", key, p)
+			if !strings.Contains(p, key) {
 				t.Fatalf("after damaging %s: %q", key, p)
 			}
 		})
