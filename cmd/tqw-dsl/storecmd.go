@@ -51,8 +51,11 @@ func newStoreCheckCmd() *cobra.Command {
 		Use:   "check",
 		Short: "Verify the store read-only: manifest, checkpoint chunks, WAL continuity and checksums",
 		Long: `check reads the manifest, every checkpoint chunk, every WAL object after
-the checkpoint and the list of large values, and prints one line per
-problem: the object, then what is wrong with it. It makes only GET, LIST
+the checkpoint and the list of large values; then (with the default
+--prefix, when the log reads) every workflow definition and large step
+output, checked against its SHA-256, and every run's records, sealed
+segments included. It prints one line per problem: the object, then what
+is wrong with it. It makes only GET, LIST
 and HEAD requests, so it changes nothing and can run next to a worker.
 
 Exit status: 0 healthy, 1 a problem found (or no store at --store),
