@@ -2,6 +2,8 @@ package interpreter
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -127,6 +129,9 @@ func (v *View) definition(ctx context.Context, hash string) (*definition, error)
 	if err != nil {
 		return nil, fmt.Errorf("interpreter: read definition %s: %w", hash, err)
 	}
+	if err := checkDefinition(hash, src); err != nil {
+		return nil, damaged(defKey(hash), err)
+	}
 	wf, _, err := dsl.ParseWith("defs/"+hash+".yaml", src, v.dslOpts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: definition %s no longer loads: %w", ErrCorruptState, hash, err)
@@ -136,6 +141,16 @@ func (v *View) definition(ctx context.Context, hash string) (*definition, error)
 	}
 	v.pins.add(hash)
 	return v.cache(wf), nil
+}
+
+// checkDefinition verifies src, the bytes of the definition object named
+// by hash, against that hash (the SHA-256 dsl computes of a source); the
+// error says what is wrong, without the key.
+func checkDefinition(hash string, src []byte) error {
+	if sum := sha256.Sum256(src); hex.EncodeToString(sum[:]) != hash {
+		return fmt.Errorf("its %d bytes do not hash to its name", len(src))
+	}
+	return nil
 }
 
 func (v *View) cache(wf *dsl.Workflow) *definition {

@@ -46,6 +46,16 @@
 //     are KV effects of the step's settlement, so they commit with the
 //     transition or not at all. Outputs over InlineOutputLimit go to their
 //     own object, written before the settlement and referenced from KV.
+//   - Stored objects are verified on read. A large output's key ends in
+//     the SHA-256 of its bytes (tqw/outputs/<run>/<n>.<sha256>), so the
+//     output and history records that reference it carry the checksum
+//     without a new field; keys written before (ending in <n>) still read,
+//     checked only by decoding. A definition's bytes must hash to its name.
+//     An object that fails is ErrDamagedObject (also ErrCorruptState)
+//     naming its key: history and the API report it, never serve the bytes.
+//     CheckObjects (tqw-dsl store check) reads every definition and large
+//     output and walks every run's records, naming each damaged or missing
+//     object.
 //   - retry is a durable delay back to the same step (ContinueAfter); sleep
 //     and wait_signal park the run in the runtime (ContinueAfter,
 //     ContinueOnSignal), holding no worker; call submits a child run whose
@@ -157,6 +167,11 @@
 // in a row (a 101-step pure loop: 2 PUTs; a 10-step no-op action run:
 // 11). The end reaches the watcher through the runtime's RunEndObserver,
 // not a notification job.
+// CheckObjects costs one LIST per 1,000 objects under tqw/defs/ and
+// tqw/outputs/, one GET per object there, the run listing (one
+// runtime.Inspector.ListRuns page per 1,000 runs) and one history read per
+// run (memory reads of the KV; a sealed run's records, one GET of its
+// segment's data object unless cached).
 // Memo reads and writes cost one GET and one PUT each (llm and foreach
 // only). A predicted wait is one KV record in the submission commit (at
 // most 16 per run); checking a signal (ValidateSignal, CheckSignal) costs

@@ -2,7 +2,6 @@ package interpreter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -261,19 +260,4 @@ func decodeHistory(ctx context.Context, store objstore.Store, e storage.KVEntry)
 		h.Output = v
 	}
 	return h, nil
-}
-
-func readOutputObject(ctx context.Context, store objstore.Store, key string) (any, error) {
-	b, _, err := store.Get(ctx, key)
-	if errors.Is(err, objstore.ErrNotExist) {
-		return nil, fmt.Errorf("%w: output object %s is missing", ErrCorruptState, key)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("interpreter: read output %s: %w", key, err)
-	}
-	var v any
-	if err := decodeMsgpack(b, &v); err != nil {
-		return nil, err
-	}
-	return v, nil
 }

@@ -2,14 +2,82 @@ package interpreter
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/repair"
+	"github.com/tqw-dsl/tqw/runtime/runstate"
 	"github.com/tqw-dsl/tqw/runtime/storage"
 
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
+
+// ErrDamagedObject reports a stored object (a large step output, a
+// definition) whose bytes are not what was written: the checksum its name
+// records does not match, or it does not decode. The error names the
+// object's key; it also matches ErrCorruptState.
+var ErrDamagedObject = errors.New("interpreter: stored object damaged")
+
+// outputObjectKey names the object of a large output of runtime step n:
+// its key ends in the SHA-256 of obj, so the record that references it
+// (an output record, a history record) carries the checksum without a
+// new field, and old records, whose keys end in the step number, still read.
+func outputObjectKey(runID string, n int, obj []byte) string {
+	sum := sha256.Sum256(obj)
+	return outputObject(runID, n) + "." + hex.EncodeToString(sum[:])
+}
+
+// outputObjectSum returns the hex SHA-256 the key of a large output
+// names, "" for a key written before keys named one.
+func outputObjectSum(key string) string {
+	i := strings.LastIndexByte(key, '.')
+	if i < 0 || len(key)-i-1 != sha256.Size*2 || strings.Contains(key[i:], "/") {
+		return ""
+	}
+	return key[i+1:]
+}
+
+// damaged is the error of object key whose bytes fail a check.
+func damaged(key string, why error) error {
+	return fmt.Errorf("%w: %s: %v (%w)", ErrDamagedObject, key, why, ErrCorruptState)
+}
+
+// checkOutputObject verifies b, the bytes of the large output at key,
+// against the checksum key names (none for an old key) and decodes it;
+// the error says what is wrong, without the key.
+func checkOutputObject(key string, b []byte) (any, error) {
+	if want := outputObjectSum(key); want != "" {
+		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != want {
+			return nil, fmt.Errorf("its %d bytes do not match the SHA-256 its name records", len(b))
+		}
+	}
+	var v any
+	if err := decodeMsgpack(b, &v); err != nil {
+		return nil, fmt.Errorf("it does not decode: %w", err)
+	}
+	return v, nil
+}
+
+// readOutputObject reads and verifies the large output at key. Cost: one GET.
+func readOutputObject(ctx context.Context, store objstore.Store, key string) (any, error) {
+	b, _, err := store.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil, fmt.Errorf("%w: output object %s is missing", ErrCorruptState, key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("interpreter: read output %s: %w", key, err)
+	}
+	v, err := checkOutputObject(key, b)
+	if err != nil {
+		return nil, damaged(key, err)
+	}
+	return v, nil
+}
 
 // env builds the expression environment of the current step.
 func (x *exec) env(ctx context.Context) (*dsl.Env, error) {
@@ -114,7 +182,7 @@ func (x *exec) putOutput(ctx context.Context, v any) error {
 		if err != nil {
 			return err
 		}
-		key := outputObject(x.rs.RunID, x.rs.Number)
+		key := outputObjectKey(x.rs.RunID, x.rs.Number, obj)
 		x.it.noteDirty(x.rs.RunID) // even if this attempt's commit never lands
 		if _, err := x.it.store.Put(ctx, key, obj, objstore.PutOptions{}); err != nil {
 			return fmt.Errorf("interpreter: store output of step %s: %w", x.s.ID, err)
@@ -189,4 +257,94 @@ func (x *exec) moveTo(idx int, prev string) *state {
 	st.Step, st.Attempt, st.Visit, st.Prev = idx, 1, x.rs.Number+1, prev
 	st.Phase, st.WaitKey, st.Child, st.Started, st.Deadline = phaseRun, "", "", 0, 0
 	return &st
+}
+
+// RunLister lists runs; *runtime.Inspector implements it.
+type RunLister interface {
+	ListRuns(ctx context.Context, opts runstate.ListOptions) ([]runstate.Status, error)
+}
+
+// CheckObjects verifies the objects the interpreter keeps beside the kv
+// (definitions and large step outputs), read-only, and reports each
+// damaged or missing one: it lists both prefixes and reads every object,
+// checking it against the checksum its name records, then walks every run
+// runs lists (active and sealed), reading its history from r, and reports
+// a definition or a large output a run references that is not there, and
+// a run whose records do not read (a sealed segment damaged or missing).
+// Cost: one LIST per 1,000 objects of each prefix, one GET per object,
+// plus one listing of the runs and one history read per run. The error is
+// for a check that could not be done.
+func CheckObjects(ctx context.Context, store objstore.Store, r Reader, runs RunLister) ([]repair.Problem, error) {
+	var problems []repair.Problem
+	seen := map[string]bool{}
+	check := func(prefix string, verify func(key string, b []byte) error) error {
+		after := ""
+		for {
+			page, err := store.List(ctx, prefix, after, 1000)
+			if err != nil {
+				return fmt.Errorf("interpreter: list %s: %w", prefix, err)
+			}
+			for _, o := range page {
+				seen[o.Key] = true
+				b, _, err := store.Get(ctx, o.Key)
+				if errors.Is(err, objstore.ErrNotExist) {
+					continue // deleted since the listing (retention)
+				}
+				if err != nil {
+					return fmt.Errorf("interpreter: read %s: %w", o.Key, err)
+				}
+				if err := verify(o.Key, b); err != nil {
+					problems = append(problems, repair.Problem{Object: o.Key, Kind: repair.ProblemDamaged, Detail: err.Error()})
+				}
+			}
+			if len(page) < 1000 {
+				return nil
+			}
+			after = page[len(page)-1].Key
+		}
+	}
+	if err := check(defsPrefix, func(key string, b []byte) error {
+		return checkDefinition(strings.TrimPrefix(key, defsPrefix), b)
+	}); err != nil {
+		return nil, err
+	}
+	if err := check(outputsPrefix, func(key string, b []byte) error {
+		_, err := checkOutputObject(key, b)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	missing := func(key, detail string) {
+		if !seen[key] {
+			seen[key] = true // one problem per object
+			problems = append(problems, repair.Problem{Object: key, Kind: repair.ProblemMissing, Detail: detail})
+		}
+	}
+	opts := runstate.ListOptions{Limit: 1000}
+	for {
+		page, err := runs.ListRuns(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("interpreter: list runs: %w", err)
+		}
+		for _, st := range page {
+			if h := st.Headers[HeaderDefinition]; h != "" {
+				missing(defKey(h), fmt.Sprintf("the definition of run %s is not in the store", st.RunID))
+			}
+			recs, err := history(ctx, r, nil, st.RunID)
+			if err != nil {
+				problems = append(problems, repair.Problem{Object: "run " + st.RunID, Kind: repair.ProblemDamaged,
+					Detail: fmt.Sprintf("its records do not read: %v", err)})
+				continue
+			}
+			for _, h := range recs {
+				if h.OutputRef != "" {
+					missing(h.OutputRef, fmt.Sprintf("the output of step %s of run %s is not in the store", h.Step, st.RunID))
+				}
+			}
+		}
+		if len(page) == 0 {
+			return problems, nil
+		}
+		opts.After = page[len(page)-1].RunID
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/tqw-dsl/tqw/interpreter"
 )
 
 // DefaultDurableTimeout is Config.DurableTimeout's default.
@@ -34,6 +36,10 @@ func unavailable(w http.ResponseWriter, msg string) {
 // applied and may still become durable: the answer says so.
 func (s *Server) storeFailed(w http.ResponseWriter, what string, err error) {
 	s.log.Warn(what+" failed", "err", err)
+	if errors.Is(err, interpreter.ErrDamagedObject) || errors.Is(err, interpreter.ErrDefinitionMissing) {
+		writeError(w, http.StatusInternalServerError, "damaged", "", fmt.Sprintf("%s: %v (see tqw-dsl store check)", what, err))
+		return
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		unavailable(w, fmt.Sprintf("%s: the store did not confirm the write within %v; it may still take effect once the store accepts writes (GET /readyz says why it does not): %v",
 			what, s.cfg.DurableTimeout, err))

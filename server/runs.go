@@ -430,7 +430,11 @@ func (s *Server) runDetail(r *http.Request, st runstate.Status) (Run, error) {
 		}
 	}
 	if run.DefinitionHash != "" {
-		if wf, err := s.it.Definition(ctx, run.DefinitionHash); err == nil {
+		wf, err := s.it.Definition(ctx, run.DefinitionHash)
+		if errors.Is(err, interpreter.ErrDamagedObject) || errors.Is(err, interpreter.ErrDefinitionMissing) {
+			return run, err // say so, not a run with empty fields
+		}
+		if err == nil {
 			var b strings.Builder
 			if wf.WriteMermaid(&b) == nil {
 				run.Mermaid = b.String()

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime/repair"
 
 	"github.com/spf13/cobra"
@@ -50,8 +51,11 @@ func newStoreCheckCmd() *cobra.Command {
 		Use:   "check",
 		Short: "Verify the store read-only: manifest, checkpoint chunks, WAL continuity and checksums",
 		Long: `check reads the manifest, every checkpoint chunk, every WAL object after
-the checkpoint and the list of large values, and prints one line per
-problem: the object, then what is wrong with it. It makes only GET, LIST
+the checkpoint and the list of large values; then (with the default
+--prefix, when the log reads) every workflow definition and large step
+output, checked against its SHA-256, and every run's records, sealed
+segments included. It prints one line per problem: the object, then what
+is wrong with it. It makes only GET, LIST
 and HEAD requests, so it changes nothing and can run next to a worker.
 
 Exit status: 0 healthy, 1 a problem found (or no store at --store),
@@ -69,6 +73,14 @@ Exit status: 0 healthy, 1 a problem found (or no store at --store),
 			}
 			if !rep.Exists && rep.Healthy() {
 				return noStore(store, prefix)
+			}
+			if rep.BreakAt == 0 && prefix == queueKV {
+				// The log reads: check the runs' own objects too.
+				more, err := checkRunObjects(ctx, store)
+				if err != nil {
+					return err
+				}
+				rep.Problems = append(rep.Problems, more...)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -91,6 +103,22 @@ Exit status: 0 healthy, 1 a problem found (or no store at --store),
 	cmd.Flags().StringVar(&prefix, "prefix", queueKV, "kv prefix inside the store (the runs' queue lives under \"queue\")")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	return cmd
+}
+
+// checkRunObjects checks the objects beside the kv that the runs read:
+// definitions, large outputs and, through each run's records, the sealed
+// segments (interpreter.CheckObjects).
+func checkRunObjects(ctx context.Context, url string) ([]repair.Problem, error) {
+	v, err := openView(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = v.Close() }()
+	problems, err := interpreter.CheckObjects(ctx, v.store, v.records(), v.insp)
+	if err != nil {
+		return nil, failf(exitFailed, "checking the runs' objects in %s: %v", url, err)
+	}
+	return problems, nil
 }
 
 // checkJSON is the report store check --json prints.

@@ -57,3 +57,11 @@ func Plan(ctx context.Context, store objstore.Store, o Options, at uint64) (Trun
 func Truncate(ctx context.Context, store objstore.Store, o Options, at uint64) (Truncation, error) {
 	return kv.TruncateAt(ctx, store, o.kv(), at)
 }
+
+// The kinds of Problem a check of objects beside the kv reports too.
+const (
+	// ProblemMissing: an object the store needs is not there.
+	ProblemMissing = kv.ProblemMissing
+	// ProblemDamaged: the object fails its checksum or does not decode.
+	ProblemDamaged = kv.ProblemDamaged
+)
