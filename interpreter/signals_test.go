@@ -2,6 +2,7 @@ package interpreter
 
 import (
 	"errors"
+	stdruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,13 @@ func TestRejectedSignalKeepsTheRemainingTimeout(t *testing.T) {
 	if r := h[1].Rejected; r == nil || !strings.Contains(r.Reason, "not JSON") {
 		t.Fatalf("rejection %+v; want the payload named as not JSON", r)
 	}
+	// The rejection's event goes out with its settlement; the run waits
+	// again once that settlement is applied.
 	st, err := e.rt.Status(e.ctx, "r1")
+	for err == nil && st.State == runstate.StateRunning && e.ctx.Err() == nil {
+		stdruntime.Gosched()
+		st, err = e.rt.Status(e.ctx, "r1")
+	}
 	if err != nil || st.State != runstate.StateWaiting || !st.Until.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("status %+v, %v; want waiting until +1h (40 minutes left), not a fresh hour", st, err)
 	}
