@@ -50,7 +50,7 @@ func init() {
 			fs.StringVar(&interpHello, "hello", "workflows/hello.yaml", "workflow 'tqw-dsl run' runs end to end (\"\" skips it)")
 			fs.StringVar(&interpBinary, "tqw-dsl", "", "tqw-dsl binary to time (default: go build ./cmd/tqw-dsl into a temp dir)")
 			fs.IntVar(&interpLoop, "loop", 50, "iterations of the set+switch loop per run (2 steps each)")
-			fs.Var(&interpWorkloads, "workload", "step workloads (comma-separated): loop (101 set/switch steps per run), noop (10 custom no-op action steps per run, through the engine); default both")
+			listVar(fs, &interpWorkloads, "workload", "step workloads (comma-separated): loop (101 set/switch steps per run), noop (10 custom no-op action steps per run, through the engine); default both")
 			fs.StringVar(&interpCPUProf, "cpuprofile", "", "write a CPU profile of each measurement to PREFIX-<workload>-<store>-c<N>.pprof")
 		},
 		run: runInterpreter,

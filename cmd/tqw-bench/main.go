@@ -128,6 +128,14 @@ func (l *Latencies) Percentile(p float64) float64 {
 // multiFlag is a repeatable, comma-separated string flag.
 type multiFlag []string
 
+// listVar defines a list flag that starts empty at each parse, as
+// fs.IntVar resets its variable to the default: the flags live in
+// package variables, and one process may parse them more than once.
+func listVar(fs *flag.FlagSet, p *multiFlag, name, usage string) {
+	*p = nil
+	fs.Var(p, name, usage)
+}
+
 func (m *multiFlag) String() string { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error {
 	for _, s := range strings.Split(v, ",") {
@@ -169,8 +177,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tqw-bench "+b.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var stores, conc multiFlag
-	fs.Var(&stores, "store", "store URL (repeatable or comma-separated), e.g. mem://bench, file:///tmp/b, s3://bucket/prefix?endpoint=127.0.0.1:7070&insecure=1")
-	fs.Var(&conc, "concurrency", "concurrent clients (repeatable or comma-separated)")
+	listVar(fs, &stores, "store", "store URL (repeatable or comma-separated), e.g. mem://bench, file:///tmp/b, s3://bucket/prefix?endpoint=127.0.0.1:7070&insecure=1")
+	listVar(fs, &conc, "concurrency", "concurrent clients (repeatable or comma-separated)")
 	duration := fs.Duration("duration", 0, "measure for this long per run (default 3s unless --ops is set)")
 	ops := fs.Int("ops", 0, "measure this many operations per run instead of a duration")
 	if b.flags != nil {

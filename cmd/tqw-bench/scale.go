@@ -62,8 +62,8 @@ func init() {
 		name:    "scale",
 		summary: "steps/s, CPU µs/step, RSS, reopen time and list latency as retained (sealed) runs grow; writes a PNG plot",
 		flags: func(fs *flag.FlagSet) {
-			fs.Var(&scaleBench.retained, "retained", "retained finished runs at each point (comma-separated, ascending; default 0,10000,100000)")
-			fs.Var(&scaleBench.s3Points, "s3-retained", "retained runs at each point on s3:// stores (default --retained's)")
+			listVar(fs, &scaleBench.retained, "retained", "retained finished runs at each point (comma-separated, ascending; default 0,10000,100000)")
+			listVar(fs, &scaleBench.s3Points, "s3-retained", "retained runs at each point on s3:// stores (default --retained's)")
 			fs.IntVar(&scaleBench.steps, "steps", 10, "steps per measured run")
 			fs.IntVar(&scaleBench.runs, "runs", 200, "runs measured at each point, one after another (concurrency 1)")
 			fs.IntVar(&scaleBench.fillConc, "fill-concurrency", 32, "runs in flight while filling the store")

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -372,17 +373,18 @@ func TestUnreadableFilesAreUsageErrors(t *testing.T) {
 // nothing.
 func TestMemStoreRefusedForDetachedRuns(t *testing.T) {
 	hello := "../../workflows/hello.yaml"
+	name := freshMemName("detached")
 	for _, args := range [][]string{{"submit", hello}, {"run", hello, "--detach"}, {"run", hello, "--detach", "--json"}} {
-		code, out, errOut := runCLI(t, append(args, "--store", "mem://detached")...)
+		code, out, errOut := runCLI(t, append(args, "--store", "mem://"+name)...)
 		if code != exitUsage || out != "" || !strings.Contains(errOut, "mem:// store lives only in this process, so the run would vanish when it exits") {
-			t.Errorf("tqw-dsl %s --store mem://detached: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
+			t.Errorf("tqw-dsl %s --store mem://%s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), name, code, out, errOut)
 		}
 	}
-	if objs, err := mem.Named("detached").List(context.Background(), "", "", 0); err != nil || len(objs) != 0 {
+	if objs, err := mem.Named(name).List(context.Background(), "", "", 0); err != nil || len(objs) != 0 {
 		t.Fatalf("the refused commands wrote %v (%v)", objs, err)
 	}
 	// run without --detach works the run itself, so mem:// is fine.
-	if code, out, errOut := runCLI(t, "run", hello, "--store", "mem://detached"); code != exitOK || out != "Hello, world!\n" {
+	if code, out, errOut := runCLI(t, "run", hello, "--store", "mem://"+name); code != exitOK || out != "Hello, world!\n" {
 		t.Fatalf("run on mem://: exit %d %q %s", code, out, errOut)
 	}
 }
@@ -619,4 +621,14 @@ func TestImportViolationsFire(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// memNames numbers the mem:// stores freshMemName hands out.
+var memNames atomic.Int64
+
+// freshMemName returns a mem:// store name no other test (nor an earlier
+// repeat of this one under -count) has used: named stores live as long
+// as the test process.
+func freshMemName(base string) string {
+	return fmt.Sprintf("%s-%d", base, memNames.Add(1))
 }

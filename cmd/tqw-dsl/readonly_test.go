@@ -255,7 +255,8 @@ func memObjects(t *testing.T, s objstore.Store) string {
 // a mem:// store: the view they read through refuses every write, and the
 // store's objects stay exactly as they were.
 func TestReadOnlyVerbsInProcess(t *testing.T) {
-	const url = "mem://read-only-verbs"
+	name := freshMemName("read-only-verbs")
+	url := "mem://" + name
 	if code, out, errOut := runCLI(t, "run", "../../workflows/hello.yaml", "--run-id", "r1", "--store", url); code != exitOK {
 		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
 	}
@@ -270,7 +271,7 @@ func TestReadOnlyVerbsInProcess(t *testing.T) {
 		t.Fatalf("a delete through the view: %v, want ErrReadOnly", err)
 	}
 	_ = v.Close()
-	before := memObjects(t, mem.Named("read-only-verbs"))
+	before := memObjects(t, mem.Named(name))
 	for _, args := range readVerbs("r1") {
 		code, out, errOut := runCLI(t, append(args, "--store", url)...)
 		want := exitOK
@@ -281,7 +282,7 @@ func TestReadOnlyVerbsInProcess(t *testing.T) {
 			t.Errorf("tqw-dsl %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
 		}
 	}
-	if after := memObjects(t, mem.Named("read-only-verbs")); after != before {
+	if after := memObjects(t, mem.Named(name)); after != before {
 		t.Fatal("a read-only verb changed the store")
 	}
 	if code, _, errOut := runCLI(t, "list", "--store", "mem://read-only-verbs-none"); code != exitFailed ||

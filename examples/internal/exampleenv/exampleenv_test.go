@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +18,7 @@ import (
 func TestRunToItsOutcome(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	env, err := Open(ctx, Config{StoreURL: "mem://exampleenv-run"})
+	env, err := Open(ctx, Config{StoreURL: fmt.Sprintf("mem://exampleenv-run-%d", time.Now().UnixNano())})
 	if err != nil {
 		t.Fatal(err)
 	}
