@@ -4,18 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	goruntime "runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tqw-dsl/tqw/actions"
 	"github.com/tqw-dsl/tqw/interpreter"
-	"github.com/tqw-dsl/tqw/interpreter/engine"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
@@ -92,33 +88,23 @@ func runScaleWindows(ctx context.Context, cfg *config) error {
 func measureWindows(ctx context.Context, store objstore.Store) ([]windowPoint, error) {
 	var mu sync.Mutex
 	waiters := map[string]chan struct{}{}
-	e, err := engine.OpenStore(ctx, store, engine.Options{
-		Actions: []actions.Action{scaleNoop{}}, Concurrency: scaleBench.windowConc,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Events: func(ev interpreter.Event) {
-			if ev.Kind != "end" || ev.Step != scaleWindowLast || ev.Status != interpreter.OutcomeSucceeded {
-				return
-			}
-			mu.Lock()
-			ch := waiters[ev.RunID]
-			delete(waiters, ev.RunID)
-			mu.Unlock()
-			if ch != nil {
-				close(ch)
-			}
-		},
-	})
+	e, wfs, err := openScaleEngine(ctx, store, scaleNoop{}, scaleBench.windowConc, func(ev interpreter.Event) {
+		if ev.Kind != "end" || ev.Step != scaleWindowLast || ev.Status != interpreter.OutcomeSucceeded {
+			return
+		}
+		mu.Lock()
+		ch := waiters[ev.RunID]
+		delete(waiters, ev.RunID)
+		mu.Unlock()
+		if ch != nil {
+			close(ch)
+		}
+	}, scaleWindowWorkflow)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = e.Close(context.Background()) }()
-	w, err := interpreter.LoadSource("scale-window.yaml", []byte(scaleWindowWorkflow), e.LoadOptions())
-	if err != nil {
-		return nil, err
-	}
-	if err := e.Start(ctx); err != nil {
-		return nil, err
-	}
+	w := wfs[0]
 	// run submits one run and waits for its last step to end.
 	run := func(id string) error {
 		ch := make(chan struct{})
@@ -153,30 +139,14 @@ func measureWindows(ctx context.Context, store objstore.Store) ([]windowPoint, e
 				}
 			}
 		})
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		errs := make(chan error, scaleBench.windowConc)
 		cpu0, t0 := processCPU(), time.Now()
-		for range scaleBench.windowConc {
-			wg.Go(func() {
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= scaleBench.windowRuns {
-						return
-					}
-					if err := run(fmt.Sprintf("win%02d-%06d", k, i)); err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
+		err := forEachConcurrently(ctx, scaleBench.windowRuns, scaleBench.windowConc, func(_ context.Context, i int) error {
+			return run(fmt.Sprintf("win%02d-%06d", k, i))
+		})
 		secs, cpu := time.Since(t0).Seconds(), processCPU()-cpu0
 		close(stop)
 		sampler.Wait()
-		close(errs)
-		if err := <-errs; err != nil {
+		if err != nil {
 			return nil, err
 		}
 		p.runsPerSec = float64(scaleBench.windowRuns) / secs

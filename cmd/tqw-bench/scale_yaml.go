@@ -190,34 +190,20 @@ func runScaleYAML(ctx context.Context, cfg *config, points, s3Points []int) erro
 // open opens the engine (sealing on, as the CLI runs it), loads the
 // workflows and serves the HTTP API on loopback.
 func (s *yamlScale) open(ctx context.Context) error {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e, err := engine.OpenStore(ctx, s.store, engine.Options{
-		Actions: []actions.Action{scaleEcho{}}, Concurrency: scaleBench.fillConc, Logger: quiet,
-		Events: func(ev interpreter.Event) {
-			if ev.Kind == "end" && ev.Workflow == "scale-fill" && ev.Status == interpreter.OutcomeSucceeded {
-				s.ended.Add(1)
-				select {
-				case <-s.slots:
-				default: // a run of an earlier process
-				}
+	e, wfs, err := openScaleEngine(ctx, s.store, scaleEcho{}, scaleBench.fillConc, func(ev interpreter.Event) {
+		if ev.Kind == "end" && ev.Workflow == "scale-fill" && ev.Status == interpreter.OutcomeSucceeded {
+			s.ended.Add(1)
+			select {
+			case <-s.slots:
+			default: // a run of an earlier process
 			}
-		},
-	})
+		}
+	}, scaleFillWorkflow, scaleWaitWorkflow, scaleMeasuredWorkflow)
 	if err != nil {
 		return err
 	}
 	s.e = e
-	for _, w := range []struct {
-		dst *(*interpreter.Workflow)
-		src string
-	}{{&s.fillWF, scaleFillWorkflow}, {&s.waitWF, scaleWaitWorkflow}, {&s.measuredWF, scaleMeasuredWorkflow}} {
-		if *w.dst, err = interpreter.LoadSource("scale.yaml", []byte(w.src), e.LoadOptions()); err != nil {
-			return err
-		}
-	}
-	if err := e.Start(ctx); err != nil {
-		return err
-	}
+	s.fillWF, s.waitWF, s.measuredWF = wfs[0], wfs[1], wfs[2]
 	s.srv, err = server.New(server.Config{Runtime: e.Runtime(), Interpreter: e.Interpreter(), DSL: e.LoadOptions()})
 	if err != nil {
 		return err
@@ -343,28 +329,60 @@ func (s *yamlScale) settle(ctx context.Context) error {
 
 // submitAll runs submit for 0..n-1, fillConc at a time.
 func (s *yamlScale) submitAll(ctx context.Context, n int, submit func(context.Context, int) error) error {
+	return forEachConcurrently(ctx, n, scaleBench.fillConc, submit)
+}
+
+// forEachConcurrently runs fn for 0..n-1, conc at a time, and returns the
+// first error; a goroutine that fails takes no further index.
+func forEachConcurrently(ctx context.Context, n, conc int, fn func(context.Context, int) error) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, scaleBench.fillConc)
-	for range scaleBench.fillConc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	errs := make(chan error, conc)
+	for range conc {
+		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= n {
 					return
 				}
-				if err := submit(ctx, i); err != nil {
+				if err := fn(ctx, i); err != nil {
 					errs <- err
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// openScaleEngine opens the engine on store as the CLI runs it (sealing
+// on, default retention) with act as its one action, conc slots, events
+// as its event hook and a discarded log, loads each of sources and
+// starts it. The scale paths all open their engine through it.
+func openScaleEngine(ctx context.Context, store objstore.Store, act actions.Action, conc int, events func(interpreter.Event), sources ...string) (*engine.Engine, []*interpreter.Workflow, error) {
+	e, err := engine.OpenStore(ctx, store, engine.Options{
+		Actions: []actions.Action{act}, Concurrency: conc,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Events: events,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	wfs := make([]*interpreter.Workflow, len(sources))
+	for i, src := range sources {
+		if wfs[i], err = interpreter.LoadSource("scale.yaml", []byte(src), e.LoadOptions()); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = e.Start(ctx)
+	}
+	if err != nil {
+		_ = e.Close(context.Background())
+		return nil, nil, err
+	}
+	return e, wfs, nil
 }
 
 // fill submits n more fill runs through the engine (fillConc submitters,
