@@ -135,14 +135,28 @@ func (rt *Runtime) deliverBuffered(ctx context.Context, key string, payload, buf
 		return signal.Buffered, err
 	}
 	jobID := string(waiter)
-	res, err := rt.q.WakeScheduled(ctx, jobID, payload)
+	// The wake removes the buffered copy and the waiter's entry in its own
+	// commit: removed afterwards, the woken step could wait on key again
+	// in between, consume this same signal a second time and have its new
+	// entry deleted.
+	wait := queue.KVWrite{Key: sigWaitKey(key), Value: waiter}
+	res, err := rt.q.WakeScheduledKV(ctx, jobID, payload, queue.KVBatch{
+		Expect:  []queue.KVWrite{wait, {Key: sigBufKey(key), Value: buf}},
+		Deletes: []string{wait.Key, sigBufKey(key)},
+	})
+	if err == nil && res == queue.WakeConditionFailed {
+		// The buffer no longer holds this signal (a newer one replaced
+		// it, or it was consumed or cleared) or key's entry changed: wake
+		// without touching either.
+		if res, err = rt.q.WakeScheduled(ctx, jobID, payload); err == nil && res == queue.Woken {
+			rt.compareAndDelete(ctx, wait.Key, waiter)
+		}
+	}
 	if err != nil {
 		// The signal is buffered; the waiter consumes it at its timeout.
 		return signal.Buffered, fmt.Errorf("runtime: signal %q: wake job %s: %w", key, jobID, err)
 	}
 	if res == queue.Woken {
-		rt.compareAndDelete(ctx, sigBufKey(key), buf)
-		rt.compareAndDelete(ctx, sigWaitKey(key), waiter)
 		return signal.Delivered, nil
 	}
 	// The waiter is no longer scheduled: its timeout fired, its run was
