@@ -276,7 +276,7 @@ func sortSearch(n int, f func(int) bool) int {
 // park submits n waiting runs (a submission of one already there is a
 // no-op) and returns once every one waits.
 func (s *yamlScale) park(ctx context.Context, n int) error {
-	if err := s.submitAll(ctx, n, func(ctx context.Context, i int) error {
+	if err := forEachConcurrently(ctx, n, scaleBench.fillConc, func(ctx context.Context, i int) error {
 		_, err := s.e.Submit(ctx, s.waitWF, nil, waitRunID(i))
 		return err
 	}); err != nil {
@@ -325,11 +325,6 @@ func (s *yamlScale) settle(ctx context.Context) error {
 			return err
 		}
 	}
-}
-
-// submitAll runs submit for 0..n-1, fillConc at a time.
-func (s *yamlScale) submitAll(ctx context.Context, n int, submit func(context.Context, int) error) error {
-	return forEachConcurrently(ctx, n, scaleBench.fillConc, submit)
 }
 
 // forEachConcurrently runs fn for 0..n-1, conc at a time, and returns the
@@ -452,7 +447,7 @@ func (s *yamlScale) fill(ctx context.Context, n int) error {
 			}
 		}
 	})
-	err := s.submitAll(ctx, n, func(ctx context.Context, i int) error {
+	err := forEachConcurrently(ctx, n, scaleBench.fillConc, func(ctx context.Context, i int) error {
 		for backlog.Load() {
 			select {
 			case <-time.After(10 * time.Millisecond):
