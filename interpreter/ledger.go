@@ -17,7 +17,10 @@ import "github.com/tqw-dsl/tqw/actions"
 //   - a reply replayed from an earlier attempt (a retry after a failure
 //     in set, a foreach item finished before another failed) is not
 //     counted again: that attempt's settlement, which must have committed
-//     for this attempt to run, carried it.
+//     for this attempt to run, carried it;
+//   - a crash after the provider replied and before the reply's memo
+//     entry is durable leaves no record of that reply: the redelivery
+//     asks again, and only what it pays is counted.
 func (x *exec) charge(s actions.Spend) {
 	if s.Attempt > 0 && s.Attempt < x.st.Attempt {
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,8 +15,10 @@ import (
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/clock"
+	rtmemo "github.com/tqw-dsl/tqw/runtime/memo"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/faults"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -138,8 +141,16 @@ steps:
 func TestLLMLedgerIsExactAfterACrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	fs := faults.New(mem.New(), 1)
 	walPrefix := ""
+	faulty := faults.New(mem.New(), 1)
+	// Once the paid reply's memo entry has landed, the next WAL PUT (the
+	// one carrying the retry's settlement, or a commit queued before it)
+	// hangs. Armed at the reply instead, it could catch an earlier commit
+	// and kill the writer before the memo entry is written: a crash whose
+	// reply no store has seen.
+	fs := &armAfterPut{Store: faulty, prefix: rtmemo.DefaultPrefix + "/", arm: func() {
+		faulty.Set(faults.Rule{Ops: faults.OpPut, KeyPrefix: walPrefix, Nth: 1, Hang: true})
+	}}
 	fake := llmfake.New()
 	defer fake.Close()
 	var calls sync.Mutex
@@ -149,8 +160,6 @@ func TestLLMLedgerIsExactAfterACrash(t *testing.T) {
 		defer calls.Unlock()
 		n++
 		if n == 1 {
-			// The next WAL PUT, the one carrying the retry's settlement, hangs.
-			fs.Set(faults.Rule{Ops: faults.OpPut, KeyPrefix: walPrefix, Nth: 1, Hang: true})
 			return invalidReply
 		}
 		return validReply
@@ -202,7 +211,7 @@ func TestLLMLedgerIsExactAfterACrash(t *testing.T) {
 	walPrefix = a.q.Prefix() + "/wal/"
 	actx, acancel := context.WithCancel(ctx)
 	a.w = a.it.Runtime().Spawn(actx)
-	if err := fs.WaitInjected(ctx, 1); err != nil {
+	if err := faulty.WaitInjected(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	b := open(0) // fences a: its retry's settlement is lost
@@ -245,4 +254,21 @@ func TestLLMLedgerIsExactAfterACrash(t *testing.T) {
 	tokens, cost := sumLLM(b.events)
 	b.mu.Unlock()
 	wantLedger(t, "end events after the crash", tokens, cost)
+}
+
+// armAfterPut is a store that calls arm once, after the first Put under
+// prefix has landed.
+type armAfterPut struct {
+	objstore.Store
+	prefix string
+	once   sync.Once
+	arm    func()
+}
+
+func (s *armAfterPut) Put(ctx context.Context, key string, data []byte, opts objstore.PutOptions) (objstore.ObjectInfo, error) {
+	info, err := s.Store.Put(ctx, key, data, opts)
+	if err == nil && strings.HasPrefix(key, s.prefix) {
+		s.once.Do(s.arm)
+	}
+	return info, err
 }
