@@ -163,17 +163,16 @@ func (rt *Runtime) SignalBuffered(ctx context.Context, key string) ([]byte, erro
 // DeliverSignal wakes the step waiting on key with the signal value that
 // BufferSignal buffered, consuming it from the buffer and writing record
 // (the control plane's note of the outcome) in the same commit, only
-// while the buffer still holds value: call it once SignalBuffered showed
-// value still there. It returns signal.Delivered when it woke the waiter, or
-// when value left the buffer before the wake committed and the buffer is
-// empty (a registering waiter consumed it); signal.Buffered, writing nothing,
-// when no step waits on key (the signal stays for the next waiter) or the
-// buffer holds another signal by then; and signal.Buffered with an error when
-// the wake failed: the signal stays buffered for the next waiter, as with
+// while the buffer still holds value. It returns signal.Delivered when it
+// woke the waiter, or when value left the buffer for a waiter meanwhile
+// (a registration consumed it, or its recheck woke its step; record is
+// then not rewritten); signal.Buffered, writing nothing, when no step
+// waits on key (the signal stays for the next waiter) or the buffer holds
+// another signal by then; and signal.Buffered with an error when the wake
+// failed: the signal stays buffered for the next waiter, as with
 // SendSignal, unless the error wraps kv.ErrCommitUncertain (the wake may
 // have committed). record.Key must lie under a ControlKVPrefix. Cost: one
-// durable commit and a small one to drop the waiter's index entry when a
-// step waits; memory reads otherwise.
+// durable commit when a step waits; memory reads otherwise.
 func (rt *Runtime) DeliverSignal(ctx context.Context, key string, value []byte, record queue.KVWrite) (signal.Outcome, error) {
 	if err := validateSignalKey(key); err != nil {
 		return signal.Buffered, err
@@ -185,34 +184,14 @@ func (rt *Runtime) DeliverSignal(ctx context.Context, key string, value []byte, 
 	if err != nil {
 		return signal.Buffered, fmt.Errorf("runtime: signal %q: the buffered value: %w", key, err)
 	}
-	bufKey, waitKey := sigBufKey(key), sigWaitKey(key)
-	waiter, err := kvGet(ctx, rt.q, waitKey)
-	if err != nil || waiter == nil {
-		return signal.Buffered, err
-	}
-	res, err := rt.q.WakeScheduledKV(ctx, string(waiter), payload, queue.KVBatch{
-		Expect:  []queue.KVWrite{{Key: bufKey, Value: value}},
-		Puts:    []queue.KVWrite{record},
-		Deletes: []string{bufKey},
-	})
+	res, waiter, err := rt.wakeWaiter(ctx, key, payload, value, record)
 	if err != nil {
-		return signal.Buffered, fmt.Errorf("runtime: signal %q: wake job %s: %w", key, waiter, err)
+		return signal.Buffered, fmt.Errorf("runtime: signal %q: wake its waiter: %w", key, err)
 	}
-	switch res {
-	case queue.Woken:
-		rt.compareAndDelete(ctx, waitKey, waiter)
+	if res == queue.Woken {
 		return signal.Delivered, nil
-	case queue.WakeConditionFailed:
-		cur, err := kvGet(ctx, rt.q, bufKey)
-		if cur == nil {
-			return signal.Delivered, err
-		}
-		return signal.Buffered, err
 	}
-	// A stale index entry: the waiter's timeout fired or its run ended.
-	// The signal stays buffered for the next waiter.
-	rt.compareAndDelete(ctx, waitKey, waiter)
-	return signal.Buffered, nil
+	return rt.settledElsewhere(ctx, key, payload, value, waiter, res)
 }
 
 // ClearSignalWith discards the signal buffered under key, as ClearSignal

@@ -228,3 +228,32 @@ func TestRunSpecValidate(t *testing.T) {
 		t.Fatalf("a valid spec: %v", err)
 	}
 }
+
+// TestControlDeliverSignalAfterTheRecheckWon: a control plane buffers a
+// signal while a step that has just registered runs its recheck
+// (afterRegister), which wakes the step with that signal first. The
+// control plane's DeliverSignal then finds no waiter and an empty
+// buffer: the signal was delivered, and it says so (the server's hook
+// answered "buffered" here, under load in CI).
+func TestControlDeliverSignalAfterTheRecheckWon(t *testing.T) {
+	w := newWaiter(false)
+	e := newEnv(t, w)
+	e.start()
+	e.submit(RunSpec{RunID: "dr"})
+	st := e.waitRun("dr", inState(runstate.StateWaiting))
+	e.stop()
+	value := e.rt.SignalValue([]byte("go"))
+	if err := e.rt.BufferSignal(e.ctx, "k:dr", value, queue.KVWrite{Key: "workflow/test/cmd", Value: []byte("buffered")}); err != nil {
+		t.Fatal(err)
+	}
+	e.rt.afterRegister(e.ctx, "k:dr", st.JobID)
+	out, err := e.rt.DeliverSignal(e.ctx, "k:dr", value, queue.KVWrite{Key: "workflow/test/cmd", Value: []byte("delivered")})
+	if err != nil || out != signal.Delivered {
+		t.Fatalf("DeliverSignal after the recheck woke the step = %v, %v; want delivered", out, err)
+	}
+	assertNoSignalResidue(t, e)
+	e.start()
+	if o := e.outcome(); o.Status != runstate.Succeeded || string(o.Result) != "sig:go" {
+		t.Fatalf("outcome %+v; want the signal delivered once", o)
+	}
+}

@@ -121,56 +121,66 @@ func (rt *Runtime) SignalExpiry(buf []byte) time.Time {
 // deliverBuffered wakes the waiter of key, if one is registered, with the
 // signal just buffered as buf.
 func (rt *Runtime) deliverBuffered(ctx context.Context, key string, payload, buf []byte) (signal.Outcome, error) {
-	waiter, err := kvGet(ctx, rt.q, sigWaitKey(key))
-	if err != nil {
-		return signal.Buffered, err
-	}
-	if waiter == nil {
-		// No waiter, unless one registering concurrently consumed the
-		// buffer (and removed its index entry) between the two reads.
-		cur, err := kvGet(ctx, rt.q, sigBufKey(key))
-		if err == nil && cur == nil {
-			return signal.Delivered, nil
-		}
-		return signal.Buffered, err
-	}
-	jobID := string(waiter)
-	// The wake removes the buffered copy and the waiter's entry in its own
-	// commit: removed afterwards, the woken step could wait on key again
-	// in between, consume this same signal a second time and have its new
-	// entry deleted.
-	wait := queue.KVWrite{Key: sigWaitKey(key), Value: waiter}
-	res, err := rt.q.WakeScheduledKV(ctx, jobID, payload, queue.KVBatch{
-		Expect:  []queue.KVWrite{wait, {Key: sigBufKey(key), Value: buf}},
-		Deletes: []string{wait.Key, sigBufKey(key)},
-	})
+	res, waiter, err := rt.wakeWaiter(ctx, key, payload, buf)
 	if err == nil && res == queue.WakeConditionFailed {
 		// The buffer no longer holds this signal (a newer one replaced
 		// it, or it was consumed or cleared) or key's entry changed: wake
 		// without touching either.
-		if res, err = rt.q.WakeScheduled(ctx, jobID, payload); err == nil && res == queue.Woken {
-			rt.compareAndDelete(ctx, wait.Key, waiter)
+		if res, err = rt.q.WakeScheduled(ctx, string(waiter), payload); err == nil && res == queue.Woken {
+			rt.compareAndDelete(ctx, sigWaitKey(key), waiter)
 		}
 	}
 	if err != nil {
 		// The signal is buffered; the waiter consumes it at its timeout.
-		return signal.Buffered, fmt.Errorf("runtime: signal %q: wake job %s: %w", key, jobID, err)
+		return signal.Buffered, fmt.Errorf("runtime: signal %q: wake its waiter: %w", key, err)
 	}
 	if res == queue.Woken {
 		return signal.Delivered, nil
 	}
-	// The waiter is no longer scheduled: its timeout fired, its run was
-	// cancelled, or a concurrent registration check woke it with this
-	// very signal.
-	rt.compareAndDelete(ctx, sigWaitKey(key), waiter)
-	if job, err := rt.q.GetJob(ctx, jobID); err == nil && !job.WokenAt.IsZero() && bytes.Equal(job.WakePayload, payload) {
-		rt.compareAndDelete(ctx, sigBufKey(key), buf)
-		return signal.Delivered, nil
+	return rt.settledElsewhere(ctx, key, payload, buf, waiter, res)
+}
+
+// wakeWaiter is the one way a buffered signal wakes its waiter: it wakes
+// the step registered under key with payload, buffered as buf, and in the
+// same commit removes the buffered copy and the step's entry and writes
+// puts, only while both still hold what was read (otherwise
+// queue.WakeConditionFailed, nothing written). Removed afterwards, the
+// woken step could wait on key again in between, consume this same
+// signal a second time and have its new entry deleted. waiter is the
+// entry read, nil when no step is registered (then res is "").
+func (rt *Runtime) wakeWaiter(ctx context.Context, key string, payload, buf []byte, puts ...queue.KVWrite) (res queue.WakeOutcome, waiter []byte, err error) {
+	waiter, err = kvGet(ctx, rt.q, sigWaitKey(key))
+	if err != nil || waiter == nil {
+		return "", nil, err
 	}
-	if cur, err := kvGet(ctx, rt.q, sigBufKey(key)); err == nil && cur == nil {
-		return signal.Delivered, nil // consumed by the waiter meanwhile
+	wait := queue.KVWrite{Key: sigWaitKey(key), Value: waiter}
+	res, err = rt.q.WakeScheduledKV(ctx, string(waiter), payload, queue.KVBatch{
+		Expect:  []queue.KVWrite{wait, {Key: sigBufKey(key), Value: buf}},
+		Puts:    puts,
+		Deletes: []string{wait.Key, sigBufKey(key)},
+	})
+	return res, waiter, err
+}
+
+// settledElsewhere says what became of the signal buffered as buf under
+// key when wakeWaiter did not wake a step with it (res): Delivered when
+// it left the buffer for a waiter meanwhile (a registration consumed it,
+// or a registration's recheck woke its step with it), Buffered when it
+// waits there for the next waiter. An entry whose step is no longer
+// scheduled (its timeout fired, its run ended) is dropped.
+func (rt *Runtime) settledElsewhere(ctx context.Context, key string, payload, buf, waiter []byte, res queue.WakeOutcome) (signal.Outcome, error) {
+	if res == queue.NotScheduled || res == queue.NotFound {
+		rt.compareAndDelete(ctx, sigWaitKey(key), waiter)
+		if job, err := rt.q.GetJob(ctx, string(waiter)); err == nil && !job.WokenAt.IsZero() && bytes.Equal(job.WakePayload, payload) {
+			rt.compareAndDelete(ctx, sigBufKey(key), buf)
+			return signal.Delivered, nil
+		}
 	}
-	return signal.Buffered, nil
+	cur, err := kvGet(ctx, rt.q, sigBufKey(key))
+	if err != nil || cur != nil {
+		return signal.Buffered, err
+	}
+	return signal.Delivered, nil
 }
 
 // ClearSignal discards the signal buffered under key and reports whether
@@ -270,14 +280,8 @@ func (rt *Runtime) afterRegister(ctx context.Context, key, jobID string) {
 		rt.compareAndDelete(ctx, sigBufKey(key), buf)
 		return
 	}
-	res, err := rt.q.WakeScheduled(ctx, jobID, payload)
-	if err != nil {
-		rt.log.Debug("waking a new waiter for a buffered signal failed; its timeout consumes it", "key", key, "err", err)
-		return
-	}
-	if res == queue.Woken {
-		rt.compareAndDelete(ctx, sigBufKey(key), buf)
-		rt.compareAndDelete(ctx, sigWaitKey(key), []byte(jobID))
+	if _, _, err := rt.wakeWaiter(ctx, key, payload, buf); err != nil {
+		rt.log.Debug("waking a new waiter for a buffered signal failed; its timeout consumes it", "key", key, "job", jobID, "err", err)
 	}
 }
 

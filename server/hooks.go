@@ -586,11 +586,8 @@ func (s *Server) hookSignal(w http.ResponseWriter, r *http.Request, h *hookState
 		waiter = ws.RunID
 	}
 	out := HookResponse{Delivered: "buffered"}
-	if cur, err := s.rt.SignalBuffered(ctx, key); err == nil && bytes.Equal(cur, value) {
-		oc, err := s.rt.DeliverSignal(ctx, key, value, marker)
-		if err == nil && oc == signal.Delivered {
-			out.Delivered = "now"
-		}
+	if oc, err := s.rt.DeliverSignal(ctx, key, value, marker); err == nil && oc == signal.Delivered {
+		out.Delivered = "now"
 	}
 	if waiter != "" {
 		s.events.touch(waiter)
