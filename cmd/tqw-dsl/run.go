@@ -121,18 +121,27 @@ type interrupted struct {
 	submit bool
 }
 
-// findInterrupted returns the newest run submitted under key whose
-// following process is dead, or nil. Claims of runs that no longer exist
-// are deleted. Cost: one LIST of the claims, and, when one names a dead
-// process, a read-only view of the store.
-func findInterrupted(ctx context.Context, url string, w *interpreter.Workflow, key string) (*interrupted, error) {
+// orphanedRun is a run claimed under a key whose claiming process is
+// dead: found is false when the store has no such run.
+type orphanedRun struct {
+	runID string
+	found bool
+	state runstate.Status
+}
+
+// eachOrphanedRun calls visit with every run claimed under key whose
+// claiming process is dead, in claim order, until visit reports done or
+// fails. It is the one reading of the claims that both findInterrupted
+// and noteEarlierVersion make. Cost: one LIST of the claims, and, when
+// one names a dead process, a read-only view of the store.
+func eachOrphanedRun(ctx context.Context, url, key string, visit func(store objstore.Store, v *view, r orphanedRun) (done bool, err error)) error {
 	store, err := openStore(ctx, url)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	claims, err := interpreter.RunClaims(ctx, store, key)
 	if err != nil {
-		return nil, failf(exitFailed, "looking for an interrupted run in %s: %v", url, err)
+		return failf(exitFailed, "looking for an interrupted run in %s: %v", url, err)
 	}
 	var v *view
 	defer func() {
@@ -146,29 +155,48 @@ func findInterrupted(ctx context.Context, url string, w *interpreter.Workflow, k
 		}
 		if v == nil {
 			if v, err = openView(ctx, url); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		st, err := v.insp.Status(ctx, c.RunID)
+		r := orphanedRun{runID: c.RunID, found: true}
+		r.state, err = v.insp.Status(ctx, c.RunID)
 		if errors.Is(err, runtime.ErrRunNotFound) {
-			return &interrupted{runID: c.RunID, from: w.Main.Steps[0].ID, submit: true}, nil
+			r.found = false
+		} else if err != nil {
+			return failf(exitFailed, "status of the interrupted run %s: %v", c.RunID, err)
 		}
-		if err != nil {
-			return nil, failf(exitFailed, "status of the interrupted run %s: %v", c.RunID, err)
+		if done, err := visit(store, v, r); done || err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// findInterrupted returns the first run submitted under key whose
+// following process is dead, or nil. Cost: eachOrphanedRun's.
+func findInterrupted(ctx context.Context, url string, w *interpreter.Workflow, key string) (*interrupted, error) {
+	var found *interrupted
+	err := eachOrphanedRun(ctx, url, key, func(_ objstore.Store, v *view, r orphanedRun) (bool, error) {
 		from := w.Main.Steps[0].ID
-		if st.State.Terminal() {
+		switch {
+		case !r.found:
+			found = &interrupted{runID: r.runID, from: from, submit: true}
+			return true, nil
+		case r.state.State.Terminal():
 			from = ""
-		} else if recs, err := interpreter.History(ctx, v.records(), nil, c.RunID); err == nil && len(recs) > 0 {
-			last := recs[len(recs)-1]
-			from = last.Step
-			if last.Next != "" {
-				from = last.Next
+		default:
+			if recs, err := interpreter.History(ctx, v.records(), nil, r.runID); err == nil && len(recs) > 0 {
+				last := recs[len(recs)-1]
+				from = last.Step
+				if last.Next != "" {
+					from = last.Next
+				}
 			}
 		}
-		return &interrupted{runID: c.RunID, from: from}, nil
-	}
-	return nil, nil
+		found = &interrupted{runID: r.runID, from: from}
+		return true, nil
+	})
+	return found, err
 }
 
 // announce prints the run id when run starts following it: a JSON event,
@@ -354,42 +382,16 @@ func (rc *rerunClaim) release(ctx context.Context, store objstore.Store, runID s
 // Claims of runs that ended are deleted. Cost: one LIST of the file's
 // claims, and, when one names a dead process, a read-only view.
 func noteEarlierVersion(ctx context.Context, url, fileKey, path, storeFlag string, errOut io.Writer) error {
-	store, err := openStore(ctx, url)
-	if err != nil {
-		return err
-	}
-	claims, err := interpreter.RunClaims(ctx, store, fileKey)
-	if err != nil {
-		return failf(exitFailed, "looking for an interrupted run in %s: %v", url, err)
-	}
-	var v *view
-	defer func() {
-		if v != nil {
-			_ = v.Close()
-		}
-	}()
-	for _, c := range claims {
-		if !c.OwnerDead() {
-			continue
-		}
-		if v == nil {
-			if v, err = openView(ctx, url); err != nil {
-				return err
-			}
-		}
-		st, err := v.insp.Status(ctx, c.RunID)
-		if errors.Is(err, runtime.ErrRunNotFound) || err == nil && st.State.Terminal() {
-			_ = interpreter.ReleaseRun(ctx, store, fileKey, c.RunID)
-			continue
-		}
-		if err != nil {
-			return failf(exitFailed, "status of the interrupted run %s: %v", c.RunID, err)
+	return eachOrphanedRun(ctx, url, fileKey, func(store objstore.Store, _ *view, r orphanedRun) (bool, error) {
+		if !r.found || r.state.State.Terminal() {
+			_ = interpreter.ReleaseRun(ctx, store, fileKey, r.runID)
+			return false, nil
 		}
 		fmt.Fprintf(errOut, "note: run %s, of an earlier version of %s, was interrupted and is %s in the store; this starts a new run.\n"+
 			"  resume it with `tqw-dsl worker%s` (or by running that version again), or cancel it: tqw-dsl cancel %s%s\n",
-			c.RunID, path, st.State, storeFlag, shellQuote(c.RunID), storeFlag)
-	}
-	return nil
+			r.runID, path, r.state.State, storeFlag, shellQuote(r.runID), storeFlag)
+		return false, nil
+	})
 }
 
 // runInboxPoll is the longest pause between two reads of the inbox while
