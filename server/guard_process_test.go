@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,26 +17,9 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/tqw-dsl/tqw/internal/browsertest"
 	"github.com/tqw-dsl/tqw/server/client"
 )
-
-// chromium is Debian's chromium (scripts/tools.sh installs it), or the
-// binary TQW_CHROMIUM names; the test skips without one (fails in CI).
-func chromium(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("TQW_CHROMIUM")
-	if p == "" {
-		p = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(p); err != nil {
-		msg := fmt.Sprintf("browser test: no Chromium at %s (TQW_CHROMIUM names another): %v", p, err)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return p
-}
 
 // TestServeRefusesCrossSiteAndRebinding drives a real token-less `tqw-dsl
 // serve` on loopback as a hostile page and a rebinding name would: a page
@@ -52,7 +34,7 @@ func TestServeRefusesCrossSiteAndRebinding(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts tqw-dsl and Chromium; skipped with -short")
 	}
-	chrome := chromium(t)
+	browsertest.Chromium(t) // skip before starting a server when there is no browser
 	base := startServeProcess(t, "", "file://"+filepath.Join(t.TempDir(), "store"), nil)
 	c := client.New(base, client.Options{HTTPClient: &http.Client{Transport: &checkingTransport{t: t, conf: sharedConformance(t)}}})
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
@@ -89,17 +71,7 @@ Promise.allSettled([
 	}))
 	defer page.Close()
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome),
-		chromedp.NoSandbox, // the test machines run as root
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	tab, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithErrorf(t.Logf))
-	defer cancelTab()
+	tab := browsertest.Tab(t, ctx)
 	var mu sync.Mutex
 	answered := map[string]int64{} // path -> status the browser saw
 	if err := chromedp.Listen(tab, func(ev any) {

@@ -31,26 +31,9 @@ import (
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/tqw-dsl/tqw/internal/browsertest"
 	"github.com/tqw-dsl/tqw/internal/tqwdslbin"
 )
-
-// chromiumPath is Debian's chromium (scripts/tools.sh installs it);
-// TQW_CHROMIUM names another binary.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("TQW_CHROMIUM")
-	if p == "" {
-		p = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(p); err != nil {
-		msg := fmt.Sprintf("browser test: no Chromium at %s (scripts/tools.sh installs Debian's chromium; TQW_CHROMIUM names another): %v", p, err)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return p
-}
 
 // servedProcess is a real `tqw-dsl serve` started by the test.
 type servedProcess struct {
@@ -193,22 +176,11 @@ func TestBrowserApprovalFlow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test: builds tqw-dsl and runs Chromium; skipped with -short")
 	}
-	chrome := chromiumPath(t)
+	browsertest.Chromium(t) // skip before starting a server when there is no browser
 	srv := startServe(t)
 	shots := screenshotDir(t)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome),
-		chromedp.NoSandbox, // the test machines run as root
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1280, 1000),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithErrorf(t.Logf))
-	defer cancelTab()
+	ctx := browsertest.Tab(t, context.Background(), chromedp.WindowSize(1280, 1000))
 
 	base, _ := url.Parse(srv.base)
 	var (
