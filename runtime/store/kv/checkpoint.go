@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 
 	"github.com/tidwall/btree"
@@ -73,7 +72,7 @@ func (db *DB) checkpoint(ctx context.Context) error {
 	}
 	snap := db.snapshotLocked()
 	dirty, full := db.dirty, db.fullRewrite
-	db.dirty, db.fullRewrite = nil, false
+	db.dirty, db.fullRewrite = newDirtySet(db.manifest.chunks), false
 	target := db.lastBatchLocked()
 	if target != nil {
 		target.sealed = true
@@ -100,7 +99,7 @@ func (db *DB) checkpoint(ctx context.Context) error {
 		firstLive = target.seq + 1
 		baseObjs, baseBytes = target.totObjs, target.totBytes
 	}
-	if len(dirty) == 0 && !full && firstLive == old.firstLiveWAL && (len(old.chunks) > 0 || snap.Len() == 0) {
+	if !dirty.any && !full && firstLive == old.firstLiveWAL && (len(old.chunks) > 0 || snap.Len() == 0) {
 		return nil // nothing changed
 	}
 
@@ -115,7 +114,7 @@ func (db *DB) checkpoint(ctx context.Context) error {
 	if full || len(old.chunks) == 0 {
 		cw.writeRange(snap, nil, nil)
 	} else {
-		d := dirtyChunks(old.chunks, dirty, db.opts.ChunkBytes)
+		d := dirty.withSmallNeighbors(db.opts.ChunkBytes)
 		for i := 0; i < len(old.chunks); {
 			if !d[i] {
 				cw.reuse(old.chunks[i])
@@ -153,6 +152,8 @@ func (db *DB) checkpoint(ctx context.Context) error {
 
 	// The switch is done: everything below is cleanup.
 	db.mu.Lock()
+	// The writes since the snapshot marked the old manifest's chunks.
+	db.dirty = db.dirty.remap(nm.chunks)
 	db.manifest, db.etag = nm, newEtag
 	db.ckptObjsBase, db.ckptBytesBase = baseObjs, baseBytes
 	fences := map[uint64]bool{}
@@ -189,23 +190,6 @@ func (db *DB) checkpoint(ctx context.Context) error {
 		"chunks_written", written, "chunks_reused", reused, "first_live_wal", firstLive,
 		"deleted", len(garbage), "took", db.opts.Clock().Sub(start))
 	return nil
-}
-
-// dirtyChunks marks the old chunks whose key range holds a dirty key, plus
-// small clean neighbors of dirty ones so small chunks merge over time.
-func dirtyChunks(chunks []chunkInfo, dirty [][]byte, target int) []bool {
-	d := make([]bool, len(chunks))
-	for _, k := range dirty {
-		i := sort.Search(len(chunks), func(i int) bool { return bytes.Compare(chunks[i].first, k) > 0 }) - 1
-		d[max(i, 0)] = true
-	}
-	for i := range chunks {
-		if !d[i] && chunks[i].size < int64(target/4) &&
-			((i > 0 && d[i-1]) || (i+1 < len(chunks) && d[i+1])) {
-			d[i] = true
-		}
-	}
-	return d
 }
 
 // chunkUploader cuts a key-ordered stream of entries into chunks and writes

@@ -1,11 +1,6 @@
 package kv
 
-import (
-	"bytes"
-	"sort"
-
-	"github.com/tidwall/btree"
-)
+import "github.com/tidwall/btree"
 
 // compactGroup is how many consecutive entries (in key order) share one
 // allocation in a compacted tree.
@@ -66,27 +61,4 @@ func appendOwned(arena, b []byte) ([]byte, []byte) {
 	start := len(arena)
 	arena = append(arena, b...)
 	return arena, arena[start:len(arena):len(arena)]
-}
-
-// dirtyPerChunk reduces keys (written since the checkpoint of chunks,
-// repeats allowed) to one owned copy per chunk they fall in: the same
-// chunks count as dirty (dirtyChunks), and the keys no longer hold on to
-// the WAL objects they were replayed from.
-func dirtyPerChunk(chunks []chunkInfo, keys [][]byte) [][]byte {
-	if len(keys) == 0 {
-		return nil
-	}
-	if len(chunks) == 0 {
-		return [][]byte{bytes.Clone(keys[0])}
-	}
-	seen := make([]bool, len(chunks))
-	var out [][]byte
-	for _, k := range keys {
-		i := max(sort.Search(len(chunks), func(i int) bool { return bytes.Compare(chunks[i].first, k) > 0 })-1, 0)
-		if !seen[i] {
-			seen[i] = true
-			out = append(out, bytes.Clone(k))
-		}
-	}
-	return out
 }

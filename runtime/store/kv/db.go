@@ -48,7 +48,7 @@ type DB struct {
 	recent    *btree.BTreeG[recentWrite]
 	recentLog []recentCommit
 
-	dirty       [][]byte // keys written since the last checkpoint snapshot (repeats allowed)
+	dirty       dirtySet // chunks of manifest written since the last checkpoint snapshot
 	fullRewrite bool     // a failed checkpoint lost its dirty set
 
 	queue       []*batch // batches not yet written, in order; the last may be open
@@ -162,8 +162,8 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 	if err != nil {
 		return nil, err
 	}
-	var dirty [][]byte
-	r, err := o.openState(ctx, m, func(k []byte) { dirty = append(dirty, k) })
+	dirty := newDirtySet(m.chunks)
+	r, err := o.openState(ctx, m, dirty.mark)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +173,6 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 	// Copy the replayed state out of the objects it was decoded from, so
 	// what stays in memory is the live keys and values only (compactTree).
 	tree := compactTree(r.tree)
-	dirty = dirtyPerChunk(m.chunks, dirty)
 	db := &DB{
 		o: o, opts: opts, epoch: m.epoch,
 		tree: tree, live: map[uint64]int{},
@@ -737,7 +736,7 @@ func (db *DB) commitLocked(tx *Tx, larges map[string]largeRef, urgent bool) (*ba
 			keys[i] = k
 			db.recent.Set(recentWrite{key: k, seq: seq})
 		}
-		db.dirty = append(db.dirty, f.key)
+		db.dirty.mark(f.key)
 	}
 	if track {
 		db.recentLog = append(db.recentLog, recentCommit{seq: seq, keys: keys})
