@@ -232,7 +232,8 @@
 // Segments sealed by earlier builds, with a row and label entries per run
 // in the KV, read the same; their expiry deletes those. A waiting run, by
 // contrast, keeps its job, run record, step pointer and wait index in the
-// KV while it waits. Figures: docs/BENCHMARKS.md#scale and #waiting-runs.
+// KV while it waits. Figures: docs/BENCHMARKS.md#scale and
+// docs/BENCHMARKS.md#waiting-runs.
 //
 // # What it does not do
 //

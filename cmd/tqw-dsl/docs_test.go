@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // TestEveryPackageDocSaysWhatItIsFor checks every non-test package in the
@@ -62,6 +64,97 @@ func TestDocProblemsFire(t *testing.T) {
 			t.Errorf("not flagged: %q", bad)
 		}
 	}
+}
+
+// TestBenchmarkLinksResolve checks that every link into docs/BENCHMARKS.md
+// (from Go and Markdown files, its own "(#...)" links included) names one
+// of its headings, so the pointers the package docs give stay true.
+func TestBenchmarkLinksResolve(t *testing.T) {
+	t.Parallel()
+	bench, err := os.ReadFile("../../docs/BENCHMARKS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := markdownAnchors(string(bench))
+	if !anchors["summary"] || !anchors["history"] {
+		t.Fatalf("docs/BENCHMARKS.md has no summary or history heading: %v", anchors)
+	}
+	linkInto := regexp.MustCompile(`BENCHMARKS\.md#([\w-]+)`)
+	ownLink := regexp.MustCompile(`\]\(#([\w-]+)\)`)
+	links := 0
+	err = filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); name == "node_modules" || name == "testdata" || (strings.HasPrefix(name, ".") && path != "../..") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, ".md") {
+			return nil
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		matches := linkInto.FindAllStringSubmatch(string(text), -1)
+		if filepath.Base(path) == "BENCHMARKS.md" {
+			matches = append(matches, ownLink.FindAllStringSubmatch(string(text), -1)...)
+		}
+		for _, m := range matches {
+			links++
+			if !anchors[m[1]] {
+				t.Errorf("%s links to docs/BENCHMARKS.md#%s, which no heading makes", path, m[1])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if links < 20 {
+		t.Errorf("found %d links into docs/BENCHMARKS.md: not the repository", links)
+	}
+}
+
+// markdownAnchors returns the anchors GitHub makes of a Markdown file's
+// headings: lower case, spaces to hyphens, other punctuation dropped, a
+// repeated anchor numbered -1, -2, ...; lines in code fences are no
+// headings.
+func markdownAnchors(text string) map[string]bool {
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	fenced := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+			continue
+		}
+		title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+		if fenced || !strings.HasPrefix(line, "#") || !ok {
+			continue
+		}
+		var slug strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				slug.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				slug.WriteRune(r)
+			}
+		}
+		anchor := slug.String()
+		if n := seen[anchor]; n > 0 {
+			seen[anchor]++
+			anchor = anchor + "-" + strconv.Itoa(n)
+		} else {
+			seen[anchor] = 1
+		}
+		anchors[anchor] = true
+	}
+	return anchors
 }
 
 const minSynopsisWords = 4
