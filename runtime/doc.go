@@ -143,7 +143,8 @@
 //     durable commits and status reads count as its worker having joined,
 //     so a lone run never waits for itself
 //     (TestARunnersOwnCommitsDoNotWaitForItsWorker). Figures:
-//     docs/BENCHMARKS.md#runtime and #interpreter-request-counts.
+//     docs/BENCHMARKS.md#runtime and
+//     docs/BENCHMARKS.md#interpreter-request-counts.
 //   - Memo.Get: one GET; Memo.Put: one PUT. Step-output replay adds one GET
 //     per delivery and one PUT per recorded outcome.
 //   - Signal: one durable commit to buffer it, plus, when a waiter exists,
