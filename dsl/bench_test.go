@@ -7,7 +7,7 @@ import (
 )
 
 // BenchmarkParse1000 loads and validates a generated 1,000-step workflow
-// (target: at most 50 ms per load; figures in docs/BENCHMARKS.md).
+// (target: at most 50 ms per load; figures in docs/BENCHMARKS.md#dsl).
 func BenchmarkParse1000(b *testing.B) {
 	src := dslgen.Workflow(1000)
 	b.SetBytes(int64(len(src)))

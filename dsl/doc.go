@@ -48,11 +48,10 @@
 // Costs: no object-store requests and no I/O besides Load reading the file.
 // A load runs on the caller's goroutine: parse, schema validation, rule
 // checks and expression compilation, in that order (a file that fails the
-// schema is not rule-checked). docs/BENCHMARKS.md (section dsl) has the
-// CPU and time a 1,000-step file costs; most of it is in
+// schema is not rule-checked). Most of a load's CPU is in
 // go.yaml.in/yaml/v3, the JSON Schema validator and expr-lang. An earlier
-// version overlapped them on several goroutines; it saved about 10 ms on
-// that file and was removed as not worth its complexity.
+// version overlapped them on several goroutines; it was removed as not
+// worth its complexity (figures: docs/BENCHMARKS.md#dsl).
 //
 // Shell scripts: the with of a shell step whose command is a string
 // compiles to a template that renders each ${ } as a reference to an

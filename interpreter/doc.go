@@ -75,7 +75,7 @@
 //     whose worker holds one fails) rather than redacted out of unrelated
 //     data. Redaction scans each text once per form: 8 forms for an
 //     alphanumeric secret, up to about 100 for one full of characters that
-//     encodings escape (docs/BENCHMARKS.md).
+//     encodings escape (figures: docs/BENCHMARKS.md#secret-redaction).
 //   - The values of one set are all evaluated against the variables before
 //     it, then assigned together, so a set means the same in any key order.
 //   - A run that ends ends its children: the terminal hook cancels every

@@ -68,10 +68,11 @@
 // `validation`. A supervisor that fails without reporting how the command
 // ended gives a plain error (`custom.unexpected` in a workflow).
 //
-// Costs: no object-store requests. The supervisor adds about 4 ms of wall
-// time per step with tqw-dsl as the binary (2 ms with a small one; see
-// docs/BENCHMARKS.md, "shell supervisor") and, while the command runs, one
-// process with about 1.4 MiB of private memory. Not done: resource limits
+// Costs: no object-store requests. The supervisor adds one exec of the
+// worker's binary (its Go runtime start and the init functions of the
+// packages initialised before the supervisor's) per step and, while the
+// command runs, one more small process (figures:
+// docs/BENCHMARKS.md#shell-supervisor). Not done: resource limits
 // (CPU, memory), sandboxing, or pseudo-terminals; the workflow author is
 // trusted with the worker's privileges, which is why the CLI can disable
 // this action.

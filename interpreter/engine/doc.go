@@ -44,11 +44,10 @@
 // and one durable commit (runtime's doc). Close drains the worker and makes everything
 // durable before it releases the lease.
 //
-// Measured through this door (tqw-bench scale --path interpreter,
-// docs/BENCHMARKS.md "scale, YAML path", file store): with 1,000,000
-// finished YAML runs retained, every one's status, result, history and
-// outputs readable, plus 10,000 runs waiting on signals, a reopened engine
-// holds 71 MB of heap (123 MB RSS), reopens in 0.4 s, lists a first page
-// in about 1 ms (unfiltered, or by state, workflow or label) and spends the
-// CPU per step of new runs an empty store does.
+// Finished runs are sealed into segments (runtime's doc), so a reopened
+// engine's heap, its reopen time, a first page of the run list
+// (unfiltered, or by state, workflow or label) and the CPU per step of new
+// runs do not grow with the runs retained, while every retained run's
+// status, result, history and outputs stay readable (figures, with
+// 1,000,000 retained: docs/BENCHMARKS.md#scale-yaml-path).
 package engine

@@ -142,7 +142,7 @@
 // waits, for up to 2 s, then doubling to one per second), and the answer's
 // DELETE; on a file store with notification the polls double from the
 // start. Status and ListRuns cost a Reader Refresh; see Client.
-// docs/BENCHMARKS.md ("inbox", "signal-latency") has the measured figures.
+// Figures: docs/BENCHMARKS.md#inbox and docs/BENCHMARKS.md#signal-latency.
 //
 // # Design
 //

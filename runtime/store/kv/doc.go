@@ -107,9 +107,8 @@
 // The flusher keeps one WAL PUT in flight; the commits that arrive
 // meanwhile go out together in the next one. That alone shares a PUT only
 // among the commits that arrive within one PUT's duration: on a packed file
-// store (one pwrite and one fdatasync, 150-300 µs) that is a few
-// settlements when a step costs a few hundred µs of CPU, 0.08-0.11 PUT
-// per step for 32 concurrent YAML runs. A client that commits again and
+// store (one pwrite and one fdatasync) that is only a few settlements when
+// each step costs more CPU than the PUT takes. A client that commits again and
 // again (the runtime: each worker goroutine for the run it carries from
 // step to step) registers a Committer and commits with WithCommitter; a
 // batch a durable commit made ready is then held while
@@ -141,8 +140,8 @@
 // The cost is latency (at most CommitDelay per step while a sibling is
 // slow, e.g. in an HTTP call) and, when the CPU is the bottleneck,
 // throughput: the disk idles while the batch fills instead of overlapping
-// with the next steps' CPU work (docs/BENCHMARKS.md, "interpreter request
-// counts (issue 14)").
+// with the next steps' CPU work (figures:
+// docs/BENCHMARKS.md#interpreter-request-counts).
 //
 // # Fencing
 //

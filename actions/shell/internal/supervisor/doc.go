@@ -11,8 +11,8 @@
 // otherwise it does nothing. It is a package of its own, with only
 // standard-library imports, so that Go initialises it early: a supervisor
 // runs the init functions of fewer of the program's packages before its
-// own (in tqw-dsl about 70 of 150 instead of 104), which saves about 1 ms
-// per step.
+// own, which shortens every shell step (figures:
+// docs/BENCHMARKS.md#shell-supervisor).
 //
 // Protocol: the worker starts the supervisor as the leader of a new
 // process group, with argv [Arg0, program, argv...], only [Env] in its
