@@ -62,6 +62,47 @@ const (
 	CodeExprType       = "with.not-a-string"
 	CodeInputSchema    = "input.schema"
 	CodeInternal       = "internal"
+
+	// The shell script rules (docs/DSL.md, "Shell scripts and templates").
+
+	// CodeShellUnsafe is a ${ } in a place of a shell script where no
+	// value can be inserted safely (a quoted here-document, $'...',
+	// arithmetic, ...).
+	CodeShellUnsafe = "shell.unsafe-template"
+	// CodeShellRawExternal (a warning) is raw() inserting data from the
+	// run input, a step's output, an error, a foreach item or a variable
+	// set from one of those into a script as code.
+	CodeShellRawExternal = "shell.raw-external"
+	// CodeShellRawMisplaced is raw() anywhere but as the whole ${ } of a
+	// shell script.
+	CodeShellRawMisplaced = "shell.raw-misplaced"
+	// CodeShellReservedEnv is a shell step's env variable whose name
+	// starts with TQW_ARG_ (shellArgPrefix).
+	CodeShellReservedEnv = "shell.reserved-env"
+
+	// CodeSetReadsAssigned is the warning for a value in a set that reads a
+	// variable another key of the same set assigns. Every value of a set reads
+	// the variables as they were before the set (YAML mappings have no order),
+	// so it sees the old value, which the author may not expect.
+	CodeSetReadsAssigned = "set.reads-assigned"
+)
+
+// The errors of the package, each matched with errors.Is.
+var (
+	// ErrInvalid is matched (errors.Is) by the error Load and Parse return when
+	// the workflow has error diagnostics.
+	ErrInvalid = errors.New("invalid workflow")
+
+	// ErrInputInvalid is matched by the error ValidateInput returns.
+	ErrInputInvalid = errors.New("run input does not match the workflow's input schema")
+
+	// ErrNotRegular is matched by ReadFile's error for a path that names a
+	// FIFO, a device, a socket, a folder or a /proc or /sys entry.
+	ErrNotRegular = errors.New("not a regular file")
+
+	// ErrEval is matched (errors.Is) by every evaluation error; the
+	// interpreter reports such errors with type "expression".
+	ErrEval = errors.New("expression evaluation failed")
 )
 
 // Diagnostic is one problem found in a workflow file. Line and Col are
@@ -131,10 +172,6 @@ func (ds Diagnostics) sort() {
 		return ds[i].Col < ds[j].Col
 	})
 }
-
-// ErrInvalid is matched (errors.Is) by the error Load and Parse return when
-// the workflow has error diagnostics.
-var ErrInvalid = errors.New("invalid workflow")
 
 // InvalidError is the error Load and Parse return for an invalid workflow.
 // Its message is the first error diagnostic, with the count of the rest.

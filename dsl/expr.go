@@ -66,27 +66,23 @@ type RunInfo struct {
 	Attempt  int    `expr:"attempt" json:"attempt"`
 }
 
-// ErrEval is matched (errors.Is) by every evaluation error; the
-// interpreter reports such errors with type "expression".
-var ErrEval = errors.New("expression evaluation failed")
-
-// EvalError is an expression that failed at run time.
-type EvalError struct {
+// evalError is an expression that failed at run time.
+type evalError struct {
 	Pos    Pos
 	Source string
 	Err    error
 }
 
 // Error implements error.
-func (e *EvalError) Error() string {
+func (e *evalError) Error() string {
 	return fmt.Sprintf("%s: evaluating %q: %v", e.Pos, e.Source, e.Err)
 }
 
 // Unwrap returns the underlying error.
-func (e *EvalError) Unwrap() error { return e.Err }
+func (e *evalError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrEval) true.
-func (e *EvalError) Is(target error) bool { return target == ErrEval }
+func (e *evalError) Is(target error) bool { return target == ErrEval }
 
 // scope is the set of names an expression may read where it is written.
 type scope uint16
@@ -219,7 +215,7 @@ func (e *Expr) Eval(env *Env) (any, error) {
 func (e *Expr) eval(m exprEnv) (any, error) {
 	v, err := expr.Run(e.prog, m)
 	if err != nil {
-		return nil, &EvalError{Pos: e.Pos, Source: e.Source, Err: err}
+		return nil, &evalError{Pos: e.Pos, Source: e.Source, Err: err}
 	}
 	return v, nil
 }
@@ -232,7 +228,7 @@ func (e *Expr) EvalBool(env *Env) (bool, error) {
 	}
 	b, ok := v.(bool)
 	if !ok {
-		return false, &EvalError{Pos: e.Pos, Source: e.Source, Err: fmt.Errorf("want true or false, got %T", v)}
+		return false, &evalError{Pos: e.Pos, Source: e.Source, Err: fmt.Errorf("want true or false, got %T", v)}
 	}
 	return b, nil
 }
@@ -506,7 +502,7 @@ func (c tConcat) eval(m exprEnv) (any, error) {
 		}
 		s, err := Stringify(v)
 		if err != nil {
-			return nil, &EvalError{Pos: p.e.Pos, Source: p.e.Source, Err: err}
+			return nil, &evalError{Pos: p.e.Pos, Source: p.e.Source, Err: err}
 		}
 		sb.WriteString(s)
 	}

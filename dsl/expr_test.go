@@ -104,9 +104,9 @@ func TestEvalErrors(t *testing.T) {
 		if !errors.Is(err, ErrEval) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v; want ErrEval containing %q", c.src, err, c.want)
 		}
-		var ee *EvalError
+		var ee *evalError
 		if !errors.As(err, &ee) || ee.Source == "" {
-			t.Errorf("%q: not an *EvalError with its source: %v", c.src, err)
+			t.Errorf("%q: not an *evalError with its source: %v", c.src, err)
 		}
 	}
 	e, err := CompileExpr("input.n > 1")

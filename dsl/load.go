@@ -70,10 +70,6 @@ func LoadWith(path string, opts Options) (*Workflow, Diagnostics, error) {
 	return ParseWith(path, src, opts)
 }
 
-// ErrNotRegular is matched by ReadFile's error for a path that names a
-// FIFO, a device, a socket, a folder or a /proc or /sys entry.
-var ErrNotRegular = errors.New("not a regular file")
-
 // ReadFile reads the workflow file at path (a name inside root when root
 // is not nil: os.Root refuses a path or symlink that leads out of it). It
 // reads only a regular file, and at most lim.MaxFileBytes+1 bytes (one
@@ -473,7 +469,7 @@ func (b *builder) retry(r *retrySpec, step int) *RetryPolicy {
 	if r == nil {
 		return nil
 	}
-	p := &RetryPolicy{MaxAttempts: 1, Initial: DefaultInitial, Multiplier: DefaultMultiplier, MaxInterval: DefaultMaxInterval}
+	p := &RetryPolicy{MaxAttempts: 1, Initial: defaultInitial, Multiplier: defaultMultiplier, MaxInterval: defaultMaxInterval}
 	if r.MaxAttempts != nil {
 		p.MaxAttempts = int(asInt(r.MaxAttempts))
 	}
@@ -501,7 +497,7 @@ func (b *builder) errorTypes(n *node) []string {
 	var out []string
 	for _, it := range n.items {
 		t := it.str()
-		if !IsErrorType(t) {
+		if !isErrorType(t) {
 			hint := "known types: " + strings.Join(ErrorTypes, ", ") + "; actions an embedding program registers raise custom.<name>"
 			if c := b.closest(t, ErrorTypes); c != "" {
 				hint = fmt.Sprintf("did you mean %q? %s", c, hint)

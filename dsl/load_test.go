@@ -130,13 +130,13 @@ func TestRetryDelay(t *testing.T) {
 
 func TestErrorTypes(t *testing.T) {
 	for _, s := range append([]string{"custom.quota", "custom.a.b_c"}, ErrorTypes...) {
-		if !IsErrorType(s) {
-			t.Errorf("IsErrorType(%q) = false", s)
+		if !isErrorType(s) {
+			t.Errorf("isErrorType(%q) = false", s)
 		}
 	}
 	for _, s := range []string{"", "custom", "custom.", "custom.A", "http", "Timeout", "custom..x"} {
-		if IsErrorType(s) {
-			t.Errorf("IsErrorType(%q) = true", s)
+		if isErrorType(s) {
+			t.Errorf("isErrorType(%q) = true", s)
 		}
 	}
 }

@@ -68,19 +68,19 @@ type NameDef struct {
 
 // Reference contexts in NameRef.Context.
 const (
-	RefNext       = "next"
-	RefSwitch     = "switch.next"
-	RefCatch      = "catch.next"
-	RefOnTimeout  = "on_timeout"
-	RefExpression = "expression"
-	RefWith       = "with"
+	refNext       = "next"
+	refSwitch     = "switch.next"
+	refCatch      = "catch.next"
+	refOnTimeout  = "on_timeout"
+	refExpression = "expression"
+	refWith       = "with"
 )
 
 // NameRef is one place a name is used.
 type NameRef struct {
 	Name    string
 	Span    Span
-	Context string // one of the Ref constants
+	Context string // next, switch.next, catch.next, on_timeout, expression or with
 	Step    int    // index of the step it is written in; -1 outside steps
 }
 
@@ -147,17 +147,17 @@ func ParseOutline(src []byte) *Outline {
 					o.StepRefs = append(o.StepRefs, NameRef{n.str(), span(n), ctx, idx})
 				}
 			}
-			ref(st.get("next"), RefNext)
-			ref(st.get("on_timeout"), RefOnTimeout)
+			ref(st.get("next"), refNext)
+			ref(st.get("on_timeout"), refOnTimeout)
 			if sw := st.get("switch"); sw != nil {
 				for _, c := range sw.items {
-					ref(c.get("next"), RefSwitch)
+					ref(c.get("next"), refSwitch)
 				}
 			}
 			addVars(st.get("set"))
 			if ca := st.get("catch"); ca != nil {
 				for _, c := range ca.items {
-					ref(c.get("next"), RefCatch)
+					ref(c.get("next"), refCatch)
 					addVars(c.get("set"))
 				}
 			}
@@ -166,7 +166,7 @@ func ParseOutline(src []byte) *Outline {
 				with = fe.get("with")
 			}
 			if n := with.get("api_key_secret"); n != nil && n.kind == kString {
-				o.SecretRefs = append(o.SecretRefs, NameRef{n.str(), span(n), RefWith, idx})
+				o.SecretRefs = append(o.SecretRefs, NameRef{n.str(), span(n), refWith, idx})
 			}
 		}
 	}
@@ -244,7 +244,7 @@ func (o *Outline) scanExpressions(li *lineIndex) {
 				}
 				name := line[r[0]+ns : r[0]+ne]
 				sp := Span{Pos{n, colOf(line, r[0]+ns)}, Pos{n, colOf(line, r[0]+ne)}}
-				ref := NameRef{Name: name, Span: sp, Context: RefExpression, Step: o.StepAt(sp.Start)}
+				ref := NameRef{Name: name, Span: sp, Context: refExpression, Step: o.StepAt(sp.Start)}
 				switch root {
 				case "steps":
 					o.StepRefs = append(o.StepRefs, ref)

@@ -91,13 +91,13 @@ steps:
 		got = append(got, ref{r.Name, r.Context, r.Span.Start, r.Step})
 	}
 	want := []ref{
-		{"decide", RefNext, Pos{10, 11}, 0},
-		{"done", RefOnTimeout, Pos{18, 17}, 1},
-		{"done", RefSwitch, Pos{14, 15}, 1},
-		{"fetch", RefCatch, Pos{16, 15}, 1},
-		{"fetch", RefExpression, Pos{8, 72}, 0},
-		{"fetch", RefExpression, Pos{13, 21}, 1},
-		{"decide", RefExpression, Pos{13, 58}, 1},
+		{"decide", refNext, Pos{10, 11}, 0},
+		{"done", refOnTimeout, Pos{18, 17}, 1},
+		{"done", refSwitch, Pos{14, 15}, 1},
+		{"fetch", refCatch, Pos{16, 15}, 1},
+		{"fetch", refExpression, Pos{8, 72}, 0},
+		{"fetch", refExpression, Pos{13, 21}, 1},
+		{"decide", refExpression, Pos{13, 58}, 1},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("refs %+v; want %+v", got, want)

@@ -5,12 +5,6 @@ import (
 	"slices"
 )
 
-// CodeSetReadsAssigned is the warning for a value in a set that reads a
-// variable another key of the same set assigns. Every value of a set reads
-// the variables as they were before the set (YAML mappings have no order),
-// so it sees the old value, which the author may not expect.
-const CodeSetReadsAssigned = "set.reads-assigned"
-
 // checkSetReads warns, for every set (of a step or a catch rule), about
 // each value that reads, as a literal vars.<name> or vars["name"], a
 // variable another key of the same set assigns. A value reading its own

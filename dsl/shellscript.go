@@ -14,30 +14,11 @@ import (
 	"github.com/expr-lang/expr/ast"
 )
 
-// Diagnostic codes of the shell script rules (docs/DSL.md, "Shell scripts
-// and templates").
-const (
-	// CodeShellUnsafe is a ${ } in a place of a shell script where no
-	// value can be inserted safely (a quoted here-document, $'...',
-	// arithmetic, ...).
-	CodeShellUnsafe = "shell.unsafe-template"
-	// CodeShellRawExternal (a warning) is raw() inserting data from the
-	// run input, a step's output, an error, a foreach item or a variable
-	// set from one of those into a script as code.
-	CodeShellRawExternal = "shell.raw-external"
-	// CodeShellRawMisplaced is raw() anywhere but as the whole ${ } of a
-	// shell script.
-	CodeShellRawMisplaced = "shell.raw-misplaced"
-	// CodeShellReservedEnv is a shell step's env variable whose name
-	// starts with ShellArgPrefix.
-	CodeShellReservedEnv = "shell.reserved-env"
-)
-
-// ShellArgPrefix starts the names of the environment variables through
+// shellArgPrefix starts the names of the environment variables through
 // which a shell script's ${ } values reach the script: TQW_ARG_1,
 // TQW_ARG_2, ... in the order the values appear. A step's env may not use
 // it.
-const ShellArgPrefix = "TQW_ARG_"
+const shellArgPrefix = "TQW_ARG_"
 
 // rawFn is raw(): the identity. What makes it raw is where the loader
 // allows it, the whole ${ } of a shell script, which it then inserts
@@ -104,20 +85,20 @@ func (t tScript) eval(m exprEnv) (any, error) {
 		if p.raw {
 			s, err := Stringify(v)
 			if err != nil {
-				return nil, &EvalError{Pos: p.e.Pos, Source: p.e.Source, Err: err}
+				return nil, &evalError{Pos: p.e.Pos, Source: p.e.Source, Err: err}
 			}
 			sb.WriteString(s)
 			continue
 		}
 		words, err := shellWords(v, p.ctx)
 		if err != nil {
-			return nil, &EvalError{Pos: p.e.Pos, Source: p.e.Source, Err: err}
+			return nil, &evalError{Pos: p.e.Pos, Source: p.e.Source, Err: err}
 		}
 		for j, w := range words {
 			if j > 0 {
 				sb.WriteByte(' ')
 			}
-			name := ShellArgPrefix + strconv.Itoa(len(env)+1)
+			name := shellArgPrefix + strconv.Itoa(len(env)+1)
 			env = append(env, [2]string{name, w})
 			sb.WriteString(p.ctx.ref(name))
 		}
@@ -215,7 +196,7 @@ func (t tShellWith) eval(m exprEnv) (any, error) {
 	case map[string]any:
 		maps.Copy(env, e)
 	default:
-		return nil, &EvalError{Pos: t.pos, Source: "with.env", Err: fmt.Errorf("env evaluates to %T; want a map of strings", e)}
+		return nil, &evalError{Pos: t.pos, Source: "with.env", Err: fmt.Errorf("env evaluates to %T; want a map of strings", e)}
 	}
 	for _, kv := range rs.env {
 		env[kv[0]] = kv[1]
@@ -265,9 +246,9 @@ func (b *builder) checkShellEnv(env *node) {
 		return
 	}
 	for _, k := range env.keys {
-		if name, _ := k.scalar.(string); strings.HasPrefix(name, ShellArgPrefix) {
-			b.sink.errorf(k.pos, CodeShellReservedEnv, "choose another name; the script's ${ } values arrive as "+ShellArgPrefix+"1, "+ShellArgPrefix+"2, ...",
-				"env variable %s: names starting with %s are reserved in a shell step", name, ShellArgPrefix)
+		if name, _ := k.scalar.(string); strings.HasPrefix(name, shellArgPrefix) {
+			b.sink.errorf(k.pos, CodeShellReservedEnv, "choose another name; the script's ${ } values arrive as "+shellArgPrefix+"1, "+shellArgPrefix+"2, ...",
+				"env variable %s: names starting with %s are reserved in a shell step", name, shellArgPrefix)
 		}
 	}
 }

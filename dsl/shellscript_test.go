@@ -383,7 +383,7 @@ func FuzzShellScript(f *testing.F) {
 			scripts[i] = s
 			env, _ := with["env"].(map[string]any)
 			for k, e := range env {
-				if strings.HasPrefix(k, ShellArgPrefix) && e != v {
+				if strings.HasPrefix(k, shellArgPrefix) && e != v {
 					t.Fatalf("%s = %q, want %q", k, e, v)
 				}
 			}

@@ -29,12 +29,12 @@ func (t tText) eval(m exprEnv) (any, error) {
 	}
 	switch v.(type) {
 	case map[string]any, []any:
-		return nil, &EvalError{Pos: t.e.Pos, Source: t.e.Source,
+		return nil, &evalError{Pos: t.e.Pos, Source: t.e.Source,
 			Err: fmt.Errorf("with.%s takes a string, and the value is %s: write toJSON(...) or join(...) to make one", t.field, kindOfValue(v))}
 	}
 	s, err := Stringify(v)
 	if err != nil {
-		return nil, &EvalError{Pos: t.e.Pos, Source: t.e.Source, Err: err}
+		return nil, &evalError{Pos: t.e.Pos, Source: t.e.Source, Err: err}
 	}
 	return s, nil
 }

@@ -1,7 +1,6 @@
 package dsl
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -74,9 +73,6 @@ func (w *Workflow) Following(s *Step) *Step {
 	}
 	return nil
 }
-
-// ErrInputInvalid is matched by the error ValidateInput returns.
-var ErrInputInvalid = errors.New("run input does not match the workflow's input schema")
 
 // ValidateInput checks a run input (JSON-decoded: maps, slices, float64
 // or json.Number, strings, bools, nil) against the workflow's input schema.
@@ -185,9 +181,9 @@ type RetryPolicy struct {
 
 // Retry policy defaults for fields a policy leaves out.
 const (
-	DefaultInitial     = time.Second
-	DefaultMultiplier  = 2.0
-	DefaultMaxInterval = 5 * time.Minute
+	defaultInitial     = time.Second
+	defaultMultiplier  = 2.0
+	defaultMaxInterval = 5 * time.Minute
 )
 
 // Retries reports whether the policy's on list covers the error e (the
@@ -253,9 +249,9 @@ var ErrorTypes = []string{
 
 var customErrorRE = regexp.MustCompile(`^custom\.[a-z0-9_]+(\.[a-z0-9_]+)*$`)
 
-// IsErrorType reports whether s is a built-in error type or a custom one
+// isErrorType reports whether s is a built-in error type or a custom one
 // ("custom." followed by dot-separated lower-case words).
-func IsErrorType(s string) bool {
+func isErrorType(s string) bool {
 	return slices.Contains(ErrorTypes, s) || customErrorRE.MatchString(s)
 }
 

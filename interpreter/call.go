@@ -67,7 +67,7 @@ func (x *exec) call(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, err
 		// The child index lands with the child's submission, so a parent
 		// ending at any point after it finds the child to cancel.
 		spec := runtime.RunSpec{RunID: childID, Input: payload,
-			Headers:  map[string]string{HeaderParent: key, HeaderWorkflow: cd.wf.Name, HeaderDefinition: child.Hash},
+			Headers:  map[string]string{headerParent: key, HeaderWorkflow: cd.wf.Name, HeaderDefinition: child.Hash},
 			Labels:   map[string]string{LabelWorkflow: cd.wf.Name},
 			KVWrites: map[string][]byte{childIndexKey(x.rs.RunID, childID): {}}}
 		if err := addPredictedWaits(&spec, cd.wf); err != nil {
@@ -142,7 +142,7 @@ func (x *exec) callEnded(ctx context.Context, env *dsl.Env) (runtime.StepOutcome
 // succeeded run with none of these costs no notification: a Watch learns
 // of its end through RunEnded.
 func (it *Interpreter) Observes(o *runstate.Outcome) bool {
-	return o.Headers[HeaderParent] != "" || o.Headers[HeaderSignalKeys] != "" || o.Status != runstate.Succeeded ||
+	return o.Headers[headerParent] != "" || o.Headers[headerSignalKeys] != "" || o.Status != runstate.Succeeded ||
 		(it.retention > 0 && !it.knownClean(o))
 }
 
@@ -186,7 +186,7 @@ func (it *Interpreter) onTermination(ctx context.Context, o *runstate.Outcome, e
 	if err := it.cancelChildren(ctx, o.RunID); err != nil {
 		return err
 	}
-	if key := o.Headers[HeaderParent]; key != "" {
+	if key := o.Headers[headerParent]; key != "" {
 		b, err := encodeMsgpack(&childResult{Status: o.Status.String(), Result: o.Result, Omitted: o.ResultOmitted, Error: o.Error})
 		if err != nil {
 			return runtime.Permanent(err)
@@ -212,7 +212,7 @@ func (it *Interpreter) onTermination(ctx context.Context, o *runstate.Outcome, e
 		if marker {
 			// The marker carries the run key, so the sweep also removes
 			// the rerun claim of a run whose command never reported it.
-			if err := eff.Put(expireKey(o.FinishedAt, o.RunID), []byte(o.Headers[HeaderRunKey])); err != nil {
+			if err := eff.Put(expireKey(o.FinishedAt, o.RunID), []byte(o.Headers[headerRunKey])); err != nil {
 				return runtime.Permanent(err)
 			}
 		}

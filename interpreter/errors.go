@@ -23,6 +23,8 @@ const (
 	TypeCancelled      = "cancelled"
 	// TypeUnexpected is an action failure that carries no type.
 	TypeUnexpected = "custom.unexpected"
+	// TypeSignalRejected is the error type of an OutcomeSignalRejected record.
+	TypeSignalRejected = "signal.rejected"
 )
 
 // stepErr is a failed attempt of a step, as retry and catch see it.

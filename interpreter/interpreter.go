@@ -48,9 +48,9 @@ const (
 	kvExpire      = "tqw/expire/"  // KV: <finished ms, 16 hex>/<run> retention marker
 )
 
-// HeaderParent is the run header naming the signal key a child run's
+// headerParent is the run header naming the signal key a child run's
 // termination is reported to.
-const HeaderParent = "tqw.parent"
+const headerParent = "tqw.parent"
 
 // HeaderWorkflow is the run header carrying the workflow's name, for
 // listings.

@@ -22,8 +22,8 @@ import (
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
-// Redacted replaces a secret's value wherever it would be stored or shown.
-const Redacted = "***"
+// redacted replaces a secret's value wherever it would be stored or shown.
+const redacted = "***"
 
 // redactor replaces secret values, in every encoded form listed at
 // encodedForms, in text and values. It is safe for concurrent use: the
@@ -87,7 +87,7 @@ func (r *redactor) snapshot() []string {
 
 func (r *redactor) active() bool { return len(r.snapshot()) > 0 }
 
-// text returns s with every match of every pattern replaced by Redacted.
+// text returns s with every match of every pattern replaced by redacted.
 // Overlapping matches (of one secret's forms, or of two secrets) are
 // merged into one replacement, so no part of either survives.
 func (r *redactor) text(s string) string {
@@ -111,7 +111,7 @@ func (r *redactor) text(s string) string {
 			end = max(end, spans[i].end)
 		}
 		sb.WriteString(s[last:start])
-		sb.WriteString(Redacted)
+		sb.WriteString(redacted)
 		last = end
 	}
 	sb.WriteString(s[last:])
@@ -143,7 +143,7 @@ func appendMatches(spans []span, s, p string) []span {
 
 // value returns a copy of a plain value with secrets replaced in every
 // string, map keys included. A number whose decimal text holds a secret
-// (a numeric secret echoed as a JSON number) becomes the string Redacted.
+// (a numeric secret echoed as a JSON number) becomes the string redacted.
 func (r *redactor) value(v any) any {
 	if !r.active() {
 		return v
@@ -157,12 +157,12 @@ func (r *redactor) valueOf(v any) any {
 		return r.text(x)
 	case int64:
 		if t := strconv.FormatInt(x, 10); r.text(t) != t {
-			return Redacted
+			return redacted
 		}
 	case float64:
 		for _, t := range []string{strconv.FormatFloat(x, 'f', -1, 64), strconv.FormatFloat(x, 'g', -1, 64)} {
 			if r.text(t) != t {
-				return Redacted
+				return redacted
 			}
 		}
 	case []any:

@@ -130,8 +130,8 @@ func TestRedactorFindsSecretInsideLongerBase64(t *testing.T) {
 			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
 				b := enc.EncodeToString(whole)
 				got := red.text(b)
-				before, after, ok := strings.Cut(got, Redacted)
-				if !ok || strings.Contains(after, Redacted) {
+				before, after, ok := strings.Cut(got, redacted)
+				if !ok || strings.Contains(after, redacted) {
 					t.Fatalf("secret %q at offset %d in %q: redacted to %q; want one ***", s, p, b, got)
 				}
 				n := len(s)
@@ -189,7 +189,7 @@ func TestRedactorLeavesUnrelatedDataAlone(t *testing.T) {
 		t.Fatalf("numeric secret rewrote %q", got)
 	}
 	v := numeric.value(map[string]any{"count": int64(10), "pin": int64(12345678), "f": 12345678.5, "other": int64(1234567)})
-	want := map[string]any{"count": int64(10), "pin": Redacted, "f": Redacted, "other": int64(1234567)}
+	want := map[string]any{"count": int64(10), "pin": redacted, "f": redacted, "other": int64(1234567)}
 	if fmt.Sprint(v) != fmt.Sprint(want) {
 		t.Fatalf("value %v; want %v (a number holding the secret becomes ***)", v, want)
 	}
@@ -237,7 +237,7 @@ func TestRedactorConcurrentDerive(t *testing.T) {
 			pair := fmt.Sprintf("user%d:%s", i, secret)
 			red.derive(pair)
 			b := base64.StdEncoding.EncodeToString([]byte(pair))
-			if got := red.text(b); got != Redacted {
+			if got := red.text(b); got != redacted {
 				t.Errorf("%q redacted to %q", b, got)
 			}
 		})

@@ -105,7 +105,7 @@ type SubmitOption func(*runtime.RunSpec)
 // WithRunKey tags the run with the run key (RunKey) of the command that
 // submits it, so the retention sweep removes the command's claim object.
 func WithRunKey(key string) SubmitOption {
-	return func(s *runtime.RunSpec) { s.Headers[HeaderRunKey] = key }
+	return func(s *runtime.RunSpec) { s.Headers[headerRunKey] = key }
 }
 
 // WithLabels adds labels to the run (runtime.RunSpec.Labels), to list it

@@ -27,9 +27,9 @@ import (
 // objects, not KV entries, so a command that is not the store's writer
 // (one following a run through a live worker) handles them too.
 
-// HeaderRunKey is the run header carrying the run key of a run submitted
+// headerRunKey is the run header carrying the run key of a run submitted
 // by `tqw-dsl run`, so retention can remove its claim.
-const HeaderRunKey = "tqw.runkey"
+const headerRunKey = "tqw.runkey"
 
 // rerunPrefix is the object prefix of run claims.
 const rerunPrefix = "tqw/rerun/"

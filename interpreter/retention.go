@@ -171,7 +171,7 @@ func (it *Interpreter) needsExpiryMarker(ctx context.Context, o *runstate.Outcom
 	if it.retention <= 0 {
 		return false, nil
 	}
-	if it.rt == nil || !it.rt.Seals() || o.Headers[HeaderRunKey] != "" {
+	if it.rt == nil || !it.rt.Seals() || o.Headers[headerRunKey] != "" {
 		return true, nil
 	}
 	large := false
@@ -362,7 +362,7 @@ func (it *Interpreter) forgetClean(runID string) {
 // knownClean reports whether o's run is known to need no retention
 // marker: the runtime seals, no rerun claim rides on it, and it is clean.
 func (it *Interpreter) knownClean(o *runstate.Outcome) bool {
-	if !it.rt.Seals() || o.Headers[HeaderRunKey] != "" {
+	if !it.rt.Seals() || o.Headers[headerRunKey] != "" {
 		return false
 	}
 	it.cleanMu.Lock()

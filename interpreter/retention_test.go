@@ -436,7 +436,7 @@ func TestKnownCleanRunsNeedNoNotification(t *testing.T) {
 		t.Error("a run this process did not see start is not observed")
 	}
 	rerun := succeeded("small")
-	rerun.Headers[HeaderRunKey] = "k"
+	rerun.Headers[headerRunKey] = "k"
 	if !e.it.Observes(rerun) {
 		t.Error("a run with a rerun claim is not observed")
 	}

@@ -33,13 +33,10 @@ import (
 // in the run's submission (predictWaits), so a signal sent before the run
 // reaches the step is checked too.
 
-// TypeSignalRejected is the error type of an OutcomeSignalRejected record.
-const TypeSignalRejected = "signal.rejected"
-
-// HeaderSignalKeys is the run header listing, as a JSON array, the keys of
+// headerSignalKeys is the run header listing, as a JSON array, the keys of
 // the wait records predicted at submission; the run's end removes those
 // still naming it.
-const HeaderSignalKeys = "tqw.signal_keys"
+const headerSignalKeys = "tqw.signal_keys"
 
 // maxPredictedWaits bounds the wait records predicted for one run.
 const maxPredictedWaits = 16
@@ -122,10 +119,10 @@ func knownAtSubmit(t *dsl.Template) bool {
 	return true
 }
 
-// predictedKeys returns the signal keys a run's HeaderSignalKeys lists.
+// predictedKeys returns the signal keys a run's headerSignalKeys lists.
 func predictedKeys(headers map[string]string) []string {
 	var keys []string
-	if h := headers[HeaderSignalKeys]; h != "" {
+	if h := headers[headerSignalKeys]; h != "" {
 		_ = json.Unmarshal([]byte(h), &keys) // a header that does not decode predicts nothing
 	}
 	return keys
@@ -362,6 +359,6 @@ func addPredictedWaits(spec *runtime.RunSpec, wf *dsl.Workflow) error {
 	if spec.Headers == nil {
 		spec.Headers = map[string]string{}
 	}
-	spec.Headers[HeaderSignalKeys] = header
+	spec.Headers[headerSignalKeys] = header
 	return nil
 }

@@ -181,7 +181,7 @@ steps:
 		}
 	}
 	st, err := e.rt.Status(e.ctx, "r1")
-	if err != nil || st.Headers[HeaderSignalKeys] != `["r1:c"]` {
-		t.Fatalf("run headers %v, %v; want %s listing the prediction", st.Headers, err, HeaderSignalKeys)
+	if err != nil || st.Headers[headerSignalKeys] != `["r1:c"]` {
+		t.Fatalf("run headers %v, %v; want %s listing the prediction", st.Headers, err, headerSignalKeys)
 	}
 }

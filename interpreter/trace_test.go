@@ -195,7 +195,7 @@ steps:
 		if err != nil {
 			t.Fatalf("url.full %q: %v", full, err)
 		}
-		if q := u.Query(); c.Parent.SpanID() == call.SpanContext.SpanID() && (u.Path != "/hook/"+Redacted || q.Get("key") != tracing.Redacted || q.Get("page") != tracing.Redacted) {
+		if q := u.Query(); c.Parent.SpanID() == call.SpanContext.SpanID() && (u.Path != "/hook/"+redacted || q.Get("key") != tracing.Redacted || q.Get("page") != tracing.Redacted) {
 			t.Errorf("url.full of the call = %q; want the path's secret and every query value redacted", full)
 		}
 	}

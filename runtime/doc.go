@@ -12,20 +12,11 @@
 //
 // # Where it sits
 //
-// Imports point down only (TestImportsPointDown in cmd/tqw-dsl holds the
-// table):
-//
-//	interpreter, runtime/remote, runtime/addons/*   (above: they drive runs)
-//	        │
-//	        ▼
-//	runtime, runtime/storage, runtime/repair
-//	        │
-//	        ▼
-//	runtime/runstate, runtime/signal, runtime/memo, runtime/archive, runtime/lease
-//	        │
-//	        ▼
-//	runtime/store/queue ──► runtime/store/kv ──► runtime/store/objstore
-//	        all of them ──► runtime/clock
+// Imports point down only: README's Layers table says what each layer
+// may import, and TestImportsPointDown in cmd/tqw-dsl checks the module
+// against it. The interpreter, runtime/remote and runtime/addons sit
+// above the runtime; runtime/runstate, signal, memo, archive and lease
+// below it, then runtime/store/queue, kv and objstore.
 //
 // The package is the step runtime and nothing else: New takes the queue,
 // the store, the runner and one Options value whose zero fields are the

@@ -63,15 +63,30 @@ func helpTables(t *testing.T, help string) (codes, env []tableRow) {
 	return codes, env
 }
 
-// readmeTable parses the markdown table under the README heading, with
-// code spans unquoted.
+// readmeTable parses the two-column markdown table under the README
+// heading, with code spans unquoted.
 func readmeTable(t *testing.T, readme, heading string) []tableRow {
+	t.Helper()
+	var rows []tableRow
+	for _, cells := range readmeCells(t, readme, heading)[1:] { // after the header
+		if len(cells) != 2 {
+			t.Fatalf("README.md %s: row %q has %d cells, want 2", heading, cells, len(cells))
+		}
+		unquote := func(s string) string { return strings.TrimSpace(strings.ReplaceAll(s, "`", "")) }
+		rows = append(rows, tableRow{unquote(cells[0]), unquote(cells[1])})
+	}
+	return rows
+}
+
+// readmeCells returns the rows of the first markdown table under the
+// README heading, the header row first, each cell trimmed.
+func readmeCells(t *testing.T, readme, heading string) [][]string {
 	t.Helper()
 	i := strings.Index(readme, "\n"+heading+"\n")
 	if i < 0 {
 		t.Fatalf("README.md has no %q section", heading)
 	}
-	var rows []tableRow
+	var rows [][]string
 	separator := regexp.MustCompile(`^\|[-| ]+\|$`)
 	for _, line := range strings.Split(readme[i+len(heading)+2:], "\n") {
 		if strings.HasPrefix(line, "#") || len(rows) > 0 && !strings.HasPrefix(line, "|") {
@@ -81,16 +96,15 @@ func readmeTable(t *testing.T, readme, heading string) []tableRow {
 			continue
 		}
 		cells := strings.Split(strings.Trim(line, "|"), "|")
-		if len(cells) != 2 {
-			t.Fatalf("README.md %s: row %q has %d cells, want 2", heading, line, len(cells))
+		for j := range cells {
+			cells[j] = strings.TrimSpace(cells[j])
 		}
-		unquote := func(s string) string { return strings.TrimSpace(strings.ReplaceAll(s, "`", "")) }
-		rows = append(rows, tableRow{unquote(cells[0]), unquote(cells[1])})
+		rows = append(rows, cells)
 	}
 	if len(rows) < 2 {
 		t.Fatalf("README.md %s holds no table", heading)
 	}
-	return rows[1:] // the header row
+	return rows
 }
 
 // TestHelpTablesMatchREADME checks that the exit-code and environment
@@ -497,130 +511,6 @@ func TestListByWorkflowAndAfter(t *testing.T) {
 		t.Fatalf("list --after hi-1 --limit 1:\n%s", out)
 	}
 	c.must(2, "list", "--label", "novalue")
-}
-
-// layers is the module's import order, top first: a package may import
-// packages of its own layer and the layers below it, never above. A
-// package belongs to the layer of its longest matching prefix; every
-// package of the module must match one, so a new package is placed here
-// on purpose. README's layout table and runtime/doc.go draw the same
-// arrows.
-var layers = [][]string{
-	{"cmd/tqw-bench", "bench", "examples", "internal/queuetest", "internal/rttest", "internal/leasetest"},
-	{"cmd/tqw-dsl"},
-	{"server"},
-	{"interpreter/engine"},
-	{"interpreter"},
-	{"actions", "dsl", "schemas", "workflows", "editors"},
-	{"runtime/addons", "runtime/remote"},
-	{"runtime", "runtime/storage", "runtime/repair"},
-	{"runtime/archive", "runtime/lease", "runtime/memo", "runtime/signal", "runtime/runstate"},
-	{"runtime/store/queue"},
-	{"runtime/store/kv"},
-	{"runtime/store/objstore"},
-	{"runtime/clock", "internal"},
-}
-
-// oneDoor lists the packages above the runtime, which reach the storage
-// stack through runtime/storage and runtime/repair only, and the
-// packages they may not import (objstore stays allowed: the store is the
-// seam). Benchmarks and tests of a lower layer may import the stack.
-var oneDoor = struct{ above, below []string }{
-	above: []string{"interpreter", "cmd/tqw-dsl", "server", "examples"},
-	below: []string{"runtime/store/queue", "runtime/store/kv"},
-}
-
-// under reports whether pkg is prefix or a package inside it.
-func under(pkg, prefix string) bool { return pkg == prefix || strings.HasPrefix(pkg, prefix+"/") }
-
-// layerOf returns the index in layers of pkg's layer, or -1.
-func layerOf(pkg string) int {
-	best, at := -1, -1
-	for i, l := range layers {
-		for _, p := range l {
-			if under(pkg, p) && len(p) > best {
-				best, at = len(p), i
-			}
-		}
-	}
-	return at
-}
-
-// importViolations returns every import of imports (package → the module
-// packages its non-test files import, paths relative to the module) that
-// breaks the layer order or the one door.
-func importViolations(imports map[string][]string) []string {
-	var bad []string
-	for pkg, deps := range imports {
-		from := layerOf(pkg)
-		if from < 0 {
-			bad = append(bad, fmt.Sprintf("%s is in no layer: add it to layers", pkg))
-			continue
-		}
-		for _, dep := range deps {
-			to := layerOf(dep)
-			switch {
-			case to < 0:
-				bad = append(bad, fmt.Sprintf("%s imports %s, which is in no layer: add it to layers", pkg, dep))
-			case to < from:
-				bad = append(bad, fmt.Sprintf("%s imports %s, a layer above it", pkg, dep))
-			}
-			for _, a := range oneDoor.above {
-				for _, b := range oneDoor.below {
-					if under(pkg, a) && under(dep, b) {
-						bad = append(bad, fmt.Sprintf("%s imports %s: above the runtime, use runtime/storage or runtime/repair", pkg, dep))
-					}
-				}
-			}
-		}
-	}
-	sort.Strings(bad)
-	return bad
-}
-
-// TestImportsPointDown holds the layer order and the one door on the
-// module's non-test files, as go list reports their imports.
-func TestImportsPointDown(t *testing.T) {
-	t.Parallel()
-	const module = "github.com/tqw-dsl/tqw"
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	imports := map[string][]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		pkg := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
-		imports[pkg] = nil
-		for _, dep := range f[1:] {
-			if rel, ok := strings.CutPrefix(dep, module+"/"); ok {
-				imports[pkg] = append(imports[pkg], rel)
-			}
-		}
-	}
-	if len(imports) < 40 || imports["interpreter"] == nil {
-		t.Fatalf("go list reported %d packages, interpreter importing %v: not the module", len(imports), imports["interpreter"])
-	}
-	for _, v := range importViolations(imports) {
-		t.Error(v)
-	}
-}
-
-// The checker flags an upward import and a reach past the door.
-func TestImportViolationsFire(t *testing.T) {
-	got := importViolations(map[string][]string{
-		"interpreter":         {"runtime", "runtime/store/queue"},
-		"runtime/store/queue": {"runtime"},
-		"newthing":            nil,
-	})
-	want := []string{
-		"interpreter imports runtime/store/queue: above the runtime, use runtime/storage or runtime/repair",
-		"newthing is in no layer: add it to layers",
-		"runtime/store/queue imports runtime, a layer above it",
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
 }
 
 // memNames numbers the mem:// stores freshMemName hands out.
