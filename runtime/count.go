@@ -23,10 +23,13 @@ import (
 // only when a cancel names its id), a result's state alone is decoded,
 // and of the job only its state and signal header (StateReader.JobState).
 // An id held by several (a run id reused after its run ended) is counted
-// once, as ListRuns lists it. Cost: memory reads; the index of a segment
-// (cached, else one GET) only when a run id may be held by two of them
-// or by a segment and the KV, and, after the catalog changed, a merge of
-// the run-id hashes of the segments whose id ranges overlap. The catalog
+// once, by its newest copy, as ListRuns lists it (runtime/inspect: the
+// sealed runs are a tier counted by the catalog's tally, and each id in
+// the KV takes back the sealed copy it hides). Cost: memory reads; the
+// index of a segment (cached, else one GET) only when a run id may be
+// held by two of them or by a segment and the KV, and, after the catalog
+// changed, a merge of the run-id hashes of the segments whose id ranges
+// overlap. The catalog
 // has no per-label counts, so opts.Labels, After and Limit are refused:
 // list those.
 func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (map[runstate.State]int, error) {

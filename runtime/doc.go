@@ -122,6 +122,14 @@
 //   - Status and ListRuns read durable records only, so a process with a
 //     read-only view of the store (runtime/storage.OpenReader) follows
 //     runs (Inspector).
+//   - A run id may be held in three places at once (an id reused after
+//     its run ended): its live run record, its result retained in the KV,
+//     and sealed segments. Status, ListRuns (by state, label or workflow,
+//     from a cursor, in either order) and CountRuns take the same copy for
+//     the run, by one rule (runtime/inspect): the copy of the newest place
+//     holding the id (live, then the KV's result, then the newest segment),
+//     resolved before any filter applies, so an older copy is never
+//     listed, counted or reported in its place.
 //
 // # Control surface
 //
@@ -196,7 +204,10 @@
 //     without a wanted label (its label Bloom filter) is never read,
 //     unless it is newer than a segment with a listed run and holds that
 //     run's id (its in-memory hashes say so): an id run again after
-//     sealing is listed, or filtered out, by its newest copy.
+//     sealing is listed, or filtered out, by its newest copy. Likewise a
+//     listing that skips the active runs (no active state wanted) reads,
+//     per ended run it meets, that id's run record (a memory read), and a
+//     listing by label reads the KV records of each sealed run it lists.
 //     ListOptions.Labels walks the KV index of one label for runs not
 //     sealed: the cost is the runs carrying it, not all runs.
 //     ListOptions.Descending lists the same runs from the greatest id
