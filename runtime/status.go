@@ -420,12 +420,7 @@ type kvItem struct {
 type idOrder struct{ desc bool }
 
 // first reports whether id a comes before id b in the listing.
-func (o idOrder) first(a, b string) bool {
-	if o.desc {
-		return a > b
-	}
-	return a < b
-}
+func (o idOrder) first(a, b string) bool { return inspect.Before(o.desc, a, b) }
 
 // kvCursor pages through one key space of run-keyed records, in key
 // order or (desc) its reverse; after is the last id passed.

@@ -57,9 +57,10 @@ type Merge[C any] struct {
 	Desc  bool
 }
 
-// before reports whether id a comes before id b in m's order.
-func (m *Merge[C]) before(a, b string) bool {
-	if m.Desc {
+// Before reports whether id a comes before id b in ascending order, or
+// descending with desc (newest first for ULIDs).
+func Before(desc bool, a, b string) bool {
+	if desc {
 		return a > b
 	}
 	return a < b
@@ -79,7 +80,7 @@ func (m *Merge[C]) Next(ctx context.Context) (Resolved[C], bool, error) {
 			if err != nil {
 				return Resolved[C]{}, false, err
 			}
-			if ok && (!found || m.before(id, first)) {
+			if ok && (!found || Before(m.Desc, id, first)) {
 				first, found = id, true
 			}
 		}
