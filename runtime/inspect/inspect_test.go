@@ -231,3 +231,17 @@ func TestLookupReadsTheNewestTierFirst(t *testing.T) {
 		t.Errorf("Lookup(c) = %v, %v; want not found", ok, err)
 	}
 }
+
+// A tier Merge or Lookup must read by id but cannot is an error, not a
+// listing that silently misses its copies.
+func TestATierWithoutAPointReadIsAnError(t *testing.T) {
+	ctx := context.Background()
+	older := &fakeCursor{ids: []string{"a"}, copies: map[string]copyOf{"a": {tier: 1}}}
+	m := &Merge[copyOf]{Tiers: []Tier[copyOf]{{}, {Cursor: older}}}
+	if _, _, err := m.Next(ctx); err == nil {
+		t.Error("Merge.Next with a tier neither walked nor read by id: no error")
+	}
+	if _, _, _, err := Lookup(ctx, []Tier[copyOf]{{Cursor: older}}, "a"); err == nil {
+		t.Error("Lookup in a tier without a point read: no error")
+	}
+}
