@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/tqw-dsl/tqw/runtime/archive"
+	"github.com/tqw-dsl/tqw/runtime/inspect"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -22,10 +23,13 @@ import (
 // only when a cancel names its id), a result's state alone is decoded,
 // and of the job only its state and signal header (StateReader.JobState).
 // An id held by several (a run id reused after its run ended) is counted
-// once, as ListRuns lists it. Cost: memory reads; the index of a segment
-// (cached, else one GET) only when a run id may be held by two of them
-// or by a segment and the KV, and, after the catalog changed, a merge of
-// the run-id hashes of the segments whose id ranges overlap. The catalog
+// once, by its newest copy, as ListRuns lists it (runtime/inspect: the
+// sealed runs are a tier counted by the catalog's tally, and each id in
+// the KV takes back the sealed copy it hides). Cost: memory reads; the
+// index of a segment (cached, else one GET) only when a run id may be
+// held by two of them or by a segment and the KV, and, after the catalog
+// changed, a merge of the run-id hashes of the segments whose id ranges
+// overlap. The catalog
 // has no per-label counts, so opts.Labels, After and Limit are refused:
 // list those.
 func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (map[runstate.State]int, error) {
@@ -41,55 +45,44 @@ func (in *Inspector) CountRuns(ctx context.Context, opts runstate.ListOptions) (
 	for i, n := range sealed.byState {
 		counts[runstate.TerminalStatus(i+1).State()] += n
 	}
-	// Runs in the KV: an active record hides a result record of the same
-	// id (the results' pass steps through the active ids, which come in
-	// order), and both hide a sealed entry of it.
-	var active []string
-	var holders *holderSweep
-	visit := func(id string, st runstate.State) error {
-		counts[st]++
-		e, _, err := holders.entry(ctx, id)
-		if err != nil {
-			return err
-		}
-		if e != nil {
-			counts[runstate.TerminalStatus(e.Status).State()]--
-		}
-		return nil
-	}
-	holders = &holderSweep{in: in, segs: sealed.byMinID}
+	// Runs in the KV, merged: an active record hides a result record of
+	// the same id, and both hide its sealed entries, which the tally
+	// counted and are taken back.
+	holders := &holderSweep{in: in, segs: sealed.byMinID}
+	m := &inspect.Merge[runCopy]{Tiers: []inspect.Tier[runCopy]{
+		{Cursor: &kvTierCursor{c: &kvCursor{r: in.r, prefix: kvRuns}, kind: copyActive}},
+		{Cursor: &kvTierCursor{c: &kvCursor{r: in.r, prefix: kvResults}, kind: copyResult}},
+		{Counted: true, Probe: func(ctx context.Context, id string) (runCopy, bool, error) {
+			e, _, err := holders.entry(ctx, id)
+			return runCopy{kind: copySealed, entry: e}, e != nil, err
+		}},
+	}}
 	// The step pointers and cancels are scanned beside the run records (all
 	// three are keyed by run id), so a run costs no point read but its
 	// job's state.
 	steps := &kvCursor{r: in.r, prefix: kvSteps}
 	cancels := &kvCursor{r: in.r, prefix: kvCancel}
-	err = eachKV(ctx, in, kvRuns, func(it *kvItem) error {
-		st, err := in.countedState(ctx, it, steps, cancels)
+	for {
+		r, ok, err := m.Next(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		active = append(active, it.id)
-		return visit(it.id, st)
-	})
-	if err != nil {
-		return nil, err
-	}
-	holders = &holderSweep{in: in, segs: sealed.byMinID}
-	err = eachKV(ctx, in, kvResults, func(it *kvItem) error {
-		for len(active) > 0 && active[0] < it.id {
-			active = active[1:]
+		if !ok {
+			break
 		}
-		if len(active) > 0 && active[0] == it.id {
-			return nil
+		var st runstate.State
+		if r.Copy.kind == copyActive {
+			st, err = in.countedState(ctx, &kvItem{id: r.ID, value: r.Copy.value}, steps, cancels)
+		} else if st, err = decodeResultState(r.Copy.value); err != nil {
+			err = fmt.Errorf("run %s: %w", r.ID, err)
 		}
-		st, err := decodeResultState(it.value)
 		if err != nil {
-			return fmt.Errorf("run %s: %w", it.id, err)
+			return nil, err
 		}
-		return visit(it.id, st)
-	})
-	if err != nil {
-		return nil, err
+		counts[st]++
+		for _, h := range r.Hidden {
+			counts[runstate.TerminalStatus(h.entry.Status).State()]--
+		}
 	}
 	for st, n := range counts {
 		if !keep(st) || n == 0 {
@@ -158,21 +151,6 @@ func seek(ctx context.Context, c *kvCursor, id string) ([]byte, error) {
 		}
 		if it.id == id {
 			return it.value, nil
-		}
-		c.next()
-	}
-}
-
-// eachKV calls fn for every run-keyed record under prefix, in id order.
-func eachKV(ctx context.Context, in *Inspector, prefix string, fn func(*kvItem) error) error {
-	c := &kvCursor{r: in.r, prefix: prefix}
-	for {
-		it, err := c.peek(ctx)
-		if err != nil || it == nil {
-			return err
-		}
-		if err := fn(it); err != nil {
-			return err
 		}
 		c.next()
 	}

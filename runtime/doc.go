@@ -91,6 +91,14 @@
 //   - Status and ListRuns read durable records only, so a process with a
 //     read-only view of the store (runtime/storage.OpenReader) follows
 //     runs (Inspector).
+//   - A run id may be held in three places at once (an id reused after
+//     its run ended): its live run record, its result retained in the KV,
+//     and sealed segments. Status, ListRuns (by state, label or workflow,
+//     from a cursor, in either order) and CountRuns take the same copy for
+//     the run, by one rule (runtime/inspect): the copy of the newest place
+//     holding the id (live, then the KV's result, then the newest segment),
+//     resolved before any filter applies, so an older copy is never
+//     listed, counted or reported in its place.
 //
 // # Control surface
 //
@@ -148,18 +156,24 @@
 //     commit.
 //   - Status, ListRuns: no request on the writer (memory reads) for active
 //     runs and runs not sealed yet; on a Reader the cost of its Refresh. A
-//     sealed run is found through the catalog (in memory) and costs one GET
-//     of its segment's index on a cache miss (SealOptions.CacheSegments
-//     indexes are kept). A page of ListRuns reads only the segments its
-//     runs lie in, usually one or two, since run ids (ULIDs) sort by
-//     submission time; a segment with no run in a wanted state (its state
-//     counts) or without a wanted label (its label Bloom filter) is never
-//     read, unless it is newer than a segment with a listed run and holds
-//     that run's id: an id run again after sealing is listed, or filtered
-//     out, by its newest copy. ListOptions.Labels walks the KV index of one
-//     label for runs not sealed: the cost is the runs carrying it.
-//     ListOptions.Descending lists from the greatest id down at the same
-//     cost.
+//     sealed run is found through the catalog (each segment's id range and
+//     run-id hashes, in memory) and costs one GET of its segment's index on
+//     a cache miss (SealOptions.CacheSegments indexes are kept). A page of
+//     ListRuns merges the segments lazily and reads only those its runs
+//     lie in, usually one or two, since run ids (ULIDs) sort by submission
+//     time; a segment with no run in a wanted state (its state counts) or
+//     without a wanted label (its label Bloom filter) is never read,
+//     unless it is newer than a segment with a listed run and holds that
+//     run's id (its in-memory hashes say so): an id run again after
+//     sealing is listed, or filtered out, by its newest copy. Likewise a
+//     listing that skips the active runs (no active state wanted) reads,
+//     per ended run it meets, that id's run record (a memory read), and a
+//     listing by label reads the KV records of each sealed run it lists.
+//     ListOptions.Labels walks the KV index of one label for runs not
+//     sealed: the cost is the runs carrying it, not all runs.
+//     ListOptions.Descending lists the same runs from the greatest id
+//     down (newest first for ULIDs), at the same cost: the KV is scanned
+//     backwards and the segments merged from their greatest ids.
 //   - Inspector.CountRuns: memory reads. Sealed runs are counted from the
 //     catalog's per-segment state counts; only the runs in the KV are
 //     visited (run records, step pointers and cancels scanned side by

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tqw-dsl/tqw/runtime/archive"
+	"github.com/tqw-dsl/tqw/runtime/inspect"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
-
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
@@ -88,40 +89,14 @@ func (in *Inspector) Status(ctx context.Context, runID string) (runstate.Status,
 }
 
 func (in *Inspector) status(ctx context.Context, runID string) (runstate.Status, error) {
-	recBytes, err := kvGet(ctx, in.r, runKey(runID))
+	c, _, ok, err := inspect.Lookup(ctx, in.pointTiers(), runID)
 	if err != nil {
 		return runstate.Status{}, err
 	}
-	if recBytes != nil {
-		rec, err := decodeRunRecord(recBytes)
-		if err != nil {
-			return runstate.Status{}, fmt.Errorf("run %s: %w", runID, err)
-		}
-		return in.activeStatus(ctx, runID, rec)
+	if !ok {
+		return runstate.Status{}, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
 	}
-	b, err := kvGet(ctx, in.r, resultKey(runID))
-	if err != nil {
-		return runstate.Status{}, err
-	}
-	if b == nil {
-		e, _, err := in.sealedRun(ctx, runID)
-		if err != nil {
-			return runstate.Status{}, err
-		}
-		if e == nil {
-			return runstate.Status{}, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
-		}
-		return sealedStatus(e)
-	}
-	res, err := decodeResultRecord(b)
-	if err != nil {
-		return runstate.Status{}, fmt.Errorf("run %s: %w", runID, err)
-	}
-	st := terminalStatus(runID, res)
-	if st.Totals, err = in.totals(ctx, runID, res.Nonce); err != nil {
-		return runstate.Status{}, err
-	}
-	return st, nil
+	return in.copyStatus(ctx, runID, c, true)
 }
 
 // totals reads the run's totals record of incarnation nonce, or nil.
@@ -215,164 +190,39 @@ func activeRunState(job queue.State, wait string, cancelled func() (bool, error)
 }
 
 // ListRuns returns active runs and terminated runs within their retention
-// window, in run-id order (descending with opts.Descending: newest
-// first for ULIDs), from past the cursor opts.After. A run id both terminated and active again is
-// listed once, as the active run: of the copies of an id (active, ended
-// in the KV, sealed in segments) the newest is the run, and States and
-// Labels filter that copy, so an older copy is never listed in its place.
-// Checking that costs, per sealed run it lists, memory reads (the KV
-// records of its id when the filter skipped them; the run-id hashes of
-// newer segments the filter ruled out) and, only when such a segment
-// holds the id's hash, that segment's index (cached, else one GET).
+// window, in run-id order (descending with opts.Descending: newest first
+// for ULIDs), from past the cursor opts.After. Of the copies of a run id
+// (active, ended in the KV, sealed in segments; an id reused after its
+// run ended) the newest is the run, and States and Labels filter that
+// copy (runtime/inspect), so an id is listed once, and an older copy is
+// never listed in its place. Checking that costs, per run it lists from
+// a place the filter lets it skip a newer one (the active runs, when no
+// active state is listed; the KV, when listing by label; the segments
+// the filter ruled out, their run-id hashes), memory reads and, only
+// when such a segment's hashes hold the id, that segment's index
+// (cached, else one GET).
 func (in *Inspector) ListRuns(ctx context.Context, opts runstate.ListOptions) ([]runstate.Status, error) {
 	limit := opts.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	keep := stateSet(opts.States)
 	if len(opts.Labels) > 0 {
-		return in.listLabelled(ctx, opts, limit, keep)
+		if err := runstate.ValidateLabels(opts.Labels); err != nil {
+			return nil, fmt.Errorf("runtime: list runs: %w", err)
+		}
 	}
-	// Three places hold runs: active and terminated with their result in
-	// the KV, and sealed segments. An id in several is listed once, from
-	// the first.
-	ord := idOrder{desc: opts.Descending}
-	cursors := []*kvCursor{
-		{r: in.r, prefix: kvRuns, after: opts.After, desc: ord.desc},
-		{r: in.r, prefix: kvResults, after: opts.After, desc: ord.desc},
-	}
-	sealed := &sealedCursor{in: in, after: opts.After, ord: ord}
-	if len(opts.States) > 0 {
-		sealed.keep = keep
-	}
-	if len(opts.States) > 0 && !keep(runstate.StatePending) && !keep(runstate.StateRunning) && !keep(runstate.StateWaiting) &&
-		!keep(runstate.StateScheduled) && !keep(runstate.StateCancelling) && !keep(runstate.StateFailed) {
-		// No active run can be listed (an active run shows Failed when the
-		// queue dead-lettered its step): skip them without reading one.
-		cursors[0].eof = true
-	}
+	keep := stateSet(opts.States)
+	m := in.listMerge(opts, keep)
 	var out []runstate.Status
 	for len(out) < limit {
-		var items [2]*kvItem
-		first := ""
-		for i, c := range cursors {
-			it, err := c.peek(ctx)
-			if err != nil {
-				return nil, err
-			}
-			items[i] = it
-			if it != nil && (first == "" || ord.first(it.id, first)) {
-				first = it.id
-			}
-		}
-		se, err := sealed.peek(ctx)
+		r, ok, err := m.Next(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if se != nil && (first == "" || ord.first(se.ID, first)) {
-			first = se.ID
-		}
-		if first == "" {
+		if !ok {
 			break
 		}
-		from := -1
-		var item *kvItem
-		for i, it := range items {
-			if it != nil && it.id == first {
-				cursors[i].next()
-				if from < 0 {
-					from, item = i, it
-				}
-			}
-		}
-		var st runstate.Status
-		ok := false
-		if from < 0 {
-			sealed.next()
-			if st, err = sealedStatus(se); err != nil {
-				return nil, err
-			}
-			ok = keep(st.State)
-			if ok && cursors[0].eof {
-				// The active runs were skipped: one may be the newest
-				// copy of this id (run again after sealing), not listed.
-				if ok, err = in.notInKV(ctx, first, kvRuns); err != nil {
-					return nil, err
-				}
-			}
-		} else {
-			if se != nil && se.ID == first {
-				sealed.next()
-			}
-			if st, ok, err = in.listed(ctx, from, item, keep); err != nil {
-				return nil, err
-			}
-		}
-		if ok {
-			out = append(out, st)
-		}
-	}
-	if err := in.durable(ctx); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// listLabelled is ListRuns through the index of one of opts.Labels: an
-// entry counts only while the run's record (active or result) still names
-// the entry's nonce, so a stale entry of an earlier run under the same id
-// is skipped.
-func (in *Inspector) listLabelled(ctx context.Context, opts runstate.ListOptions, limit int, keep func(runstate.State) bool) ([]runstate.Status, error) {
-	if err := runstate.ValidateLabels(opts.Labels); err != nil {
-		return nil, fmt.Errorf("runtime: list runs: %w", err)
-	}
-	k, v := pickLabel(opts.Labels)
-	ord := idOrder{desc: opts.Descending}
-	idx := &kvCursor{r: in.r, prefix: labelPrefix(k, v), after: opts.After, desc: ord.desc}
-	// Sealed runs have no index entries: their segments' label filters
-	// and state counts pick the segments to read.
-	sealed := &sealedCursor{in: in, after: opts.After, labels: opts.Labels, ord: ord}
-	if len(opts.States) > 0 {
-		sealed.keep = keep
-	}
-	var out []runstate.Status
-	for len(out) < limit {
-		e, err := idx.peek(ctx)
-		if err != nil {
-			return nil, err
-		}
-		se, err := sealed.peek(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if e == nil && se == nil {
-			break
-		}
-		if e == nil || (se != nil && ord.first(se.ID, e.id)) {
-			sealed.next()
-			st, err := sealedStatus(se)
-			if err != nil {
-				return nil, err
-			}
-			// A newer copy of the id in the KV without the label has no
-			// index entry here, and it is the one that counts.
-			ok, err := in.notInKV(ctx, se.ID, kvRuns, kvResults)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				out = append(out, st)
-			}
-			continue
-		}
-		idx.next()
-		if se != nil && se.ID == e.id {
-			sealed.next()
-		}
-		st, nonce, err := in.statusOf(ctx, e.id)
-		if errors.Is(err, ErrRunNotFound) || (err == nil && nonce != string(e.value)) {
-			continue
-		}
+		st, err := in.copyStatus(ctx, r.ID, r.Copy, false)
 		if err != nil {
 			return nil, err
 		}
@@ -386,77 +236,179 @@ func (in *Inspector) listLabelled(ctx context.Context, opts runstate.ListOptions
 	return out, nil
 }
 
-// notInKV reports whether none of the run-keyed records under prefixes
-// holds runID (memory reads on the writer).
-func (in *Inspector) notInKV(ctx context.Context, runID string, prefixes ...string) (bool, error) {
-	for _, p := range prefixes {
-		b, err := kvGet(ctx, in.r, p+runID)
-		if err != nil || b != nil {
-			return false, err
-		}
+// listMerge is the merge of the places holding runs that ListRuns walks
+// for opts; keep is opts.States. A place is walked only as far as the
+// filter may keep its runs, and read by id where that skipped a copy
+// newer than one listed.
+func (in *Inspector) listMerge(opts runstate.ListOptions, keep func(runstate.State) bool) *inspect.Merge[runCopy] {
+	ord := idOrder{desc: opts.Descending}
+	sealed := &sealedCursor{in: in, after: opts.After, labels: opts.Labels, ord: ord}
+	if len(opts.States) > 0 {
+		sealed.keep = keep
 	}
-	return true, nil
+	// The oldest place: nothing older asks it for an id.
+	sealedTier := inspect.Tier[runCopy]{Cursor: sealedTierCursor{sealed}, Partial: sealed.keep != nil || len(opts.Labels) > 0}
+	if len(opts.Labels) > 0 {
+		// Runs not sealed are found through the index of one label:
+		// active and ended runs are one place, the newest of an id's
+		// two records its copy.
+		k, v := pickLabel(opts.Labels)
+		idx := &kvCursor{r: in.r, prefix: labelPrefix(k, v), after: opts.After, desc: ord.desc}
+		return &inspect.Merge[runCopy]{Desc: ord.desc, Tiers: []inspect.Tier[runCopy]{
+			{Cursor: &labelTierCursor{in: in, idx: idx}, Partial: true, Probe: in.kvCopy},
+			sealedTier,
+		}}
+	}
+	active := inspect.Tier[runCopy]{Cursor: &kvTierCursor{c: &kvCursor{r: in.r, prefix: kvRuns, after: opts.After, desc: ord.desc}, kind: copyActive}}
+	if len(opts.States) > 0 && !keep(runstate.StatePending) && !keep(runstate.StateRunning) && !keep(runstate.StateWaiting) &&
+		!keep(runstate.StateScheduled) && !keep(runstate.StateCancelling) && !keep(runstate.StateFailed) {
+		// No active run can be listed (an active run shows Failed when the
+		// queue dead-lettered its step): they are read by id alone.
+		active = inspect.Tier[runCopy]{Probe: in.kvProbe(kvRuns, copyActive)}
+	}
+	return &inspect.Merge[runCopy]{Desc: ord.desc, Tiers: []inspect.Tier[runCopy]{
+		active,
+		{Cursor: &kvTierCursor{c: &kvCursor{r: in.r, prefix: kvResults, after: opts.After, desc: ord.desc}, kind: copyResult}},
+		sealedTier,
+	}}
 }
 
-// statusOf returns the status of runID and the nonce of the incarnation
-// it describes, without totals.
-func (in *Inspector) statusOf(ctx context.Context, runID string) (runstate.Status, string, error) {
-	recBytes, err := kvGet(ctx, in.r, runKey(runID))
-	if err != nil {
-		return runstate.Status{}, "", err
-	}
-	if recBytes != nil {
-		rec, err := decodeRunRecord(recBytes)
-		if err != nil {
-			return runstate.Status{}, "", fmt.Errorf("run %s: %w", runID, err)
-		}
-		st, err := in.activeStatus(ctx, runID, rec)
-		return st, rec.Nonce, err
-	}
-	b, err := kvGet(ctx, in.r, resultKey(runID))
-	if err != nil {
-		return runstate.Status{}, "", err
-	}
-	if b == nil {
-		e, _, err := in.sealedRun(ctx, runID)
-		if err != nil {
-			return runstate.Status{}, "", err
-		}
-		if e == nil {
-			return runstate.Status{}, "", fmt.Errorf("%w: %s", ErrRunNotFound, runID)
-		}
-		st, err := sealedStatus(e)
-		return st, e.Nonce, err
-	}
-	res, err := decodeResultRecord(b)
-	if err != nil {
-		return runstate.Status{}, "", fmt.Errorf("run %s: %w", runID, err)
-	}
-	return terminalStatus(runID, res), res.Nonce, nil
+// copyKind is where a copy of a run is: active, ended in the KV, sealed.
+type copyKind uint8
+
+const (
+	copyActive copyKind = iota
+	copyResult
+	copySealed
+)
+
+// runCopy is one place's copy of a run id: its run record (active), its
+// result record (ended in the KV) or its segment's index entry (sealed).
+type runCopy struct {
+	kind  copyKind
+	value []byte
+	entry *archive.Entry
 }
 
-// listed returns the status of a run ListRuns found in key space from
-// (0 active, 1 result) and whether keep keeps it.
-func (in *Inspector) listed(ctx context.Context, from int, it *kvItem, keep func(runstate.State) bool) (runstate.Status, bool, error) {
-	var st runstate.Status
-	switch from {
-	case 0:
-		rec, err := decodeRunRecord(it.value)
-		if err != nil {
-			return st, false, fmt.Errorf("run %s: %w", it.id, err)
-		}
-		if st, err = in.activeStatus(ctx, it.id, rec); err != nil {
-			return st, false, err
-		}
-	case 1:
-		res, err := decodeResultRecord(it.value)
-		if err != nil {
-			return st, false, fmt.Errorf("run %s: %w", it.id, err)
-		}
-		st = terminalStatus(it.id, res)
+// pointTiers are the places holding runs, the newest first, read by id.
+func (in *Inspector) pointTiers() []inspect.Tier[runCopy] {
+	return []inspect.Tier[runCopy]{
+		{Probe: in.kvProbe(kvRuns, copyActive)},
+		{Probe: in.kvProbe(kvResults, copyResult)},
+		{Probe: func(ctx context.Context, id string) (runCopy, bool, error) {
+			e, _, err := in.sealedRun(ctx, id)
+			return runCopy{kind: copySealed, entry: e}, e != nil, err
+		}},
 	}
-	return st, keep(st.State), nil
 }
+
+// kvProbe reads the run-keyed record under prefix by id.
+func (in *Inspector) kvProbe(prefix string, kind copyKind) func(context.Context, string) (runCopy, bool, error) {
+	return func(ctx context.Context, id string) (runCopy, bool, error) {
+		b, err := kvGet(ctx, in.r, prefix+id)
+		return runCopy{kind: kind, value: b}, b != nil, err
+	}
+}
+
+// kvCopy returns the newest copy of id in the KV: its run record, else
+// its result record.
+func (in *Inspector) kvCopy(ctx context.Context, id string) (runCopy, bool, error) {
+	c, _, ok, err := inspect.Lookup(ctx, in.pointTiers()[:2], id)
+	return c, ok, err
+}
+
+// copyStatus returns the status c gives run id; a result's totals are
+// read only with resultTotals (ListRuns leaves them out).
+func (in *Inspector) copyStatus(ctx context.Context, id string, c runCopy, resultTotals bool) (runstate.Status, error) {
+	switch c.kind {
+	case copyActive:
+		rec, err := decodeRunRecord(c.value)
+		if err != nil {
+			return runstate.Status{}, fmt.Errorf("run %s: %w", id, err)
+		}
+		return in.activeStatus(ctx, id, rec)
+	case copyResult:
+		res, err := decodeResultRecord(c.value)
+		if err != nil {
+			return runstate.Status{}, fmt.Errorf("run %s: %w", id, err)
+		}
+		st := terminalStatus(id, res)
+		if resultTotals {
+			if st.Totals, err = in.totals(ctx, id, res.Nonce); err != nil {
+				return runstate.Status{}, err
+			}
+		}
+		return st, nil
+	default:
+		return sealedStatus(c.entry)
+	}
+}
+
+// kvTierCursor walks the run-keyed records of one key space as copies.
+type kvTierCursor struct {
+	c    *kvCursor
+	kind copyKind
+}
+
+func (t *kvTierCursor) Peek(ctx context.Context) (string, runCopy, bool, error) {
+	it, err := t.c.peek(ctx)
+	if err != nil || it == nil {
+		return "", runCopy{}, false, err
+	}
+	return it.id, runCopy{kind: t.kind, value: it.value}, true, nil
+}
+
+func (t *kvTierCursor) Next() { t.c.next() }
+
+// labelTierCursor walks the ids of a label's index entries that the KV
+// still holds a run of, each with the newest copy of it there: a stale
+// entry (an earlier run of the id) gives a copy the label filter
+// rejects. Cost per entry: the point reads of kvCopy.
+type labelTierCursor struct {
+	in   *Inspector
+	idx  *kvCursor
+	id   string
+	copy runCopy
+	ok   bool
+}
+
+func (t *labelTierCursor) Peek(ctx context.Context) (string, runCopy, bool, error) {
+	for !t.ok {
+		e, err := t.idx.peek(ctx)
+		if err != nil || e == nil {
+			return "", runCopy{}, false, err
+		}
+		c, ok, err := t.in.kvCopy(ctx, e.id)
+		if err != nil {
+			return "", runCopy{}, false, err
+		}
+		if !ok {
+			// Sealed since, or gone: the segments answer for it.
+			t.idx.next()
+			continue
+		}
+		t.id, t.copy, t.ok = e.id, c, true
+	}
+	return t.id, t.copy, true, nil
+}
+
+func (t *labelTierCursor) Next() {
+	t.idx.next()
+	t.ok = false
+}
+
+// sealedTierCursor walks a sealedCursor's entries as copies.
+type sealedTierCursor struct{ c *sealedCursor }
+
+func (t sealedTierCursor) Peek(ctx context.Context) (string, runCopy, bool, error) {
+	e, err := t.c.peek(ctx)
+	if err != nil || e == nil {
+		return "", runCopy{}, false, err
+	}
+	return e.ID, runCopy{kind: copySealed, entry: e}, true, nil
+}
+
+func (t sealedTierCursor) Next() { t.c.next() }
 
 type kvItem struct {
 	id    string
@@ -468,12 +420,7 @@ type kvItem struct {
 type idOrder struct{ desc bool }
 
 // first reports whether id a comes before id b in the listing.
-func (o idOrder) first(a, b string) bool {
-	if o.desc {
-		return a > b
-	}
-	return a < b
-}
+func (o idOrder) first(a, b string) bool { return inspect.Before(o.desc, a, b) }
 
 // kvCursor pages through one key space of run-keyed records, in key
 // order or (desc) its reverse; after is the last id passed.
