@@ -165,8 +165,9 @@ func (it *Interpreter) staleWaits(ctx context.Context, runID string, extra ...st
 // (with Options.Retention): when the runtime seals (runtime.Runtime.Seals),
 // the run's KV records leave with its segment, so only a run that left
 // something else behind needs one: a rerun claim (its run key) or large
-// outputs in objects. Others keep nothing in memory once sealed. Cost:
-// memory reads of the run's history.
+// outputs in objects, removed through the marker as the runtime expires
+// the run (ExpireRunRecords). Others keep nothing in memory once sealed.
+// Cost: memory reads of the run's history.
 func (it *Interpreter) needsExpiryMarker(ctx context.Context, o *runstate.Outcome) (bool, error) {
 	if it.retention <= 0 {
 		return false, nil
@@ -205,11 +206,12 @@ type SweepResult struct {
 // next (deleting what is already gone is a no-op).
 //
 // Cost per expired run: a status read (memory reads, plus a sealed
-// segment's index unless cached), one LIST per 1,000 large-output objects
-// plus one DELETE per object, and one durable commit per 256 KV entries
-// (the last one also removes the marker). Scans are memory reads on the
-// writer. A pass with nothing expired costs nothing. Definitions are
-// kept; see the package documentation.
+// segment's index unless cached; repeated at each pass while the run is
+// shown), one LIST per 1,000 large-output objects plus one DELETE per
+// object, and one durable commit per 256 KV entries (the last one also
+// removes the marker). Scans are memory reads on the writer. A pass with
+// nothing expired costs nothing. Definitions are kept; see the package
+// documentation.
 func (it *Interpreter) Sweep(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
 	if it.retention <= 0 {

@@ -69,7 +69,9 @@ func (o SealOptions) withDefaults() SealOptions {
 // RunRecordOwner is implemented by a StepRunner that keeps records of its
 // runs in the caller KV (history, outputs): sealing moves every record
 // under the run's prefixes into its segment, and Inspector.SealedRecords
-// reads them back. Prefixes must lie outside ReservedKVPrefix.
+// reads them back; a run handed to the sealer whose result expires
+// unsealed loses them with its result. Prefixes must lie outside
+// ReservedKVPrefix.
 type RunRecordOwner interface {
 	RunRecordPrefixes(runID string) []string
 }
