@@ -352,9 +352,10 @@ func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (seal
 			// Expired unhandled, or sealed already. A run under the id
 			// now owns its records; else they are the expired run's (an
 			// id is not reused while they exist).
-			active, err := kvGet(ctx, rt.q, runKey(runID))
-			if err != nil || active != nil {
+			if active, err := kvGet(ctx, rt.q, runKey(runID)); err != nil {
 				return 0, 0, err
+			} else if active != nil {
+				continue
 			}
 			recs, err := rt.ownerRecords(ctx, runID)
 			if err != nil {

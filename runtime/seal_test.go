@@ -802,10 +802,13 @@ func TestSealedRunExpiresWithItsSegment(t *testing.T) {
 	}
 }
 
-// A run whose result expired before its end was handled (its hook kept
-// failing) keeps its runner's records only until the end is handled: the
-// seal marker the hook's success writes takes them with it.
-func TestResultExpiredBeforeItsEndWasHandled(t *testing.T) {
+// expiredUnhandled ends run-00 while its hook fails, then expires its
+// result by a sweep past the retention with the worker stopped. handle
+// makes the hook succeed, restarts the worker and returns once the end is
+// handled (its seal marker written, maybe swept already), with the worker
+// stopped again.
+func expiredUnhandled(t *testing.T) (e *env, r *expiringRunner, handle func()) {
+	t.Helper()
 	var failing atomic.Bool
 	failing.Store(true)
 	hook := TerminalHookFunc(func(context.Context, *runstate.Outcome, *TerminalEffects) error {
@@ -814,8 +817,8 @@ func TestResultExpiredBeforeItsEndWasHandled(t *testing.T) {
 		}
 		return nil
 	})
-	r := &expiringRunner{}
-	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), r, Options{ResultRetention: time.Hour, SweepInterval: 24 * time.Hour,
+	r = &expiringRunner{}
+	e = newEnvCfg(t, mem.New(), defaultQueueConfig(), r, Options{ResultRetention: time.Hour, SweepInterval: 24 * time.Hour,
 		TerminalHook: hook, Sealing: &SealOptions{Delay: -1}})
 	r.rt = e.rt
 	startSwept(t, e)
@@ -839,21 +842,57 @@ func TestResultExpiredBeforeItsEndWasHandled(t *testing.T) {
 	if n := kvCount(t, e, "app/hist/run-00/"); n != 3 {
 		t.Fatalf("%d runner records before the end is handled; want 3", n)
 	}
-
-	failing.Store(false)
-	startSwept(t, e)
-	for kvCount(t, e, kvSealQ) == 0 && kvCount(t, e, "app/hist/run-00/") > 0 {
-		if e.ctx.Err() != nil {
-			t.Fatal("the end of run-00 was never handled")
+	return e, r, func() {
+		t.Helper()
+		failing.Store(false)
+		startSwept(t, e)
+		for {
+			if s, err := e.q.Stats(e.ctx, e.rt.NotifyQueueName()); err == nil && s.Pending+s.Scheduled+s.Claimed == 0 {
+				break
+			}
+			if e.ctx.Err() != nil {
+				t.Fatal("the end of run-00 was never handled")
+			}
+			yield()
 		}
-		yield()
+		e.stop()
 	}
-	e.stop()
+}
+
+// A run whose result expired before its end was handled (its hook kept
+// failing) keeps its runner's records only until the end is handled: the
+// seal marker the hook's success writes takes them with it.
+func TestResultExpiredBeforeItsEndWasHandled(t *testing.T) {
+	e, r, handle := expiredUnhandled(t)
+	handle()
 	if _, err := e.rt.Sweep(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	wantGone(t, e, "run-00")
 	if got, want := r.calls(), "run-00@0s shown=false"; got != want {
 		t.Fatalf("ExpireRunRecords calls %q; want %q", got, want)
+	}
+}
+
+// The late seal marker of an id a new run now holds leaves the records
+// under the id alone (they are the new run's), and seals nothing stuck.
+func TestLateSealMarkerKeepsANewRunsRecords(t *testing.T) {
+	e, r, handle := expiredUnhandled(t)
+	// A run under the id again (a record the worker does not work).
+	if err := e.q.KVPut(e.ctx, runKey("run-00"), []byte("new run")); err != nil {
+		t.Fatal(err)
+	}
+	handle()
+	if _, err := e.rt.Sweep(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := kvCount(t, e, "app/hist/run-00/"); n != 3 {
+		t.Fatalf("%d records under the reused id; want 3", n)
+	}
+	if n := kvCount(t, e, kvSealQ); n != 0 {
+		t.Fatalf("%d seal markers left", n)
+	}
+	if got := r.calls(); got != "" {
+		t.Fatalf("ExpireRunRecords called for a reused id: %s", got)
 	}
 }
