@@ -198,10 +198,11 @@ type SweepResult struct {
 // Options.Retention ago and whose status the runtime no longer shows: its
 // step outputs, history, wait and child index entries and large-output
 // objects, then its retention marker. A run the runtime still shows (its
-// result retained, or a segment still listing it) keeps everything: a
-// sealed run's go as the runtime expires it (ExpireRunRecords). Markers are written by the terminal
-// hook in the commit that acknowledges the run's termination notification
-// and are read oldest first, so a pass stops at the first unexpired one.
+// result retained, or a segment still listing it) keeps everything; a
+// sealed run's records go as the runtime expires it (ExpireRunRecords).
+// Markers are written by the terminal hook in the commit that
+// acknowledges the run's termination notification and are read oldest
+// first, so a pass stops at the first unexpired one.
 // A pass interrupted by a crash leaves the marker and is repeated by the
 // next (deleting what is already gone is a no-op).
 //

@@ -77,12 +77,12 @@ type RunRecordOwner interface {
 }
 
 // RunRecordExpirer is a RunRecordOwner that also keeps things of a run
-// outside the KV store (objects). With sealing, the runtime calls
-// ExpireRunRecords before each commit that removes a run's records for
-// good (its segment expiring or turning slim, or a run expired before it
-// was sealed), so they all leave together; finished is the run's end as
-// its result recorded it. A crash before that commit calls it again, so
-// it must be idempotent.
+// outside the KV store (objects). The runtime calls ExpireRunRecords
+// before each commit that removes the records of a run sealed or handed
+// to the sealer (its segment expiring or turning slim, or the run expired
+// before it was sealed), so they all leave together; finished is the
+// run's end as its result recorded it. A crash before that commit calls
+// it again, so it must be idempotent.
 type RunRecordExpirer interface {
 	RunRecordOwner
 	ExpireRunRecords(ctx context.Context, runID string, finished time.Time) error
