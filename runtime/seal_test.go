@@ -762,43 +762,60 @@ func TestRunPastRetentionBeforeSealingExpiresWhole(t *testing.T) {
 }
 
 // A sealed run's records outside the KV go with its segment, not at the
-// run's own expiry while a later run keeps the segment listed.
+// run's own expiry while a later run keeps the segment listed; under a
+// longer memo retention, when the segment turns slim (its runs hidden),
+// once.
 func TestSealedRunExpiresWithItsSegment(t *testing.T) {
-	r := &expiringRunner{}
-	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), r, Options{ResultRetention: time.Hour, SweepInterval: 24 * time.Hour,
-		Sealing: &SealOptions{BatchRuns: 4, Delay: -1}})
-	r.rt = e.rt
-	startSwept(t, e)
-	e.submit(RunSpec{RunID: "run-00", Input: []byte("ok")})
-	waitKV(t, e, kvSealQ, 1)
-	e.clock.Advance(30 * time.Minute)
-	e.submit(RunSpec{RunID: "run-01", Input: []byte("ok")})
-	waitKV(t, e, kvSealQ, 2)
-	e.stop()
-	if n, err := e.rt.Seal(e.ctx); err != nil || n != 2 {
-		t.Fatalf("Seal = %d, %v; want both runs in one segment", n, err)
-	}
+	for _, memoRet := range []time.Duration{0, 3 * time.Hour} {
+		t.Run(fmt.Sprint("memo retention ", memoRet), func(t *testing.T) {
+			r := &expiringRunner{}
+			e := newEnvCfg(t, mem.New(), defaultQueueConfig(), r, Options{ResultRetention: time.Hour, MemoRetention: memoRet,
+				SweepInterval: 24 * time.Hour, Sealing: &SealOptions{BatchRuns: 4, Delay: -1}})
+			r.rt = e.rt
+			startSwept(t, e)
+			e.submit(RunSpec{RunID: "run-00", Input: []byte("ok")})
+			waitKV(t, e, kvSealQ, 1)
+			e.clock.Advance(30 * time.Minute)
+			e.submit(RunSpec{RunID: "run-01", Input: []byte("ok")})
+			waitKV(t, e, kvSealQ, 2)
+			e.stop()
+			if n, err := e.rt.Seal(e.ctx); err != nil || n != 2 {
+				t.Fatalf("Seal = %d, %v; want both runs in one segment", n, err)
+			}
 
-	e.clock.Advance(31 * time.Minute)
-	if _, err := e.rt.Sweep(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := e.rt.Status(e.ctx, "run-00"); err != nil || st.State != runstate.StateSucceeded {
-		t.Fatalf("run-00 past its retention in a listed segment: %+v, %v", st, err)
-	}
-	if got := r.calls(); got != "" {
-		t.Fatalf("records expired while their segment is listed: %s", got)
-	}
+			e.clock.Advance(31 * time.Minute)
+			if _, err := e.rt.Sweep(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := e.rt.Status(e.ctx, "run-00"); err != nil || st.State != runstate.StateSucceeded {
+				t.Fatalf("run-00 past its retention in a listed segment: %+v, %v", st, err)
+			}
+			if got := r.calls(); got != "" {
+				t.Fatalf("records expired while their segment is listed: %s", got)
+			}
 
-	e.clock.Advance(30 * time.Minute)
-	if res, err := e.rt.Sweep(e.ctx); err != nil || res.SealedExpired != 2 {
-		t.Fatalf("sweep past the segment's retention: %+v, %v", res, err)
-	}
-	for _, id := range runIDs(2) {
-		wantGone(t, e, id)
-	}
-	if got, want := r.calls(), "run-00@0s shown=true run-01@30m0s shown=true"; got != want {
-		t.Fatalf("ExpireRunRecords calls %q; want %q", got, want)
+			e.clock.Advance(30 * time.Minute)
+			if res, err := e.rt.Sweep(e.ctx); err != nil || res.SealedExpired != 2 {
+				t.Fatalf("sweep past the segment's retention: %+v, %v", res, err)
+			}
+			for _, id := range runIDs(2) {
+				wantGone(t, e, id)
+			}
+			want := "run-00@0s shown=true run-01@30m0s shown=true"
+			if got := r.calls(); got != want {
+				t.Fatalf("ExpireRunRecords calls %q; want %q", got, want)
+			}
+			e.clock.Advance(memoRet)
+			if _, err := e.rt.Sweep(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := kvCount(t, e, kvSealedSegs); n != 0 {
+				t.Fatalf("%d segments left past the memo retention", n)
+			}
+			if got := r.calls(); got != want {
+				t.Fatalf("ExpireRunRecords calls %q after the segment went; want %q", got, want)
+			}
+		})
 	}
 }
 
