@@ -95,8 +95,12 @@
 //     the commit that acknowledges the run's termination notification, so
 //     deletion is driven by durable state; a sweep reads markers oldest
 //     first, deletes objects, then the KV records with the marker last, so
-//     a crash mid-sweep is finished by the next pass. The hook also drops
-//     at once the wait entry of a run that ended while waiting.
+//     a crash mid-sweep is finished by the next pass. A run the runtime
+//     still shows (its result retained, or a segment listing it) keeps
+//     its records, so status, history and reuse agree; a sealed run's
+//     large outputs and rerun claim go as the runtime expires it
+//     (runtime.RunRecordExpirer). The hook also drops at once the wait
+//     entry of a run that ended while waiting.
 //   - Sealed runs (runtime.Options.Sealing; the engine and the CLI seal by
 //     default): the Interpreter is a runtime.RunRecordOwner, so a run's
 //     history, step outputs and child index move into its sealed segment

@@ -165,8 +165,9 @@ func (it *Interpreter) staleWaits(ctx context.Context, runID string, extra ...st
 // (with Options.Retention): when the runtime seals (runtime.Runtime.Seals),
 // the run's KV records leave with its segment, so only a run that left
 // something else behind needs one: a rerun claim (its run key) or large
-// outputs in objects. Others keep nothing in memory once sealed. Cost:
-// memory reads of the run's history.
+// outputs in objects, removed through the marker as the runtime expires
+// the run (ExpireRunRecords). Others keep nothing in memory once sealed.
+// Cost: memory reads of the run's history.
 func (it *Interpreter) needsExpiryMarker(ctx context.Context, o *runstate.Outcome) (bool, error) {
 	if it.retention <= 0 {
 		return false, nil
@@ -194,30 +195,38 @@ type SweepResult struct {
 }
 
 // Sweep removes the records of every run that terminated more than
-// Options.Retention ago: its step outputs, history, wait and child index
-// entries and large-output objects, then its retention marker. Markers are
-// written by the terminal hook in the commit that acknowledges the run's
-// termination notification and are read oldest first, so a pass stops at
-// the first unexpired one. A pass interrupted by a crash leaves the marker
-// and is repeated by the next (deleting what is already gone is a no-op).
+// Options.Retention ago and whose status the runtime no longer shows: its
+// step outputs, history, wait and child index entries and large-output
+// objects, then its retention marker. A run the runtime still shows (its
+// result retained, or a segment still listing it) keeps everything; a
+// sealed run's records go as the runtime expires it (ExpireRunRecords).
+// Markers are written by the terminal hook in the commit that
+// acknowledges the run's termination notification and are read oldest
+// first, so a pass stops at the first unexpired one.
+// A pass interrupted by a crash leaves the marker and is repeated by the
+// next (deleting what is already gone is a no-op).
 //
-// Cost per expired run: one LIST per 1,000 large-output objects plus one
-// DELETE per object, and one durable commit per 256 KV entries (the last
-// one also removes the marker). Scans are memory reads on the writer. A
-// pass with nothing expired costs nothing. Definitions are kept; see the
-// package documentation.
+// Cost per expired run: a status read (memory reads, plus a sealed
+// segment's index unless cached; repeated at each pass while the run is
+// shown), one LIST per 1,000 large-output objects plus one DELETE per
+// object, and one durable commit per 256 KV entries (the last one also
+// removes the marker). Scans are memory reads on the writer. A pass with
+// nothing expired costs nothing. Definitions are kept; see the package
+// documentation.
 func (it *Interpreter) Sweep(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
 	if it.retention <= 0 {
 		return res, nil
 	}
 	cutoff := it.now().Add(-it.retention)
+	after := ""
 	for {
-		page, err := it.q.KVScan(ctx, kvExpire, "", 256)
+		page, err := it.q.KVScan(ctx, kvExpire, after, 256)
 		if err != nil {
 			return res, fmt.Errorf("interpreter: sweep: %w", err)
 		}
 		for _, e := range page {
+			after = e.Key
 			t, runID, err := parseExpireKey(e.Key)
 			if err != nil {
 				it.log.Warn("deleting a malformed retention marker", "key", e.Key, "err", err)
@@ -228,6 +237,11 @@ func (it *Interpreter) Sweep(ctx context.Context) (SweepResult, error) {
 			}
 			if t.After(cutoff) {
 				return res, nil
+			}
+			if shown, err := it.shown(ctx, runID); err != nil {
+				return res, fmt.Errorf("interpreter: sweep run %s: %w", runID, err)
+			} else if shown {
+				continue
 			}
 			keys, objs, err := it.purge(ctx, runID, e.Key, string(e.Value))
 			res.Keys += keys
@@ -243,30 +257,49 @@ func (it *Interpreter) Sweep(ctx context.Context) (SweepResult, error) {
 	}
 }
 
-// purge deletes runID's objects (its rerun claim under runKey among
-// them), then its KV entries and marker.
-func (it *Interpreter) purge(ctx context.Context, runID, marker, runKey string) (keys, objects int, err error) {
-	if runKey != "" && validRunKey(runKey) {
-		if err := ReleaseRun(ctx, it.store, runKey, runID); err != nil {
-			return keys, objects, err
-		}
+// shown reports whether the runtime still shows runID: active, or
+// finished with its result retained in the KV or in a listed segment.
+func (it *Interpreter) shown(ctx context.Context, runID string) (bool, error) {
+	if it.rt == nil {
+		return false, nil
 	}
-	prefix := outputsObjectPrefix(runID)
-	for {
-		// Deleted objects leave the listing, so each page starts afresh.
-		page, err := it.store.List(ctx, prefix, "", 1000)
-		if err != nil {
-			return keys, objects, fmt.Errorf("list output objects: %w", err)
-		}
-		for _, o := range page {
-			if err := it.store.Delete(ctx, o.Key); err != nil && !errors.Is(err, objstore.ErrNotExist) {
-				return keys, objects, fmt.Errorf("delete output object %s: %w", o.Key, err)
-			}
-			objects++
-		}
-		if len(page) < 1000 {
-			break
-		}
+	_, err := it.rt.Status(ctx, runID)
+	if errors.Is(err, runtime.ErrRunNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// ExpireRunRecords implements runtime.RunRecordExpirer: as the runtime
+// expires a sealed run (or one past its retention before it was sealed),
+// the run's large-output objects and rerun claim go, then its retention
+// marker, before the commit that removes its status; its KV records go
+// in that commit. A run without a marker keeps nothing outside the KV.
+// Cost: one memory read; for a run with a marker, its objects' LIST and
+// DELETEs and one durable commit.
+func (it *Interpreter) ExpireRunRecords(ctx context.Context, runID string, finished time.Time) error {
+	marker := expireKey(finished, runID)
+	b, err := it.q.KVGet(ctx, marker)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("interpreter: read the retention marker of run %s: %w", runID, err)
+	}
+	if _, err := it.purgeObjects(ctx, runID, string(b)); err != nil {
+		return err
+	}
+	if err := it.q.KVDelete(ctx, marker); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return fmt.Errorf("interpreter: delete the retention marker of run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// purge deletes runID's objects (purgeObjects), then its KV entries and
+// marker.
+func (it *Interpreter) purge(ctx context.Context, runID, marker, runKey string) (keys, objects int, err error) {
+	if objects, err = it.purgeObjects(ctx, runID, runKey); err != nil {
+		return keys, objects, err
 	}
 	var dels []string
 	collect := func(e storage.KVEntry) error { dels = append(dels, e.Key); return nil }
@@ -292,6 +325,33 @@ func (it *Interpreter) purge(ctx context.Context, runID, marker, runKey string) 
 		dels = dels[n:]
 	}
 	return keys - 1, objects, nil // the marker is not a record
+}
+
+// purgeObjects deletes runID's large-output objects and its rerun claim
+// under runKey, and returns how many outputs it deleted.
+func (it *Interpreter) purgeObjects(ctx context.Context, runID, runKey string) (objects int, err error) {
+	if runKey != "" && validRunKey(runKey) {
+		if err := ReleaseRun(ctx, it.store, runKey, runID); err != nil {
+			return objects, err
+		}
+	}
+	prefix := outputsObjectPrefix(runID)
+	for {
+		// Deleted objects leave the listing, so each page starts afresh.
+		page, err := it.store.List(ctx, prefix, "", 1000)
+		if err != nil {
+			return objects, fmt.Errorf("list output objects: %w", err)
+		}
+		for _, o := range page {
+			if err := it.store.Delete(ctx, o.Key); err != nil && !errors.Is(err, objstore.ErrNotExist) {
+				return objects, fmt.Errorf("delete output object %s: %w", o.Key, err)
+			}
+			objects++
+		}
+		if len(page) < 1000 {
+			return objects, nil
+		}
+	}
 }
 
 // SweepLoop sweeps now and then every Options.SweepInterval until ctx is

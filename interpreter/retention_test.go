@@ -2,6 +2,7 @@ package interpreter
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -205,6 +206,10 @@ func TestSweepResumesAfterAFailedPass(t *testing.T) {
 	wantSucceeded(t, e.run(e.write("big.yaml", bigYAML), map[string]any{}, "r1"), "200000")
 	e.settleNotifications()
 	e.clock.Advance(2 * time.Hour)
+	// The run's status expired: its records are the interpreter's to remove.
+	if _, err := e.rt.Sweep(e.ctx); err != nil {
+		t.Fatal(err)
+	}
 	fs.Set(faults.Rule{Ops: faults.OpDelete, KeyPrefix: outputsPrefix, Nth: 1})
 	if _, err := e.it.Sweep(e.ctx); !errors.Is(err, faults.ErrInjected) {
 		t.Fatalf("sweep with a failing DELETE: %v; want the injected error", err)
@@ -459,5 +464,128 @@ func TestKnownCleanRunsNeedNoNotification(t *testing.T) {
 	e.it.cleanMu.Unlock()
 	if left != 0 {
 		t.Errorf("%d ended runs left in the clean-run tracking", left)
+	}
+}
+
+// runView is what the CLI shows of a run: whether `status` finds it,
+// whether `history` prints steps (sealed ones too), and whether Submit
+// refuses its id.
+type runView struct{ status, history, refused bool }
+
+func (e *tenv) view(runID string) runView {
+	e.t.Helper()
+	var v runView
+	_, err := e.rt.Status(e.ctx, runID)
+	if err != nil && !errors.Is(err, runtime.ErrRunNotFound) {
+		e.t.Fatal(err)
+	}
+	v.status = err == nil
+	h, err := History(e.ctx, WithSealed(e.q, e.rt.Inspector()), e.store, runID)
+	if err != nil {
+		e.t.Fatalf("history of %s: %v", runID, err)
+	}
+	v.history = len(h) > 0
+	err = checkReuse(e.ctx, e.rt.Inspector(), e.q, runID)
+	if err != nil && !errors.Is(err, ErrRunIDReused) {
+		e.t.Fatal(err)
+	}
+	v.refused = err != nil
+	return v
+}
+
+// wantWhole checks that runID is entirely present or entirely gone.
+func (e *tenv) wantWhole(runID string, present bool) {
+	e.t.Helper()
+	want := runView{present, present, present}
+	if got := e.view(runID); got != want {
+		e.t.Fatalf("run %s: status found %v, history found %v, id refused %v; want all %v",
+			runID, got.status, got.history, got.refused, present)
+	}
+}
+
+// stopWorker stops the worker, so only the test's own sweeps run.
+func (e *tenv) stopWorker() {
+	e.t.Helper()
+	if err := e.w.Shutdown(e.ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	e.w = nil
+}
+
+const smallYAML = `
+tqw: v1
+name: small
+steps:
+  - id: small
+    set: {n: 1}
+  - id: done
+    succeed: ok
+`
+
+// A run whose end is handed to the sealer but which is not sealed before
+// its result retention ends (a process stopped within the seal delay and
+// restarted later) expires whole: its history goes with its status, and
+// its id is free.
+func TestUnsealedRunPastRetentionExpiresWhole(t *testing.T) {
+	e := newTestEnv(t, withRetention(time.Hour, time.Hour), withRuntimeOptions(runtime.Options{Sealing: &runtime.SealOptions{Delay: -1}}))
+	small, big := e.write("small.yaml", smallYAML), e.write("big.yaml", bigYAML)
+	wantSucceeded(t, e.run(small, map[string]any{}, "s1"), `"ok"`)
+	wantSucceeded(t, e.run(big, map[string]any{}, "b1"), "200000")
+	e.settleNotifications()
+	e.stopWorker()
+	e.wantWhole("s1", true)
+	e.wantWhole("b1", true)
+
+	e.clock.Advance(time.Hour + time.Minute)
+	e.sweep()
+	for _, id := range []string{"s1", "b1"} {
+		e.wantWhole(id, false)
+		if kv, obj := e.runRecords(id); len(kv)+len(obj) != 0 {
+			t.Fatalf("run %s after retention: kv %v, objects %v", id, kv, obj)
+		}
+	}
+	if m := e.kvKeys(kvExpire); len(m) != 0 {
+		t.Fatalf("retention markers left: %v", m)
+	}
+	e.start()
+	wantSucceeded(t, e.run(small, map[string]any{}, "s1"), `"ok"`)
+	e.wantHistory("s1", "small:ok done:succeeded")
+}
+
+// A sealed run stays whole while its segment lists it, also past the
+// interpreter's own retention: its large outputs are deleted with the
+// segment, not before.
+func TestSealedRunKeepsItsLargeOutputsWhileListed(t *testing.T) {
+	e := newTestEnv(t, withRetention(time.Hour, 2*time.Hour), withRuntimeOptions(runtime.Options{Sealing: &runtime.SealOptions{Delay: -1}}))
+	wantSucceeded(t, e.run(e.write("big.yaml", bigYAML), map[string]any{}, "b1"), "200000")
+	e.settleNotifications()
+	e.stopWorker()
+	if _, err := e.rt.Seal(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if kv, _ := e.runRecords("b1"); len(kv) != 0 {
+		t.Fatalf("records of the sealed run left in the KV: %v", kv)
+	}
+
+	// The interpreter's retention ended, the segment's not.
+	e.clock.Advance(time.Hour + time.Minute)
+	e.sweep()
+	e.wantWhole("b1", true)
+	h, err := History(e.ctx, WithSealed(e.q, e.rt.Inspector()), e.store, "b1")
+	if err != nil {
+		t.Fatalf("history of the listed sealed run: %v", err)
+	}
+	if out, _ := h[0].Output.(map[string]any); len(fmt.Sprint(out["stdout"])) != 200000 {
+		t.Fatalf("the listed sealed run's large output reads %.80v", h[0].Output)
+	}
+
+	e.clock.Advance(time.Hour)
+	e.sweep()
+	e.wantWhole("b1", false)
+	if kv, obj := e.runRecords("b1"); len(kv)+len(obj) != 0 {
+		t.Fatalf("run b1 after its segment expired: kv %v, objects %v", kv, obj)
+	}
+	if m := e.kvKeys(kvExpire); len(m) != 0 {
+		t.Fatalf("retention markers left: %v", m)
 	}
 }

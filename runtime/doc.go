@@ -197,10 +197,20 @@
 //   - An inbox command (runtime/remote): about four requests on the writer
 //     plus the command's commits, three on the Client.
 //   - The lease gate: none (the lease computes validity from its clock).
-//   - The retention sweep: per expired run one LIST plus one DELETE per memo
-//     or replay object; result records and markers are KV deletes; the
-//     buffered signals are scanned in memory at every pass, and each
-//     expired one costs one durable commit.
+//   - The retention sweep: a run's records expire together. Its result,
+//     label entries, totals and the runner's records (RunRecordOwner) go
+//     in one durable commit, and what the runner keeps outside the KV
+//     (RunRecordExpirer: the interpreter's large outputs) just before it;
+//     so status, history and the run id's reuse agree: all shown, or all
+//     gone. With sealing the sweep seals first: a run handed to the sealer
+//     but already past the result retention is expired whole in that
+//     pass, not sealed, and a sealed run's records go with its segment. A
+//     result that expired before the run's end was handled (its hook kept
+//     failing) takes the runner's records with the seal marker the
+//     handling writes. Cost: per expired run one LIST plus one DELETE per
+//     memo or replay object, and one durable commit per result expired
+//     outside a seal pass; the buffered signals are scanned in memory at
+//     every pass, and each expired one costs one durable commit.
 //   - No terminal hook: nothing; a hook: one notification job per
 //     termination (it rides the terminating commit) and its acknowledgement.
 //   - A waiting run (on a signal or a timer): no request until its signal

@@ -67,12 +67,15 @@ func (rt *Runtime) deleteTerminalMarker(ctx context.Context, m terminalMarker) e
 
 // Sweep runs one retention pass: with memo retention, it clears the memo
 // and replay entries of every run whose terminal marker is older than the
-// window, then the marker; with result retention, it drops expired result
-// records; with signal retention, it drops buffered signals older than
+// window, then the marker; with sealing, it seals the runs whose end is
+// handled (Seal) first, so a run past its result retention leaves whole,
+// its result with the runner's records; with result retention, it then
+// drops the result records still expired (runs never handed to the
+// sealer); with signal retention, it drops buffered signals older than
 // the window. Each pass reads markers oldest first and stops at the first
 // unexpired one. Cost: one LIST per run cleared plus one DELETE per entry;
-// buffered signals are scanned in memory and each expired one costs one
-// durable commit.
+// one durable commit per expired result; buffered signals are scanned in
+// memory and each expired one costs one durable commit.
 func (rt *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
 	now := rt.clock.Now()
@@ -89,6 +92,14 @@ func (rt *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 			return res, err
 		}
 	}
+	if rt.sealing() {
+		sealed, expired, err := rt.seal(ctx)
+		res.Sealed += sealed
+		res.Results += expired
+		if err != nil {
+			return res, err
+		}
+	}
 	if ret := rt.cfg.resultRetention; ret > 0 {
 		err := rt.sweepMarkers(ctx, kvExpiry, now.Add(-ret), func(runID string, nonce []byte) error {
 			b, err := kvGet(ctx, rt.q, resultKey(runID))
@@ -99,31 +110,16 @@ func (rt *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 			if r, derr := decodeResultRecord(b); derr == nil && r.Nonce != string(nonce) {
 				return nil
 			}
-			ok, err := rt.q.KVCompareAndDelete(ctx, resultKey(runID), b)
+			dels, err := rt.resultExpiry(ctx, runID, b)
+			if err != nil {
+				return err
+			}
+			ok, err := rt.q.ApplyEffects(ctx, &queue.SettlementEffects{KVCompareDeletes: dels}, []queue.KVWrite{{Key: resultKey(runID), Value: b}})
 			if ok {
 				res.Results++
-				// Its label entries go with it; a later run's stay.
-				if r, derr := decodeResultRecord(b); derr == nil {
-					if err := rt.compareDeleteAll(ctx, labelCompareDeletes(r.Labels, runID, r.Nonce)); err != nil {
-						return err
-					}
-				}
-				// Its totals go with it (a later run starts its own).
-				if t, terr := kvGet(ctx, rt.q, totalsKey(runID)); terr == nil && t != nil {
-					if _, err := rt.q.KVCompareAndDelete(ctx, totalsKey(runID), t); err != nil {
-						return err
-					}
-				}
 			}
 			return err
 		})
-		if err != nil {
-			return res, err
-		}
-	}
-	if rt.sealing() {
-		n, err := rt.Seal(ctx)
-		res.Sealed += n
 		if err != nil {
 			return res, err
 		}
@@ -141,6 +137,33 @@ func (rt *Runtime) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// resultExpired reports whether a run that finished at finishedMs is past
+// the result retention at now.
+func (rt *Runtime) resultExpired(finishedMs int64, now time.Time) bool {
+	return rt.cfg.resultRetention > 0 && now.UnixMilli() >= finishedMs+rt.cfg.resultRetention.Milliseconds()
+}
+
+// resultExpiry returns the compare-deletes that expire runID's result
+// record b: the record, its label entries and its totals (an unreadable
+// record goes alone); a later run's entries under the id stay.
+func (rt *Runtime) resultExpiry(ctx context.Context, runID string, b []byte) ([]queue.KVWrite, error) {
+	dels := []queue.KVWrite{{Key: resultKey(runID), Value: b}}
+	r, err := decodeResultRecord(b)
+	if err != nil {
+		return dels, nil
+	}
+	dels = append(dels, labelCompareDeletes(r.Labels, runID, r.Nonce)...)
+	t, err := kvGet(ctx, rt.q, totalsKey(runID))
+	if err != nil || t == nil {
+		return dels, err
+	}
+	var tr totalsRecord
+	if decodeRecord("totals", t, &tr) != nil || tr.Nonce == r.Nonce {
+		dels = append(dels, queue.KVWrite{Key: totalsKey(runID), Value: t})
+	}
+	return dels, nil
 }
 
 // sweepSignals drops the buffered signals older than ret. Each is removed

@@ -69,9 +69,23 @@ func (o SealOptions) withDefaults() SealOptions {
 // RunRecordOwner is implemented by a StepRunner that keeps records of its
 // runs in the caller KV (history, outputs): sealing moves every record
 // under the run's prefixes into its segment, and Inspector.SealedRecords
-// reads them back. Prefixes must lie outside ReservedKVPrefix.
+// reads them back; a run handed to the sealer whose result expires
+// unsealed loses them with its result. Prefixes must lie outside
+// ReservedKVPrefix.
 type RunRecordOwner interface {
 	RunRecordPrefixes(runID string) []string
+}
+
+// RunRecordExpirer is a RunRecordOwner that also keeps things of a run
+// outside the KV store (objects). The runtime calls ExpireRunRecords
+// before each commit that removes the records of a run sealed or handed
+// to the sealer (its segment expiring or turning slim, or the run expired
+// before it was sealed), so they all leave together; finished is the
+// run's end as its result recorded it. A crash before that commit calls
+// it again, so it must be idempotent.
+type RunRecordExpirer interface {
+	RunRecordOwner
+	ExpireRunRecords(ctx context.Context, runID string, finished time.Time) error
 }
 
 const (
@@ -271,47 +285,58 @@ func (rt *Runtime) waitSealBatch(ctx context.Context, batch int64, delay time.Du
 }
 
 // Seal seals every finished run whose end is handled, in segments of at
-// most SealOptions.BatchRuns runs, and returns how many it sealed. The
-// retention sweep calls it; without Options.Sealing it does nothing. Per
-// segment: two create-only PUTs (index and data objects), then one
-// durable commit that swaps the runs' KV records for their rows; a crash
-// before that commit leaves unreferenced objects, deleted by the next
-// process's first pass (one LIST per 1,000 objects under the prefix).
+// most SealOptions.BatchRuns runs, and returns how many it sealed. A run
+// already past its result retention is not sealed but expired whole: its
+// result and the runner's records (RunRecordOwner) leave in the commit
+// that drops its seal marker. The retention sweep calls it; without
+// Options.Sealing it does nothing. Per segment: two create-only PUTs
+// (index and data objects), then one durable commit that swaps the runs'
+// KV records for their rows; a crash before that commit leaves
+// unreferenced objects, deleted by the next process's first pass (one
+// LIST per 1,000 objects under the prefix).
 func (rt *Runtime) Seal(ctx context.Context) (int, error) {
+	sealed, _, err := rt.seal(ctx)
+	return sealed, err
+}
+
+// seal is Seal, also counting the runs it expired.
+func (rt *Runtime) seal(ctx context.Context) (sealed, expired int, err error) {
 	if !rt.sealing() {
-		return 0, nil
+		return 0, 0, nil
 	}
 	rt.sealer.mu.Lock()
 	defer rt.sealer.mu.Unlock()
 	if !rt.sealer.collected {
 		if err := rt.collectOrphanSegments(ctx); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		rt.sealer.collected = true
 	}
-	total := 0
 	for {
 		page, err := rt.q.KVScan(ctx, kvSealQ, "", rt.cfg.seal.BatchRuns)
 		if err != nil {
-			return total, fmt.Errorf("runtime: seal: list finished runs: %w", err)
+			return sealed, expired, fmt.Errorf("runtime: seal: list finished runs: %w", err)
 		}
 		if len(page) == 0 {
-			return total, nil
+			return sealed, expired, nil
 		}
-		n, err := rt.sealBatch(ctx, page)
-		total += n
+		s, x, err := rt.sealBatch(ctx, page)
+		sealed, expired = sealed+s, expired+x
 		if err != nil || len(page) < rt.cfg.seal.BatchRuns {
-			return total, err
+			return sealed, expired, err
 		}
 	}
 }
 
-// sealBatch seals the runs of markers into one segment.
-func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (int, error) {
+// sealBatch seals the runs of markers into one segment, and expires those
+// past their result retention. A marker whose result is gone (it expired
+// before the run's end was handled) takes the runner's records of the run
+// with it, so nothing of a run outlives its result.
+func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (sealed, expired int, err error) {
 	eff := &queue.SettlementEffects{}
 	var guards []queue.KVWrite
 	var runs []archive.Run
-	owner, _ := rt.runner.(RunRecordOwner)
+	now := rt.clock.Now()
 	for _, mk := range markers {
 		eff.KVDeletes = append(eff.KVDeletes, mk.Key)
 		finished, runID, err := parseTimedKey(kvSealQ, mk.Key)
@@ -321,10 +346,29 @@ func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (int,
 		}
 		b, err := kvGet(ctx, rt.q, resultKey(runID))
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if b == nil {
-			continue // expired or sealed already
+			// Expired unhandled, or sealed already. A run under the id
+			// now owns its records; else they are the expired run's (an
+			// id is not reused while they exist).
+			if active, err := kvGet(ctx, rt.q, runKey(runID)); err != nil {
+				return 0, 0, err
+			} else if active != nil {
+				continue
+			}
+			recs, err := rt.ownerRecords(ctx, runID)
+			if err != nil {
+				return 0, 0, err
+			}
+			if len(recs) > 0 {
+				if err := rt.expireOwned(ctx, runID, finished); err != nil {
+					return 0, 0, err
+				}
+				guards = append(guards, queue.KVWrite{Key: resultKey(runID)}, queue.KVWrite{Key: runKey(runID)})
+				eff.KVCompareDeletes = append(eff.KVCompareDeletes, recs...)
+			}
+			continue
 		}
 		res, err := decodeResultRecord(b)
 		if err != nil {
@@ -334,11 +378,30 @@ func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (int,
 		if res.FinishedMs != finished.UnixMilli() {
 			continue // a later run under the same id owns the record
 		}
+		guards = append(guards, queue.KVWrite{Key: resultKey(runID), Value: b})
+		eff.KVDeletes = append(eff.KVDeletes, timedKey(kvExpiry, timeFromMs(res.FinishedMs), runID))
+		recs, err := rt.ownerRecords(ctx, runID)
+		if err != nil {
+			return 0, 0, err
+		}
+		if rt.resultExpired(res.FinishedMs, now) {
+			// Sealed only to be dropped: its records leave now, together.
+			// Its memo-retention marker stays for the memo sweep.
+			dels, err := rt.resultExpiry(ctx, runID, b)
+			if err != nil {
+				return 0, 0, err
+			}
+			if err := rt.expireOwned(ctx, runID, finished); err != nil {
+				return 0, 0, err
+			}
+			eff.KVCompareDeletes = append(append(eff.KVCompareDeletes, dels...), recs...)
+			expired++
+			continue
+		}
 		r := archive.Run{Entry: archive.Entry{ID: runID, Nonce: res.Nonce, Status: uint8(res.Status), Step: res.Step,
 			Result: res.Result, ResultOmitted: res.ResultOmitted, Error: res.Error, SubmittedMs: res.SubmittedMs,
 			FinishedMs: res.FinishedMs, Headers: res.Headers, Labels: res.Labels}}
-		guards = append(guards, queue.KVWrite{Key: resultKey(runID), Value: b})
-		eff.KVDeletes = append(eff.KVDeletes, resultKey(runID), timedKey(kvExpiry, timeFromMs(res.FinishedMs), runID))
+		eff.KVDeletes = append(eff.KVDeletes, resultKey(runID))
 		// Nothing of the run stays in the KV: its label entries and its
 		// memo-retention marker move into the segment's catalog entry
 		// (label Bloom filter, memo retention; expireSegments clears the
@@ -349,7 +412,7 @@ func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (int,
 				queue.KVWrite{Key: timedKey(kvTerminals, timeFromMs(res.FinishedMs), runID), Value: []byte(res.Nonce)})
 		}
 		if t, err := kvGet(ctx, rt.q, totalsKey(runID)); err != nil {
-			return 0, err
+			return 0, 0, err
 		} else if t != nil {
 			var tr totalsRecord
 			if decodeRecord("totals", t, &tr) == nil && tr.Nonce == res.Nonce {
@@ -357,42 +420,36 @@ func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (int,
 				eff.KVCompareDeletes = append(eff.KVCompareDeletes, queue.KVWrite{Key: totalsKey(runID), Value: t})
 			}
 		}
-		if owner != nil {
-			for _, p := range owner.RunRecordPrefixes(runID) {
-				if strings.HasPrefix(p, ReservedKVPrefix) || p == "" {
-					return 0, fmt.Errorf("%w: RunRecordPrefixes(%q) returned %q", ErrReserved, runID, p)
-				}
-				err := scanAll(ctx, rt.q, p, func(e queue.KVEntry) {
-					r.Records = append(r.Records, archive.Record{Key: e.Key, Value: e.Value})
-					eff.KVCompareDeletes = append(eff.KVCompareDeletes, queue.KVWrite(e))
-				})
-				if err != nil {
-					return 0, err
-				}
-			}
+		for _, e := range recs {
+			r.Records = append(r.Records, archive.Record{Key: e.Key, Value: e.Value})
 		}
+		eff.KVCompareDeletes = append(eff.KVCompareDeletes, recs...)
 		runs = append(runs, r)
 	}
 	if len(runs) == 0 {
-		if _, err := rt.q.ApplyEffects(ctx, eff, nil); err != nil {
-			return 0, fmt.Errorf("runtime: seal: drop stale markers: %w", err)
+		applied, err := rt.q.ApplyEffects(ctx, eff, guards)
+		switch {
+		case err != nil:
+			return 0, 0, fmt.Errorf("runtime: seal: drop stale markers: %w", err)
+		case !applied:
+			return 0, 0, fmt.Errorf("%w: expiring %d runs", errSealRaced, expired)
 		}
-		return 0, nil
+		return 0, expired, nil
 	}
 	next, err := kvGet(ctx, rt.q, kvSealNext)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	seq := uint64(1)
 	if next != nil {
 		if seq, err = strconv.ParseUint(string(next), 10, 64); err != nil {
-			return 0, fmt.Errorf("%w: %s holds %q", ErrCorruptRecord, kvSealNext, next)
+			return 0, 0, fmt.Errorf("%w: %s holds %q", ErrCorruptRecord, kvSealNext, next)
 		}
 	}
 	guards = append(guards, queue.KVWrite{Key: kvSealNext, Value: next})
 	idx, data, meta, err := archive.Build(runs)
 	if err != nil {
-		return 0, fmt.Errorf("runtime: seal: %w", err)
+		return 0, 0, fmt.Errorf("runtime: seal: %w", err)
 	}
 	meta.Seq = seq
 	meta.Key = fmt.Sprintf("%s/seg/%020d-%s", rt.cfg.seal.Prefix, seq, rt.newID())
@@ -400,15 +457,15 @@ func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (int,
 	meta.MemoRetentionMs = rt.cfg.memoRetention.Milliseconds()
 	mb, err := archive.EncodeMeta(meta)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The data object first: an index never names a missing one.
 	if _, err := rt.store.Put(ctx, meta.DataKey(), data, objstore.CreateOnly()); err != nil {
-		return 0, fmt.Errorf("runtime: seal: write %s: %w", meta.DataKey(), err)
+		return 0, 0, fmt.Errorf("runtime: seal: write %s: %w", meta.DataKey(), err)
 	}
 	if _, err := rt.store.Put(ctx, meta.IndexKey(), idx, objstore.CreateOnly()); err != nil {
 		rt.deleteSegmentObjects(ctx, meta.Key)
-		return 0, fmt.Errorf("runtime: seal: write %s: %w", meta.IndexKey(), err)
+		return 0, 0, fmt.Errorf("runtime: seal: write %s: %w", meta.IndexKey(), err)
 	}
 	eff.KVPuts = append(eff.KVPuts, queue.KVWrite{Key: segmentKey(seq), Value: mb},
 		queue.KVWrite{Key: kvSealNext, Value: []byte(strconv.FormatUint(seq+1, 10))}, rt.catalogGen())
@@ -420,15 +477,48 @@ func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (int,
 	case errors.Is(err, kv.ErrCommitUncertain):
 		// Maybe applied: the objects stay; if not, the next process's
 		// first pass deletes them.
-		return 0, fmt.Errorf("runtime: seal segment %d: %w", seq, err)
+		return 0, 0, fmt.Errorf("runtime: seal segment %d: %w", seq, err)
 	case err != nil:
 		rt.deleteSegmentObjects(ctx, meta.Key)
-		return 0, fmt.Errorf("runtime: seal segment %d: %w", seq, err)
+		return 0, 0, fmt.Errorf("runtime: seal segment %d: %w", seq, err)
 	case !applied:
 		rt.deleteSegmentObjects(ctx, meta.Key)
-		return 0, fmt.Errorf("%w: segment %d of %d runs", errSealRaced, seq, len(runs))
+		return 0, 0, fmt.Errorf("%w: segment %d of %d runs", errSealRaced, seq, len(runs))
 	}
-	return len(runs), nil
+	return len(runs), expired, nil
+}
+
+// ownerRecords returns the records the runner keeps under runID's
+// RunRecordPrefixes (RunRecordOwner; none for another runner), as
+// compare-deletes of the values read.
+func (rt *Runtime) ownerRecords(ctx context.Context, runID string) ([]queue.KVWrite, error) {
+	owner, ok := rt.runner.(RunRecordOwner)
+	if !ok {
+		return nil, nil
+	}
+	var out []queue.KVWrite
+	for _, p := range owner.RunRecordPrefixes(runID) {
+		if strings.HasPrefix(p, ReservedKVPrefix) || p == "" {
+			return nil, fmt.Errorf("%w: RunRecordPrefixes(%q) returned %q", ErrReserved, runID, p)
+		}
+		if err := scanAll(ctx, rt.q, p, func(e queue.KVEntry) { out = append(out, queue.KVWrite(e)) }); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// expireOwned lets the runner remove what it keeps of runID outside the
+// KV store (RunRecordExpirer), before the commit that removes the run.
+func (rt *Runtime) expireOwned(ctx context.Context, runID string, finished time.Time) error {
+	x, ok := rt.runner.(RunRecordExpirer)
+	if !ok {
+		return nil
+	}
+	if err := x.ExpireRunRecords(ctx, runID, finished); err != nil {
+		return fmt.Errorf("runtime: expire the records of run %s: %w", runID, err)
+	}
+	return nil
 }
 
 // deleteSegmentObjects deletes a segment's objects no KV row names; a
@@ -507,7 +597,9 @@ func (rt *Runtime) catalogGen() queue.KVWrite {
 // dropped: its runs' memo entries cleared (one LIST per run plus a DELETE
 // per memo object, when sealed under memo retention), then one durable
 // commit and two DELETEs. A segment's runs stay visible until its newest
-// expires, at most the seal interval longer than their own retention.
+// expires, at most the seal interval longer than their own retention, and
+// whatever the runner keeps of them outside the KV (RunRecordExpirer)
+// goes just before the commit that hides them, not earlier.
 func (rt *Runtime) expireSegments(ctx context.Context, now time.Time) (int, error) {
 	runs, after := 0, ""
 	for {
@@ -573,6 +665,9 @@ func (rt *Runtime) slimSegment(ctx context.Context, row queue.KVEntry, m *archiv
 	if err != nil {
 		return 0, err
 	}
+	if err := rt.expireEntries(ctx, x); err != nil {
+		return 0, err
+	}
 	slim := *m
 	slim.Slim, slim.Hashes, slim.LabelBloom, slim.LabelProbes = true, nil, nil, 0
 	b, err := archive.EncodeMeta(&slim)
@@ -602,6 +697,9 @@ func (rt *Runtime) expireSegment(ctx context.Context, row queue.KVEntry, m *arch
 	}
 	eff := &queue.SettlementEffects{KVDeletes: []string{row.Key}, KVPuts: []queue.KVWrite{rt.catalogGen()}}
 	if !m.Slim {
+		if err := rt.expireEntries(ctx, x); err != nil {
+			return 0, err
+		}
 		if eff.KVCompareDeletes, err = oldRowDeletes(x, m); err != nil {
 			return 0, err
 		}
@@ -616,6 +714,17 @@ func (rt *Runtime) expireSegment(ctx context.Context, row queue.KVEntry, m *arch
 		return 0, nil // counted when it turned slim
 	}
 	return len(x.Entries), nil
+}
+
+// expireEntries lets the runner remove what it keeps outside the KV store
+// of each run of x (RunRecordExpirer), before the commit that hides them.
+func (rt *Runtime) expireEntries(ctx context.Context, x *archive.Index) error {
+	for i := range x.Entries {
+		if err := rt.expireOwned(ctx, x.Entries[i].ID, timeFromMs(x.Entries[i].FinishedMs)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // scanAll calls fn for every KV entry under prefix, in key order.

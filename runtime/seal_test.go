@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -660,4 +661,255 @@ func sealedRuns(t *testing.T, e *env) int {
 		runs += m.Runs
 	}
 	return runs
+}
+
+// expiringRunner is a recordingRunner that also keeps something of each
+// run outside the KV: ExpireRunRecords notes the run and whether its
+// status was still shown then (it must be: its records go first).
+type expiringRunner struct {
+	recordingRunner
+	rt      *Runtime
+	mu      sync.Mutex
+	expired []string
+}
+
+func (r *expiringRunner) ExpireRunRecords(ctx context.Context, runID string, finished time.Time) error {
+	_, err := r.rt.Status(ctx, runID)
+	shown := err == nil
+	if err != nil && !errors.Is(err, ErrRunNotFound) {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expired = append(r.expired, fmt.Sprintf("%s@%s shown=%v", runID, finished.Sub(t0), shown))
+	return nil
+}
+
+func (r *expiringRunner) calls() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.expired, " ")
+}
+
+// kvCount is how many KV entries lie under prefix.
+func kvCount(t *testing.T, e *env, prefix string) int {
+	t.Helper()
+	page, err := e.q.KVScan(e.ctx, prefix, "", 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(page)
+}
+
+// wantGone checks that nothing of run id is left: no status, no runner
+// records, no retention or seal marker of it.
+func wantGone(t *testing.T, e *env, id string) {
+	t.Helper()
+	if st, err := e.rt.Status(e.ctx, id); !errors.Is(err, ErrRunNotFound) {
+		t.Fatalf("Status(%s) = %+v, %v; want not found", id, st, err)
+	}
+	if n := kvCount(t, e, "app/hist/"+id+"/"); n != 0 {
+		t.Fatalf("run %s: %d runner records left", id, n)
+	}
+	for _, p := range []string{kvExpiry, kvSealQ, resultKey(id), totalsKey(id)} {
+		page, err := e.q.KVScan(e.ctx, p, "", 10000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range page {
+			if strings.HasSuffix(kv.Key, id) {
+				t.Fatalf("run %s: %s left", id, kv.Key)
+			}
+		}
+	}
+}
+
+// A run handed to the sealer but not sealed before its result retention
+// ended expires whole: the runner's records leave with its result, and
+// nothing of it is sealed.
+func TestRunPastRetentionBeforeSealingExpiresWhole(t *testing.T) {
+	r := &expiringRunner{}
+	e := newEnvCfg(t, mem.New(), defaultQueueConfig(), r, Options{ResultRetention: time.Hour, SweepInterval: 24 * time.Hour,
+		Sealing: &SealOptions{BatchRuns: 4, Delay: -1}})
+	r.rt = e.rt
+	startSwept(t, e)
+	for _, id := range runIDs(3) {
+		e.submit(RunSpec{RunID: id, Input: []byte("ok"), Labels: map[string]string{"k": "v"}})
+	}
+	waitKV(t, e, kvSealQ, 3)
+	e.stop()
+
+	e.clock.Advance(time.Hour)
+	res, err := e.rt.Sweep(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Results != 3 || res.Sealed != 0 {
+		t.Fatalf("sweep past retention: %+v; want 3 results expired, none sealed", res)
+	}
+	for _, id := range runIDs(3) {
+		wantGone(t, e, id)
+	}
+	if n := kvCount(t, e, kvSealedSegs); n != 0 {
+		t.Fatalf("%d segments written for expired runs", n)
+	}
+	if got := listString(t, e.rt.Inspector(), runstate.ListOptions{Labels: map[string]string{"k": "v"}}); got != "" {
+		t.Fatalf("expired runs listed by label: %s", got)
+	}
+	if got, want := r.calls(), "run-00@0s shown=true run-01@0s shown=true run-02@0s shown=true"; got != want {
+		t.Fatalf("ExpireRunRecords calls %q; want %q", got, want)
+	}
+}
+
+// A sealed run's records outside the KV go with its segment, not at the
+// run's own expiry while a later run keeps the segment listed; under a
+// longer memo retention, when the segment turns slim (its runs hidden),
+// once.
+func TestSealedRunExpiresWithItsSegment(t *testing.T) {
+	for _, memoRet := range []time.Duration{0, 3 * time.Hour} {
+		t.Run(fmt.Sprint("memo retention ", memoRet), func(t *testing.T) {
+			r := &expiringRunner{}
+			e := newEnvCfg(t, mem.New(), defaultQueueConfig(), r, Options{ResultRetention: time.Hour, MemoRetention: memoRet,
+				SweepInterval: 24 * time.Hour, Sealing: &SealOptions{BatchRuns: 4, Delay: -1}})
+			r.rt = e.rt
+			startSwept(t, e)
+			e.submit(RunSpec{RunID: "run-00", Input: []byte("ok")})
+			waitKV(t, e, kvSealQ, 1)
+			e.clock.Advance(30 * time.Minute)
+			e.submit(RunSpec{RunID: "run-01", Input: []byte("ok")})
+			waitKV(t, e, kvSealQ, 2)
+			e.stop()
+			if n, err := e.rt.Seal(e.ctx); err != nil || n != 2 {
+				t.Fatalf("Seal = %d, %v; want both runs in one segment", n, err)
+			}
+
+			e.clock.Advance(31 * time.Minute)
+			if _, err := e.rt.Sweep(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := e.rt.Status(e.ctx, "run-00"); err != nil || st.State != runstate.StateSucceeded {
+				t.Fatalf("run-00 past its retention in a listed segment: %+v, %v", st, err)
+			}
+			if got := r.calls(); got != "" {
+				t.Fatalf("records expired while their segment is listed: %s", got)
+			}
+
+			e.clock.Advance(30 * time.Minute)
+			if res, err := e.rt.Sweep(e.ctx); err != nil || res.SealedExpired != 2 {
+				t.Fatalf("sweep past the segment's retention: %+v, %v", res, err)
+			}
+			for _, id := range runIDs(2) {
+				wantGone(t, e, id)
+			}
+			want := "run-00@0s shown=true run-01@30m0s shown=true"
+			if got := r.calls(); got != want {
+				t.Fatalf("ExpireRunRecords calls %q; want %q", got, want)
+			}
+			e.clock.Advance(memoRet)
+			if _, err := e.rt.Sweep(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := kvCount(t, e, kvSealedSegs); n != 0 {
+				t.Fatalf("%d segments left past the memo retention", n)
+			}
+			if got := r.calls(); got != want {
+				t.Fatalf("ExpireRunRecords calls %q after the segment went; want %q", got, want)
+			}
+		})
+	}
+}
+
+// expiredUnhandled ends run-00 while its hook fails, then expires its
+// result by a sweep past the retention with the worker stopped. handle
+// makes the hook succeed, restarts the worker and returns once the end is
+// handled (its seal marker written, maybe swept already), with the worker
+// stopped again.
+func expiredUnhandled(t *testing.T) (e *env, r *expiringRunner, handle func()) {
+	t.Helper()
+	var failing atomic.Bool
+	failing.Store(true)
+	hook := TerminalHookFunc(func(context.Context, *runstate.Outcome, *TerminalEffects) error {
+		if failing.Load() {
+			return Transient(errors.New("not yet"))
+		}
+		return nil
+	})
+	r = &expiringRunner{}
+	e = newEnvCfg(t, mem.New(), defaultQueueConfig(), r, Options{ResultRetention: time.Hour, SweepInterval: 24 * time.Hour,
+		TerminalHook: hook, Sealing: &SealOptions{Delay: -1}})
+	r.rt = e.rt
+	startSwept(t, e)
+	e.submit(RunSpec{RunID: "run-00", Input: []byte("ok")})
+	for {
+		if st, err := e.rt.Status(e.ctx, "run-00"); err == nil && st.State.Terminal() {
+			break
+		}
+		if e.ctx.Err() != nil {
+			t.Fatal("run-00 never ended")
+		}
+		yield()
+	}
+	e.stop()
+
+	// The end is not handled: the result expires alone.
+	e.clock.Advance(time.Hour)
+	if res, err := e.rt.Sweep(e.ctx); err != nil || res.Results != 1 {
+		t.Fatalf("sweep past retention: %+v, %v", res, err)
+	}
+	if n := kvCount(t, e, "app/hist/run-00/"); n != 3 {
+		t.Fatalf("%d runner records before the end is handled; want 3", n)
+	}
+	return e, r, func() {
+		t.Helper()
+		failing.Store(false)
+		startSwept(t, e)
+		for {
+			if s, err := e.q.Stats(e.ctx, e.rt.NotifyQueueName()); err == nil && s.Pending+s.Scheduled+s.Claimed == 0 {
+				break
+			}
+			if e.ctx.Err() != nil {
+				t.Fatal("the end of run-00 was never handled")
+			}
+			yield()
+		}
+		e.stop()
+	}
+}
+
+// A run whose result expired before its end was handled (its hook kept
+// failing) keeps its runner's records only until the end is handled: the
+// seal marker the hook's success writes takes them with it.
+func TestResultExpiredBeforeItsEndWasHandled(t *testing.T) {
+	e, r, handle := expiredUnhandled(t)
+	handle()
+	if _, err := e.rt.Sweep(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantGone(t, e, "run-00")
+	if got, want := r.calls(), "run-00@0s shown=false"; got != want {
+		t.Fatalf("ExpireRunRecords calls %q; want %q", got, want)
+	}
+}
+
+// The late seal marker of an id a new run now holds leaves the records
+// under the id alone (they are the new run's), and seals nothing stuck.
+func TestLateSealMarkerKeepsANewRunsRecords(t *testing.T) {
+	e, r, handle := expiredUnhandled(t)
+	// A run under the id again (a record the worker does not work).
+	if err := e.q.KVPut(e.ctx, runKey("run-00"), []byte("new run")); err != nil {
+		t.Fatal(err)
+	}
+	handle()
+	if _, err := e.rt.Sweep(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := kvCount(t, e, "app/hist/run-00/"); n != 3 {
+		t.Fatalf("%d records under the reused id; want 3", n)
+	}
+	if n := kvCount(t, e, kvSealQ); n != 0 {
+		t.Fatalf("%d seal markers left", n)
+	}
+	if got := r.calls(); got != "" {
+		t.Fatalf("ExpireRunRecords called for a reused id: %s", got)
+	}
 }
