@@ -1,12 +1,8 @@
 package runtime
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"net/url"
 	"sort"
-	"strings"
 
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
@@ -55,17 +51,6 @@ func pickLabel(want map[string]string) (string, string) {
 	}
 	sort.Strings(keys)
 	return keys[0], want[keys[0]]
-}
-
-// compareDeleteAll deletes each key that still holds its value, in one
-// durable commit per key (a retention sweep's cleanup, off the step path).
-func (rt *Runtime) compareDeleteAll(ctx context.Context, ws []queue.KVWrite) error {
-	for _, w := range ws {
-		if _, err := rt.q.KVCompareAndDelete(ctx, w.Key, w.Value); err != nil && !errors.Is(err, queue.ErrNotFound) {
-			return fmt.Errorf("runtime: delete %s: %w", strings.TrimPrefix(w.Key, ReservedKVPrefix), err)
-		}
-	}
-	return nil
 }
 
 // copyLabels returns a copy of labels, nil when empty.
