@@ -2,7 +2,9 @@
 // worker that also serves it. New takes what the process already opened
 // (the runtime and interpreter of the writer) and opens nothing itself; the
 // document of the API is openapi.json (OpenAPI 3.1, embedded as OpenAPI and
-// served at /v1/openapi.json), and docs/API.md describes it for people.
+// served at /v1/openapi.json), and docs/API.md describes it for people. The
+// request and response bodies are the types of package server/wire, which
+// server/client decodes too.
 //
 // # Guarantees
 //

@@ -17,6 +17,7 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
 	"github.com/tqw-dsl/tqw/interpreter"
+	"github.com/tqw-dsl/tqw/server/wire"
 )
 
 // sseEvent is one server-sent event; id is what a client that read it
@@ -269,14 +270,9 @@ func (b *broker) replay(target string, after uint64) (out []sseEvent) {
 	return out
 }
 
-// reloadData is the data of a reload event.
-type reloadData struct {
-	Reason string `json:"reason"`
-}
-
 // reload is a stream's event saying it missed events nothing can replay.
 func (b *broker) reload(reason string) sseEvent {
-	data, _ := json.Marshal(reloadData{Reason: reason})
+	data, _ := json.Marshal(wire.ReloadEvent{Reason: reason})
 	return b.next("reload", data)
 }
 
@@ -415,18 +411,12 @@ func send(sub *subscriber, ev sseEvent) {
 			sub.lastID = ev.id
 		}
 	default:
-		data, _ := json.Marshal(resyncData{Reason: fmt.Sprintf("this stream fell %d events behind", subscriberBuffer), LastEventID: sub.lastID})
+		data, _ := json.Marshal(wire.ResyncEvent{Reason: fmt.Sprintf("this stream fell %d events behind", subscriberBuffer), LastEventID: sub.lastID})
 		// No id of its own: the client resumes after the last event it
 		// read, which the data names too.
 		sub.resync.Store(&sseEvent{name: "resync", data: data})
 		sub.drop()
 	}
-}
-
-// resyncData is the data of a resync event.
-type resyncData struct {
-	Reason      string `json:"reason"`
-	LastEventID string `json:"last_event_id"`
 }
 
 func (b *broker) loop() {
@@ -484,7 +474,7 @@ func (b *broker) publishStep(ctx context.Context, ev interpreter.Event) {
 	if ev.Kind != "start" {
 		name = "step_end"
 	}
-	data, err := json.Marshal(ev)
+	data, err := json.Marshal(wireStepEvent(ev))
 	if err != nil {
 		return
 	}

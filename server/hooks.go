@@ -30,6 +30,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/server/wire"
 )
 
 // Hook is one webhook in: POST /v1/hooks/{Name} starts a run of Workflow
@@ -269,18 +270,6 @@ var hookMarkerPrefix = func() string {
 	return p
 }()
 
-// HookResponse is the answer of POST /v1/hooks/{name}.
-type HookResponse struct {
-	// RunID and New report a started run (workflow hooks).
-	RunID string `json:"run_id,omitempty"`
-	New   bool   `json:"new,omitempty"`
-	// Delivered reports a signal (signal hooks): "now" or "buffered".
-	Delivered string `json:"delivered,omitempty"`
-	// Duplicate is true when the delivery id was seen before: nothing
-	// was done.
-	Duplicate bool `json:"duplicate,omitempty"`
-}
-
 func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 	h, ok := s.hooks[r.PathValue("name")]
 	if !ok {
@@ -446,7 +435,7 @@ func (s *Server) hookRun(w http.ResponseWriter, r *http.Request, h *hookState, b
 		}
 		input = v
 	}
-	wf, ok := s.loadRequested(w, SubmitRequest{Workflow: h.Workflow})
+	wf, ok := s.loadRequested(w, wire.SubmitRequest{Workflow: h.Workflow})
 	if !ok {
 		return
 	}
@@ -456,7 +445,7 @@ func (s *Server) hookRun(w http.ResponseWriter, r *http.Request, h *hookState, b
 		if st, err := s.insp.Status(r.Context(), runID); err == nil {
 			// Seen before (active or retained): whatever the body, a
 			// replay does nothing.
-			writeJSON(w, http.StatusOK, HookResponse{RunID: st.RunID, Duplicate: true})
+			writeJSON(w, http.StatusOK, wire.HookResponse{RunID: st.RunID, Duplicate: true})
 			return
 		}
 	}
@@ -474,7 +463,7 @@ func (s *Server) hookRun(w http.ResponseWriter, r *http.Request, h *hookState, b
 			return
 		}
 		if len(prev) > 0 {
-			writeJSON(w, http.StatusOK, HookResponse{RunID: prev[0].RunID, Duplicate: true})
+			writeJSON(w, http.StatusOK, wire.HookResponse{RunID: prev[0].RunID, Duplicate: true})
 			return
 		}
 		opts = append(opts, interpreter.WithLabels(map[string]string{LabelHookSignature: digest}))
@@ -484,13 +473,13 @@ func (s *Server) hookRun(w http.ResponseWriter, r *http.Request, h *hookState, b
 		return
 	}
 	if !out.New {
-		writeJSON(w, http.StatusOK, HookResponse{RunID: out.RunID, Duplicate: true})
+		writeJSON(w, http.StatusOK, wire.HookResponse{RunID: out.RunID, Duplicate: true})
 		return
 	}
 	if status == http.StatusCreated {
 		status = http.StatusAccepted
 	}
-	writeJSON(w, status, HookResponse{RunID: out.RunID, New: true})
+	writeJSON(w, status, wire.HookResponse{RunID: out.RunID, New: true})
 }
 
 // renderKey fills a signal key template from the request.
@@ -560,7 +549,7 @@ func (s *Server) hookSignal(w http.ResponseWriter, r *http.Request, h *hookState
 	if len(markers) == 0 {
 		res, status, ok := s.signal(w, r, key, raw, false)
 		if ok {
-			writeJSON(w, status, HookResponse{Delivered: res.Delivered})
+			writeJSON(w, status, wire.HookResponse{Delivered: res.Delivered})
 		}
 		return
 	}
@@ -574,7 +563,7 @@ func (s *Server) hookSignal(w http.ResponseWriter, r *http.Request, h *hookState
 	value := s.rt.SignalValue(raw)
 	err = s.rt.BufferSignal(ctx, key, value, marker, markers[1:]...)
 	if errors.Is(err, runtime.ErrRecordExists) {
-		writeJSON(w, http.StatusOK, HookResponse{Duplicate: true})
+		writeJSON(w, http.StatusOK, wire.HookResponse{Duplicate: true})
 		return
 	}
 	if err != nil {
@@ -585,7 +574,7 @@ func (s *Server) hookSignal(w http.ResponseWriter, r *http.Request, h *hookState
 	if ws, err := s.it.Waiting(ctx, s.rt.Queue(), key); err == nil && ws != nil {
 		waiter = ws.RunID
 	}
-	out := HookResponse{Delivered: "buffered"}
+	out := wire.HookResponse{Delivered: "buffered"}
 	if oc, err := s.rt.DeliverSignal(ctx, key, value, marker); err == nil && oc == signal.Delivered {
 		out.Delivered = "now"
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tqw-dsl/tqw/interpreter"
+	"github.com/tqw-dsl/tqw/server/wire"
 )
 
 // DefaultDurableTimeout is Config.DurableTimeout's default.
@@ -56,11 +57,11 @@ func answerReady(w http.ResponseWriter, r *http.Request, ready func(context.Cont
 		defer cancel()
 		if err := ready(ctx); err != nil {
 			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "reason": err.Error()})
+			writeJSON(w, http.StatusServiceUnavailable, wire.Health{Reason: err.Error()})
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	writeJSON(w, http.StatusOK, wire.Health{OK: true})
 }
 
 // Starting is the handler of a process whose store is not open yet (a
@@ -72,7 +73,7 @@ func Starting(ready func(context.Context) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/healthz":
-			writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+			writeJSON(w, http.StatusOK, wire.Health{OK: true})
 		case "/readyz":
 			answerReady(w, r, ready)
 		default:

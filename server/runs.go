@@ -21,121 +21,12 @@ import (
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/server/wire"
 )
 
 // maxSubmitBody bounds a submission: an inline workflow (the DSL's own
 // file bound) plus its input.
 var maxSubmitBody = int64(2*dsl.DefaultLimits.MaxFileBytes) + 64<<10
-
-// SubmitRequest is the body of POST /v1/runs: exactly one of Workflow and
-// YAML.
-type SubmitRequest struct {
-	// Workflow names a file of the server's workflows folder.
-	Workflow string `json:"workflow,omitempty"`
-	// YAML is a workflow given inline.
-	YAML string `json:"yaml,omitempty"`
-	// Input is the run's input (default {}).
-	Input json.RawMessage `json:"input,omitempty"`
-	// RunID names the run (default a new ULID); submitting the same id
-	// and input again is answered new=false.
-	RunID string `json:"run_id,omitempty"`
-	// Labels tag the run, to list it by (GET /v1/runs?label=k=v); the
-	// key "workflow" is the workflow's name, set by the server.
-	Labels map[string]string `json:"labels,omitempty"`
-}
-
-// SubmitResponse is the answer of POST /v1/runs.
-type SubmitResponse struct {
-	RunID string `json:"run_id"`
-	New   bool   `json:"new"`
-}
-
-// RunSummary is a run as /v1/runs lists it.
-type RunSummary struct {
-	RunID       string     `json:"run_id"`
-	Workflow    string     `json:"workflow"`
-	State       string     `json:"state"`
-	StartedAt   time.Time  `json:"started_at"`
-	EndedAt     *time.Time `json:"ended_at"`
-	CurrentStep *string    `json:"current_step"`
-	// SignalKey is the key a waiting run waits on.
-	SignalKey string `json:"signal_key,omitempty"`
-	// StepNumber is the runtime step (as status --json's step_number),
-	// Attempt the deliveries of the current step so far.
-	StepNumber int `json:"step_number"`
-	Attempt    int `json:"attempt,omitempty"`
-	// Until is when a waiting or scheduled step resumes at the latest.
-	Until *time.Time `json:"until,omitempty"`
-	// LastError is the current step's last error (a retry in progress);
-	// Error the error a run failed with.
-	LastError string  `json:"last_error,omitempty"`
-	Error     *string `json:"error"`
-	// Labels are the run's labels, its workflow's name (key workflow)
-	// among them.
-	Labels map[string]string `json:"labels,omitempty"`
-}
-
-// Run is one run's detail: GET /v1/runs/{id}. Input is the run's input
-// while its step job holds it (the run is active), absent once the run
-// ended: the store no longer keeps it.
-type Run struct {
-	RunSummary
-	DefinitionHash string          `json:"definition_hash"`
-	Input          json.RawMessage `json:"input,omitempty"`
-	Result         json.RawMessage `json:"result"`
-	ResultOmitted  bool            `json:"result_omitted,omitempty"`
-	Totals         Totals          `json:"totals"`
-	Waiting        *Waiting        `json:"waiting"`
-	VisitedSteps   []string        `json:"visited_steps"`
-	// Mermaid is the step graph of the pinned definition, when known.
-	Mermaid string `json:"mermaid,omitempty"`
-}
-
-// Waiting is the wait_signal step a waiting run waits in. Each object
-// schema of Schema that lists properties carries dsl.OrderKeyword
-// ("x-order"): its property names in the order the workflow declares.
-type Waiting struct {
-	SignalKey string `json:"signal_key"`
-	Step      string `json:"step"`
-	Schema    any    `json:"schema"`
-}
-
-// RunList is the answer of GET /v1/runs.
-type RunList struct {
-	Runs       []RunSummary   `json:"runs"`
-	NextCursor *string        `json:"next_cursor"`
-	Counts     map[string]int `json:"counts"`
-	// CountsCapped says Counts stopped at a bound (a workflow, label or
-	// time filter counts at most 1000 runs): each is a lower bound.
-	CountsCapped bool `json:"counts_capped"`
-}
-
-// HistoryRecord is one attempt of one step.
-type HistoryRecord struct {
-	Step      string                      `json:"step"`
-	Kind      string                      `json:"kind"`
-	Attempt   int                         `json:"attempt"`
-	StartedAt time.Time                   `json:"started_at"`
-	EndedAt   time.Time                   `json:"ended_at"`
-	Status    string                      `json:"status"`
-	Output    any                         `json:"output"`
-	Error     *dsl.ErrorInfo              `json:"error"`
-	Next      string                      `json:"next,omitempty"`
-	WaitKey   string                      `json:"wait_key,omitempty"`
-	Until     *time.Time                  `json:"until,omitempty"`
-	Rejected  *interpreter.RejectedSignal `json:"rejected_signal,omitempty"`
-}
-
-// History is the answer of GET /v1/runs/{id}/history.
-type History struct {
-	Records []HistoryRecord `json:"records"`
-}
-
-// CancelResponse is the answer of POST /v1/runs/{id}/cancel.
-type CancelResponse struct {
-	RunID string `json:"run_id"`
-	State string `json:"state"`
-}
 
 // decodeBody decodes a JSON request body into v, refusing what strictJSON
 // refuses and unknown fields; a failure has been answered (400 or 413).
@@ -177,7 +68,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool
 }
 
 func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
-	var req SubmitRequest
+	var req wire.SubmitRequest
 	if !decodeBody(w, r, maxSubmitBody, &req) {
 		return
 	}
@@ -212,7 +103,7 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 
 // loadRequested loads the workflow a submission names or carries,
 // answering the failure when it cannot.
-func (s *Server) loadRequested(w http.ResponseWriter, req SubmitRequest) (*interpreter.Workflow, bool) {
+func (s *Server) loadRequested(w http.ResponseWriter, req wire.SubmitRequest) (*interpreter.Workflow, bool) {
 	switch {
 	case req.Workflow != "" && req.YAML != "":
 		writeError(w, http.StatusBadRequest, "bad_request", "yaml", "give either workflow (a file name) or yaml (inline), not both")
@@ -247,8 +138,8 @@ func (s *Server) loadRequested(w http.ResponseWriter, req SubmitRequest) (*inter
 	if err != nil {
 		var le *interpreter.LoadError
 		if errors.As(err, &le) && len(le.Diagnostics) > 0 {
-			writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: errorBody{Code: "invalid_workflow", Field: field,
-				Message: fmt.Sprintf("%s is not a valid workflow: %s", le.File, strings.TrimSpace(le.Diagnostics.Errors().String())), Diagnostics: le.Diagnostics}})
+			writeJSON(w, http.StatusUnprocessableEntity, wire.Error{Error: wire.ErrorBody{Code: "invalid_workflow", Field: field,
+				Message: fmt.Sprintf("%s is not a valid workflow: %s", le.File, strings.TrimSpace(le.Diagnostics.Errors().String())), Diagnostics: wireDiagnostics(le.Diagnostics)}})
 			return nil, false
 		}
 		writeError(w, http.StatusUnprocessableEntity, "invalid_workflow", field, err.Error())
@@ -307,15 +198,15 @@ func isWorkflowFile(name string) bool {
 // submit validates input and runID and submits the run, answering a
 // refusal itself (ok false). inputAt is the JSON pointer of the input in
 // the request body ("/input"; "" when the body is the input).
-func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input any, inputAt, runID string, r *http.Request, opts ...interpreter.SubmitOption) (SubmitResponse, int, bool) {
+func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input any, inputAt, runID string, r *http.Request, opts ...interpreter.SubmitOption) (wire.SubmitResponse, int, bool) {
 	if err := wf.ValidateInput(input); err != nil {
 		writeError(w, http.StatusUnprocessableEntity, "invalid_input", inputPointer(inputAt, err), fmt.Sprintf("input of %s: %v", wf.Main.File, err))
-		return SubmitResponse{}, 0, false
+		return wire.SubmitResponse{}, 0, false
 	}
 	if runID != "" {
 		if err := runstate.ValidateRunID(runID); err != nil {
 			writeError(w, http.StatusBadRequest, "bad_request", "run_id", err.Error())
-			return SubmitResponse{}, 0, false
+			return wire.SubmitResponse{}, 0, false
 		}
 	}
 	dctx, cancel := s.durable(r)
@@ -338,9 +229,9 @@ func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input a
 		if !sub.NewlySubmitted {
 			status = http.StatusOK
 		}
-		return SubmitResponse{RunID: sub.RunID, New: sub.NewlySubmitted}, status, true
+		return wire.SubmitResponse{RunID: sub.RunID, New: sub.NewlySubmitted}, status, true
 	}
-	return SubmitResponse{}, 0, false
+	return wire.SubmitResponse{}, 0, false
 }
 
 // inputPointer is the JSON pointer of the part of the input an input
@@ -396,9 +287,9 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 // every commit read here is durable (the wait record included), so the
 // answer is never ahead of the store; the step job and the definition are
 // objects that never change under an id a durable status gave.
-func (s *Server) runDetail(r *http.Request, st runstate.Status) (Run, error) {
+func (s *Server) runDetail(r *http.Request, st runstate.Status) (wire.Run, error) {
 	ctx := r.Context()
-	run := Run{RunSummary: s.summary(r.Context(), st), DefinitionHash: st.Headers[interpreter.HeaderDefinition], ResultOmitted: st.ResultOmitted,
+	run := wire.Run{RunSummary: s.summary(r.Context(), st), DefinitionHash: st.Headers[interpreter.HeaderDefinition], ResultOmitted: st.ResultOmitted,
 		Totals: TotalsOf(st, s.rt.Clock().Now()), VisitedSteps: []string{}}
 	if json.Valid(st.Result) {
 		run.Result = st.Result
@@ -421,9 +312,9 @@ func (s *Server) runDetail(r *http.Request, st runstate.Status) (Run, error) {
 			if schema != nil {
 				schema = ws.Workflow.OrderSchema(ws.Step, "schema", schema)
 			}
-			run.Waiting = &Waiting{SignalKey: st.SignalKey, Step: ws.Step.ID, Schema: schema}
+			run.Waiting = &wire.Waiting{SignalKey: st.SignalKey, Step: ws.Step.ID, Schema: schema}
 		} else {
-			run.Waiting = &Waiting{SignalKey: st.SignalKey}
+			run.Waiting = &wire.Waiting{SignalKey: st.SignalKey}
 		}
 		if run.Waiting.Step != "" {
 			run.CurrentStep = &run.Waiting.Step
@@ -463,10 +354,10 @@ func (s *Server) history(ctx context.Context, runID string, store objstore.Store
 	return interpreter.History(ctx, interpreter.WithSealed(s.rt.Queue(), s.rt.Inspector()), store, runID)
 }
 
-// summary is st as a RunSummary; the current step of an active run is
+// summary is st as a wire.RunSummary; the current step of an active run is
 // read from its step job (no object-store request on the writer).
-func (s *Server) summary(ctx context.Context, st runstate.Status) RunSummary {
-	sum := RunSummary{RunID: st.RunID, Workflow: st.Headers[interpreter.HeaderWorkflow], State: st.State.String(),
+func (s *Server) summary(ctx context.Context, st runstate.Status) wire.RunSummary {
+	sum := wire.RunSummary{RunID: st.RunID, Workflow: st.Headers[interpreter.HeaderWorkflow], State: st.State.String(),
 		StartedAt: st.SubmittedAt.UTC(), SignalKey: st.SignalKey, StepNumber: st.Step, Attempt: st.Attempt, LastError: st.LastError, Labels: st.Labels}
 	if st.Error != "" {
 		e := st.Error
@@ -506,7 +397,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	out := RunList{Runs: []RunSummary{}}
+	out := wire.RunList{Runs: []wire.RunSummary{}}
 	// The index selects by state, label and cursor; only the time filters
 	// are applied here, and paging stops once a run past the page is seen.
 	opts := runstate.ListOptions{After: f.cursor, Limit: min(f.limit+1, listPage), States: f.stateList(), Labels: f.indexLabels(), Descending: f.desc}
@@ -760,10 +651,10 @@ func (s *Server) runHistory(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, "reading the history of run "+id, err)
 		return
 	}
-	out := History{Records: make([]HistoryRecord, 0, len(recs))}
+	out := wire.History{Records: make([]wire.HistoryRecord, 0, len(recs))}
 	for _, h := range recs {
-		rec := HistoryRecord{Step: h.Step, Kind: h.Kind, Attempt: h.Attempt, StartedAt: h.StartTime().UTC(), EndedAt: h.EndTime().UTC(),
-			Status: h.Outcome, Output: h.Output, Error: h.Error, Next: h.Next, WaitKey: h.WaitKey, Rejected: h.Rejected}
+		rec := wire.HistoryRecord{Step: h.Step, Kind: h.Kind, Attempt: h.Attempt, StartedAt: h.StartTime().UTC(), EndedAt: h.EndTime().UTC(),
+			Status: h.Outcome, Output: h.Output, Error: wireErrorInfo(h.Error), Next: h.Next, WaitKey: h.WaitKey, Rejected: wireRejectedSignal(h.Rejected)}
 		if h.Until > 0 {
 			u := time.UnixMilli(h.Until).UTC()
 			rec.Until = &u
@@ -805,5 +696,5 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	if st, err := s.insp.Status(r.Context(), id); err == nil {
 		state = st.State.String()
 	}
-	writeJSON(w, http.StatusAccepted, CancelResponse{RunID: id, State: state})
+	writeJSON(w, http.StatusAccepted, wire.CancelResponse{RunID: id, State: state})
 }

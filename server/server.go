@@ -20,6 +20,7 @@ import (
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/server/wire"
 )
 
 // Config is what New needs: the writer's runtime and interpreter (the
@@ -196,7 +197,7 @@ func (s *Server) Close() { s.events.close() }
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+		writeJSON(w, http.StatusOK, wire.Health{OK: true})
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
@@ -300,21 +301,8 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) { answerReady(w, r, s.cfg.Ready) }
 
-// apiError is the body of every error response.
-type apiError struct {
-	Error errorBody `json:"error"`
-}
-
-type errorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
-	// Diagnostics are a workflow's problems (code invalid_workflow).
-	Diagnostics dsl.Diagnostics `json:"diagnostics,omitempty"`
-}
-
 func writeError(w http.ResponseWriter, status int, code, field, msg string) {
-	writeJSON(w, status, apiError{Error: errorBody{Code: code, Message: msg, Field: field}})
+	writeJSON(w, status, wire.Error{Error: wire.ErrorBody{Code: code, Message: msg, Field: field}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

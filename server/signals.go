@@ -7,22 +7,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/signal"
 
 	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/server/wire"
 )
-
-// SignalResponse is the answer of POST /v1/signals/{key}.
-type SignalResponse struct {
-	// Delivered is "now" (a step waited on the key and was woken) or
-	// "buffered" (kept for the next step that waits on it).
-	Delivered string `json:"delivered"`
-	// Expires is when a buffered signal is dropped unless a step waits
-	// on its key first; absent when delivered or kept until consumed.
-	Expires *time.Time `json:"expires,omitempty"`
-}
 
 func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
@@ -69,12 +59,12 @@ func badSignalKey(w http.ResponseWriter, err error) {
 }
 
 // signal checks and sends a signal, answering a refusal itself.
-func (s *Server) signal(w http.ResponseWriter, r *http.Request, key string, raw []byte, requireWaiting bool) (SignalResponse, int, bool) {
+func (s *Server) signal(w http.ResponseWriter, r *http.Request, key string, raw []byte, requireWaiting bool) (wire.SignalResponse, int, bool) {
 	ctx := r.Context()
 	// Checked before anything is written; the runtime checks again.
 	if err := s.it.CheckSignal(ctx, s.rt.Queue(), key, raw); err != nil {
 		s.signalRefused(w, key, err)
-		return SignalResponse{}, 0, false
+		return wire.SignalResponse{}, 0, false
 	}
 	// The run to tell the event streams about, read while it waits.
 	waiter := ""
@@ -86,9 +76,9 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request, key string, raw 
 	res, err := s.rt.SendSignal(dctx, key, raw, signal.Options{RequireWaiting: requireWaiting})
 	if err != nil {
 		s.signalRefused(w, key, err)
-		return SignalResponse{}, 0, false
+		return wire.SignalResponse{}, 0, false
 	}
-	out := SignalResponse{Delivered: "now"}
+	out := wire.SignalResponse{Delivered: "now"}
 	if res.Outcome != signal.Delivered {
 		out.Delivered = "buffered"
 		if !res.Expires.IsZero() {

@@ -6,6 +6,7 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
 	"github.com/tqw-dsl/tqw/interpreter"
+	"github.com/tqw-dsl/tqw/server/wire"
 )
 
 // S3 Standard list prices (us-east-1, per request, as published by AWS
@@ -17,34 +18,8 @@ const (
 	s3PriceGet     = 0.0004 / 1000
 )
 
-// Totals is what a run cost so far, as 'tqw-dsl status --json' prints it.
-type Totals struct {
-	Steps    float64 `json:"steps"`
-	Attempts float64 `json:"attempts"`
-	Retries  float64 `json:"retries"`
-	// LLMTokens and LLMCostUSD sum the llm steps' usage and cost.
-	LLMTokens  float64 `json:"llm_tokens"`
-	LLMCostUSD float64 `json:"llm_cost_usd"`
-	// WallSeconds is from submission to the end (to now while it runs).
-	WallSeconds float64 `json:"wall_seconds"`
-	// Requests are the object-store requests the run caused; WAL PUTs
-	// count as the run's share of each (see runstate.Totals).
-	Requests Requests `json:"requests"`
-	// RequestsUSD prices them at S3 Standard list prices.
-	RequestsUSD float64 `json:"requests_usd_at_s3_list_price"`
-}
-
-// Requests counts object-store requests by kind.
-type Requests struct {
-	Put    float64 `json:"put"`
-	Get    float64 `json:"get"`
-	List   float64 `json:"list"`
-	Delete float64 `json:"delete"`
-	Head   float64 `json:"head"`
-}
-
 // TotalsOf returns st's totals, its wall time measured to now while it runs.
-func TotalsOf(st runstate.Status, now time.Time) Totals {
+func TotalsOf(st runstate.Status, now time.Time) wire.Totals {
 	t := st.Totals
 	if t == nil {
 		t = &runstate.Totals{}
@@ -54,11 +29,11 @@ func TotalsOf(st runstate.Status, now time.Time) Totals {
 		end = st.FinishedAt
 	}
 	c := t.Counters
-	return Totals{
+	return wire.Totals{
 		Steps: c[interpreter.TotalSteps], Attempts: c[interpreter.TotalAttempts], Retries: c[interpreter.TotalRetries],
 		LLMTokens: c[interpreter.TotalLLMTokens], LLMCostUSD: c[interpreter.TotalLLMCostUSD],
 		WallSeconds: end.Sub(st.SubmittedAt).Seconds(),
-		Requests:    Requests{Put: t.Puts, Get: t.Gets, List: t.Lists, Delete: t.Deletes, Head: t.Heads},
+		Requests:    wire.Requests{Put: t.Puts, Get: t.Gets, List: t.Lists, Delete: t.Deletes, Head: t.Heads},
 		RequestsUSD: (t.Puts+t.Lists)*s3PricePutList + (t.Gets+t.Heads)*s3PriceGet,
 	}
 }

@@ -13,47 +13,11 @@ import (
 
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/schemas"
+	"github.com/tqw-dsl/tqw/server/wire"
 )
 
-// WorkflowInfo is one file of the workflows folder.
-type WorkflowInfo struct {
-	// Name is the file's name; Workflow the workflow's declared name (its
-	// name: field), as runs carry it (RunSummary.Workflow, ?workflow=).
-	Name        string `json:"name"`
-	Workflow    string `json:"workflow,omitempty"`
-	Description string `json:"description"`
-	Steps       int    `json:"steps"`
-	// Valid is false for a file that does not load; Error says why.
-	Valid bool   `json:"valid"`
-	Error string `json:"error,omitempty"`
-}
-
-// WorkflowList is the answer of GET /v1/workflows.
-type WorkflowList struct {
-	Workflows []WorkflowInfo `json:"workflows"`
-}
-
-// WorkflowDetail is the answer of GET /v1/workflows/{name}.
-type WorkflowDetail struct {
-	Name    string `json:"name"`
-	YAML    string `json:"yaml"`
-	Mermaid string `json:"mermaid"`
-	// Title is the workflow's own name (its name: field).
-	Title       string `json:"title"`
-	Description string `json:"description"`
-}
-
-// ValidateReport is the answer of POST /v1/validate: one file's part of
-// 'tqw-dsl validate --json'.
-type ValidateReport struct {
-	File        string          `json:"file"`
-	Valid       bool            `json:"valid"`
-	Hash        string          `json:"hash,omitempty"`
-	Diagnostics dsl.Diagnostics `json:"diagnostics"`
-}
-
 func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
-	out := WorkflowList{Workflows: []WorkflowInfo{}}
+	out := wire.WorkflowList{Workflows: []wire.WorkflowInfo{}}
 	if s.cfg.WorkflowsDir == "" {
 		writeJSON(w, http.StatusOK, out)
 		return
@@ -72,7 +36,7 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") || !isWorkflowFile(e.Name()) {
 			continue
 		}
-		info := WorkflowInfo{Name: e.Name()}
+		info := wire.WorkflowInfo{Name: e.Name()}
 		wf, diags, err := loadIn(root, s.cfg.WorkflowsDir, e.Name(), s.cfg.DSL)
 		switch {
 		case err == nil:
@@ -104,8 +68,8 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, dsl.ErrInvalid) {
 			// The file is at fault, not the request: no field; the
 			// diagnostics say where.
-			writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: errorBody{Code: "invalid_workflow",
-				Message: fmt.Sprintf("%s is not a valid workflow: %s", name, strings.TrimSpace(diags.Errors().String())), Diagnostics: diags}})
+			writeJSON(w, http.StatusUnprocessableEntity, wire.Error{Error: wire.ErrorBody{Code: "invalid_workflow",
+				Message: fmt.Sprintf("%s is not a valid workflow: %s", name, strings.TrimSpace(diags.Errors().String())), Diagnostics: wireDiagnostics(diags)}})
 			return
 		}
 		writeError(w, http.StatusInternalServerError, "internal", "", err.Error())
@@ -116,7 +80,7 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal", "", "drawing the graph: "+err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, WorkflowDetail{Name: name, YAML: string(wf.Source), Mermaid: b.String(), Title: wf.Name, Description: wf.Description})
+	writeJSON(w, http.StatusOK, wire.WorkflowDetail{Name: name, YAML: string(wf.Source), Mermaid: b.String(), Title: wf.Name, Description: wf.Description})
 }
 
 // loadIn reads the file name of root (the folder dir) as the loader
@@ -146,10 +110,7 @@ func (s *Server) validate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal", "", err.Error())
 		return
 	}
-	if diags == nil {
-		diags = dsl.Diagnostics{}
-	}
-	rep := ValidateReport{File: name, Valid: wf != nil, Diagnostics: diags}
+	rep := wire.ValidateReport{File: name, Valid: wf != nil, Diagnostics: wireDiagnostics(diags)}
 	if wf != nil {
 		rep.Hash = wf.Hash
 	}

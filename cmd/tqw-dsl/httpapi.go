@@ -12,7 +12,6 @@ import (
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime/lease"
-	"github.com/tqw-dsl/tqw/server"
 	"github.com/tqw-dsl/tqw/server/client"
 )
 
@@ -108,13 +107,6 @@ func statusOf(s client.RunSummary) runstate.Status {
 		st.Error = *s.Error
 	}
 	return st
-}
-
-// totalsOf converts totals read over HTTP.
-func totalsOf(t client.Totals) *totalsJSON {
-	return &totalsJSON{Steps: t.Steps, Attempts: t.Attempts, Retries: t.Retries, LLMTokens: t.LLMTokens, LLMCostUSD: t.LLMCostUSD,
-		WallSeconds: t.WallSeconds, RequestsUSD: t.RequestsUSD,
-		Requests: server.Requests{Put: t.Requests.Put, Get: t.Requests.Get, List: t.Requests.List, Delete: t.Requests.Delete, Head: t.Requests.Head}}
 }
 
 // historyOf converts history records read over HTTP.

@@ -139,7 +139,7 @@ durable.`,
 				if err != nil {
 					return a.apiError("history of run "+args[0], err)
 				}
-				st, totals = statusOf(run.RunSummary), totalsOf(run.Totals)
+				st, totals = statusOf(run.RunSummary), &run.Totals
 				st.Result, st.ResultOmitted = runResult(run), run.ResultOmitted
 				last, rej = latestOf(historyOf(recs))
 			} else {

@@ -8,11 +8,12 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
 	"github.com/tqw-dsl/tqw/server"
+	"github.com/tqw-dsl/tqw/server/wire"
 )
 
-// totalsJSON is a run's totals as status --json prints them: the
-// server's, so the CLI and the HTTP API print the same document.
-type totalsJSON = server.Totals
+// totalsJSON is a run's totals as status --json prints them: the HTTP
+// API's body, so the CLI and the API print the same document.
+type totalsJSON = wire.Totals
 
 func toTotalsJSON(st runstate.Status, now time.Time) *totalsJSON {
 	t := server.TotalsOf(st, now)

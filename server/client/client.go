@@ -14,6 +14,37 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tqw-dsl/tqw/server/wire"
+)
+
+// The API's bodies, as package wire defines them once for the server and
+// this client (their fields are documented there).
+type (
+	Health         = wire.Health
+	SubmitRequest  = wire.SubmitRequest
+	SubmitResponse = wire.SubmitResponse
+	RunSummary     = wire.RunSummary
+	Run            = wire.Run
+	Waiting        = wire.Waiting
+	Totals         = wire.Totals
+	Requests       = wire.Requests
+	RunList        = wire.RunList
+	ErrorInfo      = wire.ErrorInfo
+	RejectedSignal = wire.RejectedSignal
+	HistoryRecord  = wire.HistoryRecord
+	History        = wire.History
+	CancelResponse = wire.CancelResponse
+	SignalResponse = wire.SignalResponse
+	HookResponse   = wire.HookResponse
+	WorkflowInfo   = wire.WorkflowInfo
+	WorkflowList   = wire.WorkflowList
+	WorkflowDetail = wire.WorkflowDetail
+	Diagnostic     = wire.Diagnostic
+	ValidateReport = wire.ValidateReport
+	StepEvent      = wire.StepEvent
+	ResyncEvent    = wire.ResyncEvent
+	ReloadEvent    = wire.ReloadEvent
 )
 
 // Client calls one server.
@@ -54,13 +85,11 @@ var (
 	ErrUnavailable  = errors.New("client: unavailable (503)")
 )
 
-// Error is a non-2xx answer.
+// Error is a non-2xx answer: the body the server sent with its HTTP
+// status, which is not part of the body.
 type Error struct {
-	Status      int
-	Code        string       `json:"code"`
-	Message     string       `json:"message"`
-	Field       string       `json:"field,omitempty"`
-	Diagnostics []Diagnostic `json:"diagnostics,omitempty"`
+	Status int `json:"-"`
+	wire.ErrorBody
 }
 
 func (e *Error) Error() string {
@@ -138,7 +167,7 @@ func decodeError(status int, b []byte) error {
 		if len(msg) > 200 {
 			msg = msg[:200] + "..."
 		}
-		return &Error{Status: status, Code: "http_" + strconv.Itoa(status), Message: msg}
+		return &Error{Status: status, ErrorBody: wire.ErrorBody{Code: "http_" + strconv.Itoa(status), Message: msg}}
 	}
 	env.Error.Status = status
 	return env.Error
@@ -150,12 +179,6 @@ func jsonBody(v any) (io.Reader, error) {
 		return nil, fmt.Errorf("client: encoding the request: %w", err)
 	}
 	return bytes.NewReader(b), nil
-}
-
-// Health is /healthz and /readyz's answer.
-type Health struct {
-	OK     bool   `json:"ok"`
-	Reason string `json:"reason,omitempty"`
 }
 
 // Healthz reports whether the process is up.
@@ -175,7 +198,7 @@ func (c *Client) Readyz(ctx context.Context) error {
 	var h Health
 	_ = json.NewDecoder(resp.Body).Decode(&h)
 	if resp.StatusCode != http.StatusOK {
-		return &Error{Status: resp.StatusCode, Code: "not_ready", Message: h.Reason}
+		return &Error{Status: resp.StatusCode, ErrorBody: wire.ErrorBody{Code: "not_ready", Message: h.Reason}}
 	}
 	return nil
 }
@@ -187,23 +210,6 @@ func (c *Client) OpenAPI(ctx context.Context) (json.RawMessage, error) {
 	return raw, err
 }
 
-// SubmitRequest is a run to submit: exactly one of Workflow and YAML.
-type SubmitRequest struct {
-	Workflow string          `json:"workflow,omitempty"`
-	YAML     string          `json:"yaml,omitempty"`
-	Input    json.RawMessage `json:"input,omitempty"`
-	RunID    string          `json:"run_id,omitempty"`
-	// Labels tag the run (not the key workflow, the server's own).
-	Labels map[string]string `json:"labels,omitempty"`
-}
-
-// SubmitResponse reports a submission; New is false when the same run
-// id and input existed already (nothing was written).
-type SubmitResponse struct {
-	RunID string `json:"run_id"`
-	New   bool   `json:"new"`
-}
-
 // Submit submits a run.
 func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResponse, error) {
 	var out SubmitResponse
@@ -213,67 +219,6 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResponse,
 	}
 	_, err = c.do(ctx, http.MethodPost, "/v1/runs", body, "application/json", &out)
 	return out, err
-}
-
-// RunSummary is a run as lists show it.
-type RunSummary struct {
-	RunID       string     `json:"run_id"`
-	Workflow    string     `json:"workflow"`
-	State       string     `json:"state"`
-	StartedAt   time.Time  `json:"started_at"`
-	EndedAt     *time.Time `json:"ended_at"`
-	CurrentStep *string    `json:"current_step"`
-	SignalKey   string     `json:"signal_key,omitempty"`
-	StepNumber  int        `json:"step_number"`
-	Attempt     int        `json:"attempt,omitempty"`
-	Until       *time.Time `json:"until,omitempty"`
-	LastError   string     `json:"last_error,omitempty"`
-	Error       *string    `json:"error"`
-	// Labels are the run's labels, its workflow's name (key workflow)
-	// among them.
-	Labels map[string]string `json:"labels,omitempty"`
-}
-
-// Totals is what a run cost so far.
-type Totals struct {
-	Steps       float64  `json:"steps"`
-	Attempts    float64  `json:"attempts"`
-	Retries     float64  `json:"retries"`
-	LLMTokens   float64  `json:"llm_tokens"`
-	LLMCostUSD  float64  `json:"llm_cost_usd"`
-	WallSeconds float64  `json:"wall_seconds"`
-	Requests    Requests `json:"requests"`
-	RequestsUSD float64  `json:"requests_usd_at_s3_list_price"`
-}
-
-// Requests counts object-store requests by kind.
-type Requests struct {
-	Put    float64 `json:"put"`
-	Get    float64 `json:"get"`
-	List   float64 `json:"list"`
-	Delete float64 `json:"delete"`
-	Head   float64 `json:"head"`
-}
-
-// Waiting is the step a waiting run waits in.
-type Waiting struct {
-	SignalKey string `json:"signal_key"`
-	Step      string `json:"step"`
-	Schema    any    `json:"schema"`
-}
-
-// Run is one run's detail. Input is nil once the run ended (the server
-// no longer keeps it).
-type Run struct {
-	RunSummary
-	DefinitionHash string          `json:"definition_hash"`
-	Input          any             `json:"input"`
-	Result         json.RawMessage `json:"result"`
-	ResultOmitted  bool            `json:"result_omitted,omitempty"`
-	Totals         Totals          `json:"totals"`
-	Waiting        *Waiting        `json:"waiting"`
-	VisitedSteps   []string        `json:"visited_steps"`
-	Mermaid        string          `json:"mermaid,omitempty"`
 }
 
 // Run returns a run's detail.
@@ -298,16 +243,6 @@ type ListOptions struct {
 	// Descending lists from the greatest run id down (order=desc):
 	// newest first for the ids the server gives. Keep it with Cursor.
 	Descending bool
-}
-
-// RunList is a page of runs.
-type RunList struct {
-	Runs       []RunSummary   `json:"runs"`
-	NextCursor *string        `json:"next_cursor"`
-	Counts     map[string]int `json:"counts"`
-	// CountsCapped says each of Counts is a lower bound: a workflow,
-	// label or time filter counts at most 1000 runs.
-	CountsCapped bool `json:"counts_capped"`
 }
 
 // ListRuns returns a page of runs, by run id (o.Descending: newest first).
@@ -351,50 +286,11 @@ func (c *Client) ListRuns(ctx context.Context, o ListOptions) (RunList, error) {
 	return out, err
 }
 
-// ErrorInfo is a step's error.
-type ErrorInfo struct {
-	Type      string `json:"type"`
-	Message   string `json:"message"`
-	Status    int    `json:"status,omitempty"`
-	Retryable bool   `json:"retryable,omitempty"`
-}
-
-// RejectedSignal is a signal a waiting step set aside.
-type RejectedSignal struct {
-	Key    string `json:"key"`
-	Size   int    `json:"size"`
-	Reason string `json:"reason"`
-}
-
-// HistoryRecord is one attempt of one step.
-type HistoryRecord struct {
-	Step      string          `json:"step"`
-	Kind      string          `json:"kind"`
-	Attempt   int             `json:"attempt"`
-	StartedAt time.Time       `json:"started_at"`
-	EndedAt   time.Time       `json:"ended_at"`
-	Status    string          `json:"status"`
-	Output    any             `json:"output"`
-	Error     *ErrorInfo      `json:"error"`
-	Next      string          `json:"next,omitempty"`
-	WaitKey   string          `json:"wait_key,omitempty"`
-	Until     *time.Time      `json:"until,omitempty"`
-	Rejected  *RejectedSignal `json:"rejected_signal,omitempty"`
-}
-
 // History returns every attempt of every step of a run, in order.
 func (c *Client) History(ctx context.Context, id string) ([]HistoryRecord, error) {
-	var out struct {
-		Records []HistoryRecord `json:"records"`
-	}
+	var out History
 	_, err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/history", nil, "", &out)
 	return out.Records, err
-}
-
-// CancelResponse reports a cancellation.
-type CancelResponse struct {
-	RunID string `json:"run_id"`
-	State string `json:"state"`
 }
 
 // Cancel cancels an active run.
@@ -402,12 +298,6 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResponse, error) 
 	var out CancelResponse
 	_, err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/cancel", nil, "", &out)
 	return out, err
-}
-
-// SignalResponse reports a signal: Delivered is "now" or "buffered".
-type SignalResponse struct {
-	Delivered string     `json:"delivered"`
-	Expires   *time.Time `json:"expires,omitempty"`
 }
 
 // Signal sends payload (JSON; nil is null) to the step waiting on key.
@@ -421,34 +311,11 @@ func (c *Client) Signal(ctx context.Context, key string, payload []byte, require
 	return out, err
 }
 
-// WorkflowInfo is one file of the server's workflows folder.
-type WorkflowInfo struct {
-	// Name is the file's name, Workflow the workflow's declared name (as
-	// runs carry it); absent for a file that does not load.
-	Name        string `json:"name"`
-	Workflow    string `json:"workflow,omitempty"`
-	Description string `json:"description"`
-	Steps       int    `json:"steps"`
-	Valid       bool   `json:"valid"`
-	Error       string `json:"error,omitempty"`
-}
-
 // Workflows lists the server's workflow files.
 func (c *Client) Workflows(ctx context.Context) ([]WorkflowInfo, error) {
-	var out struct {
-		Workflows []WorkflowInfo `json:"workflows"`
-	}
+	var out WorkflowList
 	_, err := c.do(ctx, http.MethodGet, "/v1/workflows", nil, "", &out)
 	return out.Workflows, err
-}
-
-// WorkflowDetail is a workflow file with its graph.
-type WorkflowDetail struct {
-	Name        string `json:"name"`
-	YAML        string `json:"yaml"`
-	Mermaid     string `json:"mermaid"`
-	Title       string `json:"title"`
-	Description string `json:"description"`
 }
 
 // Workflow returns a workflow file of the server's folder.
@@ -456,27 +323,6 @@ func (c *Client) Workflow(ctx context.Context, name string) (WorkflowDetail, err
 	var out WorkflowDetail
 	_, err := c.do(ctx, http.MethodGet, "/v1/workflows/"+url.PathEscape(name), nil, "", &out)
 	return out, err
-}
-
-// Diagnostic is one problem of a workflow file.
-type Diagnostic struct {
-	File     string `json:"file"`
-	Line     int    `json:"line"`
-	Col      int    `json:"col"`
-	EndLine  int    `json:"end_line"`
-	EndCol   int    `json:"end_col"`
-	Severity string `json:"severity"`
-	Code     string `json:"code"`
-	Message  string `json:"message"`
-	Hint     string `json:"hint,omitempty"`
-}
-
-// ValidateReport is a workflow's validation.
-type ValidateReport struct {
-	File        string       `json:"file"`
-	Valid       bool         `json:"valid"`
-	Hash        string       `json:"hash,omitempty"`
-	Diagnostics []Diagnostic `json:"diagnostics"`
 }
 
 // Validate validates workflow YAML; filename names it in diagnostics.
@@ -500,8 +346,9 @@ func (c *Client) Schema(ctx context.Context) (json.RawMessage, error) {
 // Event is one server-sent event: Name is state, step_start, step_end
 // (run streams) or run (the stream of every run), or reload (either:
 // the stream missed events the server cannot replay; reload the runs or
-// the run's history); Data its JSON; ID its id, which a reconnecting
-// client resumes after (Last-Event-ID).
+// the run's history); Data its JSON (a RunSummary, StepEvent, ResyncEvent
+// or ReloadEvent); ID its id, which a reconnecting client resumes after
+// (Last-Event-ID).
 type Event struct {
 	Name string
 	ID   string
@@ -639,14 +486,6 @@ func (c *Client) Events(ctx context.Context) (*Stream, error) {
 // run that changed since, so no run's latest state is missed.
 func (c *Client) EventsSince(ctx context.Context, lastID string) (*Stream, error) {
 	return c.stream(ctx, "/v1/events", lastID)
-}
-
-// HookResponse is a webhook's answer.
-type HookResponse struct {
-	RunID     string `json:"run_id,omitempty"`
-	New       bool   `json:"new,omitempty"`
-	Delivered string `json:"delivered,omitempty"`
-	Duplicate bool   `json:"duplicate,omitempty"`
 }
 
 // Hook posts body to the webhook name with the given extra headers (the
