@@ -17,6 +17,7 @@ import (
 	"github.com/tqw-dsl/tqw/actions/llm/llmfake"
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/internal/allocbound"
+	"github.com/tqw-dsl/tqw/internal/golden"
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
@@ -676,6 +677,7 @@ func FuzzDecodeState(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{0x80})
+	golden.AddCorpus(f, "testdata/golden/state.v*.bin")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var st *state
 		var err error

@@ -8,6 +8,7 @@ import (
 	"github.com/tqw-dsl/tqw/actions"
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/internal/allocbound"
+	"github.com/tqw-dsl/tqw/internal/golden"
 )
 
 // hostileStates are run states whose declared lengths or counts exceed
@@ -97,6 +98,7 @@ func FuzzDecodeRecords(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	golden.AddCorpus(f, "testdata/golden/*.v*.bin")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		allocbound.Check(t, 6*len(b), func() {
 			var h HistoryRecord

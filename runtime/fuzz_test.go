@@ -10,6 +10,7 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
 	"github.com/tqw-dsl/tqw/internal/allocbound"
+	"github.com/tqw-dsl/tqw/internal/golden"
 )
 
 // Decoders of every durable record: bad input is ErrCorruptRecord, never a
@@ -41,6 +42,7 @@ func FuzzDecodeRecords(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0xc1})
 	f.Add([]byte{0x81, 0xa1, 'n', 0xc0})
+	golden.AddCorpus(f, "testdata/golden/*.v*.bin")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		check := func(err error) {
 			if err != nil && !errors.Is(err, ErrCorruptRecord) {

@@ -3,6 +3,8 @@ package archive
 import (
 	"errors"
 	"testing"
+
+	"github.com/tqw-dsl/tqw/internal/golden"
 )
 
 // The decoders take bytes from the store: whatever they are, a decoder
@@ -28,6 +30,7 @@ func FuzzDecodeIndex(f *testing.F) {
 	f.Add(index)
 	f.Add(index[:len(index)/2])
 	f.Add([]byte("tqwidx1\n\x80\x00\x00\x00\x00"))
+	golden.AddCorpus(f, "testdata/golden/index.v*.bin")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		x, err := DecodeIndex(b)
 		if err != nil {
@@ -78,6 +81,7 @@ func FuzzDecodeMeta(f *testing.F) {
 	_, _, meta := seedSegment(f)
 	f.Add(meta)
 	f.Add(meta[:len(meta)-2])
+	golden.AddCorpus(f, "testdata/golden/meta.v*.bin")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeMeta(b)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/golden"
 	clk "github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -699,6 +700,7 @@ func FuzzDecodeInfo(f *testing.F) {
 	f.Add([]byte(`{"owner":"a","host":"h","pid":1,"ttl":15000000000,"renewed":"2026-01-01T00:00:00Z"}`))
 	f.Add([]byte(`{"owner":""}`))
 	f.Add([]byte(`[]`))
+	golden.AddCorpus(f, "testdata/golden/*.v*.json")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		i, err := decodeInfo(b)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/runtime/signal"
 
+	"github.com/tqw-dsl/tqw/internal/golden"
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/tqw-dsl/tqw/runtime"
@@ -751,6 +752,8 @@ func FuzzDecodeInbox(f *testing.F) {
 	m, _ := encodeMarker(&inboxMarker{Kind: CommandSignal, Buf: []byte{1, 2}, Outcome: "delivered", AtMs: 5})
 	f.Add(m)
 	f.Add([]byte(`{"owner":"o","host":"h","pid":1,"expires":"2026-01-01T00:00:00Z","mechanism":"object"}`))
+	golden.AddCorpus(f, "testdata/golden/command-*.v*.json")
+	golden.AddCorpus(f, "testdata/golden/answer-*.v*.json")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if c, err := decodeCommand(b); err == nil {
 			if validCommandID(c.ID) != nil || c.V != inboxFormat {

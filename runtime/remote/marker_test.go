@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tqw-dsl/tqw/internal/allocbound"
+	"github.com/tqw-dsl/tqw/internal/golden"
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
@@ -58,6 +59,7 @@ func FuzzDecodeInboxMarker(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{0xc1})
+	golden.AddCorpus(f, "testdata/golden/marker-*.v*.bin")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m *inboxMarker
 		var err error

@@ -15,6 +15,7 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
 	"github.com/tqw-dsl/tqw/internal/allocbound"
+	"github.com/tqw-dsl/tqw/internal/golden"
 	"github.com/tqw-dsl/tqw/internal/queuetest"
 	"github.com/tqw-dsl/tqw/internal/rttest"
 	"github.com/tqw-dsl/tqw/runtime"
@@ -477,6 +478,7 @@ func FuzzDecodeRecords(f *testing.F) {
 	for _, b := range hostileRecords {
 		f.Add(b)
 	}
+	golden.AddCorpus(f, "testdata/golden/*.v*.bin")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		allocbound.Check(t, 3*len(b), func() {
 			_, _ = decodeMeta(b)

@@ -12,6 +12,7 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
 	"github.com/tqw-dsl/tqw/internal/allocbound"
+	"github.com/tqw-dsl/tqw/internal/golden"
 	"github.com/tqw-dsl/tqw/internal/queuetest"
 	"github.com/tqw-dsl/tqw/internal/rttest"
 	"github.com/tqw-dsl/tqw/runtime"
@@ -393,6 +394,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	for _, b := range hostileRecords {
 		f.Add(b)
 	}
+	golden.AddCorpus(f, "testdata/golden/*.v*.bin")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var rec *record
 		var err error

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tqw-dsl/tqw/internal/allocbound"
+	"github.com/tqw-dsl/tqw/internal/golden"
 )
 
 func walSeeds() [][]byte {
@@ -32,6 +33,7 @@ func FuzzDecodeWAL(f *testing.F) {
 	for _, s := range walSeeds() {
 		f.Add(s)
 	}
+	golden.AddCorpus(f, "testdata/golden/wal*.v*.bin")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var h walHeader
 		var recs [][]walOp
@@ -73,6 +75,7 @@ func FuzzDecodeChunk(f *testing.F) {
 	f.Add(w.finish())
 	f.Add([]byte{})
 	f.Add([]byte("TQWC\x01\x00\x00\x00\x00\x00"))
+	golden.AddCorpus(f, "testdata/golden/chunk.v*.bin")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var es []entry
 		var err error
@@ -101,6 +104,7 @@ func FuzzDecodeManifest(f *testing.F) {
 	f.Add((&manifest{epoch: 1, firstLiveWAL: 1}).encode())
 	f.Add((&manifest{epoch: 2, firstLiveWAL: 3, packedWAL: true}).encode())
 	f.Add([]byte("TQWM"))
+	golden.AddCorpus(f, "testdata/golden/manifest.v*.bin")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var m *manifest
 		var err error

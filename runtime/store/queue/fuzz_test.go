@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tqw-dsl/tqw/internal/allocbound"
+	"github.com/tqw-dsl/tqw/internal/golden"
 )
 
 func sampleRecord() *record {
@@ -72,6 +73,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{0x80})
+	golden.AddCorpus(f, "testdata/golden/job.v*.bin")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var r *record
 		var err error

@@ -10,6 +10,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/tqw-dsl/tqw/internal/allocbound"
+	"github.com/tqw-dsl/tqw/internal/golden"
 )
 
 // JobState reports what GetJob reports as State and Headers[name], for a
@@ -136,6 +137,7 @@ func FuzzReadJobState(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte{0x81, 0xa1, 'h', 0xc0})
+	golden.AddCorpus(f, "testdata/golden/job.v*.bin")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		allocbound.Check(t, len(data), func() { _, _, _ = readJobState(data, "wait") })
 		agreeJobState(t, data)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/tqw-dsl/tqw/internal/golden"
 )
 
 var fuzzSalt = [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
@@ -23,6 +25,7 @@ func FuzzSegmentScan(f *testing.F) {
 	f.Add(seed, false)
 	f.Add(seed[:len(seed)-3], true)
 	f.Add(append(bytes.Clone(seed[:40]), seed...), true)
+	f.Add(golden.Read(f, goldenSegment)[segHeaderLen:], false)
 	f.Fuzz(func(t *testing.T, body []byte, resync bool) {
 		seg := append(encodeSegHeader(segHeader{salt: fuzzSalt}), body...)
 		sc := scanner{r: bytes.NewReader(seg), salt: fuzzSalt, limit: int64(len(seg))}
