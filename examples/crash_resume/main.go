@@ -195,8 +195,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "run %s already %s: totals %s%s (use --run-id to start another)\n", o.runID, st.State, st.Result, st.Error)
 		return nil
 	}
-	worker := rt.Spawn(ctx)
-	defer worker.Shutdown(context.WithoutCancel(ctx))
+	// Submit before the worker starts: started first, it could finish the
+	// interrupted run before Submit, which would then start a new one
+	// under the released id.
 	sub, err := rt.Submit(ctx, runtime.RunSpec{RunID: o.runID, Input: []byte("[]")})
 	if err != nil {
 		return fmt.Errorf("submit %s: %w", o.runID, err)
@@ -207,6 +208,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		st, _ = rt.Status(ctx, o.runID)
 		fmt.Fprintf(out, "resuming run %s at stage %d\n", o.runID, st.Step)
 	}
+	worker := rt.Spawn(ctx)
+	defer worker.Shutdown(context.WithoutCancel(ctx))
 	ro, err := env.Await(ctx)
 	if err != nil {
 		fmt.Fprintf(out, "interrupted; run %s resumes at the next invocation\n", o.runID)
