@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -148,10 +149,12 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 // Done is closed when the worker has stopped.
 func (w *Worker) Done() <-chan struct{} { return w.done }
 
-// fatalQueueError reports errors after which claiming cannot succeed: the
-// queue closed, its kv was fenced or stopped after a WAL failure, or the
-// writer lease was lost.
-func fatalQueueError(err error) bool {
+// IsFatal reports whether err makes writing impossible for this
+// process: the queue closed, its kv was fenced, closed or stopped after a
+// WAL failure, or the writer lease was lost. A loop that meets such an
+// error ends with it instead of retrying; the worker and the inbox of
+// runtime/remote both judge by it.
+func IsFatal(err error) bool {
 	return errors.Is(err, queue.ErrClosed) || errors.Is(err, kv.ErrFenced) || errors.Is(err, kv.ErrClosed) ||
 		errors.Is(err, kv.ErrStopped) || errors.Is(err, lease.ErrLost)
 }
@@ -277,7 +280,7 @@ func (rt *Runtime) claimLoop(ctx, hardCtx context.Context, queueName string, con
 			if err == nil {
 				continue
 			}
-			if fatalQueueError(err) {
+			if IsFatal(err) {
 				return fmt.Errorf("runtime: claim from queue %s: %w", queueName, err)
 			}
 			rt.log.Warn("claim failed; retrying", "queue", queueName, "err", err)
@@ -293,7 +296,7 @@ func (rt *Runtime) claimLoop(ctx, hardCtx context.Context, queueName string, con
 			continue
 		}
 		more, err := rt.q.ClaimBatch(ctx, queueName, free)
-		if err != nil && !fatalQueueError(err) && ctx.Err() == nil {
+		if err != nil && !IsFatal(err) && ctx.Err() == nil {
 			rt.log.Warn("batch claim failed", "queue", queueName, "err", err)
 		}
 		for _, c := range more {
@@ -305,14 +308,8 @@ func (rt *Runtime) claimLoop(ctx, hardCtx context.Context, queueName string, con
 	}
 }
 
-// pause waits d on the runtime's clock; false when ctx ended first.
+// pause waits d on the runtime's clock (clock.Sleep); false when ctx
+// ended first.
 func (rt *Runtime) pause(ctx context.Context, d time.Duration) bool {
-	t := rt.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return clock.Sleep(ctx, rt.clock, d) == nil
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tqw-dsl/tqw/runtime/clock"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
@@ -132,8 +133,8 @@ func (l *Lease) acquireObject(ctx context.Context) error {
 			// An unchanged ETag read later still proves no renewal
 			// happened in between: keep watching.
 			l.log.Warn("reading the lease failed while watching its holder; retrying", "err", err)
-			if !sleepClock(ctx, l.opts.Clock, l.opts.PollEvery) {
-				return fmt.Errorf("lease: waiting for %s: %w", key, ctx.Err())
+			if err := clock.Sleep(ctx, l.opts.Clock, l.opts.PollEvery); err != nil {
+				return fmt.Errorf("lease: waiting for %s: %w", key, err)
 			}
 			continue
 		}
@@ -159,8 +160,8 @@ func (l *Lease) acquireObject(ctx context.Context) error {
 				if l.opts.OnWait != nil {
 					l.opts.OnWait(Waiting{Holder: cur, Where: key, TTL: ttl, Observed: observed, Remaining: ttl - observed})
 				}
-				if !sleepClock(ctx, l.opts.Clock, min(l.opts.PollEvery, ttl-observed)) {
-					return fmt.Errorf("lease: waiting for %s: %w", key, ctx.Err())
+				if err := clock.Sleep(ctx, l.opts.Clock, min(l.opts.PollEvery, ttl-observed)); err != nil {
+					return fmt.Errorf("lease: waiting for %s: %w", key, err)
 				}
 				continue
 			}
@@ -246,9 +247,9 @@ func (l *Lease) acquireFlock(ctx context.Context) error {
 			holder.Mechanism = MechanismFlock
 			return &ActiveError{Holder: holder, Where: path}
 		}
-		if !sleepClock(ctx, l.opts.Clock, 20*time.Millisecond) {
+		if err := clock.Sleep(ctx, l.opts.Clock, 20*time.Millisecond); err != nil {
 			_ = f.Close()
-			return fmt.Errorf("lease: lock %s: %w", path, ctx.Err())
+			return fmt.Errorf("lease: lock %s: %w", path, err)
 		}
 	}
 	// A holder of the lease object (ObjectLease elsewhere) counts too,

@@ -705,18 +705,6 @@ func decodeInfo(b []byte) (Info, error) {
 	return i, nil
 }
 
-// sleepClock waits d on clock; false when ctx ended first.
-func sleepClock(ctx context.Context, clock clock.Clock, d time.Duration) bool {
-	t := clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // rootOf finds the local folder of store, looking through wrappers (a
 // counting or fault-injecting store) that expose Unwrap, so wrapping a
 // file store does not change how its lease is taken.

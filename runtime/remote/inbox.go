@@ -12,7 +12,6 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -268,14 +267,14 @@ func (ib *inbox) serve(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			if fatal(err) {
+			if runtime.IsFatal(err) {
 				return fmt.Errorf("remote: inbox: %w", err)
 			}
 			ib.log.Warn("inbox pass failed; retrying", "err", err)
 		}
 		if now := ib.opts.Clock.Now(); !ib.swept || now.Sub(ib.lastSweep) >= ib.opts.SweepEvery {
 			if err := ib.sweep(ctx); err != nil {
-				if fatal(err) {
+				if runtime.IsFatal(err) {
 					return fmt.Errorf("remote: inbox sweep: %w", err)
 				}
 				ib.log.Warn("inbox sweep failed", "err", err)
@@ -309,7 +308,7 @@ func (ib *inbox) drain(ctx context.Context) (int, error) {
 			after = o.Key
 			counted, err := ib.handle(ctx, o)
 			if err != nil {
-				if fatal(err) || ctx.Err() != nil {
+				if runtime.IsFatal(err) || ctx.Err() != nil {
 					return n, err
 				}
 				ib.log.Warn("inbox command failed; retrying at the next pass", "key", o.Key, "err", err)
@@ -395,7 +394,7 @@ func (ib *inbox) handle(ctx context.Context, o objstore.ObjectInfo) (bool, error
 			// it resolves, without holding the polling interval down.
 			return false, err
 		}
-		if !ib.lastTry || fatal(err) || ctx.Err() != nil {
+		if !ib.lastTry || runtime.IsFatal(err) || ctx.Err() != nil {
 			return true, err
 		}
 		if ans, err = ib.giveUp(ctx, cmd, err); err != nil {
@@ -661,24 +660,4 @@ func kvGet(ctx context.Context, q *queue.Queue, key string) ([]byte, error) {
 		return nil, fmt.Errorf("remote: read %s: %w", key, err)
 	}
 	return v, nil
-}
-
-// fatal reports an error that makes writing impossible, as the runtime's
-// worker judges it: the queue closed or fenced, the kv stopped, the
-// writer lease lost.
-func fatal(err error) bool {
-	return errors.Is(err, queue.ErrClosed) || errors.Is(err, kv.ErrFenced) || errors.Is(err, kv.ErrClosed) ||
-		errors.Is(err, kv.ErrStopped) || errors.Is(err, lease.ErrLost)
-}
-
-// sleepClock waits d on clock; false when ctx ended first.
-func sleepClock(ctx context.Context, clock clock.Clock, d time.Duration) bool {
-	t := clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
