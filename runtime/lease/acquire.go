@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/service"
 	"github.com/tqw-dsl/tqw/runtime/clock"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
@@ -29,19 +30,21 @@ func Acquire(ctx context.Context, store objstore.Store, opts Options) (*Lease, e
 		return nil, err
 	}
 	l := &Lease{store: store, opts: opts, log: opts.Logger.With("component", "lease", "key", opts.Key),
-		lost: make(chan struct{}), changed: make(chan struct{}), state: Valid,
-		stop: make(chan struct{}), done: make(chan struct{})}
+		lost: make(chan struct{}), changed: make(chan struct{}), state: Valid}
+	l.renewer = service.NewLoop(l.renewLoop)
 	if opts.LockDir != "" {
+		// A file lock needs no renewal: the renewer is never started.
 		if err := l.acquireFlock(ctx); err != nil {
 			return nil, err
 		}
-		close(l.done)
 		return l, nil
 	}
 	if err := l.acquireObject(ctx); err != nil {
 		return nil, err
 	}
-	go l.renewLoop()
+	// Renewals outlive Acquire's ctx: only Release ends them. A new Loop
+	// always starts.
+	_ = l.renewer.Start(context.Background())
 	return l, nil
 }
 
