@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/service"
 	"github.com/tqw-dsl/tqw/runtime/clock"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
@@ -43,11 +44,16 @@ func (rt *Runtime) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	var bg sync.WaitGroup
-	bg.Add(3)
-	go func() { defer bg.Done(); rt.reconcileLoop(loopCtx) }()
-	go func() { defer bg.Done(); rt.sweepLoop(loopCtx) }()
-	go func() { defer bg.Done(); rt.sealLoop(loopCtx) }()
+	// The background loops end with loopCtx; Run stops them and waits
+	// for them before it returns.
+	background := []*service.Loop{
+		service.NewLoop(untilDone(rt.reconcileLoop)),
+		service.NewLoop(untilDone(rt.sweepLoop)),
+		service.NewLoop(untilDone(rt.sealLoop)),
+	}
+	for _, s := range background {
+		_ = s.Start(loopCtx) // a new Loop always starts
+	}
 
 	loop(rt.cfg.queueName, rt.cfg.concurrency, rt.handleStep)
 	if _, noop := rt.cfg.hook.(noopTerminalHook); !noop {
@@ -112,25 +118,32 @@ func (rt *Runtime) Run(ctx context.Context) error {
 	}
 	close(stopped)
 	stopLoops()
-	bg.Wait()
+	for _, s := range background {
+		s.Stop()
+	}
 	return first
+}
+
+// untilDone makes a loop that ends only with its context a service's
+// function.
+func untilDone(loop func(ctx context.Context)) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		loop(ctx)
+		return nil
+	}
 }
 
 // Worker is a Run started in the background by Spawn.
 type Worker struct {
 	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
+	run    *service.Loop // Run, ended by cancel
 }
 
 // Spawn starts Run in a goroutine. Stop it with Worker.Shutdown.
 func (rt *Runtime) Spawn(ctx context.Context) *Worker {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &Worker{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		w.err = rt.Run(ctx)
-	}()
+	w := &Worker{cancel: cancel, run: service.NewLoop(rt.Run)}
+	_ = w.run.Start(ctx) // a new Loop always starts
 	return w
 }
 
@@ -139,15 +152,15 @@ func (rt *Runtime) Spawn(ctx context.Context) *Worker {
 func (w *Worker) Shutdown(ctx context.Context) error {
 	w.cancel()
 	select {
-	case <-w.done:
-		return w.err
+	case <-w.run.Stopped():
+		return w.run.Err()
 	case <-ctx.Done():
 		return fmt.Errorf("runtime: worker shutdown: %w", ctx.Err())
 	}
 }
 
 // Done is closed when the worker has stopped.
-func (w *Worker) Done() <-chan struct{} { return w.done }
+func (w *Worker) Done() <-chan struct{} { return w.run.Stopped() }
 
 // IsFatal reports whether err makes writing impossible for this
 // process: the queue closed, its kv was fenced, closed or stopped after a
