@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/service"
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/tqw-dsl/tqw/runtime"
@@ -230,12 +231,49 @@ func newInbox(rt *runtime.Runtime, opts InboxOptions) (*inbox, error) {
 // namespace of the store (objstore.ErrNamespaceOverlap) and leaves every object
 // under them that is not the inbox's as it is.
 func ServeInbox(ctx context.Context, rt *runtime.Runtime, opts InboxOptions) error {
-	ib, err := newInbox(rt, opts)
+	in, err := NewInbox(rt, opts)
 	if err != nil {
 		return err
 	}
-	return ib.serve(ctx)
+	if err := in.Start(ctx); err != nil {
+		return err
+	}
+	<-in.Stopped()
+	return in.Err()
 }
+
+// Inbox serves an inbox in the background, as ServeInbox does in the
+// foreground: Start starts serving, Stop stops and waits, Stopped is
+// closed once it stopped, by Stop, by the end of Start's context, or by
+// an error that makes writing impossible, which Err then returns. An
+// Inbox serves once: a stopped one is replaced, not restarted.
+type Inbox struct {
+	loop *service.Loop
+}
+
+// NewInbox returns the inbox server of rt, not started. It refuses what
+// ServeInbox refuses (options, namespaces) and makes no request.
+func NewInbox(rt *runtime.Runtime, opts InboxOptions) (*Inbox, error) {
+	ib, err := newInbox(rt, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Inbox{loop: service.NewLoop(ib.serve)}, nil
+}
+
+// Start starts serving until ctx ends or Stop is called. It does nothing
+// on a started Inbox and fails on a stopped one.
+func (in *Inbox) Start(ctx context.Context) error { return in.loop.Start(ctx) }
+
+// Stop stops serving and returns once the pass under way ended.
+func (in *Inbox) Stop() { in.loop.Stop() }
+
+// Stopped is closed once the Inbox stopped serving.
+func (in *Inbox) Stopped() <-chan struct{} { return in.loop.Stopped() }
+
+// Err returns the error that made the Inbox stop by itself (the queue
+// closed or fenced, the writer lease lost), nil otherwise.
+func (in *Inbox) Err() error { return in.loop.Err() }
 
 // DrainInbox runs one pass over the inbox: every command waiting is
 // applied and answered. It returns how many commands it handled (objects
