@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/service"
+	"github.com/tqw-dsl/tqw/runtime/clock"
 	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -42,11 +44,16 @@ func (rt *Runtime) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	var bg sync.WaitGroup
-	bg.Add(3)
-	go func() { defer bg.Done(); rt.reconcileLoop(loopCtx) }()
-	go func() { defer bg.Done(); rt.sweepLoop(loopCtx) }()
-	go func() { defer bg.Done(); rt.sealLoop(loopCtx) }()
+	// The background loops end with loopCtx; Run stops them and waits
+	// for them before it returns.
+	background := []*service.Loop{
+		service.NewLoop(untilDone(rt.reconcileLoop)),
+		service.NewLoop(untilDone(rt.sweepLoop)),
+		service.NewLoop(untilDone(rt.sealLoop)),
+	}
+	for _, s := range background {
+		_ = s.Start(loopCtx) // a new Loop always starts
+	}
 
 	loop(rt.cfg.queueName, rt.cfg.concurrency, rt.handleStep)
 	if _, noop := rt.cfg.hook.(noopTerminalHook); !noop {
@@ -111,25 +118,32 @@ func (rt *Runtime) Run(ctx context.Context) error {
 	}
 	close(stopped)
 	stopLoops()
-	bg.Wait()
+	for _, s := range background {
+		s.Stop()
+	}
 	return first
+}
+
+// untilDone makes a loop that ends only with its context a service's
+// function.
+func untilDone(loop func(ctx context.Context)) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		loop(ctx)
+		return nil
+	}
 }
 
 // Worker is a Run started in the background by Spawn.
 type Worker struct {
 	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
+	run    *service.Loop // Run, ended by cancel
 }
 
 // Spawn starts Run in a goroutine. Stop it with Worker.Shutdown.
 func (rt *Runtime) Spawn(ctx context.Context) *Worker {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &Worker{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		w.err = rt.Run(ctx)
-	}()
+	w := &Worker{cancel: cancel, run: service.NewLoop(rt.Run)}
+	_ = w.run.Start(ctx) // a new Loop always starts
 	return w
 }
 
@@ -138,20 +152,22 @@ func (rt *Runtime) Spawn(ctx context.Context) *Worker {
 func (w *Worker) Shutdown(ctx context.Context) error {
 	w.cancel()
 	select {
-	case <-w.done:
-		return w.err
+	case <-w.run.Stopped():
+		return w.run.Err()
 	case <-ctx.Done():
 		return fmt.Errorf("runtime: worker shutdown: %w", ctx.Err())
 	}
 }
 
 // Done is closed when the worker has stopped.
-func (w *Worker) Done() <-chan struct{} { return w.done }
+func (w *Worker) Done() <-chan struct{} { return w.run.Stopped() }
 
-// fatalQueueError reports errors after which claiming cannot succeed: the
-// queue closed, its kv was fenced or stopped after a WAL failure, or the
-// writer lease was lost.
-func fatalQueueError(err error) bool {
+// IsFatal reports whether err makes writing impossible for this
+// process: the queue closed, its kv was fenced, closed or stopped after a
+// WAL failure, or the writer lease was lost. A loop that meets such an
+// error ends with it instead of retrying; the worker and the inbox of
+// runtime/remote both judge by it.
+func IsFatal(err error) bool {
 	return errors.Is(err, queue.ErrClosed) || errors.Is(err, kv.ErrFenced) || errors.Is(err, kv.ErrClosed) ||
 		errors.Is(err, kv.ErrStopped) || errors.Is(err, lease.ErrLost)
 }
@@ -277,7 +293,7 @@ func (rt *Runtime) claimLoop(ctx, hardCtx context.Context, queueName string, con
 			if err == nil {
 				continue
 			}
-			if fatalQueueError(err) {
+			if IsFatal(err) {
 				return fmt.Errorf("runtime: claim from queue %s: %w", queueName, err)
 			}
 			rt.log.Warn("claim failed; retrying", "queue", queueName, "err", err)
@@ -293,7 +309,7 @@ func (rt *Runtime) claimLoop(ctx, hardCtx context.Context, queueName string, con
 			continue
 		}
 		more, err := rt.q.ClaimBatch(ctx, queueName, free)
-		if err != nil && !fatalQueueError(err) && ctx.Err() == nil {
+		if err != nil && !IsFatal(err) && ctx.Err() == nil {
 			rt.log.Warn("batch claim failed", "queue", queueName, "err", err)
 		}
 		for _, c := range more {
@@ -305,14 +321,8 @@ func (rt *Runtime) claimLoop(ctx, hardCtx context.Context, queueName string, con
 	}
 }
 
-// pause waits d on the runtime's clock; false when ctx ended first.
+// pause waits d on the runtime's clock (clock.Sleep); false when ctx
+// ended first.
 func (rt *Runtime) pause(ctx context.Context, d time.Duration) bool {
-	t := rt.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return clock.Sleep(ctx, rt.clock, d) == nil
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/service"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
@@ -132,16 +133,16 @@ type broker struct {
 	// polls counts the polls done (tests wait on it).
 	polls  atomic.Uint64
 	subReq chan subscribeReq
-	quit   chan struct{}
-	once   sync.Once
-	done   chan struct{}
+	// svc runs loop from newBroker until close.
+	svc *service.Loop
 }
 
 func newBroker(s *Server, ringCap int) *broker {
 	b := &broker{s: s, in: newStepQueue(), touched: make(chan string, 4096),
 		subs: map[*subscriber]struct{}{}, last: map[string]string{}, changed: map[string]uint64{}, subReq: make(chan subscribeReq),
-		epoch: strconv.FormatInt(time.Now().UnixNano(), 36), ringCap: ringCap, quit: make(chan struct{}), done: make(chan struct{})}
-	go b.loop()
+		epoch: strconv.FormatInt(time.Now().UnixNano(), 36), ringCap: ringCap}
+	b.svc = service.NewLoop(b.loop)
+	_ = b.svc.Start(context.Background()) // a new Loop always starts
 	return b
 }
 
@@ -276,10 +277,7 @@ func (b *broker) reload(reason string) sseEvent {
 	return b.next("reload", data)
 }
 
-func (b *broker) close() {
-	b.once.Do(func() { close(b.quit) })
-	<-b.done
-}
+func (b *broker) close() { b.svc.Stop() }
 
 // step queues a step event; past maxQueuedSteps it is dropped, and the
 // streams of its run are told to reload (the poll still publishes the
@@ -326,7 +324,7 @@ func (b *broker) open(runID, state, lastID string, data []byte, terminal bool) *
 	req := subscribeReq{runID: runID, state: state, lastID: lastID, data: data, terminal: terminal, reply: make(chan subscribed, 1)}
 	select {
 	case b.subReq <- req:
-	case <-b.quit:
+	case <-b.svc.Stopped():
 		return nil
 	}
 	res := <-req.reply
@@ -419,15 +417,17 @@ func send(sub *subscriber, ev sseEvent) {
 	}
 }
 
-func (b *broker) loop() {
-	defer close(b.done)
+// loop is the broker's service: it runs until life ends, then drops
+// every stream. Its reads run under their own context, so a stop waits
+// for the one under way instead of cutting it off.
+func (b *broker) loop(life context.Context) error {
 	t := time.NewTicker(b.s.cfg.Heartbeat)
 	defer t.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for {
 		select {
-		case <-b.quit:
+		case <-life.Done():
 			run, all := b.snapshot()
 			for _, subs := range run {
 				for _, sub := range subs {
@@ -437,7 +437,7 @@ func (b *broker) loop() {
 			for _, sub := range all {
 				sub.drop()
 			}
-			return
+			return nil
 		case <-b.in.wake:
 			for _, it := range b.in.take() {
 				if it.gap != nil {

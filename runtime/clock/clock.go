@@ -197,3 +197,17 @@ func (t *mockTimer) resetLocked(at time.Time) {
 	close(c.changed)
 	c.changed = make(chan struct{})
 }
+
+// Sleep waits d on c: it returns nil once d has passed, or ctx's error
+// when ctx ends first. Every wait of the stack between two attempts or
+// two passes is a Sleep, so a test drives it with a Mock.
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

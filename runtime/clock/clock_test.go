@@ -1,6 +1,8 @@
 package clock
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -69,5 +71,41 @@ func TestSystemResetAt(t *testing.T) {
 	case <-tm.C():
 	case <-time.After(time.Minute):
 		t.Fatal("a past deadline on the system clock did not fire")
+	}
+}
+
+func TestSleepWaitsForTheClock(t *testing.T) {
+	c := NewMock(t0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // failure guard only
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Sleep(ctx, c, time.Second) }()
+	if err := c.WaitForTimers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(time.Second - 1)
+	select {
+	case err := <-done:
+		t.Fatalf("Sleep returned %v before its time", err)
+	default:
+	}
+	c.Advance(1)
+	if err := <-done; err != nil {
+		t.Fatalf("Sleep = %v; want nil", err)
+	}
+	if c.Timers() != 0 {
+		t.Fatalf("%d timers armed after Sleep returned", c.Timers())
+	}
+}
+
+func TestSleepEndsWithItsContext(t *testing.T) {
+	c := NewMock(t0)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Sleep(ctx, c, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sleep = %v; want context.Canceled", err)
+	}
+	if c.Timers() != 0 {
+		t.Fatalf("%d timers armed after Sleep returned", c.Timers())
 	}
 }

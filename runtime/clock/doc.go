@@ -9,7 +9,8 @@
 // time.Timer since Go 1.23. Timer.ResetAt arms at a deadline, so a
 // deadline read from the store fires on time even when the clock moves
 // between reading now and arming the timer. Both are safe for concurrent
-// use.
+// use. Sleep is the one wait on a Clock (retry pauses, polling intervals),
+// ending early with its context.
 //
 // Cost in object-store requests: none. The package imports only the
 // standard library, so every layer can import it.

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/service"
+	"github.com/tqw-dsl/tqw/runtime/clock"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
@@ -28,19 +30,21 @@ func Acquire(ctx context.Context, store objstore.Store, opts Options) (*Lease, e
 		return nil, err
 	}
 	l := &Lease{store: store, opts: opts, log: opts.Logger.With("component", "lease", "key", opts.Key),
-		lost: make(chan struct{}), changed: make(chan struct{}), state: Valid,
-		stop: make(chan struct{}), done: make(chan struct{})}
+		lost: make(chan struct{}), changed: make(chan struct{}), state: Valid}
+	l.renewer = service.NewLoop(l.renewLoop)
 	if opts.LockDir != "" {
+		// A file lock needs no renewal: the renewer is never started.
 		if err := l.acquireFlock(ctx); err != nil {
 			return nil, err
 		}
-		close(l.done)
 		return l, nil
 	}
 	if err := l.acquireObject(ctx); err != nil {
 		return nil, err
 	}
-	go l.renewLoop()
+	// Renewals outlive Acquire's ctx: only Release ends them. A new Loop
+	// always starts.
+	_ = l.renewer.Start(context.Background())
 	return l, nil
 }
 
@@ -132,8 +136,8 @@ func (l *Lease) acquireObject(ctx context.Context) error {
 			// An unchanged ETag read later still proves no renewal
 			// happened in between: keep watching.
 			l.log.Warn("reading the lease failed while watching its holder; retrying", "err", err)
-			if !sleepClock(ctx, l.opts.Clock, l.opts.PollEvery) {
-				return fmt.Errorf("lease: waiting for %s: %w", key, ctx.Err())
+			if err := clock.Sleep(ctx, l.opts.Clock, l.opts.PollEvery); err != nil {
+				return fmt.Errorf("lease: waiting for %s: %w", key, err)
 			}
 			continue
 		}
@@ -159,8 +163,8 @@ func (l *Lease) acquireObject(ctx context.Context) error {
 				if l.opts.OnWait != nil {
 					l.opts.OnWait(Waiting{Holder: cur, Where: key, TTL: ttl, Observed: observed, Remaining: ttl - observed})
 				}
-				if !sleepClock(ctx, l.opts.Clock, min(l.opts.PollEvery, ttl-observed)) {
-					return fmt.Errorf("lease: waiting for %s: %w", key, ctx.Err())
+				if err := clock.Sleep(ctx, l.opts.Clock, min(l.opts.PollEvery, ttl-observed)); err != nil {
+					return fmt.Errorf("lease: waiting for %s: %w", key, err)
 				}
 				continue
 			}
@@ -246,9 +250,9 @@ func (l *Lease) acquireFlock(ctx context.Context) error {
 			holder.Mechanism = MechanismFlock
 			return &ActiveError{Holder: holder, Where: path}
 		}
-		if !sleepClock(ctx, l.opts.Clock, 20*time.Millisecond) {
+		if err := clock.Sleep(ctx, l.opts.Clock, 20*time.Millisecond); err != nil {
 			_ = f.Close()
-			return fmt.Errorf("lease: lock %s: %w", path, ctx.Err())
+			return fmt.Errorf("lease: lock %s: %w", path, err)
 		}
 	}
 	// A holder of the lease object (ObjectLease elsewhere) counts too,

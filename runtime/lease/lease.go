@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/service"
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/oklog/ulid/v2"
@@ -353,8 +354,9 @@ type Lease struct {
 	tookOver       *Info
 	tookOverReason string
 
-	stop chan struct{}
-	done chan struct{}
+	// renewer renews a lease object every RenewEvery until Release
+	// stops it or the lease is lost (never started for a file lock).
+	renewer *service.Loop
 }
 
 // Info returns what the lease says about this holder.
@@ -582,24 +584,23 @@ func (l *Lease) write(ctx context.Context, info Info, opts objstore.PutOptions) 
 // retryEvery is the pause between renewal attempts after a failure.
 func (l *Lease) retryEvery() time.Duration { return max(l.opts.RenewEvery/5, 10*time.Millisecond) }
 
-func (l *Lease) renewLoop() {
-	defer close(l.done)
+// renewLoop is the renewer: it renews every RenewEvery (sooner after a
+// failure) until ctx ends, and ends with the error of a lost lease.
+func (l *Lease) renewLoop(ctx context.Context) error {
 	wait := l.opts.RenewEvery
 	for {
-		t := l.opts.Clock.NewTimer(wait)
-		select {
-		case <-l.stop:
-			t.Stop()
-			return
-		case <-t.C():
+		if clock.Sleep(ctx, l.opts.Clock, wait) != nil {
+			return nil
 		}
 		start := l.opts.Clock.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), l.opts.RenewEvery)
-		err := l.Renew(ctx)
+		// Not ctx: Release waits for a renewal under way instead of
+		// cutting it off, so the release's If-Match finds its ETag.
+		rctx, cancel := context.WithTimeout(context.Background(), l.opts.RenewEvery)
+		err := l.Renew(rctx)
 		cancel()
 		if errors.Is(err, ErrLost) {
 			l.reportState(err)
-			return
+			return err
 		}
 		if err != nil {
 			wait = l.retryEvery()
@@ -649,8 +650,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.released = true
 	l.broadcastLocked()
 	l.mu.Unlock()
-	close(l.stop)
-	<-l.done
+	l.renewer.Stop()
 	if l.lock != nil {
 		// Closing the only descriptor drops the flock.
 		if err := l.lock.Close(); err != nil {
@@ -703,18 +703,6 @@ func decodeInfo(b []byte) (Info, error) {
 		return Info{}, fmt.Errorf("%w: no owner", errCorrupt)
 	}
 	return i, nil
-}
-
-// sleepClock waits d on clock; false when ctx ended first.
-func sleepClock(ctx context.Context, clock clock.Clock, d time.Duration) bool {
-	t := clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // rootOf finds the local folder of store, looking through wrappers (a

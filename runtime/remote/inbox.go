@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tqw-dsl/tqw/internal/service"
 	"github.com/tqw-dsl/tqw/runtime/clock"
 
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/lease"
 	"github.com/tqw-dsl/tqw/runtime/store/kv"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
@@ -231,12 +231,49 @@ func newInbox(rt *runtime.Runtime, opts InboxOptions) (*inbox, error) {
 // namespace of the store (objstore.ErrNamespaceOverlap) and leaves every object
 // under them that is not the inbox's as it is.
 func ServeInbox(ctx context.Context, rt *runtime.Runtime, opts InboxOptions) error {
-	ib, err := newInbox(rt, opts)
+	in, err := NewInbox(rt, opts)
 	if err != nil {
 		return err
 	}
-	return ib.serve(ctx)
+	if err := in.Start(ctx); err != nil {
+		return err
+	}
+	<-in.Stopped()
+	return in.Err()
 }
+
+// Inbox serves an inbox in the background, as ServeInbox does in the
+// foreground: Start starts serving, Stop stops and waits, Stopped is
+// closed once it stopped, by Stop, by the end of Start's context, or by
+// an error that makes writing impossible, which Err then returns. An
+// Inbox serves once: a stopped one is replaced, not restarted.
+type Inbox struct {
+	loop *service.Loop
+}
+
+// NewInbox returns the inbox server of rt, not started. It refuses what
+// ServeInbox refuses (options, namespaces) and makes no request.
+func NewInbox(rt *runtime.Runtime, opts InboxOptions) (*Inbox, error) {
+	ib, err := newInbox(rt, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Inbox{loop: service.NewLoop(ib.serve)}, nil
+}
+
+// Start starts serving until ctx ends or Stop is called. It does nothing
+// on a started Inbox and fails on a stopped one.
+func (in *Inbox) Start(ctx context.Context) error { return in.loop.Start(ctx) }
+
+// Stop stops serving and returns once the pass under way ended.
+func (in *Inbox) Stop() { in.loop.Stop() }
+
+// Stopped is closed once the Inbox stopped serving.
+func (in *Inbox) Stopped() <-chan struct{} { return in.loop.Stopped() }
+
+// Err returns the error that made the Inbox stop by itself (the queue
+// closed or fenced, the writer lease lost), nil otherwise.
+func (in *Inbox) Err() error { return in.loop.Err() }
 
 // DrainInbox runs one pass over the inbox: every command waiting is
 // applied and answered. It returns how many commands it handled (objects
@@ -268,14 +305,14 @@ func (ib *inbox) serve(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			if fatal(err) {
+			if runtime.IsFatal(err) {
 				return fmt.Errorf("remote: inbox: %w", err)
 			}
 			ib.log.Warn("inbox pass failed; retrying", "err", err)
 		}
 		if now := ib.opts.Clock.Now(); !ib.swept || now.Sub(ib.lastSweep) >= ib.opts.SweepEvery {
 			if err := ib.sweep(ctx); err != nil {
-				if fatal(err) {
+				if runtime.IsFatal(err) {
 					return fmt.Errorf("remote: inbox sweep: %w", err)
 				}
 				ib.log.Warn("inbox sweep failed", "err", err)
@@ -309,7 +346,7 @@ func (ib *inbox) drain(ctx context.Context) (int, error) {
 			after = o.Key
 			counted, err := ib.handle(ctx, o)
 			if err != nil {
-				if fatal(err) || ctx.Err() != nil {
+				if runtime.IsFatal(err) || ctx.Err() != nil {
 					return n, err
 				}
 				ib.log.Warn("inbox command failed; retrying at the next pass", "key", o.Key, "err", err)
@@ -395,7 +432,7 @@ func (ib *inbox) handle(ctx context.Context, o objstore.ObjectInfo) (bool, error
 			// it resolves, without holding the polling interval down.
 			return false, err
 		}
-		if !ib.lastTry || fatal(err) || ctx.Err() != nil {
+		if !ib.lastTry || runtime.IsFatal(err) || ctx.Err() != nil {
 			return true, err
 		}
 		if ans, err = ib.giveUp(ctx, cmd, err); err != nil {
@@ -661,24 +698,4 @@ func kvGet(ctx context.Context, q *queue.Queue, key string) ([]byte, error) {
 		return nil, fmt.Errorf("remote: read %s: %w", key, err)
 	}
 	return v, nil
-}
-
-// fatal reports an error that makes writing impossible, as the runtime's
-// worker judges it: the queue closed or fenced, the kv stopped, the
-// writer lease lost.
-func fatal(err error) bool {
-	return errors.Is(err, queue.ErrClosed) || errors.Is(err, kv.ErrFenced) || errors.Is(err, kv.ErrClosed) ||
-		errors.Is(err, kv.ErrStopped) || errors.Is(err, lease.ErrLost)
-}
-
-// sleepClock waits d on clock; false when ctx ended first.
-func sleepClock(ctx context.Context, clock clock.Clock, d time.Duration) bool {
-	t := clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

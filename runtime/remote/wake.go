@@ -173,18 +173,18 @@ func ring(ctx context.Context, store objstore.Store, prefix, id string) error {
 // ETag of the doorbell, read every bellEvery. It returns false when ctx
 // ended first. lastBell is the doorbell ETag seen before the last LIST;
 // it is updated to the one that ended the wait.
-func waitForChange(ctx context.Context, clock clock.Clock, d time.Duration, watch *folderWatch,
+func waitForChange(ctx context.Context, clk clock.Clock, d time.Duration, watch *folderWatch,
 	store objstore.Store, bell string, bellEvery time.Duration, lastBell *string, log *slog.Logger) bool {
 	if watch != nil || bellEvery <= 0 || bellEvery >= d {
-		return waitWake(ctx, clock, d, watch.C())
+		return waitWake(ctx, clk, d, watch.C())
 	}
-	deadline := clock.Now().Add(d)
+	deadline := clk.Now().Add(d)
 	for {
-		left := deadline.Sub(clock.Now())
+		left := deadline.Sub(clk.Now())
 		if left <= 0 {
 			return true
 		}
-		if !sleepClock(ctx, clock, min(bellEvery, left)) {
+		if clock.Sleep(ctx, clk, min(bellEvery, left)) != nil {
 			return false
 		}
 		info, err := store.Head(ctx, bell)

@@ -59,7 +59,7 @@ func (db *DB) Checkpoint(ctx context.Context) error {
 func (db *DB) checkpoint(ctx context.Context) error {
 	db.ckptMu.Lock()
 	defer db.ckptMu.Unlock()
-	start := db.opts.Clock()
+	start := db.opts.Clock.Now()
 
 	db.mu.Lock()
 	if db.err != nil || db.closed {
@@ -188,7 +188,7 @@ func (db *DB) checkpoint(ctx context.Context) error {
 	db.deleteAll(ctx, garbage)
 	db.opts.Logger.Info("kv: checkpoint", "prefix", db.opts.Prefix, "id", nm.checkpointID, "keys", snap.Len(),
 		"chunks_written", written, "chunks_reused", reused, "first_live_wal", firstLive,
-		"deleted", len(garbage), "took", db.opts.Clock().Sub(start))
+		"deleted", len(garbage), "took", db.opts.Clock.Now().Sub(start))
 	return nil
 }
 

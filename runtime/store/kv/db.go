@@ -150,7 +150,7 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 	if err != nil {
 		return nil, err
 	}
-	start := opts.Clock()
+	start := opts.Clock.Now()
 	// A store that can keeps the WAL in a packed folder, where a WAL PUT
 	// is made durable by one data flush (see doc.go, "Layout"). Before
 	// the epoch bump, so no WAL object of this writer is ever a file.
@@ -195,7 +195,7 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 	go db.flusher()
 	go db.collectGarbage(m, openSnap)
 	opts.Logger.Info("kv: opened as writer", "prefix", opts.Prefix, "epoch", db.epoch, "keys", tree.Len(),
-		"chunks", len(m.chunks), "wal_replayed", r.objects, "wal_bytes", r.bytes, "took", opts.Clock().Sub(start))
+		"chunks", len(m.chunks), "wal_replayed", r.objects, "wal_bytes", r.bytes, "took", opts.Clock.Now().Sub(start))
 	db.mu.Lock()
 	db.maybeCheckpointLocked()
 	db.mu.Unlock()
@@ -976,7 +976,7 @@ func (db *DB) Stats() Stats {
 	s.LargeValuesWritten = db.larges.Load()
 	s.HeldBatches = db.heldBatches.Load()
 	s.FlushLatency = db.flushLat.get()
-	s.Taken = db.opts.Clock()
+	s.Taken = db.opts.Clock.Now()
 	return s
 }
 

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"github.com/tqw-dsl/tqw/runtime/clock"
 )
 
 // Sentinel errors. Returned errors wrap them; branch with errors.Is.
@@ -87,8 +89,12 @@ type Options struct {
 	// ConflictRetries is how often Update retries fn on ErrConflict.
 	// Default 100.
 	ConflictRetries int
-	// Clock stamps Stats and logs only; default time.Now.
-	Clock func() time.Time
+	// Clock times the pauses between retries of a failing store request
+	// and stamps Health, Stats and logs (default clock.System()). The
+	// linger and the commit delay run on the system clock. Its waits are
+	// waits for the store, so a queue does not give its kv its own
+	// clock: a test's Mock then does not hold commits back.
+	Clock clock.Clock
 
 	// ChunkBytes is the target size of a checkpoint chunk. Default 2 MiB.
 	ChunkBytes int
@@ -145,7 +151,7 @@ func (o Options) withDefaults() Options {
 		o.ConflictRetries = 100
 	}
 	if o.Clock == nil {
-		o.Clock = time.Now
+		o.Clock = clock.System()
 	}
 	if o.ChunkBytes <= 0 {
 		o.ChunkBytes = 2 << 20

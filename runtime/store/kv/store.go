@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/tidwall/btree"
+
+	"github.com/tqw-dsl/tqw/runtime/clock"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
@@ -25,7 +27,9 @@ type objects struct {
 	// timeout bounds one store request, so a hung request becomes a
 	// retryable error instead of a stuck writer.
 	timeout time.Duration
-	health  healthTracker
+	// clock times the pauses between attempts and stamps health.
+	clock  clock.Clock
+	health healthTracker
 }
 
 // healthTracker remembers whether the store answers: requests failing
@@ -33,6 +37,7 @@ type objects struct {
 // and writes are tracked apart, so a read that answers (the read-back of
 // a failed PUT) does not hide writes that keep failing.
 type healthTracker struct {
+	clock         clock.Clock
 	mu            sync.Mutex
 	reads, writes healthRun
 }
@@ -55,7 +60,7 @@ func (h *healthTracker) failed(write bool, err error) {
 	defer h.mu.Unlock()
 	r := h.run(write)
 	if r.failures == 0 {
-		r.since = time.Now()
+		r.since = h.clock.Now()
 	}
 	r.failures++
 	r.last = err
@@ -89,7 +94,8 @@ func newObjects(store objstore.Store, opts Options) (*objects, error) {
 	}
 	// A private source: opts.Rand may be shared by several handles.
 	rnd := rand.New(rand.NewPCG(opts.Rand.Uint64(), opts.Rand.Uint64()))
-	return &objects{store: store, pfx: pfx, log: opts.Logger, rnd: rnd, timeout: opts.RequestTimeout}, nil
+	return &objects{store: store, pfx: pfx, log: opts.Logger, rnd: rnd, timeout: opts.RequestTimeout,
+		clock: opts.Clock, health: healthTracker{clock: opts.Clock}}, nil
 }
 
 func (o *objects) manifestKey() string         { return o.pfx + "manifest" }
@@ -143,12 +149,8 @@ func (o *objects) retryOp(ctx context.Context, what string, write bool, fn func(
 		if attempt == 3 || attempt%20 == 0 {
 			o.log.Warn("kv: store request failing, retrying", "op", what, "attempt", attempt, "err", err)
 		}
-		t := time.NewTimer(o.jitter(backoff))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("kv: %s: gave up after %d attempts: %w", what, attempt, errors.Join(ctx.Err(), err))
-		case <-t.C:
+		if serr := clock.Sleep(ctx, o.clock, o.jitter(backoff)); serr != nil {
+			return fmt.Errorf("kv: %s: gave up after %d attempts: %w", what, attempt, errors.Join(serr, err))
 		}
 		backoff = min(backoff*2, time.Second)
 	}
@@ -212,12 +214,8 @@ func (o *objects) putVerified(ctx context.Context, key string, data []byte, opts
 		if attempt == 3 || attempt%20 == 0 {
 			o.log.Warn("kv: store write failing, retrying", "object", key, "attempt", attempt, "err", err)
 		}
-		t := time.NewTimer(o.jitter(backoff))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return info, fmt.Errorf("kv: put %s: gave up after %d attempts: %w", key, attempt, errors.Join(ctx.Err(), err))
-		case <-t.C:
+		if serr := clock.Sleep(ctx, o.clock, o.jitter(backoff)); serr != nil {
+			return info, fmt.Errorf("kv: put %s: gave up after %d attempts: %w", key, attempt, errors.Join(serr, err))
 		}
 		backoff = min(backoff*2, time.Second)
 	}

@@ -116,7 +116,8 @@ type Options struct {
 	// Prefix is the kv prefix inside the store; default "queue".
 	Prefix string
 	// KV is passed to kv.Open / kv.OpenReader with Prefix replaced; its
-	// Logger and Clock default to this Options' ones.
+	// Logger defaults to this Options' one. Its Clock stays its own
+	// (kv.Options.Clock): the kv's waits are waits for the store.
 	KV kv.Options
 	// Clock defaults to clock.System().
 	Clock clock.Clock
@@ -156,9 +157,6 @@ func (o Options) withDefaults() Options {
 	o.KV.Prefix = o.Prefix
 	if o.KV.Logger == nil {
 		o.KV.Logger = o.Logger
-	}
-	if o.KV.Clock == nil {
-		o.KV.Clock = o.Clock.Now
 	}
 	return o
 }
