@@ -16,6 +16,9 @@ type Clock interface {
 	Now() time.Time
 	// NewTimer returns a timer that fires once, d after now.
 	NewTimer(d time.Duration) Timer
+	// AfterFunc calls f in its own goroutine once d has passed, as
+	// time.AfterFunc does: a wake-up that needs no goroutine waiting.
+	AfterFunc(d time.Duration, f func())
 }
 
 // Timer is a one-shot timer created by a Clock.
@@ -42,6 +45,8 @@ type systemClock struct{}
 func (systemClock) Now() time.Time { return time.Now() }
 
 func (systemClock) NewTimer(d time.Duration) Timer { return &systemTimer{t: time.NewTimer(d)} }
+
+func (systemClock) AfterFunc(d time.Duration, f func()) { time.AfterFunc(d, f) }
 
 type systemTimer struct{ t *time.Timer }
 
@@ -78,6 +83,13 @@ func (c *Mock) NewTimer(d time.Duration) Timer {
 	t := &mockTimer{clock: c, ch: make(chan time.Time, 1)}
 	t.Reset(d)
 	return t
+}
+
+// AfterFunc calls f in its own goroutine once the mock time reaches
+// now+d (at once when d <= 0). It counts as an armed timer until then.
+func (c *Mock) AfterFunc(d time.Duration, f func()) {
+	t := &mockTimer{clock: c, ch: make(chan time.Time, 1), fn: f}
+	t.Reset(d)
 }
 
 // Advance moves the mock time forward by d and fires the timers that are due.
@@ -133,10 +145,20 @@ func (c *Mock) fireLocked() {
 	sort.Slice(due, func(i, j int) bool { return due[i].when.Before(due[j].when) })
 	for _, t := range due {
 		delete(c.timers, t)
-		select {
-		case t.ch <- c.now:
-		default: // an undrained earlier fire is still in C; like time.Timer, keep one
-		}
+		t.fireLocked(c.now)
+	}
+}
+
+// fireLocked delivers a fire at now: f's goroutine for an AfterFunc, else
+// the time on C.
+func (t *mockTimer) fireLocked(now time.Time) {
+	if t.fn != nil {
+		go t.fn()
+		return
+	}
+	select {
+	case t.ch <- now:
+	default: // an undrained earlier fire is still in C; like time.Timer, keep one
 	}
 }
 
@@ -153,6 +175,7 @@ type mockTimer struct {
 	clock *Mock
 	ch    chan time.Time
 	when  time.Time
+	fn    func() // set for AfterFunc
 }
 
 func (t *mockTimer) C() <-chan time.Time { return t.ch }
@@ -187,10 +210,7 @@ func (t *mockTimer) resetLocked(at time.Time) {
 	t.drain()
 	if !at.After(c.now) {
 		delete(c.timers, t)
-		select {
-		case t.ch <- c.now:
-		default:
-		}
+		t.fireLocked(c.now)
 		return
 	}
 	c.timers[t] = struct{}{}

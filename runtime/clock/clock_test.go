@@ -109,3 +109,28 @@ func TestSleepEndsWithItsContext(t *testing.T) {
 		t.Fatalf("%d timers armed after Sleep returned", c.Timers())
 	}
 }
+
+// Mock.AfterFunc calls its function once the mock time reaches the
+// deadline, in its own goroutine, and not before; d <= 0 calls it at once.
+func TestMockAfterFunc(t *testing.T) {
+	c := NewMock(t0)
+	called := make(chan string, 2)
+	c.AfterFunc(time.Minute, func() { called <- "minute" })
+	c.AfterFunc(0, func() { called <- "now" })
+	if got := <-called; got != "now" {
+		t.Fatalf("first call %q; want the one due now", got)
+	}
+	if c.Timers() != 1 {
+		t.Fatalf("%d armed timers; want the minute's", c.Timers())
+	}
+	c.Advance(59 * time.Second)
+	select {
+	case got := <-called:
+		t.Fatalf("%q called before its deadline", got)
+	default:
+	}
+	c.Advance(time.Second)
+	if got := <-called; got != "minute" {
+		t.Fatalf("call %q; want the minute's", got)
+	}
+}

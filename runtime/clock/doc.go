@@ -1,11 +1,12 @@
 // Package clock is the one source of time of the storage stack and
-// everything above it: the queue, the runtime, the writer lease, the
+// everything above it: the kv, the queue, the runtime, the writer lease, the
 // interpreter and the server take a Clock, so a test drives all of them
 // with one Mock and no test waits on the wall clock.
 //
-// Guarantees: System reads time.Now and arms time.Timer values. Mock moves
-// only when told to (Advance, Set) and then fires every due timer in
-// deadline order; a timer keeps at most one undelivered fire, like
+// Guarantees: System reads time.Now and arms time.Timer values (and
+// time.AfterFunc for AfterFunc). Mock moves only when told to (Advance,
+// Set) and then fires every due timer in deadline order, an AfterFunc's
+// function in its own goroutine; a timer keeps at most one undelivered fire, like
 // time.Timer since Go 1.23. Timer.ResetAt arms at a deadline, so a
 // deadline read from the store fires on time even when the clock moves
 // between reading now and arming the timer. Both are safe for concurrent

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/runtime/clock"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/mem"
 )
 
@@ -63,5 +64,38 @@ func TestRetryPausesOnTheClock(t *testing.T) {
 	}
 	if h := o.health.get(); h.Failing {
 		t.Fatalf("health %+v after the retry answered; want not failing", h)
+	}
+}
+
+// A non-durable commit lingers on Options.Clock: its WAL PUT waits for the
+// Mock to pass the linger, however long the linger (an hour here, which on
+// the system clock would outlast the test).
+func TestLingerRunsOnTheClock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // failure guard only
+	defer cancel()
+	mock := clock.NewMock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := counting.New(mem.New())
+	db, err := Open(ctx, store, Options{Clock: mock, Linger: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	before := store.Counts().Puts
+	if err := db.UpdateNonDurable(ctx, func(tx *Tx) error { return tx.Put([]byte("k"), []byte("v")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := mock.WaitForTimers(ctx, 1); err != nil {
+		t.Fatal("the linger was not armed on the clock:", err)
+	}
+	if n := store.Counts().Puts - before; n != 0 {
+		t.Fatalf("%d PUTs before the linger passed; want none", n)
+	}
+	mock.Advance(time.Hour)
+	for store.Counts().Puts == before {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the lingering commit was not written once the clock passed its linger")
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }

@@ -550,7 +550,7 @@ func (db *DB) Sync(ctx context.Context) error {
 	if b != nil && !b.sealed {
 		b.urgent = true
 		if c := committerFrom(ctx); c != nil {
-			db.joinLocked(b, c, time.Now())
+			db.joinLocked(b, c, db.opts.Clock.Now())
 		}
 		db.cond.Broadcast()
 	}
@@ -574,7 +574,7 @@ func (db *DB) armLingerLocked(d time.Duration) {
 		return
 	}
 	db.lingerArmed = true
-	time.AfterFunc(d, func() {
+	db.opts.Clock.AfterFunc(d, func() {
 		db.mu.Lock()
 		db.lingerArmed = false
 		db.cond.Broadcast()
@@ -603,7 +603,7 @@ func (db *DB) flushableLocked() bool {
 		// A full batch goes at once; the open one may wait for company.
 		return len(db.queue) > 1 || !db.holdForCompanyLocked(db.queue[0])
 	}
-	waited := time.Since(db.queue[0].born)
+	waited := db.opts.Clock.Now().Sub(db.queue[0].born)
 	if waited >= db.opts.Linger {
 		return true
 	}
@@ -709,7 +709,7 @@ func (db *DB) commitLocked(tx *Tx, larges map[string]largeRef, urgent bool) (*ba
 	b.last = seq
 	if urgent {
 		b.urgent = true
-		db.joinLocked(b, tx.committer, time.Now())
+		db.joinLocked(b, tx.committer, db.opts.Clock.Now())
 	} else if b.n == 1 && !b.urgent {
 		db.armLingerLocked(db.opts.Linger)
 	}
@@ -785,7 +785,7 @@ func (db *DB) openBatchLocked() *batch {
 	// Size the buffer like the last batch, so a busy writer does not
 	// regrow (and copy) it commit by commit.
 	size := min(max(db.lastBatchBytes+db.lastBatchBytes/4, 1<<10), db.opts.MaxBatchBytes)
-	b := &batch{done: make(chan struct{}), buf: make([]byte, walHeaderRoom, walHeaderRoom+size), born: time.Now()}
+	b := &batch{done: make(chan struct{}), buf: make([]byte, walHeaderRoom, walHeaderRoom+size), born: db.opts.Clock.Now()}
 	db.o.rmu.Lock()
 	binary.LittleEndian.PutUint64(b.id[:8], db.o.rnd.Uint64())
 	binary.LittleEndian.PutUint64(b.id[8:], db.o.rnd.Uint64())
@@ -826,9 +826,9 @@ func (db *DB) flusher() {
 		db.checkFlushOrderLocked(b)
 		db.inflight = b
 		db.mu.Unlock()
-		start := time.Now()
+		start := db.opts.Clock.Now()
 		n, err := db.writeWAL(b)
-		took := time.Since(start)
+		took := db.opts.Clock.Now().Sub(start)
 		db.flushLat.add(took)
 		db.mu.Lock()
 		db.lastPut = took

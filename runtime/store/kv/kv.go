@@ -89,11 +89,12 @@ type Options struct {
 	// ConflictRetries is how often Update retries fn on ErrConflict.
 	// Default 100.
 	ConflictRetries int
-	// Clock times the pauses between retries of a failing store request
-	// and stamps Health, Stats and logs (default clock.System()). The
-	// linger and the commit delay run on the system clock. Its waits are
-	// waits for the store, so a queue does not give its kv its own
-	// clock: a test's Mock then does not hold commits back.
+	// Clock is the kv's one source of time (default clock.System()): it
+	// times the linger, the commit delay and the pauses between retries
+	// of a failing store request, measures WAL PUTs, and stamps Health,
+	// Stats and logs. Its waits are waits for the store, so a queue does
+	// not give its kv its own clock: a test's Mock then does not hold
+	// commits back.
 	Clock clock.Clock
 
 	// ChunkBytes is the target size of a checkpoint chunk. Default 2 MiB.

@@ -87,7 +87,7 @@ func (db *DB) holdForCompanyLocked(b *batch) bool {
 	if delay <= 0 || db.committers <= b.joiners {
 		return false
 	}
-	now := time.Now()
+	now := db.opts.Clock.Now()
 	if b.readyAt.IsZero() {
 		b.readyAt = now
 	}
@@ -122,7 +122,7 @@ func (db *DB) armDelayLocked(end time.Time) {
 		return
 	}
 	db.delayArmed, db.delayAt = true, end
-	time.AfterFunc(time.Until(end), func() {
+	db.opts.Clock.AfterFunc(end.Sub(db.opts.Clock.Now()), func() {
 		db.mu.Lock()
 		if db.delayAt.Equal(end) {
 			db.delayArmed = false
