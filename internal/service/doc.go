@@ -25,5 +25,12 @@
 //     context also ends with the one given to Start.
 //   - Start, Stop, Stopped and Err are safe for concurrent use.
 //
+// Not a service: work a caller does on its own goroutine and hands on
+// only while others queue behind it, such as the packed file store's
+// group commit (the writer that finds the log idle makes the append, and
+// a goroutine takes over a backlog) and its next-segment file made ahead
+// of a rotation. A long-running loop there would add a hand-off to every
+// lone write; the store waits for both when it closes.
+//
 // It makes no object-store request and reads no clock.
 package service
