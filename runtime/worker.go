@@ -112,8 +112,11 @@ func (rt *Runtime) Run(ctx context.Context) error {
 	for err := range errc {
 		if first == nil {
 			first = err
-			stopLoops()
+			// Cancel the running steps with err before the loops stop:
+			// stopping them first lets the shutdown timer cancel them
+			// with ErrShutdown instead.
 			hardStop(err)
+			stopLoops()
 		}
 	}
 	close(stopped)
