@@ -2,19 +2,23 @@ package dsl
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 )
 
 // CallCycles returns an error diagnostic (CodeRecursiveCall) at each call
-// step of w, parsed from the file path, whose call tree comes back to a
-// file already on its way (a file calling itself, directly or through
-// others), with the cycle's path: run refuses such a tree, since it pins
-// the whole call tree at submit. The files the calls name are read
-// relative to their caller; one that cannot be read or parsed ends its
-// branch (run reports it). Cost: each file of the tree is read once.
-func CallCycles(path string, w *Workflow) Diagnostics {
+// step of w, parsed from the file path with opts, whose call tree comes
+// back to a file already on its way (a file calling itself, directly or
+// through others), with the cycle's path: run refuses such a tree, since
+// it pins the whole call tree at submit. Files are compared as run
+// compares them, by identity (os.SameFile), so another name of a file or
+// a symlink does not hide a cycle. The files the calls name are read
+// relative to their caller, with opts (an embedder's declared actions
+// among them); one that cannot be read or parsed ends its branch (run
+// reports it). Cost: each file of the tree is read once.
+func CallCycles(path string, w *Workflow, opts Options) Diagnostics {
 	if w == nil {
 		return nil
 	}
@@ -22,7 +26,11 @@ func CallCycles(path string, w *Workflow) Diagnostics {
 	if err != nil {
 		return nil
 	}
-	c := &callWalk{parsed: map[string]*Workflow{root: w}}
+	info, err := os.Stat(root)
+	if err != nil {
+		return nil
+	}
+	c := &callWalk{opts: opts, files: map[string]*callFile{root: {w: w, info: info}}}
 	var out Diagnostics
 	for _, s := range w.Steps {
 		if s.Call == nil {
@@ -45,38 +53,56 @@ func CallCycles(path string, w *Workflow) Diagnostics {
 }
 
 type callWalk struct {
-	parsed map[string]*Workflow // nil value: unreadable or invalid
-	done   map[string]bool      // files whose whole tree has no cycle
+	opts  Options
+	files map[string]*callFile // by cleaned path
 }
 
-// walk returns the files from the stack's first to the one that repeats,
-// or nil when file's tree has no cycle.
+// callFile is one file of the tree: its identity and its workflow (nil:
+// unreadable or invalid); done once its whole tree has no cycle.
+type callFile struct {
+	info os.FileInfo
+	w    *Workflow
+	done bool
+}
+
+// file reads path once.
+func (c *callWalk) file(path string) *callFile {
+	if f, ok := c.files[path]; ok {
+		return f
+	}
+	f := &callFile{}
+	if info, err := os.Stat(path); err == nil {
+		f.info = info
+		f.w, _, _ = LoadWith(path, c.opts)
+	}
+	c.files[path] = f
+	return f
+}
+
+// walk returns the files from the stack's first to the one that repeats
+// (by identity), or nil when file's tree has no cycle.
 func (c *callWalk) walk(file string, stack []string) []string {
-	if i := slices.Index(stack, file); i >= 0 {
-		return append(slices.Clone(stack[i:]), file)
+	f := c.file(file)
+	if f.info == nil {
+		return nil // unreadable: run reports it
 	}
-	if c.done[file] {
-		return nil
-	}
-	w, seen := c.parsed[file]
-	if !seen {
-		w, _, _ = Load(file)
-		c.parsed[file] = w
-	}
-	if w != nil {
-		for _, s := range w.Steps {
-			if s.Call == nil {
-				continue
-			}
-			if cycle := c.walk(resolveCall(file, s.Call.Workflow), append(stack, file)); cycle != nil {
-				return cycle
-			}
+	for i, on := range stack {
+		if g := c.files[on]; g != nil && g.info != nil && os.SameFile(g.info, f.info) {
+			return append(slices.Clone(stack[i:]), file)
 		}
 	}
-	if c.done == nil {
-		c.done = map[string]bool{}
+	if f.done || f.w == nil {
+		return nil
 	}
-	c.done[file] = true
+	for _, s := range f.w.Steps {
+		if s.Call == nil {
+			continue
+		}
+		if cycle := c.walk(resolveCall(file, s.Call.Workflow), append(stack, file)); cycle != nil {
+			return cycle
+		}
+	}
+	f.done = true
 	return nil
 }
 

@@ -177,7 +177,7 @@ func checkFile(path string, stdin io.Reader, stdinName string, opts dsl.Options)
 		return readFailure(name, err)
 	}
 	if path != "-" {
-		if cycles := dsl.CallCycles(name, w); len(cycles) > 0 {
+		if cycles := dsl.CallCycles(name, w, opts); len(cycles) > 0 {
 			// run refuses a recursive call tree: the file is not valid.
 			diags, w = append(diags, cycles...), nil
 		}

@@ -331,7 +331,7 @@ func (s *Server) publish(d *document, gen int) {
 	}
 	w, diags, _ := dsl.ParseWith(path, []byte(text), opts)
 	if path != "" {
-		diags = append(diags, dsl.CallCycles(path, w)...)
+		diags = append(diags, dsl.CallCycles(path, w, opts)...)
 	}
 	s.mu.Lock()
 	if d.gen != gen || s.docs[d.uri] != d {
