@@ -10,7 +10,8 @@
 // tolerate absence by recomputing. Keys of [A-Za-z0-9._-] map to object
 // keys as they are, others to "~" and their hex encoding, so no two keys
 // collide. ContentKey derives a key from a value (SHA-256 of its
-// MessagePack encoding, map keys sorted).
+// MessagePack encoding, the keys of string-keyed maps in order, so equal
+// inputs get equal keys).
 //
 // Cost in object-store requests: Get one GET, Put one PUT, Memoized one
 // GET plus one PUT on a miss; Store.ClearRun one LIST per 1,000 entries

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -95,18 +96,68 @@ func (m *Memo) Put(ctx context.Context, key string, value []byte) error {
 }
 
 // ContentKey returns the memo key derived from input: the hex SHA-256 of
-// its MessagePack encoding (struct fields by name, map keys sorted). Include
-// an operation name in input when different operations may see equal inputs.
+// its MessagePack encoding (struct fields by name in declaration order,
+// the keys of every string-keyed map in order, at any depth through maps,
+// slices and arrays; a map inside a struct field is in order only when it
+// is a map[string]any, map[string]string or map[string]bool). Include an
+// operation name in input when different operations may see equal inputs.
 func ContentKey(input any) (string, error) {
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
 	enc.SetSortMapKeys(true)
-	if err := enc.Encode(input); err != nil {
+	if err := enc.Encode(ordered(reflect.ValueOf(input))); err != nil {
 		return "", fmt.Errorf("runtime: content key: encode %T as MessagePack: %w", input, err)
 	}
 	sum := sha256.Sum256(buf.Bytes())
 	return hex.EncodeToString(sum[:]), nil
 }
+
+// ordered returns v with each string-keyed map, through maps, slices and
+// arrays, as a map[string]any of its values as they are, which the
+// encoder writes in key order with the bytes it would write for each
+// value: msgpack's SetSortMapKeys orders only map[string]any,
+// map[string]string and map[string]bool, so a map[string]int came out in
+// Go's random map order and equal inputs could get different keys. Byte
+// slices, structs and values with their own encoding stay as they are.
+func ordered(v reflect.Value) any {
+	if !v.IsValid() {
+		return nil
+	}
+	if v.Type().Implements(customEncoder) || v.Type().Implements(marshaler) {
+		return v.Interface()
+	}
+	switch v.Kind() {
+	case reflect.Interface:
+		if v.IsNil() {
+			return nil
+		}
+		return ordered(v.Elem())
+	case reflect.Map:
+		if v.IsNil() || v.Type().Key().Kind() != reflect.String {
+			return v.Interface()
+		}
+		m := make(map[string]any, v.Len())
+		for it := v.MapRange(); it.Next(); {
+			m[it.Key().String()] = ordered(it.Value())
+		}
+		return m
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 || v.Kind() == reflect.Slice && v.IsNil() {
+			return v.Interface()
+		}
+		out := make([]any, v.Len())
+		for i := range out {
+			out[i] = ordered(v.Index(i))
+		}
+		return out
+	}
+	return v.Interface()
+}
+
+var (
+	customEncoder = reflect.TypeFor[msgpack.CustomEncoder]()
+	marshaler     = reflect.TypeFor[msgpack.Marshaler]()
+)
 
 // ContentKey is the package function ContentKey, for symmetry with
 // ContentGet and ContentPut.

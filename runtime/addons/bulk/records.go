@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -60,21 +62,46 @@ type metaRecord struct {
 // item's share of the batch's totals: totals are sums over item records,
 // so a redelivered notification cannot count twice.
 type itemRecord struct {
-	Gen      int              `msgpack:"g"`
-	Status   Status           `msgpack:"s"`
-	Input    []byte           `msgpack:"in,omitempty"`
-	Costs    map[string]int64 `msgpack:"c,omitempty"`
-	Output   []byte           `msgpack:"o,omitempty"`
-	OutInMem bool             `msgpack:"om,omitempty"` // output too large to inline: read the last phase's memo
-	Error    string           `msgpack:"e,omitempty"`
-	Attempts int              `msgpack:"a,omitempty"`
-	FinishMs int64            `msgpack:"f,omitempty"`
+	Gen      int    `msgpack:"g"`
+	Status   Status `msgpack:"s"`
+	Input    []byte `msgpack:"in,omitempty"`
+	Costs    costs  `msgpack:"c,omitempty"`
+	Output   []byte `msgpack:"o,omitempty"`
+	OutInMem bool   `msgpack:"om,omitempty"` // output too large to inline: read the last phase's memo
+	Error    string `msgpack:"e,omitempty"`
+	Attempts int    `msgpack:"a,omitempty"`
+	FinishMs int64  `msgpack:"f,omitempty"`
 }
 
 // phaseMemo is a phase's memoized result: its output and what it cost.
 type phaseMemo struct {
-	Out   []byte           `msgpack:"o"`
-	Costs map[string]int64 `msgpack:"c,omitempty"`
+	Out   []byte `msgpack:"o"`
+	Costs costs  `msgpack:"c,omitempty"`
+}
+
+// costs is a record's costs by name. It encodes its keys in order:
+// msgpack's SetSortMapKeys sorts only map[string]string, map[string]bool
+// and map[string]any, so a map[string]int64 came out in Go's random map
+// order and equal records could encode to different bytes.
+type costs map[string]int64
+
+// EncodeMsgpack writes c as the default map encoding would, keys sorted.
+func (c costs) EncodeMsgpack(e *msgpack.Encoder) error {
+	if c == nil {
+		return e.EncodeNil()
+	}
+	if err := e.EncodeMapLen(len(c)); err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(c)) {
+		if err := e.EncodeString(k); err != nil {
+			return err
+		}
+		if err := e.Encode(c[k]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func encode(v any) ([]byte, error) {

@@ -42,9 +42,9 @@ func TestGoldenItems(t *testing.T) {
 		rec  itemRecord
 	}{
 		{"item-pending.v1.bin", itemRecord{Gen: 1, Status: Pending, Input: []byte(`{"n":1}`)}},
-		{"item-succeeded.v1.bin", itemRecord{Gen: 2, Status: Succeeded, Input: []byte(`{"n":2}`), Costs: map[string]int64{"tokens": 120, "calls": 2},
+		{"item-succeeded.v1.bin", itemRecord{Gen: 2, Status: Succeeded, Input: []byte(`{"n":2}`), Costs: costs{"tokens": 120, "calls": 2},
 			Output: []byte(`"ok"`), Attempts: 1, FinishMs: 1767323046000}},
-		{"item-failed.v1.bin", itemRecord{Gen: 1, Status: Failed, Costs: map[string]int64{"tokens": 7}, OutInMem: true, Error: "boom",
+		{"item-failed.v1.bin", itemRecord{Gen: 1, Status: Failed, Costs: costs{"tokens": 7}, OutInMem: true, Error: "boom",
 			Attempts: 3, FinishMs: 1767323047000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,12 +59,27 @@ func TestGoldenItems(t *testing.T) {
 	}
 }
 
+// TestGoldenItemWrittenUnsorted: an item record written before costs
+// encoded their keys in order (Go's map order put "tokens" first) still
+// decodes to the same record.
+func TestGoldenItemWrittenUnsorted(t *testing.T) {
+	want := itemRecord{Gen: 2, Status: Succeeded, Input: []byte(`{"n":2}`), Costs: costs{"tokens": 120, "calls": 2},
+		Output: []byte(`"ok"`), Attempts: 1, FinishMs: 1767323046000}
+	got, err := decodeItem(golden.Read(t, filepath.Join("testdata", "golden", "item-succeeded-unsorted.v1.bin")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(*got, want) {
+		t.Fatalf("decoded %+v, want %+v", *got, want)
+	}
+}
+
 // TestGoldenPhaseMemo: a phase's result as memo.Memoized stores it (its
 // own MessagePack encoding, not encode's), read back as the runner does.
 // Costs holds one key: Memoized does not sort map keys.
 func TestGoldenPhaseMemo(t *testing.T) {
 	ctx := context.Background()
-	want := phaseMemo{Out: []byte(`{"summary":"x"}`), Costs: map[string]int64{"tokens": 120}}
+	want := phaseMemo{Out: []byte(`{"summary":"x"}`), Costs: costs{"tokens": 120}}
 	m := memo.NewStore(mem.New(), memo.DefaultPrefix, func(string) error { return nil }).Step("order-7", 0)
 	if _, err := memo.Memoized(ctx, m, memoKey("summarise"), func(context.Context) (phaseMemo, error) { return want, nil }); err != nil {
 		t.Fatal(err)
