@@ -94,7 +94,10 @@
 //     durable. A run's stream sends its terminal state after the run's
 //     last step_end (held back at most one Config.Heartbeat) and ends.
 //     State changes made by other processes (inbox commands) reach the
-//     streams within a heartbeat.
+//     streams within a heartbeat. Each write of a stream has its own
+//     deadline (Config.StreamWriteTimeout): a client that stops reading
+//     loses its stream once its connection's buffers are full and a
+//     write has waited that long.
 //   - Step events reach the streams in the order of the steps: each
 //     step's end before the next step's start, the pure steps folded
 //     into one runtime step included (the interpreter sends a folded

@@ -706,13 +706,21 @@ func (b *broker) poll(ctx context.Context) {
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, sub *subscriber, first []sseEvent) {
 	defer s.events.unsubscribe(sub)
 	rc := http.NewResponseController(w)
-	// A stream outlives the http.Server's read and write timeouts.
-	_, _ = rc.SetReadDeadline(time.Time{}), rc.SetWriteDeadline(time.Time{})
+	// A stream outlives the http.Server's read and write timeouts; each
+	// write has its own deadline instead.
+	_ = rc.SetReadDeadline(time.Time{})
+	// (A writer that cannot take deadlines, a test's recorder, streams
+	// without them.)
+	writeWithin := func() {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamWriteTimeout))
+	}
+	writeWithin()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	write := func(ev sseEvent) bool {
+		writeWithin()
 		var err error
 		if ev.id != "" {
 			_, err = fmt.Fprintf(w, "event: %s\nid: %s\ndata: %s\n\n", ev.name, ev.id, ev.data)
@@ -754,6 +762,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, sub *subscriber,
 				}
 			}
 		case <-t.C:
+			writeWithin()
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
 				return
 			}

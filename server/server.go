@@ -97,7 +97,16 @@ type Config struct {
 	// state poll that notices changes made by other processes (inbox
 	// commands); 0 means DefaultHeartbeat.
 	Heartbeat time.Duration
+	// StreamWriteTimeout bounds each write of an event stream: a client
+	// that stops reading while the connection's buffers are full loses
+	// its stream once a write has waited this long, instead of holding a
+	// goroutine and a connection until it goes. 0 means
+	// DefaultStreamWriteTimeout.
+	StreamWriteTimeout time.Duration
 }
+
+// DefaultStreamWriteTimeout is Config.StreamWriteTimeout's default.
+const DefaultStreamWriteTimeout = 30 * time.Second
 
 // replayRing is how many recent events the broker keeps for clients
 // that reconnect (a variable so tests can shrink it).
@@ -142,6 +151,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	if cfg.WorkflowsDir != "" {
 		st, err := os.Stat(cfg.WorkflowsDir)
