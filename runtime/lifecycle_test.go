@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"context"
 	"errors"
 	"testing"
 
@@ -15,18 +14,7 @@ import (
 // to notice it: Run watches the kv itself (issue 24).
 func TestRunEndsWhenItsStoreIsFencedWithoutAHook(t *testing.T) {
 	store := mem.New()
-	started, cancelled := make(chan struct{}), make(chan struct{})
-	runner := StepRunnerFunc(func(ctx context.Context, _ *Step) (StepOutcome, error) {
-		close(started)
-		<-ctx.Done()
-		close(cancelled)
-		return StepOutcome{}, ctx.Err()
-	})
-	e := newEnvCfg(t, store, defaultQueueConfig(), runner, Options{Concurrency: 1, TerminalHook: noopTerminalHook{}})
-	done := make(chan error, 1)
-	go func() { done <- e.rt.Run(e.ctx) }()
-	e.submit(RunSpec{RunID: "busy"})
-	<-started
+	e, done, cancelled := runWithEverySlotBusy(t, store)
 	// A newer writer opens the store: the first one is fenced at its
 	// next WAL write.
 	newer, err := queue.Open(e.ctx, store, queue.Options{Logger: quietLogger(), SweepInterval: -1})

@@ -242,23 +242,34 @@ func TestRunReturnsWhenStoreStops(t *testing.T) {
 	}
 }
 
-// A store that stops ends Run at once and cancels the running steps also
-// when no claim is waiting to notice it: every worker slot is busy and
-// no terminal hook runs a notification loop (issue 23).
-func TestRunReturnsWhenStoreStopsWithEverySlotBusy(t *testing.T) {
-	fs := faults.New(mem.New(), 1)
-	started, cancelled := make(chan struct{}), make(chan struct{})
+// runWithEverySlotBusy runs Run on store with one worker slot, no
+// terminal hook (so no notification loop) and a step that holds the slot
+// until its context ends, and returns once that step runs: done receives
+// Run's error, cancelled is closed when the step was cancelled.
+func runWithEverySlotBusy(t *testing.T, store objstore.Store) (e *env, done chan error, cancelled chan struct{}) {
+	t.Helper()
+	started := make(chan struct{})
+	cancelled = make(chan struct{})
 	runner := StepRunnerFunc(func(ctx context.Context, _ *Step) (StepOutcome, error) {
 		close(started)
 		<-ctx.Done()
 		close(cancelled)
 		return StepOutcome{}, ctx.Err()
 	})
-	e := newEnvCfg(t, fs, defaultQueueConfig(), runner, Options{Concurrency: 1, TerminalHook: noopTerminalHook{}})
-	done := make(chan error, 1)
+	e = newEnvCfg(t, store, defaultQueueConfig(), runner, Options{Concurrency: 1, TerminalHook: noopTerminalHook{}})
+	done = make(chan error, 1)
 	go func() { done <- e.rt.Run(e.ctx) }()
 	e.submit(RunSpec{RunID: "busy"})
 	<-started
+	return e, done, cancelled
+}
+
+// A store that stops ends Run at once and cancels the running steps also
+// when no claim is waiting to notice it: every worker slot is busy and
+// no terminal hook runs a notification loop (issue 23).
+func TestRunReturnsWhenStoreStopsWithEverySlotBusy(t *testing.T) {
+	fs := faults.New(mem.New(), 1)
+	e, done, cancelled := runWithEverySlotBusy(t, fs)
 	fs.Set(faults.Rule{Ops: faults.OpPut, KeyPrefix: "queue/wal/", Rate: 1, Err: objstore.ErrInvalidKey})
 	if _, err := e.rt.Submit(e.ctx, RunSpec{RunID: "lost"}); !errors.Is(err, kv.ErrStopped) {
 		t.Fatalf("Submit = %v; want kv.ErrStopped", err)
