@@ -270,8 +270,9 @@ func TestLayersCheckersFire(t *testing.T) {
 }
 
 // maxDocNames bounds the lines of go doc -short of a package outside
-// cmd/ and examples/: the names its API shows at a glance.
-const maxDocNames = 60
+// cmd/ and examples/: the names its API shows at a glance. The language
+// (dsl) and its interpreter gain a type or two per construct, hence 80.
+const maxDocNames = 80
 
 // TestPackageAPIsStaySmall checks go doc -short of every package
 // outside cmd/ and examples/ against maxDocNames.
