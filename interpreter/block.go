@@ -30,6 +30,26 @@ func stepAt(wf *dsl.Workflow, path string, i int) (*dsl.Step, error) {
 // current returns the step st is at.
 func (st *state) current(wf *dsl.Workflow) (*dsl.Step, error) { return stepAt(wf, st.Block, st.Step) }
 
+// outputRun is the run that holds the output of step id: x's own, or,
+// for a step of a block around x's, the run that executes that block.
+func (x *exec) outputRun(id string) string {
+	s := x.wf.Step(id)
+	if s == nil || x.s == nil || s.Block == x.s.Block {
+		return x.rs.RunID
+	}
+	level := 0
+	for blk := x.s.Block; blk != nil && blk.Owner != nil; blk = blk.Owner.Block {
+		if level >= len(x.st.Up) {
+			break
+		}
+		if s.Block == blk.Owner.Block {
+			return x.st.Up[level]
+		}
+		level++
+	}
+	return x.rs.RunID
+}
+
 // allSteps yields every step of wf, in every block.
 func allSteps(wf *dsl.Workflow) iter.Seq[*dsl.Step] {
 	return func(yield func(*dsl.Step) bool) {

@@ -17,6 +17,10 @@ type childResult struct {
 	Result  []byte `msgpack:"r,omitempty"` // JSON
 	Omitted bool   `msgpack:"ro,omitempty"`
 	Error   string `msgpack:"e,omitempty"`
+	// Type and Message are a failed branch's or map item's error, as its
+	// failing step recorded it (blockFailure).
+	Type    string `msgpack:"t,omitempty"`
+	Message string `msgpack:"m,omitempty"`
 }
 
 func callKey(childID string) string { return "tqw.call:" + childID }
@@ -187,9 +191,25 @@ func (it *Interpreter) onTermination(ctx context.Context, o *runstate.Outcome, e
 		return err
 	}
 	if key := o.Headers[headerParent]; key != "" {
-		b, err := encodeMsgpack(&childResult{Status: o.Status.String(), Result: o.Result, Omitted: o.ResultOmitted, Error: o.Error})
+		res := childResult{Status: o.Status.String(), Result: o.Result, Omitted: o.ResultOmitted, Error: o.Error}
+		if o.Headers[headerJoin] != "" && o.Status == runstate.Failed {
+			if err := it.readBlockFailure(ctx, o.RunID, &res); err != nil {
+				return err
+			}
+		}
+		b, err := encodeMsgpack(&res)
 		if err != nil {
 			return runtime.Permanent(err)
+		}
+		if jk := o.Headers[headerJoin]; jk != "" {
+			// A parallel branch or map item: its end is durable under the
+			// parent's key before the doorbell rings (join.go).
+			if err := it.q.KVPut(ctx, jk, b); err != nil {
+				return fmt.Errorf("interpreter: record end of child run %s: %w", o.RunID, err)
+			}
+			if b, err = encodeMsgpack(&childResult{Status: o.Status.String()}); err != nil {
+				return runtime.Permanent(err)
+			}
 		}
 		if _, err := it.rt.Signal(ctx, key, b); err != nil {
 			return fmt.Errorf("interpreter: report end of child run %s: %w", o.RunID, err)

@@ -57,6 +57,9 @@ func (x *exec) failStep(ctx context.Context, env *dsl.Env) (runtime.StepOutcome,
 		return x.failRun(exprErr(err))
 	}
 	msg = x.red.text(msg)
+	if err := x.blockFailure("fail", msg); err != nil {
+		return runtime.StepOutcome{}, runtime.Permanent(err)
+	}
 	if err := x.finish(OutcomeFailed, "", &dsl.ErrorInfo{Type: "fail", Message: msg}); err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}
@@ -66,6 +69,9 @@ func (x *exec) failStep(ctx context.Context, env *dsl.Env) (runtime.StepOutcome,
 // failRun ends the run because the current step failed for good.
 func (x *exec) failRun(e *stepErr) (runtime.StepOutcome, error) {
 	e.info.Message = x.red.text(e.info.Message)
+	if err := x.blockFailure(e.info.Type, e.info.Message); err != nil {
+		return runtime.StepOutcome{}, runtime.Permanent(err)
+	}
 	if err := x.finish(OutcomeFailed, "", &e.info); err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}

@@ -170,7 +170,12 @@ func (x *exec) runItem(ctx context.Context, a actions.Action, env *dsl.Env, i in
 // childRunID derives the id of the child run a call step starts from the
 // parent run and the runtime step, so a redelivered step finds its child.
 func childRunID(parent, step string, n int) string {
-	id := fmt.Sprintf("%s:%s:%d", parent, step, n)
+	return boundRunID(fmt.Sprintf("%s:%s:%d", parent, step, n))
+}
+
+// boundRunID returns id, or a hash of it when it is longer than a run id
+// may be.
+func boundRunID(id string) string {
 	if len(id) <= 128 {
 		return id
 	}

@@ -126,11 +126,15 @@ func (x *exec) env(ctx context.Context) (*dsl.Env, error) {
 			steps[id] = dsl.StepState{Output: v}
 		}
 	}
-	return &dsl.Env{
+	env := &dsl.Env{
 		Input: x.st.Input, Vars: x.st.Vars, Steps: steps,
 		Run: dsl.RunInfo{ID: x.rs.RunID, Workflow: x.wf.Name, Step: x.s.ID, Attempt: max(x.st.Attempt, 1)},
 		Now: x.it.now, UUID: x.it.uuid,
-	}, nil
+	}
+	if it := x.st.Item; it != nil {
+		env.Item, env.Index = it.V, it.I
+	}
+	return env, nil
 }
 
 func (x *exec) decodeOutput(ctx context.Context, b []byte) (any, error) {
@@ -162,7 +166,7 @@ func (x *exec) outputRecord(ctx context.Context, id string) ([]byte, bool, error
 	if b, ok := x.ch.stagedOutput(id); ok {
 		return b, true, nil
 	}
-	b, found, err := x.rs.KV.Get(ctx, outKey(x.rs.RunID, id))
+	b, found, err := x.rs.KV.Get(ctx, outKey(x.outputRun(id), id))
 	if err != nil {
 		return nil, false, fmt.Errorf("interpreter: read output of step %s: %w", id, err)
 	}
@@ -255,7 +259,7 @@ func (x *exec) finish(outcome, next string, e *dsl.ErrorInfo) error {
 func (x *exec) moveTo(idx int, prev string) *state {
 	st := *x.st
 	st.Step, st.Attempt, st.Visit, st.Prev = idx, 1, x.rs.Number+1, prev
-	st.Phase, st.WaitKey, st.Child, st.Started, st.Deadline = phaseRun, "", "", 0, 0
+	st.Phase, st.WaitKey, st.Child, st.Started, st.Deadline, st.Map = phaseRun, "", "", 0, 0, nil
 	return &st
 }
 

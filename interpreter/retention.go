@@ -310,7 +310,7 @@ func (it *Interpreter) purge(ctx context.Context, runID, marker, runKey string) 
 		return keys, objects, err
 	}
 	dels = append(dels, waits...)
-	for _, p := range []string{outPrefix(runID), childPrefix(runID), histPrefix(runID)} {
+	for _, p := range []string{outPrefix(runID), childPrefix(runID), histPrefix(runID), joinRunPrefix(runID)} {
 		if err := scanKeys(ctx, it.q, p, collect); err != nil {
 			return keys, objects, err
 		}

@@ -24,7 +24,14 @@ const (
 	phaseSlept               // a sleep ended
 	phaseSignal              // a wait_signal ended (Step.Signal, nil on timeout)
 	phaseCall                // a call's child ended (Step.Signal, nil on timeout)
+	phaseJoin                // a parallel or map child rang (Step.Signal, nil on timeout)
 )
+
+// mapItem is what a map item's steps read as item and index.
+type mapItem struct {
+	V any `msgpack:"v"`
+	I int `msgpack:"i"`
+}
 
 // state is the run's state between two steps: the Continue payload.
 // Fields are only ever added, as optional ones.
@@ -59,6 +66,14 @@ type state struct {
 	// Block is the path of the block Step indexes ("" the top level; a
 	// branch or map item child runs its block of the parent's definition).
 	Block string `msgpack:"b,omitempty"`
+	// Up are the runs that execute the blocks around Block, innermost
+	// first (a branch's parent, its parent's parent, ...): steps.X of an
+	// enclosing block is read from the run that executes it.
+	Up []string `msgpack:"up,omitempty"`
+	// Item is a map item's item and index (inherited by blocks inside it).
+	Item *mapItem `msgpack:"it,omitempty"`
+	// Map is a map step's cursor while it runs.
+	Map *mapCursor `msgpack:"mp,omitempty"`
 }
 
 func encodeMsgpack(v any) ([]byte, error) {

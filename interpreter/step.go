@@ -219,6 +219,10 @@ func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 		return x.foreach(ctx, env)
 	case dsl.KindCall:
 		return x.call(ctx, env)
+	case dsl.KindParallel:
+		return x.parallel(ctx, env)
+	case dsl.KindMap:
+		return x.mapStep(ctx, env)
 	}
 	return runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("%w: step %q has unknown kind %q", ErrCorruptState, s.ID, s.Kind))
 }

@@ -1,0 +1,197 @@
+package interpreter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tqw-dsl/tqw/runtime"
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+)
+
+// Joins. A parallel branch or a map item is a child run executing one
+// block of the parent's pinned definition (call's machinery: an id derived
+// from the parent, the step, its visit and attempt; the child index in the
+// child's submission commit; cascade cancel; the terminal hook reporting
+// its end). The runtime buffers one signal per key, the latest winning,
+// so several children cannot each hand their result to the parent
+// through one signal. Instead each child's end writes its result under a
+// key of the parent's, tqw/join/<parent>/<step>/<visit>.<attempt>/<name>,
+// durably, and only then rings the parent's doorbell (a signal on one
+// key of the parent step). The parent wakes, reads the join records of
+// the children it waits for, and waits again until it has what it needs.
+// A ring that arrives while the parent is busy stays buffered and wakes
+// it at its next wait, so no end is missed (its record is durable before
+// the ring), and a ring for an end the parent already read costs one
+// spurious wake. Results never ride in the parent's Continue payload.
+
+// headerJoin is the child run header naming the KV key its end is
+// written to before the parent's doorbell (headerParent) rings.
+const headerJoin = "tqw.join"
+
+const kvJoin = "tqw/join/" // KV: <parent>/<step>/<visit>.<attempt>/<name> a child's end
+
+func joinRunPrefix(runID string) string { return kvJoin + runID + "/" }
+
+// joinPrefix is where the children of x's step visit and attempt write
+// their ends.
+func (x *exec) joinPrefix() string {
+	return fmt.Sprintf("%s%s/%d.%d/", joinRunPrefix(x.rs.RunID), x.s.ID, x.st.Visit, max(x.st.Attempt, 1))
+}
+
+// doorbell is the signal key the children of x's step ring.
+func (x *exec) doorbell() string {
+	return fmt.Sprintf("tqw.join:%s:%s:%d.%d", x.rs.RunID, x.s.ID, x.st.Visit, max(x.st.Attempt, 1))
+}
+
+// joinChildID is the run id of the child name of x's step.
+func (x *exec) joinChildID(name string) string {
+	return boundRunID(fmt.Sprintf("%s:%s:%d.%d:%s", x.rs.RunID, x.s.ID, x.st.Visit, max(x.st.Attempt, 1), name))
+}
+
+// blockChild is a child run to start: it executes block path of the
+// parent's definition from a copy of vars (and, for a map item, item and
+// index).
+type blockChild struct {
+	id    string // branch name or item index: the suffix of its run id
+	name  string // the join record's key suffix
+	path  string
+	vars  map[string]any
+	item  *mapItem
+}
+
+// startChild submits c as a child run of x's run, unless a run of its id
+// exists (a redelivery of the step). Cost: a memory read, plus one
+// submission commit carrying the child index.
+func (x *exec) startChild(ctx context.Context, c blockChild) error {
+	childID := x.joinChildID(c.id)
+	if _, err := x.it.rt.Status(ctx, childID); err == nil {
+		return nil
+	} else if !errors.Is(err, runtime.ErrRunNotFound) {
+		return err
+	}
+	cst := &state{V: stateVersion, Def: x.st.Def, Pin: x.st.Pin, Input: x.st.Input, Vars: c.vars, Init: true,
+		Block: c.path, Up: append([]string{x.rs.RunID}, x.st.Up...), Item: c.item}
+	payload, err := cst.encode()
+	if err != nil {
+		return runtime.Permanent(err)
+	}
+	spec := runtime.RunSpec{RunID: childID, Input: payload,
+		Headers: map[string]string{headerParent: x.doorbell(), headerJoin: x.joinPrefix() + c.name,
+			HeaderWorkflow: x.wf.Name, HeaderDefinition: x.st.Def},
+		Labels:   map[string]string{LabelWorkflow: x.wf.Name},
+		KVWrites: map[string][]byte{childIndexKey(x.rs.RunID, childID): {}}}
+	stampTrace(ctx, &spec)
+	x.it.noteDirty(x.rs.RunID)
+	if _, err := x.it.rt.Submit(ctx, spec); err != nil {
+		return fmt.Errorf("start child run %s: %w", childID, err)
+	}
+	return nil
+}
+
+// joined reads the end of child name, if it ended.
+func (x *exec) joined(ctx context.Context, name string) (*childResult, error) {
+	b, found, err := x.rs.KV.Get(ctx, x.joinPrefix()+name)
+	if err != nil {
+		return nil, fmt.Errorf("interpreter: read the end of child %s: %w", name, err)
+	}
+	if !found {
+		return nil, nil
+	}
+	var res childResult
+	if err := decodeMsgpack(b, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// cancelChild cancels the child of x's step whose id ends in suffix (an
+// end already reported is left as it is).
+func (x *exec) cancelChild(ctx context.Context, suffix string) {
+	id := x.joinChildID(suffix)
+	if _, err := x.it.rt.Cancel(ctx, id); err != nil && !errors.Is(err, runtime.ErrRunNotFound) {
+		x.it.log.Warn("cancelling a child run failed; the run's end cancels it", "run", x.rs.RunID, "child", id, "err", err)
+	}
+}
+
+// awaitJoin parks the step until a child rings its doorbell or the step's
+// timeout passes (Step.Signal nil). Only the first wait writes a history
+// record; the wakes after it are not step ends.
+func (x *exec) awaitJoin() (runtime.StepOutcome, error) {
+	next := *x.st
+	now := x.it.now()
+	if next.Phase != phaseJoin {
+		timeout := x.s.Timeout
+		if timeout <= 0 {
+			timeout = noTimeout
+		}
+		next.Phase, next.WaitKey, next.Started = phaseJoin, x.doorbell(), x.start.UnixMilli()
+		next.Deadline = now.Add(timeout).UnixMilli()
+		x.hist.WaitKey = next.WaitKey
+		if x.s.Timeout > 0 {
+			x.hist.Until = next.Deadline
+		}
+		if err := x.finish(OutcomeWaiting, "", nil); err != nil {
+			return runtime.StepOutcome{}, runtime.Permanent(err)
+		}
+	}
+	payload, err := next.encode()
+	if err != nil {
+		return runtime.StepOutcome{}, runtime.Permanent(err)
+	}
+	left := max(time.UnixMilli(next.Deadline).Sub(now), time.Millisecond)
+	return runtime.ContinueOnSignal(payload, next.WaitKey, left), nil
+}
+
+// blockFailure records, in a branch's or map item's failing settlement,
+// the error type and message its run fails with, which the terminal hook
+// copies into the join record: a run's end carries only a message.
+func (x *exec) blockFailure(typ, msg string) error {
+	if x.st.Block == "" {
+		return nil
+	}
+	b, err := encodeMsgpack(&childResult{Type: typ, Message: msg})
+	if err != nil {
+		return err
+	}
+	return x.rs.Effects.Put(joinRunPrefix(x.rs.RunID)+"error", b)
+}
+
+// readBlockFailure copies the error a failed block child recorded into res.
+func (it *Interpreter) readBlockFailure(ctx context.Context, runID string, res *childResult) error {
+	b, err := it.q.KVGet(ctx, joinRunPrefix(runID)+"error")
+	if err != nil || b == nil {
+		return err
+	}
+	var rec childResult
+	if err := decodeMsgpack(b, &rec); err != nil {
+		return err
+	}
+	res.Type, res.Message = rec.Type, rec.Message
+	return nil
+}
+
+// childError is a failed child's error type and message: the ones its
+// failing step recorded, else cancelled for a cancelled child, else
+// call.failed with its run's error (a run the runtime failed).
+func childError(res *childResult) (typ, msg string) {
+	switch {
+	case res.Type != "":
+		return res.Type, res.Message
+	case res.Status == runstate.Cancelled.String():
+		return TypeCancelled, res.Error
+	}
+	return TypeCallFailed, res.Error
+}
+
+// childOutput decodes a succeeded child's result.
+func childOutput(res *childResult) (any, error) {
+	if res.Omitted {
+		return nil, fmt.Errorf("its result is over %d bytes; return less", runtime.MaxRetainedResult)
+	}
+	if len(res.Result) == 0 {
+		return nil, nil
+	}
+	return DecodeJSON(res.Result)
+}
