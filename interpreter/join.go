@@ -54,11 +54,11 @@ func (x *exec) joinChildID(name string) string {
 // parent's definition from a copy of vars (and, for a map item, item and
 // index).
 type blockChild struct {
-	id    string // branch name or item index: the suffix of its run id
-	name  string // the join record's key suffix
-	path  string
-	vars  map[string]any
-	item  *mapItem
+	id   string // branch name or item index: the suffix of its run id
+	name string // the join record's key suffix
+	path string
+	vars map[string]any
+	item *mapItem
 }
 
 // startChild submits c as a child run of x's run, unless a run of its id

@@ -202,7 +202,7 @@ func TestMapConcurrencyBound(t *testing.T) {
 	items := []any{0, 0, 0, 7, 8}
 	ch := e.submit(p, map[string]any{"tag": "c", "items": items}, "m3")
 	e.start()
-	e.waitEvents("hold:"+OutcomeWaiting) // the first of three
+	e.waitEvents("hold:" + OutcomeWaiting) // the first of three
 	for i := 1; i < 3; i++ {
 		e.waitEvent("hold", OutcomeWaiting)
 	}
