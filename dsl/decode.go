@@ -21,6 +21,7 @@ type fileSpec struct {
 	Defaults    *defaultsSpec `yaml:"defaults"`
 	Vars        *node         `yaml:"vars"`
 	Steps       []*stepSpec   `yaml:"steps"`
+	Timeout     *node         `yaml:"timeout"`
 }
 
 type defaultsSpec struct {

@@ -88,12 +88,13 @@ func (x *exec) call(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, err
 	}
 	next := *x.st
 	next.Phase, next.WaitKey, next.Child, next.Started = phaseCall, key, childID, x.start.UnixMilli()
+	timeout = x.capWait(&next, timeout)
 	payload, err := next.encode()
 	if err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}
 	x.hist.WaitKey = key
-	if x.s.Timeout > 0 {
+	if x.s.Timeout > 0 || next.Capped {
 		x.hist.Until = x.it.now().Add(timeout).UnixMilli()
 	}
 	if err := x.finish(OutcomeWaiting, "", nil); err != nil {

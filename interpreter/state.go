@@ -56,6 +56,13 @@ type state struct {
 	// Deadline is when a wait_signal's wait times out (Unix ms), kept
 	// while it waits on after setting a signal aside.
 	Deadline int64 `msgpack:"dl,omitempty"`
+	// RunDeadline is when the run's steps must have ended (Unix ms; 0:
+	// the workflow has no timeout): its submission plus the timeout,
+	// fixed at its first step (deadline.go).
+	RunDeadline int64 `msgpack:"rd,omitempty"`
+	// Capped says the wait this state was scheduled with was cut short
+	// at its block's deadline: a wake by its timer is that deadline's.
+	Capped bool `msgpack:"cp,omitempty"`
 }
 
 func encodeMsgpack(v any) ([]byte, error) {

@@ -260,7 +260,8 @@ func (d *delivery) invoke(ctx context.Context, sig []byte, eff *Effects) (out St
 		Memo:    rt.memo.Step(d.runID, d.n),
 		RunMemo: rt.memo.Run(d.runID),
 		Effects: eff, KV: queueKV{rt.q}, Signal: sig,
-		Lease: &Lease{q: rt.q, c: d.c},
+		Lease:     &Lease{q: rt.q, c: d.c},
+		Submitted: timeFromMs(d.rec.SubmittedMs),
 	}
 	d.step = step
 	defer func() {

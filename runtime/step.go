@@ -62,6 +62,9 @@ type Step struct {
 	Signal []byte
 	// Lease extends this delivery's lease for long steps.
 	Lease *Lease
+	// Submitted is when the run was submitted (its durable run record's
+	// time), the same in every delivery of every step.
+	Submitted time.Time
 
 	durableMu sync.Mutex
 	onDurable []func()

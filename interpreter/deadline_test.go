@@ -1,0 +1,138 @@
+package interpreter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tqw-dsl/tqw/actions"
+	"github.com/tqw-dsl/tqw/runtime/runstate"
+	"github.com/tqw-dsl/tqw/runtime/store/queue"
+)
+
+// wantRunTimeout checks that the run failed with run.timeout and that
+// its last history record, of step, says so.
+func wantRunTimeout(t *testing.T, e *tenv, o *runstate.Outcome, step string) {
+	t.Helper()
+	wantFailedWith(t, o, "run.timeout")
+	h := e.history(o.RunID)
+	last := h[len(h)-1]
+	if last.Step != step || last.Outcome != OutcomeFailed || last.Error == nil || last.Error.Type != TypeRunTimeout {
+		t.Fatalf("last history record %+v; want step %s failed with %s", last, step, TypeRunTimeout)
+	}
+}
+
+const deadlineSleepYAML = `
+tqw: v1
+name: deadline
+timeout: 1h
+steps:
+  - id: first
+    action: sleep
+    with: {duration: 30m}
+  - id: nap
+    action: sleep
+    with: {duration: 2h}
+    catch: [{next: caught}]
+  - id: done
+    succeed: late
+  - id: caught
+    succeed: caught
+`
+
+// The deadline counts from the submission, not from the step: a sleep
+// begun 30 minutes in is cut at the hour, and no catch sees run.timeout.
+func TestRunTimeoutCutsASleep(t *testing.T) {
+	e := newTestEnv(t)
+	defer e.close()
+	p := e.write("deadline.yaml", deadlineSleepYAML)
+	ch := e.submitUntil(p, nil, "r1", "first", OutcomeWaiting)
+	e.clock.Advance(30 * time.Minute)
+	e.waitEvent("nap", OutcomeWaiting)
+	if st, err := e.rt.Status(e.ctx, "r1"); err != nil || !st.Until.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("status %+v, %v; want the sleep cut at the deadline, +1h", st, err)
+	}
+	e.clock.Advance(30 * time.Minute)
+	wantRunTimeout(t, e, e.await(ch), "nap")
+	e.wantHistory("r1", "first:waiting first:ok nap:waiting nap:failed")
+}
+
+const deadlineWaitYAML = `
+tqw: v1
+name: deadline-wait
+timeout: 1h
+steps:
+  - id: ask
+    action: wait_signal
+    with: {timeout: 3h}
+    on_timeout: late
+  - id: done
+    succeed: "${ output }"
+  - id: late
+    succeed: signal timeout
+`
+
+// A wait_signal cut at the deadline ends the run with run.timeout, not
+// through on_timeout, and leaves no wait record behind.
+func TestRunTimeoutCutsAWaitSignal(t *testing.T) {
+	e := newTestEnv(t)
+	defer e.close()
+	p := e.write("wait.yaml", deadlineWaitYAML)
+	ch := e.submitUntil(p, nil, "r1", "ask", OutcomeWaiting)
+	e.clock.Advance(time.Hour)
+	wantRunTimeout(t, e, e.await(ch), "ask")
+	e.wantHistory("r1", "ask:waiting ask:failed")
+	if _, err := e.q.KVGet(e.ctx, waitKey("r1:ask")); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("wait record after the deadline: %v; want it gone", err)
+	}
+	if holder, err := e.rt.SignalKeyHolder(e.ctx, "r1:ask"); err != nil || holder != "" {
+		t.Fatalf("key holder %q, %v; want none", holder, err)
+	}
+}
+
+// A signal before the deadline ends a wait the deadline cut as usual.
+func TestSignalBeforeTheDeadlineIsTaken(t *testing.T) {
+	e := newTestEnv(t)
+	defer e.close()
+	p := e.write("wait.yaml", deadlineWaitYAML)
+	ch := e.submitUntil(p, nil, "r1", "ask", OutcomeWaiting)
+	e.clock.Advance(30 * time.Minute)
+	if _, err := e.rt.Signal(e.ctx, "r1:ask", []byte(`"yes"`)); err != nil {
+		t.Fatal(err)
+	}
+	wantSucceeded(t, e.await(ch), `"yes"`)
+}
+
+// block is an action that runs until its context ends.
+type block struct{}
+
+func (block) Name() string                { return "block" }
+func (block) WithSchema() json.RawMessage { return nil }
+func (block) Execute(ctx context.Context, _ *actions.Call) (any, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A running action is cut at the deadline: its context ends, and the run
+// fails with run.timeout rather than retrying the step's timeout.
+func TestRunTimeoutCutsAnAction(t *testing.T) {
+	e := newTestEnv(t, withActions(block{}))
+	defer e.close()
+	p := e.write("block.yaml", `
+tqw: v1
+name: deadline-action
+timeout: 300ms
+steps:
+  - id: work
+    action: block
+    retry: {max_attempts: 5, on: [timeout]}
+    catch: [{next: caught}]
+  - id: caught
+    succeed: caught
+`)
+	o := e.run(p, nil, "r1")
+	wantRunTimeout(t, e, o, "work")
+	e.wantHistory("r1", "work:failed")
+}
