@@ -301,10 +301,11 @@ func (b *builder) build() {
 	w.index = make(map[string]int, len(s.Steps))
 	w.Steps = b.block("", b.root.get("steps"), s.Steps, nil, 0).Steps
 	if s.OnError != nil {
-		w.OnError = b.block("on_error", b.root.get("on_error"), s.OnError, nil, 0)
+		// Handlers read the run's error (and run.outcome) everywhere.
+		w.OnError = b.block("on_error", b.root.get("on_error"), s.OnError, nil, scError)
 	}
 	if s.Finally != nil {
-		w.Finally = b.block("finally", b.root.get("finally"), s.Finally, nil, 0)
+		w.Finally = b.block("finally", b.root.get("finally"), s.Finally, nil, scError)
 	}
 	nested := w.blocks[1:]
 	sort.SliceStable(nested, func(i, j int) bool { return nested[i].pos.before(nested[j].pos) })

@@ -67,9 +67,10 @@ func (x *exec) call(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, err
 		// The child index lands with the child's submission, so a parent
 		// ending at any point after it finds the child to cancel.
 		spec := runtime.RunSpec{RunID: childID, Input: payload,
-			Headers:  map[string]string{headerParent: key, HeaderWorkflow: cd.wf.Name, HeaderDefinition: child.Hash},
-			Labels:   map[string]string{LabelWorkflow: cd.wf.Name},
-			KVWrites: map[string][]byte{childIndexKey(x.rs.RunID, childID): {}}}
+			Headers:        map[string]string{headerParent: key, HeaderWorkflow: cd.wf.Name, HeaderDefinition: child.Hash},
+			Labels:         map[string]string{LabelWorkflow: cd.wf.Name},
+			KVWrites:       map[string][]byte{childIndexKey(x.rs.RunID, childID): {}},
+			CancelHandlers: hasHandlers(cd.wf)}
 		if err := addPredictedWaits(&spec, cd.wf); err != nil {
 			return runtime.StepOutcome{}, runtime.Permanent(err)
 		}

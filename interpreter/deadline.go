@@ -25,9 +25,11 @@ const TypeRunTimeout = dsl.TypeRunTimeout
 // errRunDeadline is the cause of a step context ended by the deadline.
 var errRunDeadline = errors.New("interpreter: the run's deadline passed")
 
-// fixDeadline sets the run's deadline at its first step.
+// fixDeadline sets the run's deadline at its first step. A child run
+// that executes a block of its parent's definition (a parallel branch, a
+// map item) has none of its own: its parent's deadline cancels it.
 func (x *exec) fixDeadline() {
-	if x.wf.Timeout > 0 && x.st.RunDeadline == 0 {
+	if x.wf.Timeout > 0 && x.st.RunDeadline == 0 && x.st.Block == "" && x.st.End == nil {
 		submitted := x.rs.Submitted
 		if submitted.IsZero() {
 			submitted = x.start // a runtime that does not say: the first step
@@ -36,13 +38,17 @@ func (x *exec) fixDeadline() {
 	}
 }
 
-// deadline is when the current step's block must have ended; zero when
-// never.
+// deadline is when the current step's block must have ended (the run's
+// deadline, or a handler block's own); zero when never.
 func (st *state) deadline() time.Time {
-	if st.RunDeadline == 0 {
+	ms := st.RunDeadline
+	if st.End != nil {
+		ms = st.HandlerDeadline // handlers run past the run's deadline
+	}
+	if ms == 0 {
 		return time.Time{}
 	}
-	return time.UnixMilli(st.RunDeadline)
+	return time.UnixMilli(ms)
 }
 
 // bound caps ctx at the current block's deadline, with errRunDeadline as
@@ -101,19 +107,11 @@ func (x *exec) expired() bool {
 // in is abandoned (its wait record dropped, its child run cancelled) and
 // the run fails with run.timeout.
 func (x *exec) deadlinePassed(ctx context.Context) (runtime.StepOutcome, error) {
-	switch x.st.Phase {
-	case phaseSignal:
-		if x.st.WaitKey != "" {
-			if err := x.rs.Effects.Delete(waitKey(x.st.WaitKey)); err != nil {
-				return runtime.StepOutcome{}, runtime.Permanent(err)
-			}
-		}
-	case phaseCall:
-		if x.st.Child != "" {
-			if _, err := x.it.rt.Cancel(context.WithoutCancel(ctx), x.st.Child); err != nil {
-				return runtime.StepOutcome{}, runtime.Transient(err)
-			}
-		}
+	if err := x.abandonWait(ctx); err != nil {
+		return runtime.StepOutcome{}, err
+	}
+	if x.st.End != nil {
+		return x.failRun(newStepErr(TypeRunTimeout, "the %s handler did not end within %s", x.st.Block, duration.Format(HandlerTimeout)))
 	}
 	e := newStepErr(TypeRunTimeout, "the run did not end within its timeout of %s (deadline %s)",
 		duration.Format(x.wf.Timeout), x.st.deadline().UTC().Format(time.RFC3339))

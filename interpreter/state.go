@@ -66,6 +66,12 @@ type state struct {
 	// Capped says the wait this state was scheduled with was cut short
 	// at its block's deadline: a wake by its timer is that deadline's.
 	Capped bool `msgpack:"cp,omitempty"`
+	// End is how the run ends once its handlers ran; set while they run
+	// (handlers.go).
+	End *runEnd `msgpack:"en,omitempty"`
+	// HandlerDeadline is when the handler block the run is in must have
+	// ended (Unix ms).
+	HandlerDeadline int64 `msgpack:"hd,omitempty"`
 }
 
 func encodeMsgpack(v any) ([]byte, error) {

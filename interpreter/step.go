@@ -199,6 +199,11 @@ func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 	} else if st.Started > 0 {
 		x.hist.Start = st.Started
 	}
+	if x.rs.Cancelled {
+		if out, handled, err := x.cancelled(ctx); handled {
+			return out, err
+		}
+	}
 	if x.expired() {
 		return x.deadlinePassed(ctx)
 	}
@@ -206,6 +211,7 @@ func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 	if err != nil {
 		return runtime.StepOutcome{}, runtime.Transient(err)
 	}
+	x.handlerEnv(env)
 	switch s.Kind {
 	case dsl.KindSucceed:
 		return x.succeedStep(ctx, env)
