@@ -2,6 +2,7 @@ package interpreter
 
 import (
 	"context"
+	stdruntime "runtime"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -144,4 +145,76 @@ steps:
 	o := e.run(p, nil, "r1")
 	wantRunTimeout(t, e, o, "work", "work")
 	e.wantHistory("r1", "work:failed")
+}
+
+// A call waiting for its child is cut at the deadline: the parent fails
+// with run.timeout and its child run is cancelled.
+func TestRunTimeoutCutsACall(t *testing.T) {
+	e := newTestEnv(t)
+	defer e.close()
+	e.write("child.yaml", `
+tqw: v1
+name: child
+steps:
+  - id: nap
+    action: sleep
+    with: {duration: 1d}
+`)
+	p := e.write("parent.yaml", `
+tqw: v1
+name: parent
+timeout: 1h
+steps:
+  - id: sub
+    call: {workflow: child.yaml}
+    timeout: 1d
+    on_timeout: late
+  - id: late
+    succeed: late
+`)
+	ch := e.submitUntil(p, nil, "r1", "sub", OutcomeWaiting)
+	e.clock.Advance(time.Hour)
+	wantRunTimeout(t, e, e.await(ch), "sub", "sub")
+	child := childRunID("r1", "sub", 0)
+	for {
+		st, err := e.rt.Status(e.ctx, child)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State == runstate.StateCancelled {
+			break
+		}
+		if st.State.Terminal() || e.ctx.Err() != nil {
+			t.Fatalf("child run %s: %s; want cancelled", child, st.State)
+		}
+		stdruntime.Gosched()
+	}
+}
+
+// A retry's delay that would pass the deadline is cut at it: the run
+// fails with run.timeout at the deadline, not at the retry.
+func TestRunTimeoutCutsARetryDelay(t *testing.T) {
+	n := newNote()
+	e := newTestEnv(t, withActions(n))
+	defer e.close()
+	p := e.write("retry.yaml", `
+tqw: v1
+name: retry
+timeout: 1h
+steps:
+  - id: work
+    action: note
+    with: {fail: true}
+    retry: {max_attempts: 3, initial: 2h, max_interval: 3h, on: [custom.refused]}
+`)
+	ch := e.submitUntil(p, nil, "r1", "work", OutcomeRetry)
+	if st, err := e.rt.Status(e.ctx, "r1"); err != nil || !st.Until.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("status %+v, %v; want the retry due at the deadline, +1h", st, err)
+	}
+	e.clock.Advance(time.Hour)
+	wantRunTimeout(t, e, e.await(ch), "work", "work")
+	e.wantHistory("r1", "work:retry work:failed")
+	if len(n.seen("work")) != 1 {
+		t.Fatalf("work ran %d times; want once (the retry never ran)", len(n.seen("work")))
+	}
 }

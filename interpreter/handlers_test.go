@@ -312,3 +312,30 @@ finally:
 		})
 	}
 }
+
+// A cancel that stops a running action discards it and runs the
+// handlers; the action is not run again.
+func TestCancelDuringAnActionRunsTheHandlers(t *testing.T) {
+	n := newNote()
+	n.hold = "work"
+	e := newTestEnv(t, withActions(n))
+	defer e.close()
+	p := e.write("h.yaml", handlersYAML)
+	ch := e.submit(p, map[string]any{}, "r1")
+	e.start()
+	if s := <-n.entered; s != "work" {
+		t.Fatalf("first call %s; want work", s)
+	}
+	if ok, err := e.rt.Cancel(e.ctx, "r1"); !ok || err != nil {
+		t.Fatalf("Cancel: %v %v", ok, err)
+	}
+	o := e.await(ch)
+	if o.Status != runstate.Cancelled {
+		t.Fatalf("outcome %s %q; want cancelled", o.Status, o.Error)
+	}
+	e.wantHistory("r1", "work:cancelled undo:succeeded tell:succeeded")
+	n.wantSeen(t, "undo", "what", "cancelled cancelled at work: the run was cancelled")
+	if len(n.seen("work")) != 1 {
+		t.Fatalf("work ran %d times; want once", len(n.seen("work")))
+	}
+}
