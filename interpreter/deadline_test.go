@@ -2,9 +2,9 @@ package interpreter
 
 import (
 	"context"
-	stdruntime "runtime"
 	"encoding/json"
 	"errors"
+	stdruntime "runtime"
 	"testing"
 	"time"
 
