@@ -143,7 +143,8 @@ func (x *exec) handleError(ctx context.Context, env *dsl.Env, e *stepErr) (runti
 			}
 			next := *st
 			next.Attempt++
-			next.Phase, next.WaitKey, next.Child, next.Started, next.Deadline, next.Map = phaseRun, "", "", 0, 0, nil
+			next.resetWait()
+			delay = x.capWait(&next, max(delay, 0))
 			payload, err := next.encode()
 			if err != nil {
 				return runtime.StepOutcome{}, runtime.Permanent(err)

@@ -74,6 +74,25 @@ type state struct {
 	Item *mapItem `msgpack:"it,omitempty"`
 	// Map is a map step's cursor while it runs.
 	Map *mapCursor `msgpack:"mp,omitempty"`
+	// RunDeadline is when the run's steps must have ended (Unix ms; 0:
+	// the workflow has no timeout): its submission plus the timeout,
+	// fixed at its first step (deadline.go).
+	RunDeadline int64 `msgpack:"rd,omitempty"`
+	// Capped says the wait this state was scheduled with was cut short
+	// at its block's deadline: a wake by its timer is that deadline's.
+	Capped bool `msgpack:"cp,omitempty"`
+	// End is how the run ends once its handlers ran; set while they run
+	// (handlers.go).
+	End *runEnd `msgpack:"en,omitempty"`
+	// HandlerDeadline is when the handler block the run is in must have
+	// ended (Unix ms).
+	HandlerDeadline int64 `msgpack:"hd,omitempty"`
+}
+
+// resetWait clears what a step keeps while it waits (on a timer, a
+// signal, children), for a step entered afresh: the next one or a retry.
+func (s *state) resetWait() {
+	s.Phase, s.WaitKey, s.Child, s.Started, s.Deadline, s.Capped, s.Map = phaseRun, "", "", 0, 0, false, nil
 }
 
 func encodeMsgpack(v any) ([]byte, error) {
