@@ -85,6 +85,14 @@ const (
 	// the variables as they were before the set (YAML mappings have no order),
 	// so it sees the old value, which the author may not expect.
 	CodeSetReadsAssigned = "set.reads-assigned"
+
+	// CodeLabelInvalid is a labels: key or literal value the run label
+	// rules refuse (runstate.ValidateLabels), the reserved key workflow,
+	// or more labels than a run may carry.
+	CodeLabelInvalid = "labels.invalid"
+	// CodeLabelScope is a labels: template reading what a run does not
+	// have when it is submitted (vars, steps, output, ...).
+	CodeLabelScope = "labels.scope"
 )
 
 // The errors of the package, each matched with errors.Is.

@@ -43,6 +43,13 @@ type Workflow struct {
 
 	input *jsonschema.Schema
 	index map[string]int
+
+	// Labels are the run labels the file declares, in file order
+	// (labels.go), evaluated when a run is submitted; nil when none.
+	Labels []Label
+	// Outputs is the run's result when it succeeds (a map template read
+	// with the last output as output); nil: the last output is.
+	Outputs *Template
 }
 
 // Defaults are the settings steps inherit.

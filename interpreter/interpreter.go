@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tqw-dsl/tqw/actions"
+	"github.com/tqw-dsl/tqw/internal/runlabel"
 	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -63,7 +64,7 @@ const HeaderDefinition = "tqw.definition"
 // LabelWorkflow is the run label carrying the workflow's name, so a
 // listing filtered by workflow walks that label's index
 // (runstate.ListOptions.Labels), not every run.
-const LabelWorkflow = "workflow"
+const LabelWorkflow = runlabel.Workflow
 
 // InlineOutputLimit is the largest encoded output kept in the KV record;
 // larger ones go to their own object.
@@ -235,6 +236,11 @@ func (it *Interpreter) uuid() string {
 	it.randMu.Lock()
 	hi, lo := it.rand.Uint64(), it.rand.Uint64()
 	it.randMu.Unlock()
+	return formatUUID(hi, lo)
+}
+
+// formatUUID renders 128 random bits as a version 4 UUID.
+func formatUUID(hi, lo uint64) string {
 	hi = hi&^(0xf<<12) | 0x4<<12 // version 4
 	lo = lo&^(0x3<<62) | 0x2<<62 // RFC 4122 variant
 	return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", hi>>32, (hi>>16)&0xffff, hi&0xffff, lo>>48, lo&0xffffffffffff)

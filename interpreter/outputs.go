@@ -81,9 +81,24 @@ func readOutputObject(ctx context.Context, store objstore.Store, key string) (an
 
 // env builds the expression environment of the current step.
 func (x *exec) env(ctx context.Context) (*dsl.Env, error) {
-	steps := map[string]dsl.StepState{}
 	idx := x.s.Index
-	if x.d.all[idx] {
+	steps, err := x.stepOutputs(ctx, x.d.refs[idx], x.d.all[idx])
+	if err != nil {
+		return nil, err
+	}
+	return &dsl.Env{
+		Input: x.st.Input, Vars: x.st.Vars, Steps: steps,
+		Run: dsl.RunInfo{ID: x.rs.RunID, Workflow: x.wf.Name, Step: x.s.ID, Attempt: max(x.st.Attempt, 1)},
+		Now: x.it.now, UUID: x.it.uuid,
+	}, nil
+}
+
+// stepOutputs reads the outputs of the steps ids (every step's, when
+// all: an expression reads steps dynamically), those staged earlier in
+// this delivery first.
+func (x *exec) stepOutputs(ctx context.Context, ids []string, all bool) (map[string]dsl.StepState, error) {
+	steps := map[string]dsl.StepState{}
+	if all {
 		after := ""
 		prefix := kvOut + x.rs.RunID + "/"
 		for {
@@ -110,27 +125,23 @@ func (x *exec) env(ctx context.Context) (*dsl.Env, error) {
 			}
 			steps[id] = dsl.StepState{Output: v}
 		}
-	} else {
-		for _, id := range x.d.refs[idx] {
-			b, found, err := x.outputRecord(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			if !found {
-				continue
-			}
-			v, err := x.decodeOutput(ctx, b)
-			if err != nil {
-				return nil, err
-			}
-			steps[id] = dsl.StepState{Output: v}
-		}
+		return steps, nil
 	}
-	return &dsl.Env{
-		Input: x.st.Input, Vars: x.st.Vars, Steps: steps,
-		Run: dsl.RunInfo{ID: x.rs.RunID, Workflow: x.wf.Name, Step: x.s.ID, Attempt: max(x.st.Attempt, 1)},
-		Now: x.it.now, UUID: x.it.uuid,
-	}, nil
+	for _, id := range ids {
+		b, found, err := x.outputRecord(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			continue
+		}
+		v, err := x.decodeOutput(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		steps[id] = dsl.StepState{Output: v}
+	}
+	return steps, nil
 }
 
 func (x *exec) decodeOutput(ctx context.Context, b []byte) (any, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -84,16 +85,25 @@ func prepareRun(ctx context.Context, store objstore.Store, pins *pinSet, rt *run
 	if err != nil {
 		return runtime.RunSpec{}, err
 	}
-	if err := pinDefinitions(ctx, store, pins, w); err != nil {
-		return runtime.RunSpec{}, err
-	}
 	spec := runtime.RunSpec{RunID: runID, Input: payload, Headers: map[string]string{HeaderWorkflow: w.Main.Name, HeaderDefinition: w.pin.Hash},
 		Labels: map[string]string{LabelWorkflow: w.Main.Name}}
 	if err := addPredictedWaits(&spec, w.Main); err != nil {
 		return runtime.RunSpec{}, err
 	}
+	// The file's labels first: a label given with the submission
+	// (WithLabels) wins on the same key.
+	if err := addDeclaredLabels(&spec, w.Main, p); err != nil {
+		return runtime.RunSpec{}, err
+	}
 	for _, o := range opts {
 		o(&spec)
+	}
+	if err := runstate.ValidateLabels(spec.Labels); err != nil {
+		return runtime.RunSpec{}, fmt.Errorf("run %s: %w", runID, err)
+	}
+	// Last: a refused submission writes nothing.
+	if err := pinDefinitions(ctx, store, pins, w); err != nil {
+		return runtime.RunSpec{}, err
 	}
 	stampTrace(ctx, &spec)
 	return spec, nil
@@ -120,6 +130,16 @@ func WithLabels(labels map[string]string) SubmitOption {
 			}
 		}
 	}
+}
+
+// addDeclaredLabels adds wf's labels: (declaredLabels) for spec's run.
+func addDeclaredLabels(spec *runtime.RunSpec, wf *dsl.Workflow, input any) error {
+	labels, err := declaredLabels(wf, input, spec.RunID)
+	if err != nil {
+		return err
+	}
+	maps.Copy(spec.Labels, labels)
+	return nil
 }
 
 // pinDefinitions makes sure the store holds every definition of w. A

@@ -221,6 +221,9 @@ func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input a
 		writeError(w, http.StatusBadRequest, "bad_request", "run_id", err.Error())
 	case errors.Is(err, dsl.ErrInputInvalid):
 		writeError(w, http.StatusUnprocessableEntity, "invalid_input", inputPointer(inputAt, err), err.Error())
+	case errors.Is(err, runstate.ErrInvalidLabel):
+		// The workflow's labels: evaluated on this input give no label.
+		writeError(w, http.StatusUnprocessableEntity, "invalid_labels", "/labels", err.Error())
 	case err != nil:
 		s.storeFailed(w, "submitting the run", err)
 	default:

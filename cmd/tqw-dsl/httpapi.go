@@ -91,7 +91,7 @@ func (a *apiWriter) apiError(what string, err error) error {
 // commands print.
 func statusOf(s client.RunSummary) runstate.Status {
 	st := runstate.Status{RunID: s.RunID, Step: s.StepNumber, Attempt: s.Attempt, SignalKey: s.SignalKey, LastError: s.LastError,
-		SubmittedAt: s.StartedAt, Headers: map[string]string{interpreter.HeaderWorkflow: s.Workflow}}
+		SubmittedAt: s.StartedAt, Headers: map[string]string{interpreter.HeaderWorkflow: s.Workflow}, Labels: s.Labels}
 	for _, rs := range stateNames {
 		if rs.String() == s.State {
 			st.State = rs

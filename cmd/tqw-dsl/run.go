@@ -37,6 +37,9 @@ type runFlags struct {
 	json    bool
 	noShell bool
 	fresh   bool
+	// labels are --label's, checked (submitLabels).
+	labelFlags []string
+	labels     map[string]string
 }
 
 func newRunCmd() *cobra.Command {
@@ -86,6 +89,7 @@ with 'tqw-dsl worker' or 'tqw-dsl run' again, or in the live writer).`,
 	cmd.Flags().BoolVar(&f.detach, "detach", false, "submit the run, print its id and exit without working it (not on a mem:// store, which the run would not outlive)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print one JSON event per line")
 	cmd.Flags().BoolVar(&f.noShell, "no-shell", false, "refuse workflows that use the shell action, and do not run it")
+	cmd.Flags().StringArrayVar(&f.labelFlags, "label", nil, labelFlagHelp)
 	cmd.Flags().BoolVar(&f.fresh, "new", false, "start a new run even if an earlier run of the same workflow and input was interrupted")
 	return cmd
 }
@@ -235,6 +239,9 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 	}
 	input, _, err := readInputArg(f.input)
 	if err != nil {
+		return err
+	}
+	if f.labels, err = submitLabels(f.labelFlags); err != nil {
 		return err
 	}
 	w, err := loadWorkflow(cmd, path, f.noShell)
@@ -408,7 +415,7 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 	done, unwatch := e.it.Watch(runID)
 	defer unwatch()
 	if how == startNew || how == startResubmit {
-		var opts []interpreter.SubmitOption
+		opts := []interpreter.SubmitOption{interpreter.WithLabels(f.labels)}
 		if rc.key != "" {
 			opts = append(opts, interpreter.WithRunKey(rc.key))
 		}
@@ -527,7 +534,7 @@ func runRemote(ctx context.Context, s *session, w *interpreter.Workflow, input a
 	}
 	if how == startNew || how == startResubmit {
 		sctx, stopWatch := s.watchWriter(ctx)
-		var opts []interpreter.SubmitOption
+		opts := []interpreter.SubmitOption{interpreter.WithLabels(f.labels)}
 		if rc.key != "" {
 			opts = append(opts, interpreter.WithRunKey(rc.key))
 		}

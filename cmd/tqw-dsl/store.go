@@ -670,7 +670,7 @@ func submitError(runID string, err error) error {
 	case errors.Is(err, runtime.ErrInputMismatch):
 		return failf(exitUsage, "run id %q is in use by an active run with a different workflow or input; pick another --run-id", runID)
 	case errors.Is(err, runstate.ErrInvalidRunID), errors.Is(err, dsl.ErrInputInvalid), errors.Is(err, interpreter.ErrRunIDReused),
-		errors.Is(err, dsl.ErrInvalid):
+		errors.Is(err, dsl.ErrInvalid), errors.Is(err, runstate.ErrInvalidLabel):
 		return failf(exitUsage, "%v", err)
 	}
 	return failf(exitFailed, "submitting the run: %v", err)
