@@ -19,8 +19,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tqw-dsl/tqw/actions"
-	"github.com/tqw-dsl/tqw/internal/runlabel"
 	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/internal/runlabel"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
