@@ -47,6 +47,7 @@ const (
 	kvWait        = "tqw/wait/"    // KV: <signal key> -> waiting step
 	kvChild       = "tqw/child/"   // KV: <parent run>/<child run>, written with the child's submission
 	kvExpire      = "tqw/expire/"  // KV: <finished ms, 16 hex>/<run> retention marker
+	kvVisits      = "tqw/visits/"  // KV: <run>/<step id> the step's kept visits (visits.go)
 )
 
 // headerParent is the run header naming the signal key a child run's
@@ -111,6 +112,12 @@ type Options struct {
 	// Runtime configures the runtime New builds for the interpreter. Leave
 	// TerminalHook nil: the interpreter is its runtime's terminal hook.
 	Runtime runtime.Options
+	// HistoryVisits is how many visits of each step a run's history
+	// keeps, the latest (visits.go): older visits' records, and the large
+	// outputs no step reads any more, are deleted as the run goes on,
+	// and the history counts them. 0 means DefaultHistoryVisits; a
+	// negative value keeps every visit.
+	HistoryVisits int
 	// StepDurations, when set, is called after each DSL step RunStep runs
 	// with the time the interpreter spent on it (by Clock; the first step
 	// of a delivery includes reading the run's state and definition, the
@@ -133,6 +140,9 @@ type Interpreter struct {
 	margin time.Duration
 	// stepDurations is Options.StepDurations.
 	stepDurations func(time.Duration)
+	// historyVisits is Options.HistoryVisits with the default applied;
+	// 0 keeps every visit.
+	historyVisits int
 
 	retention  time.Duration
 	sweepEvery time.Duration
@@ -190,6 +200,12 @@ func New(q *storage.Queue, store objstore.Store, opts Options) (*Interpreter, er
 	}
 	if it.sweepEvery == 0 {
 		it.sweepEvery = DefaultSweepInterval
+	}
+	switch {
+	case opts.HistoryVisits == 0:
+		it.historyVisits = DefaultHistoryVisits
+	case opts.HistoryVisits > 0:
+		it.historyVisits = opts.HistoryVisits
 	}
 	if it.getenv == nil {
 		it.getenv = os.Getenv

@@ -230,6 +230,7 @@ func (x *exec) finish(outcome, next string, e *dsl.ErrorInfo) error {
 	if err := x.rs.Effects.Put(histKey(x.rs.RunID, x.rs.Number, x.seq), b); err != nil {
 		return err
 	}
+	x.trackVisit(x.ch.ctx)
 	switch outcome {
 	case OutcomeWaiting:
 	case OutcomeRetry:

@@ -657,7 +657,8 @@ func (s *Server) runHistory(w http.ResponseWriter, r *http.Request) {
 	out := wire.History{Records: make([]wire.HistoryRecord, 0, len(recs))}
 	for _, h := range recs {
 		rec := wire.HistoryRecord{Step: h.Step, Kind: h.Kind, Attempt: h.Attempt, StartedAt: h.StartTime().UTC(), EndedAt: h.EndTime().UTC(),
-			Status: h.Outcome, Output: h.Output, Error: wireErrorInfo(h.Error), Next: h.Next, WaitKey: h.WaitKey, Rejected: wireRejectedSignal(h.Rejected)}
+			Status: h.Outcome, Output: h.Output, Error: wireErrorInfo(h.Error), Next: h.Next, WaitKey: h.WaitKey, Rejected: wireRejectedSignal(h.Rejected),
+			DroppedVisits: h.DroppedVisits}
 		if h.Until > 0 {
 			u := time.UnixMilli(h.Until).UTC()
 			rec.Until = &u

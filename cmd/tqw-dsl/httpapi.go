@@ -114,7 +114,7 @@ func historyOf(recs []client.HistoryRecord) []interpreter.HistoryRecord {
 	out := make([]interpreter.HistoryRecord, 0, len(recs))
 	for _, r := range recs {
 		h := interpreter.HistoryRecord{Step: r.Step, Kind: r.Kind, Attempt: r.Attempt, Start: r.StartedAt.UnixMilli(), End: r.EndedAt.UnixMilli(),
-			Outcome: r.Status, Output: r.Output, Next: r.Next, WaitKey: r.WaitKey}
+			Outcome: r.Status, Output: r.Output, Next: r.Next, WaitKey: r.WaitKey, DroppedVisits: r.DroppedVisits}
 		if r.Error != nil {
 			h.Error = &dsl.ErrorInfo{Type: r.Error.Type, Message: r.Error.Message, Status: r.Error.Status, Retryable: r.Error.Retryable}
 		}

@@ -603,7 +603,10 @@ func follow(ctx context.Context, store objstore.Store, v *view, runID string, pr
 	if o.writerCheck == 0 {
 		o.writerCheck = 3 * time.Second
 	}
-	delay, printed := o.pollMin, 0
+	// last is the (runtime step, seq) of the last record passed on:
+	// the history keeps each step's latest visits only, so its length
+	// stops growing in a long loop while new records keep coming.
+	delay, last := o.pollMin, [2]int{-1, -1}
 	lastCheck, lastState := time.Now(), ""
 	for {
 		if err := v.r.Refresh(ctx); err != nil {
@@ -618,13 +621,15 @@ func follow(ctx context.Context, store objstore.Store, v *view, runID string, pr
 			if err != nil {
 				return nil, failf(exitFailed, "following run %s: %v", runID, err)
 			}
-			for _, h := range recs[min(printed, len(recs)):] {
+			for _, h := range recs {
+				if at := [2]int{h.N, h.Seq}; at[0] < last[0] || at[0] == last[0] && at[1] <= last[1] {
+					continue
+				}
 				progress(interpreter.Event{Time: h.StartTime(), RunID: runID, Step: h.Step, Kind: "start", Attempt: h.Attempt})
 				progress(interpreter.Event{Time: h.EndTime(), RunID: runID, Step: h.Step, Kind: "end", Attempt: h.Attempt,
 					Status: h.Outcome, Elapsed: h.EndTime().Sub(h.StartTime()), Error: h.Error, Next: h.Next})
+				last, changed = [2]int{h.N, h.Seq}, true
 			}
-			changed = len(recs) > printed
-			printed = max(printed, len(recs))
 		}
 		st, err := v.insp.Status(ctx, runID)
 		if errors.Is(err, runtime.ErrRunNotFound) {
