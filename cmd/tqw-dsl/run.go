@@ -40,6 +40,7 @@ type runFlags struct {
 	// labels are --label's, checked (submitLabels).
 	labelFlags []string
 	labels     map[string]string
+	visits     int
 }
 
 func newRunCmd() *cobra.Command {
@@ -90,6 +91,7 @@ with 'tqw-dsl worker' or 'tqw-dsl run' again, or in the live writer).`,
 	cmd.Flags().BoolVar(&f.json, "json", false, "print one JSON event per line")
 	cmd.Flags().BoolVar(&f.noShell, "no-shell", false, "refuse workflows that use the shell action, and do not run it")
 	cmd.Flags().StringArrayVar(&f.labelFlags, "label", nil, labelFlagHelp)
+	addHistoryVisitsFlag(cmd, &f.visits)
 	cmd.Flags().BoolVar(&f.fresh, "new", false, "start a new run even if an earlier run of the same workflow and input was interrupted")
 	return cmd
 }
@@ -244,6 +246,9 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 	if f.labels, err = submitLabels(f.labelFlags); err != nil {
 		return err
 	}
+	if err := checkHistoryVisits(f.visits); err != nil {
+		return err
+	}
 	w, err := loadWorkflow(cmd, path, f.noShell)
 	if err != nil {
 		return err
@@ -300,7 +305,7 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 		progress = newProgress(runID, out, errOut, f.json, hints)
 	}
 	for {
-		s, err := openSession(context.WithoutCancel(ctx), f.store, engineOptions{noShell: f.noShell, events: progress, name: "run", brief: f.detach, inboxPoll: runInboxPoll})
+		s, err := openSession(context.WithoutCancel(ctx), f.store, engineOptions{noShell: f.noShell, events: progress, name: "run", brief: f.detach, inboxPoll: runInboxPoll, historyVisits: f.visits})
 		if err != nil {
 			return err
 		}
