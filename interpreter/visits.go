@@ -49,9 +49,9 @@ type visitsRecord struct {
 	Pending []string `msgpack:"p,omitempty"`
 }
 
-func visitsPrefix(runID string) string         { return kvVisits + runID + "/" }
-func visitsKey(runID, stepID string) string    { return visitsPrefix(runID) + stepID }
-func packRec(n, seq int, cont bool) int64      { return int64(n)<<8 | int64(seq)<<1 | boolBit(cont) }
+func visitsPrefix(runID string) string          { return kvVisits + runID + "/" }
+func visitsKey(runID, stepID string) string     { return visitsPrefix(runID) + stepID }
+func packRec(n, seq int, cont bool) int64       { return int64(n)<<8 | int64(seq)<<1 | boolBit(cont) }
 func unpackRec(r int64) (n, seq int, cont bool) { return int(r >> 8), int(r>>1) & 0x7f, r&1 == 1 }
 
 func boolBit(b bool) int64 {
