@@ -90,16 +90,8 @@ func prepareRun(ctx context.Context, store objstore.Store, pins *pinSet, rt *run
 	if err := addPredictedWaits(&spec, w.Main); err != nil {
 		return runtime.RunSpec{}, err
 	}
-	// The file's labels first: a label given with the submission
-	// (WithLabels) wins on the same key.
-	if err := addDeclaredLabels(&spec, w.Main, p); err != nil {
+	if err := applyOptions(&spec, w.Main, p, opts); err != nil {
 		return runtime.RunSpec{}, err
-	}
-	for _, o := range opts {
-		o(&spec)
-	}
-	if err := runstate.ValidateLabels(spec.Labels); err != nil {
-		return runtime.RunSpec{}, fmt.Errorf("run %s: %w", runID, err)
 	}
 	// Last: a refused submission writes nothing.
 	if err := pinDefinitions(ctx, store, pins, w); err != nil {
@@ -130,6 +122,37 @@ func WithLabels(labels map[string]string) SubmitOption {
 			}
 		}
 	}
+}
+
+// applyOptions adds wf's labels: (evaluated on input, plain values) to
+// spec, then applies opts, whose labels (WithLabels) win on a key, and
+// checks the labels the run then carries.
+func applyOptions(spec *runtime.RunSpec, wf *dsl.Workflow, input any, opts []SubmitOption) error {
+	if err := addDeclaredLabels(spec, wf, input); err != nil {
+		return err
+	}
+	for _, o := range opts {
+		o(spec)
+	}
+	if err := runstate.ValidateLabels(spec.Labels); err != nil {
+		return fmt.Errorf("run %s: %w", spec.RunID, err)
+	}
+	return nil
+}
+
+// CheckLabels checks, without a store, the labels a run of w on input
+// under runID would carry: the file's labels: evaluated on the input and
+// labels (a submission's, as WithLabels gives them). The error is
+// Submit's, matching runstate.ErrInvalidLabel (or dsl.ErrInputInvalid
+// for an input that is no JSON value), so a command refuses a run
+// before it opens the store.
+func (w *Workflow) CheckLabels(input any, runID string, labels map[string]string) error {
+	p, err := plain(input)
+	if err != nil {
+		return fmt.Errorf("%w: %v", dsl.ErrInputInvalid, err)
+	}
+	spec := runtime.RunSpec{RunID: runID, Headers: map[string]string{}, Labels: map[string]string{LabelWorkflow: w.Main.Name}}
+	return applyOptions(&spec, w.Main, p, []SubmitOption{WithLabels(labels)})
 }
 
 // addDeclaredLabels adds wf's labels: (declaredLabels) for spec's run.

@@ -263,6 +263,9 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 	if err := runstate.ValidateRunID(runID); err != nil {
 		return failf(exitUsage, "--run-id: %v", err)
 	}
+	if err := checkLabels(w, input, runID, f.labels); err != nil {
+		return err
+	}
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

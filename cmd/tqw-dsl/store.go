@@ -666,6 +666,19 @@ func checkInput(w *interpreter.Workflow, input any) error {
 	return nil
 }
 
+// checkLabels refuses (exit 2) a run of w on input whose labels, the
+// file's evaluated on it and labels (--label), break the label rules,
+// before the store is opened. runID "" stands for a fresh ULID.
+func checkLabels(w *interpreter.Workflow, input any, runID string, labels map[string]string) error {
+	if runID == "" {
+		runID = ulid.Make().String()
+	}
+	if err := w.CheckLabels(input, runID, labels); err != nil {
+		return failf(exitUsage, "%v", err)
+	}
+	return nil
+}
+
 // submitError maps a Submit error to an exit code and message.
 func submitError(runID string, err error) error {
 	switch {

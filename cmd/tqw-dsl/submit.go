@@ -60,6 +60,9 @@ command stays in the inbox and is applied when a writer drains it).`,
 			if err := checkInput(w, in); err != nil {
 				return err
 			}
+			if err := checkLabels(w, in, runID, labels); err != nil {
+				return err
+			}
 			if runID != "" {
 				if err := runstate.ValidateRunID(runID); err != nil {
 					return failf(exitUsage, "--run-id: %v", err)
