@@ -36,7 +36,9 @@ func declaredLabels(wf *dsl.Workflow, input any, runID string) (map[string]strin
 // outputs, evaluated with v as output (the last output, or a succeed
 // step's value) and the steps outputs reads, else v itself.
 func (x *exec) result(ctx context.Context, env *dsl.Env, v any) (any, *stepErr, error) {
-	if x.wf.Outputs == nil {
+	// A branch or map item (a child run of a nested block) ends its block
+	// with v: outputs are the workflow's, its top-level run's.
+	if x.wf.Outputs == nil || x.st.Block != "" {
 		return v, nil, nil
 	}
 	steps, err := x.stepOutputs(ctx, x.d.outputRefs, x.d.outputAll)

@@ -19,12 +19,13 @@ import (
 // precomputes per step.
 type definition struct {
 	wf *dsl.Workflow
-	// refs[i] lists the step ids step i's expressions read through
-	// steps.<id>; all[i] is true when one reads steps dynamically.
-	refs [][]string
-	all  []bool
-	// secretRefs[i] lists the secrets step i's with reads.
-	secretRefs [][]string
+	// refs[s] lists the step ids step s's expressions read through
+	// steps.<id>; all[s] is true when one reads steps dynamically. Every
+	// step of every block has its entries.
+	refs map[*dsl.Step][]string
+	all  map[*dsl.Step]bool
+	// secretRefs[s] lists the secrets step s's with reads.
+	secretRefs map[*dsl.Step][]string
 	// outputRefs and outputAll are refs and all for the workflow's
 	// outputs: map.
 	outputRefs []string
@@ -38,10 +39,9 @@ var (
 )
 
 func newDefinition(wf *dsl.Workflow) *definition {
-	d := &definition{wf: wf, refs: make([][]string, len(wf.Steps)), all: make([]bool, len(wf.Steps)),
-		secretRefs: make([][]string, len(wf.Steps))}
-	for i, s := range wf.Steps {
-		d.refs[i], d.all[i] = readsSteps(stepExprs(s))
+	d := &definition{wf: wf, refs: map[*dsl.Step][]string{}, all: map[*dsl.Step]bool{}, secretRefs: map[*dsl.Step][]string{}}
+	for s := range allSteps(wf) {
+		d.refs[s], d.all[s] = readsSteps(stepExprs(s))
 		var withExprs []*dsl.Expr
 		if s.With != nil {
 			withExprs = s.With.Exprs()
@@ -51,8 +51,8 @@ func newDefinition(wf *dsl.Workflow) *definition {
 		}
 		for _, e := range withExprs {
 			for _, m := range secretRefRE.FindAllStringSubmatch(e.Source, -1) {
-				if name := m[1] + m[2]; !slices.Contains(d.secretRefs[i], name) {
-					d.secretRefs[i] = append(d.secretRefs[i], name)
+				if name := m[1] + m[2]; !slices.Contains(d.secretRefs[s], name) {
+					d.secretRefs[s] = append(d.secretRefs[s], name)
 				}
 			}
 		}
@@ -110,6 +110,9 @@ func stepExprs(s *dsl.Step) []*dsl.Expr {
 	}
 	if s.Call != nil {
 		tmpl(s.Call.Input)
+	}
+	if s.Map != nil {
+		tmpl(s.Map.Items)
 	}
 	if s.Retry != nil {
 		expr(s.Retry.When)
@@ -199,7 +202,7 @@ type Workflow struct {
 // named action.
 func (w *Workflow) UsesAction(name string) bool {
 	for _, wf := range w.all {
-		for _, s := range wf.Steps {
+		for s := range allSteps(wf) {
 			if s.Action == name || s.Foreach != nil && s.Foreach.Action == name {
 				return true
 			}
@@ -412,7 +415,7 @@ func (l *loader) addTree(path string, wf *dsl.Workflow, diags dsl.Diagnostics, s
 	l.w.Diagnostics = append(l.w.Diagnostics, diags...)
 	l.w.all[wf.Hash] = wf
 	p := &pin{Hash: wf.Hash}
-	for _, s := range wf.Steps {
+	for s := range allSteps(wf) {
 		if s.Call == nil {
 			continue
 		}

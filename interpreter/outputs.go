@@ -81,8 +81,7 @@ func readOutputObject(ctx context.Context, store objstore.Store, key string) (an
 
 // env builds the expression environment of the current step.
 func (x *exec) env(ctx context.Context) (*dsl.Env, error) {
-	idx := x.s.Index
-	steps, err := x.stepOutputs(ctx, x.d.refs[idx], x.d.all[idx])
+	steps, err := x.stepOutputs(ctx, x.d.refs[x.s], x.d.all[x.s])
 	if err != nil {
 		return nil, err
 	}
