@@ -68,7 +68,7 @@ func TestInvalidCorpus(t *testing.T) {
 		CodeWaitNoTimeout, CodeDuration, CodeExprCompile, CodeExprStep, CodeExprNotRun, CodeSecretScope,
 		CodeSecretUnknown, CodeErrorType, CodeWithSchema, CodeInputSchema,
 		CodeShellUnsafe, CodeShellRawExternal, CodeShellRawMisplaced, CodeShellReservedEnv,
-		CodeSetReadsAssigned, CodeExprTimeText,
+		CodeSetReadsAssigned, CodeExprTimeText, CodeLabelInvalid, CodeLabelScope,
 	} {
 		if !codes[c] {
 			t.Errorf("no corpus file covers %s", c)

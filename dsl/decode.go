@@ -21,6 +21,8 @@ type fileSpec struct {
 	Defaults    *defaultsSpec `yaml:"defaults"`
 	Vars        *node         `yaml:"vars"`
 	Steps       []*stepSpec   `yaml:"steps"`
+	Labels      *node         `yaml:"labels"`
+	Outputs     *node         `yaml:"outputs"`
 	OnError     []*stepSpec   `yaml:"on_error"`
 	Finally     []*stepSpec   `yaml:"finally"`
 	Timeout     *node         `yaml:"timeout"`

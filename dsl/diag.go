@@ -86,6 +86,14 @@ const (
 	// so it sees the old value, which the author may not expect.
 	CodeSetReadsAssigned = "set.reads-assigned"
 
+	// CodeLabelInvalid is a labels: key or literal value the run label
+	// rules refuse (runstate.ValidateLabels), the reserved key workflow,
+	// or more labels than a run may carry.
+	CodeLabelInvalid = "labels.invalid"
+	// CodeLabelScope is a labels: template reading what a run does not
+	// have when it is submitted (vars, steps, output, ...).
+	CodeLabelScope = "labels.scope"
+
 	// CodeTargetOtherBlock is a next, switch, catch or on_timeout target
 	// that names a step of another block (docs/DSL.md, Blocks).
 	CodeTargetOtherBlock = "step.target-other-block"

@@ -351,6 +351,12 @@ func (b *builder) checkStepRefs() {
 			continue
 		}
 		if r.from < 0 {
+			// Top level (outputs:): the run's own steps; a branch's or
+			// map item's run as child runs and leave no steps.X here.
+			if t := b.w.all[j]; t != nil && t.Block != nil && t.Block.Owner != nil {
+				b.sink.errorf(r.pos, CodeExprOtherBlock, "read what a branch or map produced through the output of its step (steps."+t.Block.Owner.ID+".output)",
+					"outputs reads steps.%s, which is in %s", r.id, blockName(t.Block))
+			}
 			continue
 		}
 		// A step reads the steps of its own block and of the blocks that

@@ -219,6 +219,9 @@ type builder struct {
 	edges    []Edge
 	hints    int // "did you mean" searches done so far
 	shell    shellChecks
+	// labelScope is set while labels: compile: a name out of scope there
+	// is CodeLabelScope.
+	labelScope bool
 	// By step position in w.all: each step's spec, its YAML map and the
 	// names its block adds to every expression of the step (item, index).
 	specs  []*stepSpec
@@ -297,6 +300,12 @@ func (b *builder) build() {
 	if s.Defaults != nil {
 		w.Defaults.Timeout = b.duration(s.Defaults.Timeout)
 		w.Defaults.Retry = b.retry(s.Defaults.Retry, -1)
+	}
+	// labels: and outputs: (labels.go); outputs read steps.X of any step,
+	// checked to exist with the steps' own references (checkStepRefs).
+	b.labels(s.Labels)
+	if s.Outputs != nil {
+		w.Outputs = b.template(s.Outputs, scAfter, -1)
 	}
 	w.index = make(map[string]int, len(s.Steps))
 	w.Steps = b.block("", b.root.get("steps"), s.Steps, nil, 0).Steps
@@ -718,11 +727,14 @@ func (b *builder) compileExpr(src string, pos Pos, sc scope, step int) *Expr {
 			continue
 		}
 		ok = false
-		code := CodeExprCompile
+		code, hint := CodeExprCompile, sn.hint
 		if sn.name == "secrets" {
 			code = CodeSecretScope
 		}
-		b.sink.errorf(pos, code, sn.hint, "expression %q reads %s, which is not available here", src, sn.name)
+		if b.labelScope {
+			code, hint = CodeLabelScope, "labels are set when the run is submitted, before any step runs: they read input and run only"
+		}
+		b.sink.errorf(pos, code, hint, "expression %q reads %s, which is not available here", src, sn.name)
 	}
 	for _, r := range c.refs {
 		switch r.root {

@@ -56,6 +56,13 @@ type Workflow struct {
 	index  map[string]int // step id -> position in all
 	all    []*Step        // every step of every block
 	blocks []*Block       // top level first, then in file order
+
+	// Labels are the run labels the file declares, in file order
+	// (labels.go), evaluated when a run is submitted; nil when none.
+	Labels []Label
+	// Outputs is the run's result when it succeeds (a map template read
+	// with the last output as output); nil: the last output is.
+	Outputs *Template
 }
 
 // Block is a list of steps: the workflow's steps (Path ""), a parallel

@@ -78,6 +78,11 @@ func (x *exec) call(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, err
 		if err := addPredictedWaits(&spec, cd.wf); err != nil {
 			return runtime.StepOutcome{}, runtime.Permanent(err)
 		}
+		// A child carries its own workflow's labels, never its parent's:
+		// a listing by a label finds the runs submitted with it.
+		if err := addDeclaredLabels(&spec, cd.wf, input); err != nil {
+			return x.handleError(ctx, env, newStepErr(TypeValidation, "child workflow %s: %v", cd.wf.Name, err))
+		}
 		// The child's run spans are children of this step's.
 		stampTrace(ctx, &spec)
 		x.it.noteDirty(x.rs.RunID)

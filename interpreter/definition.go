@@ -26,6 +26,10 @@ type definition struct {
 	all  map[*dsl.Step]bool
 	// secretRefs[s] lists the secrets step s's with reads.
 	secretRefs map[*dsl.Step][]string
+	// outputRefs and outputAll are refs and all for the workflow's
+	// outputs: map.
+	outputRefs []string
+	outputAll  bool
 }
 
 var (
@@ -37,18 +41,7 @@ var (
 func newDefinition(wf *dsl.Workflow) *definition {
 	d := &definition{wf: wf, refs: map[*dsl.Step][]string{}, all: map[*dsl.Step]bool{}, secretRefs: map[*dsl.Step][]string{}}
 	for s := range allSteps(wf) {
-		for _, e := range stepExprs(s) {
-			ms := stepRefRE.FindAllStringSubmatch(e.Source, -1)
-			for _, m := range ms {
-				id := m[1] + m[2]
-				if !slices.Contains(d.refs[s], id) {
-					d.refs[s] = append(d.refs[s], id)
-				}
-			}
-			if len(stepsRE.FindAllStringIndex(e.Source, -1)) > len(ms) {
-				d.all[s] = true
-			}
-		}
+		d.refs[s], d.all[s] = readsSteps(stepExprs(s))
 		var withExprs []*dsl.Expr
 		if s.With != nil {
 			withExprs = s.With.Exprs()
@@ -64,7 +57,27 @@ func newDefinition(wf *dsl.Workflow) *definition {
 			}
 		}
 	}
+	if wf.Outputs != nil {
+		d.outputRefs, d.outputAll = readsSteps(wf.Outputs.Exprs())
+	}
 	return d
+}
+
+// readsSteps returns the step ids exprs read through steps.<id>, and
+// whether one reads steps dynamically (then every output is read).
+func readsSteps(exprs []*dsl.Expr) (refs []string, all bool) {
+	for _, e := range exprs {
+		ms := stepRefRE.FindAllStringSubmatch(e.Source, -1)
+		for _, m := range ms {
+			if id := m[1] + m[2]; !slices.Contains(refs, id) {
+				refs = append(refs, id)
+			}
+		}
+		if len(stepsRE.FindAllStringIndex(e.Source, -1)) > len(ms) {
+			all = true
+		}
+	}
+	return refs, all
 }
 
 // stepExprs returns every expression written in step s.

@@ -157,6 +157,29 @@
 //     pinned before its run exists (PrepareRun writes it from another
 //     process before the writer applies the submission), so no
 //     reference count read by the writer can prove it unused.
+//   - A workflow's labels: are evaluated when a run is submitted, on its
+//     input and run only, before anything is written: a label that is
+//     not a string or breaks the label rules (runstate.ValidateLabels)
+//     refuses the submission (runstate.ErrInvalidLabel) with nothing
+//     pinned; WithLabels wins on a key. They ride in the run's
+//     submission commit into the runtime's label index. A child run
+//     carries its own workflow's labels, never its parent's. outputs:
+//     is a succeeding run's result, evaluated as it succeeds (with the
+//     value it would have ended with as output); an outputs expression
+//     that fails fails the run with an expression error.
+//   - Long loops: a run's history keeps the records of the latest
+//     Options.HistoryVisits visits of each step (visits.go; default 100)
+//     and counts the others, so a run's stored history, its sealed
+//     segment and the writer's memory are bounded by the window times
+//     the steps, not by how often a loop goes round. Keeping a window
+//     rather than restarting the run keeps its id, state and steps.X
+//     (the latest output of each step, never dropped). The settlement
+//     that writes a step's record deletes the records past the window
+//     in the same commit, except those written in the same delivery
+//     (the next delivery deletes them); the large outputs of deleted
+//     records that the step's latest output does not name are deleted
+//     by the step's next delivery (its record's deletion is durable by
+//     then), or by the retention sweep after the run ends.
 //   - Tracing (Options.TracerProvider; off when nil, and then no span is
 //     created): a span per run in this process, from the first step it
 //     runs to the run's end or EndRunSpans (the process giving its runs
@@ -180,6 +203,12 @@
 // step; a pure step costs no request of its own. No extra request unless
 // an output exceeds InlineOutputLimit (one PUT, and one GET for each later
 // step reading it).
+// With the history window (Options.HistoryVisits), each DSL step's
+// history record also rewrites its step's visits list (a KV record of
+// about 6 bytes per kept record, in the same settlement) and, once the
+// window is full, deletes the oldest visit's records in it (memory reads
+// of them first): no request of its own; a dropped record's large
+// output costs one DELETE, in the step's next delivery.
 // Submit costs the runtime's submit commit and, for each definition of
 // the call tree this interpreter has not pinned or read yet, one HEAD,
 // plus one create-only PUT when the store lacks it: a definition is

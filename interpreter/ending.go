@@ -19,7 +19,7 @@ func (x *exec) succeedStep(ctx context.Context, env *dsl.Env) (runtime.StepOutco
 	if err != nil {
 		return x.failRun(exprErr(err))
 	}
-	return x.succeedRun(v)
+	return x.succeedWith(ctx, env, v)
 }
 
 func (x *exec) succeedRun(v any) (runtime.StepOutcome, error) {

@@ -39,6 +39,11 @@ type chain struct {
 	outputs map[string][]byte
 	// steps counts the DSL steps the delivery ran.
 	steps int
+	// ctx is the delivery's.
+	ctx context.Context
+	// visits are the visits lists (visits.go) this delivery read or
+	// staged, by step id.
+	visits map[string]*visitsRecord
 }
 
 // folds reports whether the delivery runs the step x moved the run to

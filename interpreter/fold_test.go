@@ -176,9 +176,10 @@ steps:
 }
 
 // A pure loop longer than the bound settles every maxFoldedSteps+1 steps
-// and finishes; its records stay in order across the settlements.
+// and finishes; its records stay in order across the settlements (every
+// visit kept: TestLongLoop* test the window).
 func TestFoldBoundSplitsAPureLoop(t *testing.T) {
-	e := newTestEnv(t)
+	e := newTestEnv(t, withHistoryVisits(-1))
 	const src = `
 tqw: v1
 name: long

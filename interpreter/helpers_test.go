@@ -48,6 +48,7 @@ type tenv struct {
 	// retention is the interpreter's and the runtime's result retention
 	// (0: the defaults); wrapStore wraps the interpreter's store.
 	retention, resultRetention time.Duration
+	historyVisits              int
 	wrapStore                  func(objstore.Store) objstore.Store
 	// ropts are the runtime's options; the env fills the hook, logger,
 	// shutdown timeout and result retention they leave zero.
@@ -91,6 +92,11 @@ func withLLM(url string) envOption  { return func(e *tenv) { e.llmURL = url } }
 
 // withRetention sets the interpreter's retention and the runtime's result
 // retention.
+// withHistoryVisits sets Options.HistoryVisits.
+func withHistoryVisits(n int) envOption {
+	return func(e *tenv) { e.historyVisits = n }
+}
+
 func withRetention(records, results time.Duration) envOption {
 	return func(e *tenv) { e.retention, e.resultRetention = records, results }
 }
@@ -147,6 +153,7 @@ func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 		ilog = quiet()
 	}
 	it, err := New(q, istore, Options{Actions: acts, Getenv: e.getenv, Rand: rand.New(rand.NewPCG(1, 2)), Logger: ilog, Retention: e.retention, TracerProvider: e.tp,
+		HistoryVisits: e.historyVisits,
 		Events: func(ev Event) {
 			select {
 			case e.events <- ev:

@@ -62,6 +62,10 @@ type HistoryRecord struct {
 	// Rejected describes the signal a record with OutcomeSignalRejected
 	// set aside; its reason is also the record's Error.
 	Rejected *RejectedSignal `msgpack:"rj,omitempty" json:"rejected_signal,omitempty"`
+	// DroppedVisits, on the oldest record History returns of a step, is
+	// how many earlier visits of the step the history no longer holds
+	// (Options.HistoryVisits); it is not stored in the record.
+	DroppedVisits int `msgpack:"-" json:"dropped_visits,omitempty"`
 }
 
 // RejectedSignal is a signal a waiting step consumed and set aside because
@@ -160,7 +164,13 @@ type sealedReader struct {
 // but its retention marker. Its wait entries are gone by then (removed
 // in its terminal notification's commit).
 func (it *Interpreter) RunRecordPrefixes(runID string) []string {
-	return []string{histPrefix(runID), outPrefix(runID), childPrefix(runID)}
+	return runRecordPrefixes(runID)
+}
+
+// runRecordPrefixes are the KV prefixes of runID's records: its history,
+// its steps' visits lists, its step outputs and its children's index.
+func runRecordPrefixes(runID string) []string {
+	return []string{histPrefix(runID), visitsPrefix(runID), outPrefix(runID), childPrefix(runID), joinRunPrefix(runID)}
 }
 
 // History returns the history records of runID in order, with large
@@ -202,30 +212,39 @@ func history(ctx context.Context, r Reader, store objstore.Store, runID string) 
 		}
 	}
 	var out []HistoryRecord
-	after := ""
-	for {
-		page, err := r.KVScan(ctx, histPrefix(runID), after, 256)
-		if err != nil {
-			return nil, fmt.Errorf("interpreter: history of run %s: %w", runID, err)
-		}
-		for _, e := range page {
-			h, err := decodeHistory(ctx, store, e)
-			if err != nil {
-				return nil, err
-			}
+	err := scanKeys(ctx, r, histPrefix(runID), func(e storage.KVEntry) error {
+		h, err := decodeHistory(ctx, store, e)
+		if err == nil {
 			out = append(out, h)
 		}
-		if len(page) < 256 {
-			break
-		}
-		after = page[len(page)-1].Key
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("interpreter: history of run %s: %w", runID, err)
 	}
 	if len(out) == 0 && sealed.sealed != nil {
 		if recs, ok, err := sealedHistory(ctx, sealed, store, runID); ok || err != nil {
 			return recs, err
 		}
 	}
+	var visits []storage.KVEntry
+	if err := scanKeys(ctx, r, visitsPrefix(runID), func(e storage.KVEntry) error { visits = append(visits, e); return nil }); err != nil {
+		return nil, fmt.Errorf("interpreter: history of run %s: %w", runID, err)
+	}
+	noteDropped(out, visits, visitsPrefix(runID))
 	return out, nil
+}
+
+// noteDropped sets DroppedVisits on the oldest record of each step of
+// recs whose earlier visits the visits lists say were dropped.
+func noteDropped(recs []HistoryRecord, visits []storage.KVEntry, prefix string) {
+	dropped, _ := droppedVisits(visits, prefix)
+	for i := range recs {
+		if n := dropped[recs[i].Step]; n > 0 {
+			recs[i].DroppedVisits = n
+			delete(dropped, recs[i].Step)
+		}
+	}
 }
 
 // sealedHistory returns runID's history from its segment, or false when
@@ -246,6 +265,11 @@ func sealedHistory(ctx context.Context, r sealedReader, store objstore.Store, ru
 		}
 		out = append(out, h)
 	}
+	visits, _, err := r.sealed.SealedRecords(ctx, runID, visitsPrefix(runID))
+	if err != nil {
+		return nil, true, fmt.Errorf("interpreter: history of sealed run %s: %w", runID, err)
+	}
+	noteDropped(out, visits, visitsPrefix(runID))
 	return out, true, nil
 }
 

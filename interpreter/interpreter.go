@@ -20,6 +20,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/actions"
 	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/internal/runlabel"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
@@ -46,6 +47,7 @@ const (
 	kvWait        = "tqw/wait/"    // KV: <signal key> -> waiting step
 	kvChild       = "tqw/child/"   // KV: <parent run>/<child run>, written with the child's submission
 	kvExpire      = "tqw/expire/"  // KV: <finished ms, 16 hex>/<run> retention marker
+	kvVisits      = "tqw/visits/"  // KV: <run>/<step id> the step's kept visits (visits.go)
 )
 
 // headerParent is the run header naming the signal key a child run's
@@ -63,7 +65,7 @@ const HeaderDefinition = "tqw.definition"
 // LabelWorkflow is the run label carrying the workflow's name, so a
 // listing filtered by workflow walks that label's index
 // (runstate.ListOptions.Labels), not every run.
-const LabelWorkflow = "workflow"
+const LabelWorkflow = runlabel.Workflow
 
 // InlineOutputLimit is the largest encoded output kept in the KV record;
 // larger ones go to their own object.
@@ -110,6 +112,12 @@ type Options struct {
 	// Runtime configures the runtime New builds for the interpreter. Leave
 	// TerminalHook nil: the interpreter is its runtime's terminal hook.
 	Runtime runtime.Options
+	// HistoryVisits is how many visits of each step a run's history
+	// keeps, the latest (visits.go): older visits' records, and the large
+	// outputs no step reads any more, are deleted as the run goes on,
+	// and the history counts them. 0 means DefaultHistoryVisits; a
+	// negative value keeps every visit.
+	HistoryVisits int
 	// StepDurations, when set, is called after each DSL step RunStep runs
 	// with the time the interpreter spent on it (by Clock; the first step
 	// of a delivery includes reading the run's state and definition, the
@@ -132,6 +140,9 @@ type Interpreter struct {
 	margin time.Duration
 	// stepDurations is Options.StepDurations.
 	stepDurations func(time.Duration)
+	// historyVisits is Options.HistoryVisits with the default applied;
+	// 0 keeps every visit.
+	historyVisits int
 
 	retention  time.Duration
 	sweepEvery time.Duration
@@ -190,6 +201,12 @@ func New(q *storage.Queue, store objstore.Store, opts Options) (*Interpreter, er
 	if it.sweepEvery == 0 {
 		it.sweepEvery = DefaultSweepInterval
 	}
+	switch {
+	case opts.HistoryVisits == 0:
+		it.historyVisits = DefaultHistoryVisits
+	case opts.HistoryVisits > 0:
+		it.historyVisits = opts.HistoryVisits
+	}
 	if it.getenv == nil {
 		it.getenv = os.Getenv
 	}
@@ -235,6 +252,11 @@ func (it *Interpreter) uuid() string {
 	it.randMu.Lock()
 	hi, lo := it.rand.Uint64(), it.rand.Uint64()
 	it.randMu.Unlock()
+	return formatUUID(hi, lo)
+}
+
+// formatUUID renders 128 random bits as a version 4 UUID.
+func formatUUID(hi, lo uint64) string {
 	hi = hi&^(0xf<<12) | 0x4<<12 // version 4
 	lo = lo&^(0x3<<62) | 0x2<<62 // RFC 4122 variant
 	return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", hi>>32, (hi>>16)&0xffff, hi&0xffff, lo>>48, lo&0xffffffffffff)

@@ -81,9 +81,27 @@ func readOutputObject(ctx context.Context, store objstore.Store, key string) (an
 
 // env builds the expression environment of the current step.
 func (x *exec) env(ctx context.Context) (*dsl.Env, error) {
+	steps, err := x.stepOutputs(ctx, x.d.refs[x.s], x.d.all[x.s])
+	if err != nil {
+		return nil, err
+	}
+	env := &dsl.Env{
+		Input: x.st.Input, Vars: x.st.Vars, Steps: steps,
+		Run: dsl.RunInfo{ID: x.rs.RunID, Workflow: x.wf.Name, Step: x.s.ID, Attempt: max(x.st.Attempt, 1)},
+		Now: x.it.now, UUID: x.it.uuid,
+	}
+	if it := x.st.Item; it != nil {
+		env.Item, env.Index = it.V, it.I
+	}
+	return env, nil
+}
+
+// stepOutputs reads the outputs of the steps ids (every step's, when
+// all: an expression reads steps dynamically), those staged earlier in
+// this delivery first.
+func (x *exec) stepOutputs(ctx context.Context, ids []string, all bool) (map[string]dsl.StepState, error) {
 	steps := map[string]dsl.StepState{}
-	idx := x.s
-	if x.d.all[idx] {
+	if all {
 		after := ""
 		prefix := kvOut + x.rs.RunID + "/"
 		for {
@@ -110,31 +128,23 @@ func (x *exec) env(ctx context.Context) (*dsl.Env, error) {
 			}
 			steps[id] = dsl.StepState{Output: v}
 		}
-	} else {
-		for _, id := range x.d.refs[idx] {
-			b, found, err := x.outputRecord(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			if !found {
-				continue
-			}
-			v, err := x.decodeOutput(ctx, b)
-			if err != nil {
-				return nil, err
-			}
-			steps[id] = dsl.StepState{Output: v}
+		return steps, nil
+	}
+	for _, id := range ids {
+		b, found, err := x.outputRecord(ctx, id)
+		if err != nil {
+			return nil, err
 		}
+		if !found {
+			continue
+		}
+		v, err := x.decodeOutput(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		steps[id] = dsl.StepState{Output: v}
 	}
-	env := &dsl.Env{
-		Input: x.st.Input, Vars: x.st.Vars, Steps: steps,
-		Run: dsl.RunInfo{ID: x.rs.RunID, Workflow: x.wf.Name, Step: x.s.ID, Attempt: max(x.st.Attempt, 1)},
-		Now: x.it.now, UUID: x.it.uuid,
-	}
-	if it := x.st.Item; it != nil {
-		env.Item, env.Index = it.V, it.I
-	}
-	return env, nil
+	return steps, nil
 }
 
 func (x *exec) decodeOutput(ctx context.Context, b []byte) (any, error) {
@@ -223,6 +233,7 @@ func (x *exec) finish(outcome, next string, e *dsl.ErrorInfo) error {
 	if err := x.rs.Effects.Put(histKey(x.rs.RunID, x.rs.Number, x.seq), b); err != nil {
 		return err
 	}
+	x.trackVisit(x.ch.ctx)
 	switch outcome {
 	case OutcomeWaiting:
 	case OutcomeRetry:

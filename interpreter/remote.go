@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -84,16 +85,17 @@ func prepareRun(ctx context.Context, store objstore.Store, pins *pinSet, rt *run
 	if err != nil {
 		return runtime.RunSpec{}, err
 	}
-	if err := pinDefinitions(ctx, store, pins, w); err != nil {
-		return runtime.RunSpec{}, err
-	}
 	spec := runtime.RunSpec{RunID: runID, Input: payload, Headers: map[string]string{HeaderWorkflow: w.Main.Name, HeaderDefinition: w.pin.Hash},
 		Labels: map[string]string{LabelWorkflow: w.Main.Name}, CancelHandlers: hasHandlers(w.Main)}
 	if err := addPredictedWaits(&spec, w.Main); err != nil {
 		return runtime.RunSpec{}, err
 	}
-	for _, o := range opts {
-		o(&spec)
+	if err := applyOptions(&spec, w.Main, p, opts); err != nil {
+		return runtime.RunSpec{}, err
+	}
+	// Last: a refused submission writes nothing.
+	if err := pinDefinitions(ctx, store, pins, w); err != nil {
+		return runtime.RunSpec{}, err
 	}
 	stampTrace(ctx, &spec)
 	return spec, nil
@@ -120,6 +122,47 @@ func WithLabels(labels map[string]string) SubmitOption {
 			}
 		}
 	}
+}
+
+// applyOptions adds wf's labels: (evaluated on input, plain values) to
+// spec, then applies opts, whose labels (WithLabels) win on a key, and
+// checks the labels the run then carries.
+func applyOptions(spec *runtime.RunSpec, wf *dsl.Workflow, input any, opts []SubmitOption) error {
+	if err := addDeclaredLabels(spec, wf, input); err != nil {
+		return err
+	}
+	for _, o := range opts {
+		o(spec)
+	}
+	if err := runstate.ValidateLabels(spec.Labels); err != nil {
+		return fmt.Errorf("run %s: %w", spec.RunID, err)
+	}
+	return nil
+}
+
+// CheckLabels checks, without a store, the labels a run of w on input
+// under runID would carry: the file's labels: evaluated on the input and
+// labels (a submission's, as WithLabels gives them). The error is
+// Submit's, matching runstate.ErrInvalidLabel (or dsl.ErrInputInvalid
+// for an input that is no JSON value), so a command refuses a run
+// before it opens the store.
+func (w *Workflow) CheckLabels(input any, runID string, labels map[string]string) error {
+	p, err := plain(input)
+	if err != nil {
+		return fmt.Errorf("%w: %v", dsl.ErrInputInvalid, err)
+	}
+	spec := runtime.RunSpec{RunID: runID, Headers: map[string]string{}, Labels: map[string]string{LabelWorkflow: w.Main.Name}}
+	return applyOptions(&spec, w.Main, p, []SubmitOption{WithLabels(labels)})
+}
+
+// addDeclaredLabels adds wf's labels: (declaredLabels) for spec's run.
+func addDeclaredLabels(spec *runtime.RunSpec, wf *dsl.Workflow, input any) error {
+	labels, err := declaredLabels(wf, input, spec.RunID)
+	if err != nil {
+		return err
+	}
+	maps.Copy(spec.Labels, labels)
+	return nil
 }
 
 // pinDefinitions makes sure the store holds every definition of w. A

@@ -183,7 +183,14 @@ func (it *Interpreter) needsExpiryMarker(ctx context.Context, o *runstate.Outcom
 		}
 		return nil
 	})
-	return large, err
+	if err != nil || large {
+		return large, err
+	}
+	// Large outputs of dropped visits may still wait to be deleted.
+	var visits []storage.KVEntry
+	err = scanKeys(ctx, it.q, visitsPrefix(o.RunID), func(e storage.KVEntry) error { visits = append(visits, e); return nil })
+	_, pending := droppedVisits(visits, visitsPrefix(o.RunID))
+	return pending, err
 }
 
 // SweepResult counts what one retention sweep removed.
@@ -310,7 +317,7 @@ func (it *Interpreter) purge(ctx context.Context, runID, marker, runKey string) 
 		return keys, objects, err
 	}
 	dels = append(dels, waits...)
-	for _, p := range []string{outPrefix(runID), childPrefix(runID), histPrefix(runID), joinRunPrefix(runID)} {
+	for _, p := range runRecordPrefixes(runID) {
 		if err := scanKeys(ctx, it.q, p, collect); err != nil {
 			return keys, objects, err
 		}

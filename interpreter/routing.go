@@ -28,8 +28,9 @@ func (x *exec) after(ctx context.Context, env *dsl.Env, output any, outputStep s
 	}
 	x.st.Vars = vars
 	if target == "" {
-		// After the last step the run succeeds with the last output.
-		return x.succeedRun(output)
+		// After the last step the run succeeds with the last output (or
+		// its declared outputs).
+		return x.succeedWith(ctx, env, output)
 	}
 	return x.goTo(target, outputStep, OutcomeOK, nil)
 }
@@ -193,7 +194,7 @@ func (x *exec) handleError(ctx context.Context, env *dsl.Env, e *stepErr) (runti
 		}
 		st.Vars = vars
 		if target == "" {
-			return x.succeedRun(e.output)
+			return x.succeedWith(ctx, env, e.output)
 		}
 		return x.goTo(target, outputStep, OutcomeCaught, &info)
 	}

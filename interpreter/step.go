@@ -55,7 +55,7 @@ func (it *Interpreter) RunStep(ctx context.Context, rs *runtime.Step) (runtime.S
 		return out, err
 	}
 	it.noteStart(rs)
-	c := &chain{red: newRedactor(it.secretValues(d.wf))}
+	c := &chain{red: newRedactor(it.secretValues(d.wf)), ctx: ctx}
 	var prev *exec
 	for {
 		x := &exec{it: it, rs: rs, st: st, d: d, wf: d.wf, red: c.red, ch: c, seq: c.steps, start: it.now()}

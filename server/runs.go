@@ -221,6 +221,9 @@ func (s *Server) submit(w http.ResponseWriter, wf *interpreter.Workflow, input a
 		writeError(w, http.StatusBadRequest, "bad_request", "run_id", err.Error())
 	case errors.Is(err, dsl.ErrInputInvalid):
 		writeError(w, http.StatusUnprocessableEntity, "invalid_input", inputPointer(inputAt, err), err.Error())
+	case errors.Is(err, runstate.ErrInvalidLabel):
+		// The workflow's labels: evaluated on this input give no label.
+		writeError(w, http.StatusUnprocessableEntity, "invalid_labels", "/labels", err.Error())
 	case err != nil:
 		s.storeFailed(w, "submitting the run", err)
 	default:
@@ -654,7 +657,8 @@ func (s *Server) runHistory(w http.ResponseWriter, r *http.Request) {
 	out := wire.History{Records: make([]wire.HistoryRecord, 0, len(recs))}
 	for _, h := range recs {
 		rec := wire.HistoryRecord{Step: h.Step, Kind: h.Kind, Attempt: h.Attempt, StartedAt: h.StartTime().UTC(), EndedAt: h.EndTime().UTC(),
-			Status: h.Outcome, Output: h.Output, Error: wireErrorInfo(h.Error), Next: h.Next, WaitKey: h.WaitKey, Rejected: wireRejectedSignal(h.Rejected)}
+			Status: h.Outcome, Output: h.Output, Error: wireErrorInfo(h.Error), Next: h.Next, WaitKey: h.WaitKey, Rejected: wireRejectedSignal(h.Rejected),
+			DroppedVisits: h.DroppedVisits}
 		if h.Until > 0 {
 			u := time.UnixMilli(h.Until).UTC()
 			rec.Until = &u

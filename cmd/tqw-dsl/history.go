@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/runstate"
@@ -120,6 +122,9 @@ store the user may only read; and a URL with no store at it is an error
 				return nil
 			}
 			for _, h := range recs {
+				if h.DroppedVisits > 0 {
+					fmt.Fprintf(out, "%s%s\n", strings.Repeat(" ", 26), droppedText(h))
+				}
 				line := fmt.Sprintf("%s  %-12s %-10s attempt %d  %-9s %6s", h.StartTime().UTC().Format("2006-01-02T15:04:05.000Z"),
 					h.Step, h.Kind, h.Attempt, h.Outcome, h.EndTime().Sub(h.StartTime()).Round(time.Millisecond))
 				if h.Next != "" {
@@ -162,4 +167,23 @@ func noStepsYet(st runstate.Status) string {
 		return "it ended before any step was recorded"
 	}
 	return "a step is recorded when it ends"
+}
+
+// droppedText says how many earlier visits of h's step the history no
+// longer holds, as history prints it above the step's oldest record.
+func droppedText(h interpreter.HistoryRecord) string {
+	noun := "visits"
+	if h.DroppedVisits == 1 {
+		noun = "visit"
+	}
+	return fmt.Sprintf("step %s: %s earlier %s not kept (the history keeps each step's latest visits)", h.Step, groupDigits(h.DroppedVisits), noun)
+}
+
+// groupDigits writes n with a comma between each group of three digits.
+func groupDigits(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

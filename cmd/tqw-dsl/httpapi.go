@@ -91,7 +91,7 @@ func (a *apiWriter) apiError(what string, err error) error {
 // commands print.
 func statusOf(s client.RunSummary) runstate.Status {
 	st := runstate.Status{RunID: s.RunID, Step: s.StepNumber, Attempt: s.Attempt, SignalKey: s.SignalKey, LastError: s.LastError,
-		SubmittedAt: s.StartedAt, Headers: map[string]string{interpreter.HeaderWorkflow: s.Workflow}}
+		SubmittedAt: s.StartedAt, Headers: map[string]string{interpreter.HeaderWorkflow: s.Workflow}, Labels: s.Labels}
 	for _, rs := range stateNames {
 		if rs.String() == s.State {
 			st.State = rs
@@ -114,7 +114,7 @@ func historyOf(recs []client.HistoryRecord) []interpreter.HistoryRecord {
 	out := make([]interpreter.HistoryRecord, 0, len(recs))
 	for _, r := range recs {
 		h := interpreter.HistoryRecord{Step: r.Step, Kind: r.Kind, Attempt: r.Attempt, Start: r.StartedAt.UnixMilli(), End: r.EndedAt.UnixMilli(),
-			Outcome: r.Status, Output: r.Output, Next: r.Next, WaitKey: r.WaitKey}
+			Outcome: r.Status, Output: r.Output, Next: r.Next, WaitKey: r.WaitKey, DroppedVisits: r.DroppedVisits}
 		if r.Error != nil {
 			h.Error = &dsl.ErrorInfo{Type: r.Error.Type, Message: r.Error.Message, Status: r.Error.Status, Retryable: r.Error.Retryable}
 		}

@@ -65,6 +65,26 @@ func parseLabels(flags []string) (map[string]string, error) {
 	return out, nil
 }
 
+// submitLabels parses the --label values of run and submit: key=value
+// each, checked by the label rules; the key workflow is the workflow's
+// name, which tqw sets.
+func submitLabels(flags []string) (map[string]string, error) {
+	labels, err := parseLabels(flags)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := labels[interpreter.LabelWorkflow]; ok {
+		return nil, failf(exitUsage, "--label %s=...: the label %q is the workflow's name, which tqw sets; pick another key", interpreter.LabelWorkflow, interpreter.LabelWorkflow)
+	}
+	if err := runstate.ValidateLabels(labels); err != nil {
+		return nil, failf(exitUsage, "--label: %v", err)
+	}
+	return labels, nil
+}
+
+// labelFlagHelp is the help of run's and submit's --label.
+const labelFlagHelp = "label the run, as key=value (repeatable; wins over the file's labels: on the same key)"
+
 func newListCmd() *cobra.Command {
 	var (
 		store, status, workflow, after string

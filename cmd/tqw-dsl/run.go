@@ -37,6 +37,10 @@ type runFlags struct {
 	json    bool
 	noShell bool
 	fresh   bool
+	// labels are --label's, checked (submitLabels).
+	labelFlags []string
+	labels     map[string]string
+	visits     int
 }
 
 func newRunCmd() *cobra.Command {
@@ -86,6 +90,8 @@ with 'tqw-dsl worker' or 'tqw-dsl run' again, or in the live writer).`,
 	cmd.Flags().BoolVar(&f.detach, "detach", false, "submit the run, print its id and exit without working it (not on a mem:// store, which the run would not outlive)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print one JSON event per line")
 	cmd.Flags().BoolVar(&f.noShell, "no-shell", false, "refuse workflows that use the shell action, and do not run it")
+	cmd.Flags().StringArrayVar(&f.labelFlags, "label", nil, labelFlagHelp)
+	addHistoryVisitsFlag(cmd, &f.visits)
 	cmd.Flags().BoolVar(&f.fresh, "new", false, "start a new run even if an earlier run of the same workflow and input was interrupted")
 	return cmd
 }
@@ -237,6 +243,12 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.labels, err = submitLabels(f.labelFlags); err != nil {
+		return err
+	}
+	if err := checkHistoryVisits(f.visits); err != nil {
+		return err
+	}
 	w, err := loadWorkflow(cmd, path, f.noShell)
 	if err != nil {
 		return err
@@ -250,6 +262,9 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 	}
 	if err := runstate.ValidateRunID(runID); err != nil {
 		return failf(exitUsage, "--run-id: %v", err)
+	}
+	if err := checkLabels(w, input, runID, f.labels); err != nil {
+		return err
 	}
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -293,7 +308,7 @@ func runRun(cmd *cobra.Command, path string, f *runFlags) error {
 		progress = newProgress(runID, out, errOut, f.json, hints)
 	}
 	for {
-		s, err := openSession(context.WithoutCancel(ctx), f.store, engineOptions{noShell: f.noShell, events: progress, name: "run", brief: f.detach, inboxPoll: runInboxPoll})
+		s, err := openSession(context.WithoutCancel(ctx), f.store, engineOptions{noShell: f.noShell, events: progress, name: "run", brief: f.detach, inboxPoll: runInboxPoll, historyVisits: f.visits})
 		if err != nil {
 			return err
 		}
@@ -408,7 +423,7 @@ func runLocal(ctx context.Context, e *engine, w *interpreter.Workflow, input any
 	done, unwatch := e.it.Watch(runID)
 	defer unwatch()
 	if how == startNew || how == startResubmit {
-		var opts []interpreter.SubmitOption
+		opts := []interpreter.SubmitOption{interpreter.WithLabels(f.labels)}
 		if rc.key != "" {
 			opts = append(opts, interpreter.WithRunKey(rc.key))
 		}
@@ -527,7 +542,7 @@ func runRemote(ctx context.Context, s *session, w *interpreter.Workflow, input a
 	}
 	if how == startNew || how == startResubmit {
 		sctx, stopWatch := s.watchWriter(ctx)
-		var opts []interpreter.SubmitOption
+		opts := []interpreter.SubmitOption{interpreter.WithLabels(f.labels)}
 		if rc.key != "" {
 			opts = append(opts, interpreter.WithRunKey(rc.key))
 		}
@@ -596,7 +611,10 @@ func follow(ctx context.Context, store objstore.Store, v *view, runID string, pr
 	if o.writerCheck == 0 {
 		o.writerCheck = 3 * time.Second
 	}
-	delay, printed := o.pollMin, 0
+	// last is the (runtime step, seq) of the last record passed on:
+	// the history keeps each step's latest visits only, so its length
+	// stops growing in a long loop while new records keep coming.
+	delay, last := o.pollMin, [2]int{-1, -1}
 	lastCheck, lastState := time.Now(), ""
 	for {
 		if err := v.r.Refresh(ctx); err != nil {
@@ -611,13 +629,15 @@ func follow(ctx context.Context, store objstore.Store, v *view, runID string, pr
 			if err != nil {
 				return nil, failf(exitFailed, "following run %s: %v", runID, err)
 			}
-			for _, h := range recs[min(printed, len(recs)):] {
+			for _, h := range recs {
+				if at := [2]int{h.N, h.Seq}; at[0] < last[0] || at[0] == last[0] && at[1] <= last[1] {
+					continue
+				}
 				progress(interpreter.Event{Time: h.StartTime(), RunID: runID, Step: h.Step, Kind: "start", Attempt: h.Attempt})
 				progress(interpreter.Event{Time: h.EndTime(), RunID: runID, Step: h.Step, Kind: "end", Attempt: h.Attempt,
 					Status: h.Outcome, Elapsed: h.EndTime().Sub(h.StartTime()), Error: h.Error, Next: h.Next})
+				last, changed = [2]int{h.N, h.Seq}, true
 			}
-			changed = len(recs) > printed
-			printed = max(printed, len(recs))
 		}
 		st, err := v.insp.Status(ctx, runID)
 		if errors.Is(err, runtime.ErrRunNotFound) {

@@ -42,6 +42,7 @@ func newServeCmd() *cobra.Command {
 		secrets                                      []string
 		concurrency                                  int
 		inboxPoll, retention                         time.Duration
+		visits                                       int
 		allowOrigins, allowHosts                     []string
 		limits                                       serveLimits
 		hookMaxBody                                  int64
@@ -73,6 +74,9 @@ then drains as worker does and exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkWorkerFlags(concurrency, inboxPoll, retention); err != nil {
+				return err
+			}
+			if err := checkHistoryVisits(visits); err != nil {
 				return err
 			}
 			token, err := readAPIToken(tokenFile)
@@ -150,7 +154,7 @@ then drains as worker does and exits 0.`,
 			openDone := make(chan opened, 1)
 			go func() {
 				e, err := openEngine(context.WithoutCancel(ctx), store, engineOptions{noShell: noShell, concurrency: concurrency, name: "serve",
-					inboxPoll: inboxPoll, retention: retention, endpoint: endpoint, events: events, getenv: secretPolicy.Getenv,
+					inboxPoll: inboxPoll, retention: retention, historyVisits: visits, endpoint: endpoint, events: events, getenv: secretPolicy.Getenv,
 					wrapStore: m.WrapStore, inboxAnswered: m.InboxAnswered, ended: m.RunEnded})
 				openDone <- opened{e, err}
 			}()
@@ -252,6 +256,7 @@ then drains as worker does and exits 0.`,
 	cmd.Flags().IntVar(&concurrency, "concurrency", 8, "steps run at once")
 	cmd.Flags().DurationVar(&inboxPoll, "inbox-poll", 5*time.Second, "longest pause between two reads of the inbox when no command came (commands over HTTP do not wait for it)")
 	cmd.Flags().DurationVar(&retention, "retention", runtime.DefaultResultRetention, "how long a finished run's status, result, history and outputs are kept")
+	addHistoryVisitsFlag(cmd, &visits)
 	limits.addFlags(cmd)
 	return cmd
 }

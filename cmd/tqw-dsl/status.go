@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime/runstate"
@@ -30,6 +33,9 @@ type runJSON struct {
 	Error       string          `json:"error,omitempty"`
 	SubmittedAt time.Time       `json:"submitted_at"`
 	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	// Labels are the run's labels, the workflow's name (key workflow)
+	// among them.
+	Labels map[string]string `json:"labels,omitempty"`
 	// LastStep is the workflow step of the latest history record.
 	LastStep *lastStep `json:"last_step,omitempty"`
 	// RejectedSignal is the last signal a waiting step set aside.
@@ -83,7 +89,7 @@ func latestOf(recs []interpreter.HistoryRecord) (*lastStep, *rejectedJSON) {
 
 func toRunJSON(st runstate.Status) runJSON {
 	r := runJSON{RunID: st.RunID, Workflow: st.Headers[interpreter.HeaderWorkflow], State: st.State.String(), Step: st.Step, Attempt: st.Attempt, SignalKey: st.SignalKey,
-		LastError: st.LastError, Error: st.Error, SubmittedAt: st.SubmittedAt.UTC()}
+		LastError: st.LastError, Error: st.Error, SubmittedAt: st.SubmittedAt.UTC(), Labels: st.Labels}
 	if !st.Until.IsZero() {
 		u := st.Until.UTC()
 		r.Until = &u
@@ -179,6 +185,9 @@ durable.`,
 
 func printStatus(out io.Writer, st runstate.Status) {
 	fmt.Fprintf(out, "run        %s\nworkflow   %s\nstate      %s\nsubmitted  %s\n", st.RunID, st.Headers[interpreter.HeaderWorkflow], st.State, st.SubmittedAt.UTC().Format(time.RFC3339))
+	if l := labelText(st.Labels); l != "" {
+		fmt.Fprintf(out, "labels     %s\n", l)
+	}
 	if st.SignalKey != "" {
 		fmt.Fprintf(out, "waiting on %s\n", st.SignalKey)
 	}
@@ -201,4 +210,17 @@ func printStatus(out io.Writer, st runstate.Status) {
 	if st.Error != "" {
 		fmt.Fprintf(out, "error      %s\n", st.Error)
 	}
+}
+
+// labelText renders a run's labels as key=value pairs in key order,
+// without the workflow label (status shows the workflow on its own line).
+func labelText(labels map[string]string) string {
+	keys := slices.Sorted(maps.Keys(labels))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if k != interpreter.LabelWorkflow {
+			parts = append(parts, k+"="+labels[k])
+		}
+	}
+	return strings.Join(parts, " ")
 }

@@ -74,6 +74,8 @@ type engineOptions struct {
 	// retention is how long a finished run's status, result, history and
 	// outputs are kept (default runtime.DefaultResultRetention).
 	retention time.Duration
+	// historyVisits is --history-visits (0: the interpreter's default).
+	historyVisits int
 	// errOut receives the lease takeover countdown (default os.Stderr).
 	errOut io.Writer
 	// wrapStore, when set, wraps the store the writer works through (for
@@ -251,7 +253,7 @@ func openEngineOn(ctx context.Context, url string, store objstore.Store, o engin
 	core, err := tqwengine.New(ctx, store, held, tqwengine.Options{
 		Shell: !o.noShell, Concurrency: o.concurrency, Retention: o.retention,
 		Events: o.events, Logger: o.log, InboxPoll: o.inboxPoll, TracerProvider: tr.TracerProvider(), Getenv: o.getenv,
-		Ended: o.ended,
+		Ended: o.ended, HistoryVisits: o.historyVisits,
 	})
 	if err != nil {
 		e := &engine{lease: held, log: o.log}
@@ -664,13 +666,26 @@ func checkInput(w *interpreter.Workflow, input any) error {
 	return nil
 }
 
+// checkLabels refuses (exit 2) a run of w on input whose labels, the
+// file's evaluated on it and labels (--label), break the label rules,
+// before the store is opened. runID "" stands for a fresh ULID.
+func checkLabels(w *interpreter.Workflow, input any, runID string, labels map[string]string) error {
+	if runID == "" {
+		runID = ulid.Make().String()
+	}
+	if err := w.CheckLabels(input, runID, labels); err != nil {
+		return failf(exitUsage, "%v", err)
+	}
+	return nil
+}
+
 // submitError maps a Submit error to an exit code and message.
 func submitError(runID string, err error) error {
 	switch {
 	case errors.Is(err, runtime.ErrInputMismatch):
 		return failf(exitUsage, "run id %q is in use by an active run with a different workflow or input; pick another --run-id", runID)
 	case errors.Is(err, runstate.ErrInvalidRunID), errors.Is(err, dsl.ErrInputInvalid), errors.Is(err, interpreter.ErrRunIDReused),
-		errors.Is(err, dsl.ErrInvalid):
+		errors.Is(err, dsl.ErrInvalid), errors.Is(err, runstate.ErrInvalidLabel):
 		return failf(exitUsage, "%v", err)
 	}
 	return failf(exitFailed, "submitting the run: %v", err)
@@ -682,4 +697,19 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// addHistoryVisitsFlag adds --history-visits to a command that works the
+// store (run, worker, serve).
+func addHistoryVisitsFlag(cmd *cobra.Command, v *int) {
+	cmd.Flags().IntVar(v, "history-visits", interpreter.DefaultHistoryVisits,
+		"how many visits of each step a run's history keeps, the latest (older ones are deleted as the run goes on and counted; -1 keeps every visit)")
+}
+
+// checkHistoryVisits checks --history-visits: at least 1, or -1.
+func checkHistoryVisits(v int) error {
+	if v < 1 && v != -1 {
+		return failf(exitUsage, "--history-visits %d: want at least 1, or -1 to keep every visit", v)
+	}
+	return nil
 }

@@ -22,6 +22,7 @@ func newSubmitCmd() *cobra.Command {
 	var (
 		store, input, runID string
 		asJSON, noShell     bool
+		labelFlags          []string
 	)
 	cmd := &cobra.Command{
 		Use:   "submit FILE",
@@ -48,11 +49,18 @@ command stays in the inbox and is applied when a writer drains it).`,
 			if err != nil {
 				return err
 			}
+			labels, err := submitLabels(labelFlags)
+			if err != nil {
+				return err
+			}
 			w, err := loadWorkflow(cmd, args[0], noShell)
 			if err != nil {
 				return err
 			}
 			if err := checkInput(w, in); err != nil {
+				return err
+			}
+			if err := checkLabels(w, in, runID, labels); err != nil {
 				return err
 			}
 			if runID != "" {
@@ -65,7 +73,7 @@ command stays in the inbox and is applied when a writer drains it).`,
 				// A serve without --allow-inline refuses the file's text;
 				// this process holds the store's credentials, so it sends
 				// the run through the store's inbox instead.
-				if err := submitHTTP(cmd, a, w, rawInput, runID, asJSON); !errors.Is(err, errInlineRefused) {
+				if err := submitHTTP(cmd, a, w, rawInput, runID, labels, asJSON); !errors.Is(err, errInlineRefused) {
 					return err
 				}
 			}
@@ -76,14 +84,14 @@ command stays in the inbox and is applied when a writer drains it).`,
 			defer s.Close()
 			var sub runtime.SubmitOutcome
 			if s.e != nil {
-				sub, err = s.e.it.Submit(ctx, w, in, runID)
+				sub, err = s.e.it.Submit(ctx, w, in, runID, interpreter.WithLabels(labels))
 			} else {
 				var v *view
 				if v, err = openView(ctx, store); err != nil {
 					return err
 				}
 				sctx, stopWatch := s.watchWriter(ctx)
-				sub, err = submitRemote(sctx, s, v, w, in, runID)
+				sub, err = submitRemote(sctx, s, v, w, in, runID, interpreter.WithLabels(labels))
 				stopWatch()
 				_ = v.Close()
 				if errors.Is(err, remote.ErrNoAnswer) {
@@ -108,6 +116,7 @@ command stays in the inbox and is applied when a writer drains it).`,
 	cmd.Flags().StringVar(&runID, "run-id", "", "run id (default: a new ULID)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {\"run\": ID, \"new\": BOOL}")
 	cmd.Flags().BoolVar(&noShell, "no-shell", false, "refuse workflows that use the shell action")
+	cmd.Flags().StringArrayVar(&labelFlags, "label", nil, labelFlagHelp)
 	return cmd
 }
 
@@ -145,13 +154,13 @@ var errInlineRefused = errors.New("the server refuses inline workflows")
 
 // submitHTTP submits the run through the live writer's HTTP API, sending
 // the file's text, which the server validates again and pins.
-func submitHTTP(cmd *cobra.Command, a *apiWriter, w *interpreter.Workflow, input []byte, runID string, asJSON bool) error {
-	sub, err := a.c.Submit(context.WithoutCancel(cmd.Context()), client.SubmitRequest{YAML: string(w.Main.Source), Input: input, RunID: runID})
+func submitHTTP(cmd *cobra.Command, a *apiWriter, w *interpreter.Workflow, input []byte, runID string, labels map[string]string, asJSON bool) error {
+	sub, err := a.c.Submit(context.WithoutCancel(cmd.Context()), client.SubmitRequest{YAML: string(w.Main.Source), Input: input, RunID: runID, Labels: labels})
 	var ce *client.Error
 	switch {
 	case errors.As(err, &ce) && ce.Status == http.StatusForbidden && ce.Code == "inline_disabled":
 		return errInlineRefused
-	case errors.As(err, &ce) && ce.Status == http.StatusConflict:
+	case errors.As(err, &ce) && (ce.Status == http.StatusConflict || ce.Code == "invalid_labels"):
 		return failf(exitUsage, "%s", ce.Message)
 	case err != nil:
 		return a.apiError("submitting the run", err)

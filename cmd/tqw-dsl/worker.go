@@ -32,6 +32,7 @@ func newWorkerCmd() *cobra.Command {
 		idleExit    bool
 		inboxPoll   time.Duration
 		retention   time.Duration
+		visits      int
 		metricsAddr string
 	)
 	cmd := &cobra.Command{
@@ -67,9 +68,12 @@ default; the retention of a run is judged by whichever writer runs then.`,
 			if err := checkWorkerFlags(concurrency, inboxPoll, retention); err != nil {
 				return err
 			}
+			if err := checkHistoryVisits(visits); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			eo := engineOptions{noShell: noShell, concurrency: concurrency, name: "worker", inboxPoll: inboxPoll, retention: retention}
+			eo := engineOptions{noShell: noShell, concurrency: concurrency, name: "worker", inboxPoll: inboxPoll, retention: retention, historyVisits: visits}
 			var m *metrics.Metrics
 			if metricsAddr != "" {
 				m = metrics.New()
@@ -125,6 +129,7 @@ default; the retention of a run is judged by whichever writer runs then.`,
 	cmd.Flags().IntVar(&concurrency, "concurrency", 8, "steps run at once")
 	cmd.Flags().DurationVar(&inboxPoll, "inbox-poll", 5*time.Second, "longest pause between two LISTs of the inbox when no command came (an idle worker LISTs it once per pause, 17,280 LISTs a day at 5s); commands from tqw-dsl arrive sooner: on file:// the worker is notified at once, elsewhere it HEADs the inbox doorbell every 500ms")
 	cmd.Flags().DurationVar(&retention, "retention", runtime.DefaultResultRetention, "how long a finished run's status, result, history and outputs are kept before the worker deletes them")
+	addHistoryVisitsFlag(cmd, &visits)
 	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464); nothing else is served there")
 	cmd.Flags().BoolVar(&idleExit, "idle-exit", false, "stop once no step is runnable or running, none is due within a second and no command waits in the inbox (runs that wait or sleep longer stay in the store)")
 	return cmd

@@ -65,6 +65,9 @@ type Options struct {
 	// MemoRetention is how long memo entries outlive their run (default
 	// DefaultMemoRetention).
 	MemoRetention time.Duration
+	// HistoryVisits is how many visits of each step a run's history keeps
+	// (interpreter.Options.HistoryVisits: 0 the default, negative all).
+	HistoryVisits int
 	// Owner names this process in the writer lease (default
 	// "tqw-engine-<ULID>"); Endpoint is advertised in it.
 	Owner, Endpoint string
@@ -196,7 +199,7 @@ func New(ctx context.Context, store objstore.Store, held *lease.Lease, o Options
 	e.it, err = interpreter.New(q, store, interpreter.Options{
 		Actions: acts, Getenv: o.Getenv, Logger: o.Logger, Events: o.Events, TracerProvider: o.TracerProvider,
 		Ended:     o.Ended,
-		Retention: o.Retention, SweepInterval: sweep, Runtime: ropts,
+		Retention: o.Retention, SweepInterval: sweep, Runtime: ropts, HistoryVisits: o.HistoryVisits,
 	})
 	if err != nil {
 		_ = q.Close()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tqw-dsl/tqw/internal/runlabel"
 )
 
 // Sentinel errors of the names a run goes by; match them with errors.Is.
@@ -47,22 +49,13 @@ func ValidateRunID(id string) error {
 	return nil
 }
 
-// Label limits.
-const (
-	// maxLabels bounds the labels of one run.
-	maxLabels = 16
-	// maxLabelKeyLen and maxLabelValueLen bound a label's key and value.
-	maxLabelKeyLen   = 63
-	maxLabelValueLen = 256
-)
-
 // ValidateLabels reports whether labels can tag a run: at most 16,
 // each key 1 to 63 bytes of ASCII letters, digits and "._-" (not starting
 // with '.'), each value at most 256 bytes of UTF-8 without control
 // characters.
 func ValidateLabels(labels map[string]string) error {
-	if len(labels) > maxLabels {
-		return fmt.Errorf("%w: %d labels; at most %d", ErrInvalidLabel, len(labels), maxLabels)
+	if len(labels) > runlabel.Max {
+		return fmt.Errorf("%w: %d labels; at most %d", ErrInvalidLabel, len(labels), runlabel.Max)
 	}
 	for k, v := range labels {
 		if err := validateLabel(k, v); err != nil {
@@ -73,21 +66,11 @@ func ValidateLabels(labels map[string]string) error {
 }
 
 func validateLabel(k, v string) error {
-	if k == "" || len(k) > maxLabelKeyLen || k[0] == '.' {
-		return fmt.Errorf("%w: key %q: want 1 to %d characters, not starting with '.'", ErrInvalidLabel, k, maxLabelKeyLen)
+	if err := runlabel.CheckKey(k); err != nil {
+		return fmt.Errorf("%w: key %q: %v", ErrInvalidLabel, k, err)
 	}
-	for _, r := range k {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return fmt.Errorf("%w: key %q: character %q not allowed; use letters, digits and ._-", ErrInvalidLabel, k, r)
-		}
-	}
-	if len(v) > maxLabelValueLen || !utf8.ValidString(v) {
-		return fmt.Errorf("%w: value of %q: want at most %d bytes of UTF-8", ErrInvalidLabel, k, maxLabelValueLen)
-	}
-	for _, r := range v {
-		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("%w: value of %q holds a control character", ErrInvalidLabel, k)
-		}
+	if err := runlabel.CheckValue(v); err != nil {
+		return fmt.Errorf("%w: value of %q: %v", ErrInvalidLabel, k, err)
 	}
 	return nil
 }

@@ -187,6 +187,10 @@ type HistoryRecord struct {
 	WaitKey  string          `json:"wait_key,omitempty"`
 	Until    *time.Time      `json:"until,omitempty"`
 	Rejected *RejectedSignal `json:"rejected_signal,omitempty"`
+	// DroppedVisits, on the oldest record of a step, is how many earlier
+	// visits of the step the history no longer holds (it keeps each
+	// step's latest visits).
+	DroppedVisits int `json:"dropped_visits,omitempty"`
 }
 
 // History is the answer of GET /v1/runs/{id}/history.
