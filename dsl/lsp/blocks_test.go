@@ -79,7 +79,7 @@ func TestDefinitionInNestedBlocks(t *testing.T) {
 		{"steps.score.output", "id: score", 7},                // steps.X inside a branch
 		{"steps.prepare.output", "id: prepare", 7},            // a branch reading an earlier top-level step
 		{"next: receipt", "id: receipt", 7},                   // next inside a map's steps
-		{"steps.charge.output", "id: charge\n", 7},              // steps.X inside a map's steps
+		{"steps.charge.output", "id: charge\n", 7},            // steps.X inside a map's steps
 		{"steps.checks.output.fraud", "id: checks", 7},        // on_error reading a parallel step
 		{"steps.charge_all.output.done", "id: charge_all", 7}, // a top-level step reading a map step
 	} {
