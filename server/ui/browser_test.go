@@ -531,6 +531,26 @@ func TestBrowserApprovalFlow(t *testing.T) {
 		t.Errorf("the filtered list reloaded (the window marker is %q)", marker)
 	}
 	shot("runs-by-label")
+	// Each row shows its labels (the workflow label only in its own
+	// column); clicking one filters the list by it.
+	chips := func(id string) string {
+		return eval("read the labels of "+id, fmt.Sprintf(`[...document.querySelectorAll('tr[data-run=%q] .labels button.label')].map((b) => b.textContent + ':' + b.getAttribute('aria-pressed')).join(',')`, id))
+	}
+	if got := chips(blueID); got != "team=blue:true" {
+		t.Errorf("the blue run's labels cell shows %q, want team=blue, pressed (the filter)", got)
+	}
+	step("open the unfiltered runs list", chromedp.Navigate(srv.base+"/ui/"))
+	until("the list shows the labelled and the unlabelled runs", fmt.Sprintf(`document.querySelector('tr[data-run=%q]') !== null && document.querySelector('tr[data-run=%q]') !== null && document.querySelector('tr[data-run=%q]') !== null`, redID, blueID, runID))
+	if got := chips(redID); got != "team=red:false" {
+		t.Errorf("the red run's labels cell shows %q, want team=red", got)
+	}
+	if got := chips(runID); got != "" {
+		t.Errorf("the unlabelled run's labels cell shows %q, want nothing (its workflow label is the Workflow column)", got)
+	}
+	step("click the red run's label", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-run=%q] .labels button.label`, redID))))
+	until("the list shows only the red run, filtered by its label", fmt.Sprintf(`%s === %q && /label=team%%3Dred/.test(location.search) && document.querySelector('#f-label').value === 'team=red'`,
+		`[...document.querySelectorAll('#runs-body tr')].map((r) => r.dataset.run).join(',')`, redID))
+	shot("runs-by-clicked-label")
 	for _, id := range []string{blueID, redID} {
 		srv.api(t, "POST", "/v1/runs/"+id+"/cancel", nil, nil)
 	}

@@ -433,7 +433,7 @@
       h('div', {}, h('label', {for: 'f-q'}, 'Search by id'), search, searchMsg));
     main().append(h('h1', {}, 'Runs'), counts, form, problem,
       h('table', {'aria-describedby': 'runs-empty'},
-        h('thead', {}, h('tr', {}, ['Run', 'Workflow', 'State', 'Step', 'Started', 'Ended', 'Took'].map((t) => h('th', {scope: 'col'}, t)))),
+        h('thead', {}, h('tr', {}, ['Run', 'Workflow', 'Labels', 'State', 'Step', 'Started', 'Ended', 'Took'].map((t) => h('th', {scope: 'col'}, t)))),
         tbody),
       empty, more);
 
@@ -476,10 +476,23 @@
       }
       return (!f.status || run.state === f.status) && (!f.workflow || run.workflow === f.workflow) && byLabel;
     }
+    // A run's labels, each a button that filters the list by it; the
+    // workflow label repeats the Workflow column, so it is left out.
+    function labelsCell(run) {
+      const labels = run.labels && typeof run.labels === 'object' ? run.labels : {};
+      const keys = Object.keys(labels).filter((k) => k !== 'workflow').sort();
+      return h('td', {}, h('span', {class: 'labels'}, keys.map((k) => {
+        const kv = k + '=' + labels[k];
+        return h('button', {type: 'button', class: 'label', title: 'Show only runs labelled ' + kv, 'aria-pressed': String(f.label === kv),
+          onclick: () => { f.label = kv; label.value = kv; labelMsg.textContent = ''; label.removeAttribute('aria-invalid'); syncURL(); load(true); }},
+        h('span', {class: 'k'}, k), '=', labels[k]);
+      })));
+    }
     function rowFor(run) {
       const tr = h('tr', {'data-run': run.run_id, 'data-state': run.state},
         h('td', {}, h('a', {href: runURL(run.run_id), class: 'mono'}, run.run_id)),
         h('td', {}, run.workflow || ''),
+        labelsCell(run),
         h('td', {}, stateBadge(run.state)),
         h('td', {}, run.current_step || ''),
         h('td', {}, timeEl(run.started_at)),
