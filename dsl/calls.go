@@ -32,7 +32,7 @@ func CallCycles(path string, w *Workflow, opts Options) Diagnostics {
 	}
 	c := &callWalk{opts: opts, files: map[string]*callFile{root: {w: w, info: info}}}
 	var out Diagnostics
-	for _, s := range w.Steps {
+	for _, s := range w.all {
 		if s.Call == nil {
 			continue
 		}
@@ -94,7 +94,7 @@ func (c *callWalk) walk(file string, stack []string) []string {
 	if f.done || f.w == nil {
 		return nil
 	}
-	for _, s := range f.w.Steps {
+	for _, s := range f.w.all {
 		if s.Call == nil {
 			continue
 		}

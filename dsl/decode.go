@@ -21,6 +21,8 @@ type fileSpec struct {
 	Defaults    *defaultsSpec `yaml:"defaults"`
 	Vars        *node         `yaml:"vars"`
 	Steps       []*stepSpec   `yaml:"steps"`
+	OnError     []*stepSpec   `yaml:"on_error"`
+	Finally     []*stepSpec   `yaml:"finally"`
 }
 
 type defaultsSpec struct {
@@ -29,22 +31,38 @@ type defaultsSpec struct {
 }
 
 type stepSpec struct {
-	At          Pos          `yaml:"-"`
-	ID          *node        `yaml:"id"`
-	Description *node        `yaml:"description"`
-	Action      *node        `yaml:"action"`
-	With        *node        `yaml:"with"`
-	Switch      []*caseSpec  `yaml:"switch"`
-	Next        *node        `yaml:"next"`
-	Set         *node        `yaml:"set"`
-	Foreach     *foreachSpec `yaml:"foreach"`
-	Call        *callSpec    `yaml:"call"`
-	Succeed     *node        `yaml:"succeed"`
-	Fail        *node        `yaml:"fail"`
-	Retry       *retrySpec   `yaml:"retry"`
-	Catch       []*catchSpec `yaml:"catch"`
-	Timeout     *node        `yaml:"timeout"`
-	OnTimeout   *node        `yaml:"on_timeout"`
+	At          Pos           `yaml:"-"`
+	ID          *node         `yaml:"id"`
+	Description *node         `yaml:"description"`
+	Action      *node         `yaml:"action"`
+	With        *node         `yaml:"with"`
+	Switch      []*caseSpec   `yaml:"switch"`
+	Next        *node         `yaml:"next"`
+	Set         *node         `yaml:"set"`
+	Foreach     *foreachSpec  `yaml:"foreach"`
+	Call        *callSpec     `yaml:"call"`
+	Succeed     *node         `yaml:"succeed"`
+	Fail        *node         `yaml:"fail"`
+	Retry       *retrySpec    `yaml:"retry"`
+	Catch       []*catchSpec  `yaml:"catch"`
+	Timeout     *node         `yaml:"timeout"`
+	OnTimeout   *node         `yaml:"on_timeout"`
+	Parallel    *parallelSpec `yaml:"parallel"`
+	Map         *mapSpec      `yaml:"map"`
+}
+
+type parallelSpec struct {
+	At       Pos   `yaml:"-"`
+	Branches *node `yaml:"branches"` // name -> list of steps
+	Fail     *node `yaml:"fail"`
+}
+
+type mapSpec struct {
+	At                Pos         `yaml:"-"`
+	Items             *node       `yaml:"items"`
+	Concurrency       *node       `yaml:"concurrency"`
+	ToleratedFailures *node       `yaml:"tolerated_failures"`
+	Steps             []*stepSpec `yaml:"steps"`
 }
 
 type caseSpec struct {

@@ -85,6 +85,15 @@ const (
 	// the variables as they were before the set (YAML mappings have no order),
 	// so it sees the old value, which the author may not expect.
 	CodeSetReadsAssigned = "set.reads-assigned"
+
+	// CodeTargetOtherBlock is a next, switch, catch or on_timeout target
+	// that names a step of another block (docs/DSL.md, Blocks).
+	CodeTargetOtherBlock = "step.target-other-block"
+	// CodeExprOtherBlock is steps.<id> read where that step's block never
+	// runs before (a step inside a branch or map read from outside it).
+	CodeExprOtherBlock = "expr.step-other-block"
+	// CodeMapTolerance is a tolerated_failures percentage outside 0-100%.
+	CodeMapTolerance = "map.tolerated-failures"
 )
 
 // The errors of the package, each matched with errors.Is.

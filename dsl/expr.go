@@ -115,8 +115,8 @@ var scopeNames = []struct {
 	{"output", scOutput, "output is readable after the step ran: in set, switch, next, succeed, fail, retry.when and catch"},
 	{"error", scError, "error is readable only in catch rules and retry.when"},
 	{"run", scRun, ""},
-	{"item", scItem, "item and index exist only inside foreach"},
-	{"index", scItem, "item and index exist only inside foreach"},
+	{"item", scItem, "item and index exist only in a foreach's with and in a map's steps"},
+	{"index", scItem, "item and index exist only in a foreach's with and in a map's steps"},
 	{"secrets", scSecrets, "read secrets only inside an action's with, so they are never stored"},
 }
 

@@ -29,12 +29,13 @@ type Edge struct {
 	Label string // the case's when, the catch's error types, ...
 }
 
-// Edges returns every transition the workflow can take, in step order.
+// Edges returns every transition the workflow can take, in step order,
+// in every block (a transition never leaves its block; EdgeEnd ends it).
 func (w *Workflow) Edges() []Edge { return w.edges() }
 
 func (w *Workflow) edges() []Edge {
 	var out []Edge
-	for _, s := range w.Steps {
+	for _, s := range w.all {
 		if s == nil || s.Kind == KindSucceed || s.Kind == KindFail || s.Kind == "" {
 			continue
 		}
@@ -65,12 +66,12 @@ func (w *Workflow) edges() []Edge {
 				label = "else"
 			}
 			out = append(out, target(s.ID, s.Next, EdgeNext, label))
-		case s.Index+1 < len(w.Steps):
+		case w.Following(s) != nil:
 			label := ""
 			if len(s.Switch) > 0 {
 				label = "else"
 			}
-			out = append(out, Edge{From: s.ID, To: w.Steps[s.Index+1].ID, Kind: EdgeFall, Label: label})
+			out = append(out, Edge{From: s.ID, To: w.Following(s).ID, Kind: EdgeFall, Label: label})
 		default:
 			out = append(out, Edge{From: s.ID, Kind: EdgeEnd})
 		}
@@ -95,11 +96,19 @@ func target(from string, t *Template, k EdgeKind, label string) Edge {
 }
 
 // checkTargets reports next, switch, catch and on_timeout targets that
-// name no step.
+// name no step, or a step of another block.
 func (b *builder) checkTargets() {
 	ids := b.sortedIDs()
+	var from *Step
 	check := func(n *node, id string) {
-		if _, ok := b.w.index[id]; ok || id == "" {
+		if id == "" {
+			return
+		}
+		if j, ok := b.w.index[id]; ok {
+			if to := b.w.all[j]; to != nil && from != nil && to.Block != from.Block {
+				b.sink.errorf(n.pos, CodeTargetOtherBlock, "a block is left only by reaching its end (or succeed, or fail); route to a step of "+blockName(from.Block),
+					"step %q is in %s, step %q in %s: next, switch, catch and on_timeout go to a step of the same block", to.ID, blockName(to.Block), from.ID, blockName(from.Block))
+			}
 			return
 		}
 		hint := "steps: " + strings.Join(ids[:min(len(ids), 20)], ", ")
@@ -108,7 +117,8 @@ func (b *builder) checkTargets() {
 		}
 		b.sink.errorf(n.pos, CodeUnknownStep, hint, "no step has id %q", id)
 	}
-	for _, ss := range b.spec.Steps {
+	for i, ss := range b.specs {
+		from = b.w.all[i]
 		static := func(n *node) {
 			if n != nil && !strings.Contains(n.str(), "${") {
 				check(n, n.str())
@@ -133,7 +143,7 @@ type stepGraph struct {
 }
 
 func (b *builder) graph() *stepGraph {
-	n := len(b.w.Steps)
+	n := len(b.w.all)
 	g := &stepGraph{succ: make([][]int, n), anywhere: make([]bool, n)}
 	for _, e := range b.edges {
 		from, ok := b.w.index[e.From]
@@ -149,34 +159,75 @@ func (b *builder) graph() *stepGraph {
 	return g
 }
 
+// checkReachable warns about each step no path from the first step of its
+// block reaches.
 func (b *builder) checkReachable() {
-	n := len(b.w.Steps)
+	n := len(b.w.all)
 	if n == 0 {
 		return
 	}
 	g := b.graph()
 	seen := make([]bool, n)
-	seen[0] = true
-	stack := []int{0}
-	for len(stack) > 0 {
-		i := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if g.anywhere[i] {
-			return // every step is reachable
+	for _, blk := range b.w.blocks {
+		if len(blk.Steps) == 0 || blk.Steps[0] == nil {
+			continue
 		}
-		for _, j := range g.succ[i] {
-			if !seen[j] {
-				seen[j] = true
-				stack = append(stack, j)
+		first := blk.Steps[0].ord
+		seen[first] = true
+		stack := []int{first}
+		for len(stack) > 0 {
+			i := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if g.anywhere[i] { // every step of the block is reachable
+				for _, s := range blk.Steps {
+					if s != nil {
+						seen[s.ord] = true
+					}
+				}
+				break
+			}
+			for _, j := range g.succ[i] {
+				if !seen[j] {
+					seen[j] = true
+					stack = append(stack, j)
+				}
 			}
 		}
 	}
-	for i, s := range b.w.Steps {
+	for i, s := range b.w.all {
 		if seen[i] || s == nil {
 			continue
 		}
-		b.sink.warnf(b.spec.Steps[i].ID.at(b.spec.Steps[i].At), CodeUnreachable, "route to it with next, switch, catch or on_timeout, or delete it", "step %q can never run", s.ID)
+		b.sink.warnf(b.specs[i].ID.at(b.specs[i].At), CodeUnreachable, "route to it with next, switch, catch or on_timeout, or delete it", "step %q can never run", s.ID)
 	}
+}
+
+// blockName names a block in messages.
+func blockName(blk *Block) string {
+	switch {
+	case blk == nil || blk.Path == "":
+		return "the top-level steps"
+	case blk.Owner == nil:
+		return blk.Path
+	case blk.Owner.Kind == KindMap:
+		return "the steps of map " + blk.Owner.ID
+	}
+	return "branch " + blk.Path
+}
+
+// enclosing returns the step of block outer whose block contains from
+// (from itself when it is in outer), or nil when outer does not enclose
+// from's block.
+func enclosing(from *Step, outer *Block) *Step {
+	for s := from; s != nil; s = s.Block.Owner {
+		if s.Block == outer {
+			return s
+		}
+		if s.Block == nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 // closure computes, for every step, the set of steps that can run after it
@@ -302,15 +353,36 @@ func (b *builder) checkStepRefs() {
 		if r.from < 0 {
 			continue
 		}
+		// A step reads the steps of its own block and of the blocks that
+		// enclose it, through the step of that block it runs inside.
+		reader, target := b.w.all[r.from], b.w.all[j]
+		if reader == nil || target == nil {
+			continue
+		}
+		at := enclosing(reader, target.Block)
+		if at == nil {
+			if target.Block.Owner == nil && reader.Block.Owner == nil {
+				continue // on_error and finally read what the run left; their checks are theirs
+			}
+			hint := "read what a branch or map produced through the output of its step"
+			if o := target.Block.Owner; o != nil {
+				hint += " (steps." + o.ID + ".output)"
+			}
+			b.sink.errorf(r.pos, CodeExprOtherBlock, hint, "step %q reads steps.%s, which is in %s: that block never runs before this step", reader.ID, r.id, blockName(target.Block))
+			continue
+		}
 		if cl == nil {
 			cl = newClosure(b.graph())
 		}
-		if !cl.canFollow(j, r.from) {
+		if !cl.canFollow(j, at.ord) {
 			hint := "no path runs it before this step, so steps." + r.id + " would be missing"
-			if j == r.from {
+			if j == at.ord {
 				hint = "inside its own step, read the output as output"
+				if at != reader {
+					hint = "a step inside " + r.id + " runs before it ends; read " + r.id + "'s output after it"
+				}
 			}
-			b.sink.warnf(r.pos, CodeExprNotRun, hint, "step %q reads steps.%s, which cannot have run yet", b.w.Steps[r.from].ID, r.id)
+			b.sink.warnf(r.pos, CodeExprNotRun, hint, "step %q reads steps.%s, which cannot have run yet", reader.ID, r.id)
 		}
 	}
 }

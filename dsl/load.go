@@ -219,10 +219,48 @@ type builder struct {
 	edges    []Edge
 	hints    int // "did you mean" searches done so far
 	shell    shellChecks
+	// By step position in w.all: each step's spec, its YAML map and the
+	// names its block adds to every expression of the step (item, index).
+	specs  []*stepSpec
+	nodes  []*node
+	scopes []scope
+}
+
+// block builds one list of steps (specs, decoded from list) into a Block:
+// the one builder of every block, so the top level, branches, map steps,
+// on_error and finally obey the same rules. sc is what the block's
+// expressions may read besides what their place grants (item and index in
+// a map's steps); a nested block inherits its owner's.
+func (b *builder) block(path string, list *node, specs []*stepSpec, owner *Step, sc scope) *Block {
+	blk := &Block{Path: path, Owner: owner, pos: list.at(Pos{})}
+	if owner != nil {
+		sc |= b.scopes[owner.ord]
+	}
+	b.w.blocks = append(b.w.blocks, blk)
+	blk.Steps = make([]*Step, len(specs))
+	for i, ss := range specs {
+		ord := len(b.w.all)
+		id := ss.ID.str()
+		if j, dup := b.w.index[id]; dup {
+			first := b.specs[j]
+			b.sink.errorf(ss.ID.at(ss.At), CodeDuplicateID, fmt.Sprintf("the first %q is at line %d; give each step its own id (unique in the file, across blocks)", id, first.ID.at(first.At).Line), "duplicate step id %q", id)
+		} else {
+			b.w.index[id] = ord
+		}
+		item := &node{kind: kMap, pos: ss.At}
+		if list != nil && i < len(list.items) {
+			item = list.items[i]
+		}
+		b.w.all = append(b.w.all, nil)
+		b.specs, b.nodes, b.scopes = append(b.specs, ss), append(b.nodes, item), append(b.scopes, sc)
+		st := b.step(ord, ss, blk, i)
+		b.w.all[ord], blk.Steps[i] = st, st
+	}
+	return blk
 }
 
 type stepRefUse struct {
-	from int // the step whose expression reads steps.<id>; -1 at top level
+	from int // the step (position in w.all) whose expression reads steps.<id>; -1 at top level
 	pos  Pos
 	id   string
 }
@@ -255,18 +293,15 @@ func (b *builder) build() {
 		w.Defaults.Retry = b.retry(s.Defaults.Retry, -1)
 	}
 	w.index = make(map[string]int, len(s.Steps))
-	for i, ss := range s.Steps {
-		id := ss.ID.str()
-		if j, dup := w.index[id]; dup {
-			b.sink.errorf(ss.ID.at(ss.At), CodeDuplicateID, fmt.Sprintf("the first %q is at line %d; give each step its own id", id, s.Steps[j].ID.at(s.Steps[j].At).Line), "duplicate step id %q", id)
-			continue
-		}
-		w.index[id] = i
+	w.Steps = b.block("", b.root.get("steps"), s.Steps, nil, 0).Steps
+	if s.OnError != nil {
+		w.OnError = b.block("on_error", b.root.get("on_error"), s.OnError, nil, 0)
 	}
-	w.Steps = make([]*Step, len(s.Steps))
-	for i, ss := range s.Steps {
-		w.Steps[i] = b.step(i, ss)
+	if s.Finally != nil {
+		w.Finally = b.block("finally", b.root.get("finally"), s.Finally, nil, 0)
 	}
+	nested := w.blocks[1:]
+	sort.SliceStable(nested, func(i, j int) bool { return nested[i].pos.before(nested[j].pos) })
 	b.edges = w.edges()
 	b.checkTargets()
 	b.checkReachable()
@@ -285,22 +320,25 @@ func firstLine(err error) string {
 
 // stepKeys lists the keys a step of each kind may have besides id and description.
 var stepKeys = map[Kind][]string{
-	KindAction:  {"action", "with", "set", "switch", "next", "retry", "catch", "timeout", "on_timeout"},
-	KindForeach: {"foreach", "set", "switch", "next", "retry", "catch", "timeout", "on_timeout"},
-	KindCall:    {"call", "set", "switch", "next", "retry", "catch", "timeout", "on_timeout"},
-	KindSucceed: {"succeed"},
-	KindFail:    {"fail"},
-	KindSwitch:  {"switch", "set", "next"},
-	KindSet:     {"set", "next"},
+	KindAction:   {"action", "with", "set", "switch", "next", "retry", "catch", "timeout", "on_timeout"},
+	KindForeach:  {"foreach", "set", "switch", "next", "retry", "catch", "timeout", "on_timeout"},
+	KindCall:     {"call", "set", "switch", "next", "retry", "catch", "timeout", "on_timeout"},
+	KindSucceed:  {"succeed"},
+	KindFail:     {"fail"},
+	KindSwitch:   {"switch", "set", "next"},
+	KindSet:      {"set", "next"},
+	KindParallel: {"parallel", "set", "switch", "next", "retry", "catch", "timeout", "on_timeout"},
+	KindMap:      {"map", "set", "switch", "next", "retry", "catch", "timeout", "on_timeout"},
 }
 
-func (b *builder) step(i int, ss *stepSpec) *Step {
-	st := &Step{ID: ss.ID.str(), Description: ss.Description.str(), Index: i, Pos: ss.At}
-	stepNode := b.stepNode(i)
+// step builds the step at position i of w.all, the index-th of blk.
+func (b *builder) step(i int, ss *stepSpec, blk *Block, index int) *Step {
+	st := &Step{ID: ss.ID.str(), Description: ss.Description.str(), Index: index, Pos: ss.At, Block: blk, ord: i}
+	stepNode := b.nodes[i]
 	present := stepNode.key // the key node, for positions
 	// The kind is set by the one kind key; routing steps have none.
 	var kinds []string
-	for _, k := range []string{"action", "foreach", "call", "succeed", "fail"} {
+	for _, k := range []string{"action", "foreach", "call", "parallel", "map", "succeed", "fail"} {
 		if present(k) != nil {
 			kinds = append(kinds, k)
 		}
@@ -308,7 +346,7 @@ func (b *builder) step(i int, ss *stepSpec) *Step {
 	switch {
 	case len(kinds) > 1:
 		b.sink.errorf(present(kinds[1]).pos, CodeStepConflict, "split it into two steps",
-			"step %q has both %s and %s; a step has at most one of action, foreach, call, succeed, fail", st.ID, kinds[0], kinds[1])
+			"step %q has both %s and %s; a step has at most one of action, foreach, call, parallel, map, succeed, fail", st.ID, kinds[0], kinds[1])
 		return st
 	case len(kinds) == 1:
 		st.Kind = Kind(kinds[0])
@@ -317,7 +355,7 @@ func (b *builder) step(i int, ss *stepSpec) *Step {
 	case present("set") != nil || present("next") != nil:
 		st.Kind = KindSet
 	default:
-		b.sink.errorf(ss.At, CodeStepEmpty, "add action, foreach, call, succeed, fail, switch, set or next", "step %q does nothing", st.ID)
+		b.sink.errorf(ss.At, CodeStepEmpty, "add action, foreach, call, parallel, map, succeed, fail, switch, set or next", "step %q does nothing", st.ID)
 		return st
 	}
 	allowed := stepKeys[st.Kind]
@@ -334,7 +372,7 @@ func (b *builder) step(i int, ss *stepSpec) *Step {
 		}
 		b.sink.errorf(key.pos, CodeStepKey, hint, "%s is not allowed in a %s step", k, st.Kind)
 	}
-	handled := st.Kind == KindAction || st.Kind == KindForeach || st.Kind == KindCall
+	handled := st.Kind == KindAction || st.Kind == KindForeach || st.Kind == KindCall || st.Kind == KindParallel || st.Kind == KindMap
 	switch st.Kind {
 	case KindAction:
 		st.Action = ss.Action.str()
@@ -353,7 +391,7 @@ func (b *builder) step(i int, ss *stepSpec) *Step {
 		if waits(st.Foreach.Action) {
 			// Items run inside one durable step; a wait parks the whole
 			// run between steps, so it cannot be one item of many.
-			b.sink.errorf(f.Action.pos, CodeForeachWait, "to wait once per item, loop with steps of their own (a wait or call step, then a switch that goes back to it for the next item), or wait in a step of its own",
+			b.sink.errorf(f.Action.pos, CodeForeachWait, "to wait once per item, use a map step: its items are durable child runs, which may wait, sleep or call (docs/DSL.md, Blocks, parallel and map)",
 				"foreach cannot run %s: each item's action must finish inside the step", st.Foreach.Action)
 		}
 		st.Foreach.Items = b.template(f.Items, scBase, i)
@@ -368,6 +406,10 @@ func (b *builder) step(i int, ss *stepSpec) *Step {
 			b.sink.errorf(c.Workflow.pos, CodeStepKey, "write the path literally: children are pinned when the run is submitted", "call.workflow cannot be a template")
 		}
 		st.Call.Input = b.template(c.Input, scBase, i)
+	case KindParallel:
+		b.parallel(st, ss.Parallel)
+	case KindMap:
+		b.mapStep(st, ss.Map)
 	case KindSucceed:
 		st.Succeed = b.template(ss.Succeed, scAfter, i)
 	case KindFail:
@@ -424,10 +466,6 @@ func (b *builder) assignments(n *node, sc scope, step int) []Assignment {
 		out[k] = Assignment{Name: key.scalar.(string), Value: b.template(n.vals[k], sc, step)}
 	}
 	return out
-}
-
-func (b *builder) stepNode(i int) *node {
-	return b.root.get("steps").items[i]
 }
 
 func asInt(n *node) int64 {
@@ -646,6 +684,9 @@ func (b *builder) expr(n *node, sc scope, step int) *Expr {
 }
 
 func (b *builder) compileExpr(src string, pos Pos, sc scope, step int) *Expr {
+	if step >= 0 && step < len(b.scopes) {
+		sc |= b.scopes[step] // what the step's block adds
+	}
 	c := b.exprs.compile(src)
 	if c.err != nil {
 		b.sink.errorf(pos, CodeExprCompile, "see https://expr-lang.org/docs/language-definition", "expression %q: %s", src, exprMessage(c.err))

@@ -28,6 +28,8 @@ var schemaTypes = []struct {
 	{"/$defs/catchRule", reflect.TypeOf(catchSpec{})},
 	{"/$defs/foreach", reflect.TypeOf(foreachSpec{})},
 	{"/$defs/call", reflect.TypeOf(callSpec{})},
+	{"/$defs/parallel", reflect.TypeOf(parallelSpec{})},
+	{"/$defs/map", reflect.TypeOf(mapSpec{})},
 }
 
 func schemaProps(t *testing.T, ptr string) []string {
@@ -124,6 +126,8 @@ func TestSchemaAgreesWithTypes(t *testing.T) {
 		"catch":    "        when: error.status == 404\n",
 		"foreach":  "      concurrency: 2\n",
 		"call":     "call: {workflow: ./child.yaml,",
+		"parallel": "      fail: all\n",
+		"map":      "      concurrency: 4\n",
 	}
 	for name, anchor := range inject {
 		t.Run(name, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 // variable (i: "${ vars.i - 1 }") is not reported: it can only mean the
 // old value.
 func (b *builder) checkSetReads() {
-	for _, st := range b.w.Steps {
+	for _, st := range b.w.all {
 		if st == nil {
 			continue
 		}

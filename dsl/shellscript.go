@@ -507,7 +507,7 @@ func (b *builder) checkRawScripts() {
 			}
 		}
 	}
-	for _, s := range b.w.Steps {
+	for _, s := range b.w.all {
 		if s == nil {
 			continue
 		}
@@ -532,11 +532,8 @@ func (b *builder) checkRawScripts() {
 	}
 	for _, r := range b.shell.raws {
 		item := false
-		if r.step >= 0 && r.step < len(b.w.Steps) {
-			if f := b.w.Steps[r.step].Foreach; f != nil && f.Items != nil {
-				_, static := f.Items.Static()
-				item = !static
-			}
+		if r.step >= 0 && r.step < len(b.w.all) && b.w.all[r.step] != nil {
+			item = itemExternal(b.w.all[r.step])
 		}
 		why, _ := taintOf(readsOf([]*Expr{r.e}, item), tainted)
 		if why == "" {
@@ -564,4 +561,21 @@ func taintOf(r exprReads, tainted map[string]string) (desc, root string) {
 		return fmt.Sprintf("variables such as vars.%s, which may hold %s,", names[0], tainted[names[0]]), tainted[names[0]]
 	}
 	return "", ""
+}
+
+// itemExternal reports whether the item step s reads may be external
+// data: its foreach's, else that of the map whose steps hold it, when the
+// items are computed.
+func itemExternal(s *Step) bool {
+	if f := s.Foreach; f != nil && f.Items != nil {
+		_, static := f.Items.Static()
+		return !static
+	}
+	for blk := s.Block; blk != nil && blk.Owner != nil; blk = blk.Owner.Block {
+		if m := blk.Owner.Map; m != nil && m.Items != nil {
+			_, static := m.Items.Static()
+			return !static
+		}
+	}
+	return false
 }

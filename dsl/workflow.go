@@ -22,6 +22,10 @@ const (
 	KindFail    Kind = "fail"    // ends the run as failed
 	KindSwitch  Kind = "switch"  // routes only (switch, optionally set and next)
 	KindSet     Kind = "set"     // assigns variables only (set and/or next)
+	// KindParallel runs its branches (blocks) at once, as child runs.
+	KindParallel Kind = "parallel"
+	// KindMap runs its block once per item, as durable child runs.
+	KindMap Kind = "map"
 )
 
 // Workflow is a loaded, validated and compiled workflow file. It is
@@ -39,11 +43,44 @@ type Workflow struct {
 	Secrets     []string  // declared secret names, as written
 	Vars        *Template // initial variables (a map template), nil when none
 	Defaults    Defaults
-	Steps       []*Step // in file order; Step.Index is the position here
+	Steps       []*Step // the top-level block's steps, in file order
+	// OnError and Finally are the on_error and finally blocks (nil when
+	// absent): parsed and checked here; running them is the interpreter's.
+	OnError *Block
+	Finally *Block
 
-	input *jsonschema.Schema
-	index map[string]int
+	input  *jsonschema.Schema
+	index  map[string]int // step id -> position in all
+	all    []*Step        // every step of every block
+	blocks []*Block       // top level first, then in file order
 }
+
+// Block is a list of steps: the workflow's steps (Path ""), a parallel
+// branch ("<step>/<branch>"), a map's steps ("<step>/item"), on_error
+// ("on_error") or finally ("finally"). A block runs from its first step;
+// next, switch, catch and on_timeout go to steps of the same block, and
+// reaching its end (or succeed) ends it with the last output.
+type Block struct {
+	Path  string
+	Steps []*Step
+	// Owner is the parallel or map step the block belongs to; nil for the
+	// top level, on_error and finally.
+	Owner *Step
+	pos   Pos
+}
+
+// Block returns the block with the given path, or nil.
+func (w *Workflow) Block(path string) *Block {
+	for _, b := range w.blocks {
+		if b.Path == path {
+			return b
+		}
+	}
+	return nil
+}
+
+// Blocks returns every block: the top level first, then in file order.
+func (w *Workflow) Blocks() []*Block { return w.blocks }
 
 // Defaults are the settings steps inherit.
 type Defaults struct {
@@ -51,27 +88,38 @@ type Defaults struct {
 	Retry   *RetryPolicy
 }
 
-// Step returns the step with the given id, or nil.
+// Step returns the step with the given id, in any block, or nil.
 func (w *Workflow) Step(id string) *Step {
 	if i, ok := w.index[id]; ok {
-		return w.Steps[i]
+		return w.all[i]
 	}
 	return nil
 }
 
-// Index returns the position of step id in Steps.
+// Index returns the position of step id in its block.
 func (w *Workflow) Index(id string) (int, bool) {
-	i, ok := w.index[id]
-	return i, ok
+	if s := w.Step(id); s != nil {
+		return s.Index, true
+	}
+	return 0, false
 }
 
-// Following returns the step after s in file order, or nil after the last
-// one (where the run succeeds with the last output).
+// Following returns the step after s in its block, or nil after the last
+// one (where the block ends with the last output).
 func (w *Workflow) Following(s *Step) *Step {
-	if s.Index+1 < len(w.Steps) {
-		return w.Steps[s.Index+1]
+	if steps := s.blockSteps(w); s.Index+1 < len(steps) {
+		return steps[s.Index+1]
 	}
 	return nil
+}
+
+// blockSteps are the steps of s's block (the top level's for a step
+// built without one).
+func (s *Step) blockSteps(w *Workflow) []*Step {
+	if s.Block != nil {
+		return s.Block.Steps
+	}
+	return w.Steps
 }
 
 // ValidateInput checks a run input (JSON-decoded: maps, slices, float64
@@ -117,6 +165,48 @@ type Step struct {
 	// OnTimeout is the step run when the step failed with timeout or
 	// signal.timeout after its retries; "" when unset. Checked before Catch.
 	OnTimeout string
+	Parallel  *Parallel // KindParallel
+	Map       *Map      // KindMap
+	// Block is the block the step is in; Index is its position there.
+	Block *Block
+
+	ord int // position in Workflow.all
+}
+
+// Parallel runs its branches at once, each a block of its own.
+type Parallel struct {
+	Branches []Branch // in file order
+	// FailFast (fail: fast, the default) cancels the other branches at the
+	// first failure; fail: all waits for every branch, then fails with
+	// parallel.failed when any failed.
+	FailFast bool
+}
+
+// Branch is one branch of a parallel step; its block's path is
+// "<step>/<Name>".
+type Branch struct {
+	Name  string
+	Block *Block
+}
+
+// Map runs its block once per item of a list, at most Concurrency at once.
+type Map struct {
+	Items       *Template // evaluates to a list
+	Concurrency int       // at least 1
+	Block       *Block    // path "<step>/item"; its steps read item and index
+	// tolerated failures: a count, or a percentage of the items when
+	// percent is set.
+	tolerated float64
+	percent   bool
+}
+
+// MaxFailures is how many of total items may fail before the map step
+// fails (tolerated_failures: a count, or "N%" of total rounded down).
+func (m *Map) MaxFailures(total int) int {
+	if m.percent {
+		return int(math.Floor(m.tolerated * float64(total) / 100))
+	}
+	return int(m.tolerated)
 }
 
 // Assignment is one variable assigned by set.
@@ -245,6 +335,7 @@ var ErrorTypes = []string{
 	"http.response_too_large", "http.invalid_body", "http.unexpected_status",
 	"llm.rate_limit", "llm.invalid_output", "memo", "shell.exit", "signal.timeout",
 	"signal.key_taken", "call.failed", "expression", "validation", "cancelled",
+	"parallel.failed", "map.failed",
 }
 
 var customErrorRE = regexp.MustCompile(`^custom\.[a-z0-9_]+(\.[a-z0-9_]+)*$`)

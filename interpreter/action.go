@@ -18,7 +18,7 @@ func (x *exec) evalWith(env *dsl.Env, t *dsl.Template) (map[string]any, *stepErr
 		return map[string]any{}, nil
 	}
 	secrets := map[string]string{}
-	for _, name := range x.d.secretRefs[x.s.Index] {
+	for _, name := range x.d.secretRefs[x.s] {
 		v, ok := x.secret(name)
 		if !ok {
 			return nil, newStepErr(TypeValidation, "secret %s is not set: export %s in the environment of the worker", name, name)

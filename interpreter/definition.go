@@ -19,12 +19,13 @@ import (
 // precomputes per step.
 type definition struct {
 	wf *dsl.Workflow
-	// refs[i] lists the step ids step i's expressions read through
-	// steps.<id>; all[i] is true when one reads steps dynamically.
-	refs [][]string
-	all  []bool
-	// secretRefs[i] lists the secrets step i's with reads.
-	secretRefs [][]string
+	// refs[s] lists the step ids step s's expressions read through
+	// steps.<id>; all[s] is true when one reads steps dynamically. Every
+	// step of every block has its entries.
+	refs map[*dsl.Step][]string
+	all  map[*dsl.Step]bool
+	// secretRefs[s] lists the secrets step s's with reads.
+	secretRefs map[*dsl.Step][]string
 }
 
 var (
@@ -34,19 +35,18 @@ var (
 )
 
 func newDefinition(wf *dsl.Workflow) *definition {
-	d := &definition{wf: wf, refs: make([][]string, len(wf.Steps)), all: make([]bool, len(wf.Steps)),
-		secretRefs: make([][]string, len(wf.Steps))}
-	for i, s := range wf.Steps {
+	d := &definition{wf: wf, refs: map[*dsl.Step][]string{}, all: map[*dsl.Step]bool{}, secretRefs: map[*dsl.Step][]string{}}
+	for s := range allSteps(wf) {
 		for _, e := range stepExprs(s) {
 			ms := stepRefRE.FindAllStringSubmatch(e.Source, -1)
 			for _, m := range ms {
 				id := m[1] + m[2]
-				if !slices.Contains(d.refs[i], id) {
-					d.refs[i] = append(d.refs[i], id)
+				if !slices.Contains(d.refs[s], id) {
+					d.refs[s] = append(d.refs[s], id)
 				}
 			}
 			if len(stepsRE.FindAllStringIndex(e.Source, -1)) > len(ms) {
-				d.all[i] = true
+				d.all[s] = true
 			}
 		}
 		var withExprs []*dsl.Expr
@@ -58,8 +58,8 @@ func newDefinition(wf *dsl.Workflow) *definition {
 		}
 		for _, e := range withExprs {
 			for _, m := range secretRefRE.FindAllStringSubmatch(e.Source, -1) {
-				if name := m[1] + m[2]; !slices.Contains(d.secretRefs[i], name) {
-					d.secretRefs[i] = append(d.secretRefs[i], name)
+				if name := m[1] + m[2]; !slices.Contains(d.secretRefs[s], name) {
+					d.secretRefs[s] = append(d.secretRefs[s], name)
 				}
 			}
 		}
@@ -97,6 +97,9 @@ func stepExprs(s *dsl.Step) []*dsl.Expr {
 	}
 	if s.Call != nil {
 		tmpl(s.Call.Input)
+	}
+	if s.Map != nil {
+		tmpl(s.Map.Items)
 	}
 	if s.Retry != nil {
 		expr(s.Retry.When)
@@ -186,7 +189,7 @@ type Workflow struct {
 // named action.
 func (w *Workflow) UsesAction(name string) bool {
 	for _, wf := range w.all {
-		for _, s := range wf.Steps {
+		for s := range allSteps(wf) {
 			if s.Action == name || s.Foreach != nil && s.Foreach.Action == name {
 				return true
 			}
@@ -399,7 +402,7 @@ func (l *loader) addTree(path string, wf *dsl.Workflow, diags dsl.Diagnostics, s
 	l.w.Diagnostics = append(l.w.Diagnostics, diags...)
 	l.w.all[wf.Hash] = wf
 	p := &pin{Hash: wf.Hash}
-	for _, s := range wf.Steps {
+	for s := range allSteps(wf) {
 		if s.Call == nil {
 			continue
 		}

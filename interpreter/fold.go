@@ -47,7 +47,8 @@ func (c *chain) folds(ctx context.Context, x *exec) bool {
 	if c.steps-1 >= maxFoldedSteps || ctx.Err() != nil {
 		return false
 	}
-	return pure(x.wf.Steps[x.next.Step])
+	s, err := x.next.current(x.wf)
+	return err == nil && pure(s)
 }
 
 // pure reports whether s has no effect but its history record and the

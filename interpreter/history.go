@@ -101,6 +101,8 @@ type waitRecord struct {
 	// Expected marks a prediction written at submission: the run has not
 	// reached the step yet.
 	Expected bool `msgpack:"x,omitempty"`
+	// Block is the path of the block Step indexes ("" the top level).
+	Block string `msgpack:"b,omitempty"`
 }
 
 func outKey(runID, stepID string) string { return kvOut + runID + "/" + stepID }

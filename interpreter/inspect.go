@@ -57,8 +57,8 @@ func (v *View) Position(ctx context.Context, r runtime.StateReader, jobID string
 	if err != nil {
 		return pos, err
 	}
-	if st.Step < len(d.wf.Steps) {
-		pos.Step = d.wf.Steps[st.Step].ID
+	if s, err := st.current(d.wf); err == nil {
+		pos.Step = s.ID
 	}
 	return pos, nil
 }

@@ -82,7 +82,7 @@ func readOutputObject(ctx context.Context, store objstore.Store, key string) (an
 // env builds the expression environment of the current step.
 func (x *exec) env(ctx context.Context) (*dsl.Env, error) {
 	steps := map[string]dsl.StepState{}
-	idx := x.s.Index
+	idx := x.s
 	if x.d.all[idx] {
 		after := ""
 		prefix := kvOut + x.rs.RunID + "/"

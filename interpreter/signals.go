@@ -161,10 +161,11 @@ func (v *View) Waiting(ctx context.Context, r Reader, key string) (*WaitingStep,
 	if err != nil {
 		return nil, err
 	}
-	if w.Step < 0 || w.Step >= len(d.wf.Steps) {
-		return nil, fmt.Errorf("%w: waiter of %q names step %d", ErrCorruptState, key, w.Step)
+	s, err := stepAt(d.wf, w.Block, w.Step)
+	if err != nil {
+		return nil, fmt.Errorf("waiter of %q: %w", key, err)
 	}
-	return &WaitingStep{RunID: w.RunID, Key: key, Workflow: d.wf, Step: d.wf.Steps[w.Step], Schema: w.Schema, Expected: w.Expected}, nil
+	return &WaitingStep{RunID: w.RunID, Key: key, Workflow: d.wf, Step: s, Schema: w.Schema, Expected: w.Expected}, nil
 }
 
 // CheckSignal checks payload (JSON; empty means null) for the wait_signal

@@ -56,6 +56,9 @@ type state struct {
 	// Deadline is when a wait_signal's wait times out (Unix ms), kept
 	// while it waits on after setting a signal aside.
 	Deadline int64 `msgpack:"dl,omitempty"`
+	// Block is the path of the block Step indexes ("" the top level; a
+	// branch or map item child runs its block of the parent's definition).
+	Block string `msgpack:"b,omitempty"`
 }
 
 func encodeMsgpack(v any) ([]byte, error) {

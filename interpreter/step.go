@@ -162,15 +162,15 @@ func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 	st := x.st
 	if !st.Init {
 		if err := x.initVars(); err != nil {
-			x.s = x.wf.Steps[0]
+			x.s = x.wf.Block(st.Block).Steps[0]
 			x.hist = HistoryRecord{N: x.rs.Number, Seq: x.seq, Step: "vars", Kind: "vars", Attempt: 1, Start: x.start.UnixMilli()}
 			return x.failRun(err)
 		}
 	}
-	if st.Step >= len(x.wf.Steps) {
-		return runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("%w: run %s is at step %d of a %d-step workflow", ErrCorruptState, x.rs.RunID, st.Step, len(x.wf.Steps)))
+	s, err := st.current(x.wf)
+	if err != nil {
+		return runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("run %s: %w", x.rs.RunID, err))
 	}
-	s := x.wf.Steps[st.Step]
 	x.s = s
 	x.hist = HistoryRecord{N: x.rs.Number, Seq: x.seq, Step: s.ID, Kind: kindName(s), Attempt: max(st.Attempt, 1), Start: x.start.UnixMilli()}
 	if errs := shortSecrets(x.wf, x.it.getenv); len(errs) > 0 {

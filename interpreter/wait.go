@@ -74,7 +74,7 @@ func (x *exec) waitSignal(ctx context.Context, env *dsl.Env) (runtime.StepOutcom
 		}
 		schema = p
 	}
-	wrec, err := encodeMsgpack(&waitRecord{RunID: x.rs.RunID, Def: x.st.Def, Step: x.s.Index, Schema: schema})
+	wrec, err := encodeMsgpack(&waitRecord{RunID: x.rs.RunID, Def: x.st.Def, Step: x.s.Index, Block: x.st.Block, Schema: schema})
 	if err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}

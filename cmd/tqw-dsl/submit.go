@@ -129,9 +129,11 @@ func submitRemote(ctx context.Context, s *session, v *view, w *interpreter.Workf
 // callsOthers reports whether w's file calls other workflow files, which
 // only the store path pins from this machine's folder.
 func callsOthers(w *interpreter.Workflow) bool {
-	for _, s := range w.Main.Steps {
-		if s.Call != nil {
-			return true
+	for _, b := range w.Main.Blocks() {
+		for _, s := range b.Steps {
+			if s.Call != nil {
+				return true
+			}
 		}
 	}
 	return false
