@@ -16,6 +16,7 @@ func TestGraphGolden(t *testing.T) {
 		{"refund", "../workflows/refund.tqw.yaml"},
 		{"retry", "../workflows/retry.tqw.yaml"},
 		{"approval", "../workflows/approval.tqw.yaml"},
+		{"blocks", "testdata/graph/blocks.tqw.yaml"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w, diags, err := Load(c.file)

@@ -87,7 +87,7 @@ func schemaAt(path []string, action string) map[string]any {
 		props, _ := s["properties"].(map[string]any)
 		next, ok := props[seg].(map[string]any)
 		if !ok {
-			next, _ = s["additionalProperties"].(map[string]any)
+			next = otherProperty(s, seg)
 		}
 		s = next
 	}
@@ -95,6 +95,25 @@ func schemaAt(path []string, action string) map[string]any {
 		return nil
 	}
 	return deref(s)
+}
+
+// otherProperty is the schema of a key properties does not name: the
+// first patternProperties entry it matches, else additionalProperties.
+func otherProperty(s map[string]any, key string) map[string]any {
+	pats, _ := s["patternProperties"].(map[string]any)
+	names := make([]string, 0, len(pats))
+	for p := range pats {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, p := range names {
+		if re, err := regexp.Compile(p); err == nil && re.MatchString(key) {
+			m, _ := pats[p].(map[string]any)
+			return m
+		}
+	}
+	m, _ := s["additionalProperties"].(map[string]any)
+	return m
 }
 
 // alternative returns s, or when s has no such key (properties, items)
@@ -471,13 +490,13 @@ func (v view) completeExpr(text string, p dsl.Pos) []completionItem {
 // fields: a built-in action's, or a wait_signal's payload schema's.
 func outputFields(s *dsl.StepDef, path []string) []dsl.OutputField {
 	switch {
-	case s.Kind == kindParallel && len(path) == 0:
+	case s.Kind == dsl.KindParallel && len(path) == 0:
 		var out []dsl.OutputField
 		for _, b := range s.Branches {
 			out = append(out, dsl.OutputField{Name: b, Doc: "the branch's result: the output of its last step, or its succeed value"})
 		}
 		return out
-	case s.Kind == kindMap && len(path) == 0:
+	case s.Kind == dsl.KindMap && len(path) == 0:
 		return mapOutput
 	}
 	if s.Action == "wait_signal" && len(path) == 0 {

@@ -57,10 +57,10 @@ func stepDoc(s *dsl.StepDef) string {
 		sb.WriteString("\n\n" + s.Description)
 	}
 	switch info := dsl.ActionInfoFor(s.Action); {
-	case s.Kind == kindParallel:
+	case s.Kind == dsl.KindParallel:
 		fmt.Fprintf(&sb, "\n\n`steps.%s.output`: each branch's result, by branch name", s.ID)
 		writeFields(&sb, outputFields(s, nil), "")
-	case s.Kind == kindMap:
+	case s.Kind == dsl.KindMap:
 		fmt.Fprintf(&sb, "\n\n`steps.%s.output`: the items' results and how many failed", s.ID)
 		writeFields(&sb, mapOutput, "")
 	case info != nil:

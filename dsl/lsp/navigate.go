@@ -157,7 +157,7 @@ func (v view) stepSymbol(i int) documentSymbol {
 		if s.Action == "wait_signal" || s.Action == "sleep" {
 			kind = symbolKindEvent
 		}
-	case dsl.KindCall, kindParallel, kindMap:
+	case dsl.KindCall, dsl.KindParallel, dsl.KindMap:
 		kind = symbolKindFunction
 	case dsl.KindSucceed, dsl.KindFail:
 		kind = symbolKindKey
@@ -170,7 +170,7 @@ func (v view) stepSymbol(i int) documentSymbol {
 		if b.Parent != i {
 			continue
 		}
-		if s.Kind == kindMap {
+		if s.Kind == dsl.KindMap {
 			sym.Children = append(sym.Children, v.blockSymbols(b.Path)...)
 			continue
 		}
@@ -179,9 +179,3 @@ func (v view) stepSymbol(i int) documentSymbol {
 	}
 	return sym
 }
-
-// The kinds of the steps that hold blocks, as the outline names them.
-const (
-	kindParallel dsl.Kind = "parallel"
-	kindMap      dsl.Kind = "map"
-)
