@@ -102,11 +102,11 @@ var ExprFunctions = map[string]string{
 // ExprNames documents the names an expression may read, and where.
 var ExprNames = map[string]string{
 	"input":   "The run input. Readable everywhere.",
-	"run":     "{id, workflow, step, attempt}. Readable everywhere.",
+	"run":     "{id, workflow, step, attempt, outcome}. Readable everywhere; outcome only in on_error and finally.",
 	"vars":    "The run's variables. Readable everywhere except the initial vars.",
 	"steps":   "steps.<id>.output is a finished step's output. Readable everywhere except the initial vars.",
 	"output":  "The step's own output in its set, switch, next, retry and catch; the previous step's in switch, set, succeed and fail steps.",
-	"error":   "{type, message, status, retryable}: the error being handled, in retry.when and catch rules.",
+	"error":   "{type, message, status, retryable, step}: the error being handled, in retry.when and catch rules; the run's error in on_error and finally.",
 	"item":    "The current foreach item, in foreach.with.",
 	"index":   "The current foreach item's position from 0, in foreach.with.",
 	"secrets": "secrets.NAME is a declared secret; readable only in with and foreach.with.",
@@ -117,10 +117,12 @@ var ExprFields = map[string][]OutputField{
 	"run": {
 		{Name: "id", Doc: "the run id"}, {Name: "workflow", Doc: "the workflow name"},
 		{Name: "step", Doc: "the current step's id"}, {Name: "attempt", Doc: "the attempt number, from 1"},
+		{Name: "outcome", Doc: "in on_error and finally, how the run ends: failed, timed_out, cancelled or succeeded"},
 	},
 	"error": {
 		{Name: "type", Doc: "the error type, e.g. http.status_5xx"}, {Name: "message", Doc: "what went wrong"},
 		{Name: "status", Doc: "an HTTP status or a shell exit code, 0 if none"},
 		{Name: "retryable", Doc: "the raising action's verdict: whether another attempt can succeed"},
+		{Name: "step", Doc: "in on_error and finally, the step that raised the run's error"},
 	},
 }

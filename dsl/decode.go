@@ -23,6 +23,7 @@ type fileSpec struct {
 	Steps       []*stepSpec   `yaml:"steps"`
 	OnError     []*stepSpec   `yaml:"on_error"`
 	Finally     []*stepSpec   `yaml:"finally"`
+	Timeout     *node         `yaml:"timeout"`
 }
 
 type defaultsSpec struct {

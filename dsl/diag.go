@@ -96,6 +96,15 @@ const (
 	CodeMapTolerance = "map.tolerated-failures"
 )
 
+// Codes of the run deadline and handlers.
+const (
+	// CodeRunTimeout is a top-level timeout that is not positive.
+	CodeRunTimeout = "workflow.timeout"
+	// CodeErrorUncatchable is run.timeout named in retry.on or catch.on:
+	// the run's deadline ends the run, no retry or catch sees it.
+	CodeErrorUncatchable = "error.uncatchable"
+)
+
 // The errors of the package, each matched with errors.Is.
 var (
 	// ErrInvalid is matched (errors.Is) by the error Load and Parse return when

@@ -56,6 +56,9 @@ type ErrorInfo struct {
 	// another attempt can succeed. A retry policy without on retries
 	// exactly these errors (RetryPolicy.Retries).
 	Retryable bool `expr:"retryable" json:"retryable,omitempty"`
+	// Step is the id of the step that raised the error; set for the run's
+	// error that on_error and finally read.
+	Step string `expr:"step" json:"step,omitempty" msgpack:"Step,omitempty"`
 }
 
 // RunInfo describes the run an expression is evaluated in.
@@ -64,6 +67,9 @@ type RunInfo struct {
 	Workflow string `expr:"workflow" json:"workflow"`
 	Step     string `expr:"step" json:"step"`
 	Attempt  int    `expr:"attempt" json:"attempt"`
+	// Outcome is how the run ends, in on_error and finally: failed,
+	// timed_out, cancelled or succeeded; "" in the run's own steps.
+	Outcome string `expr:"outcome" json:"outcome,omitempty"`
 }
 
 // evalError is an expression that failed at run time.
@@ -113,7 +119,7 @@ var scopeNames = []struct {
 	{"vars", scVars, "vars are readable once the run has started, not in the initial vars"},
 	{"steps", scSteps, "steps are readable once the run has started, not in the initial vars"},
 	{"output", scOutput, "output is readable after the step ran: in set, switch, next, succeed, fail, retry.when and catch"},
-	{"error", scError, "error is readable only in catch rules and retry.when"},
+	{"error", scError, "error is readable only in catch rules, retry.when, on_error and finally"},
 	{"run", scRun, ""},
 	{"item", scItem, "item and index exist only in a foreach's with and in a map's steps"},
 	{"index", scItem, "item and index exist only in a foreach's with and in a map's steps"},

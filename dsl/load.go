@@ -288,6 +288,12 @@ func (b *builder) build() {
 	if s.Vars != nil {
 		w.Vars = b.template(s.Vars, scInput|scRun, -1)
 	}
+	if s.Timeout != nil {
+		w.Timeout = b.duration(s.Timeout)
+		if _, perr := duration.Parse(s.Timeout.str()); perr == nil && w.Timeout <= 0 {
+			b.sink.errorf(s.Timeout.pos, CodeRunTimeout, "write how long a run may take, e.g. 2h, or leave timeout out for no deadline", "the run timeout must be positive, got %q", s.Timeout.str())
+		}
+	}
 	if s.Defaults != nil {
 		w.Defaults.Timeout = b.duration(s.Defaults.Timeout)
 		w.Defaults.Retry = b.retry(s.Defaults.Retry, -1)
@@ -295,10 +301,11 @@ func (b *builder) build() {
 	w.index = make(map[string]int, len(s.Steps))
 	w.Steps = b.block("", b.root.get("steps"), s.Steps, nil, 0).Steps
 	if s.OnError != nil {
-		w.OnError = b.block("on_error", b.root.get("on_error"), s.OnError, nil, 0)
+		// Handlers read the run's error (and run.outcome) everywhere.
+		w.OnError = b.block("on_error", b.root.get("on_error"), s.OnError, nil, scError)
 	}
 	if s.Finally != nil {
-		w.Finally = b.block("finally", b.root.get("finally"), s.Finally, nil, 0)
+		w.Finally = b.block("finally", b.root.get("finally"), s.Finally, nil, scError)
 	}
 	nested := w.blocks[1:]
 	sort.SliceStable(nested, func(i, j int) bool { return nested[i].pos.before(nested[j].pos) })
@@ -535,6 +542,11 @@ func (b *builder) errorTypes(n *node) []string {
 	var out []string
 	for _, it := range n.items {
 		t := it.str()
+		if t == TypeRunTimeout {
+			b.sink.errorf(it.pos, CodeErrorUncatchable, "the run's deadline ends the run; clean up in on_error, which reads error.type == \"run.timeout\"",
+				"%s cannot be retried or caught", t)
+			continue
+		}
 		if !isErrorType(t) {
 			hint := "known types: " + strings.Join(ErrorTypes, ", ") + "; actions an embedding program registers raise custom.<name>"
 			if c := b.closest(t, ErrorTypes); c != "" {

@@ -48,6 +48,9 @@ type Workflow struct {
 	// absent): parsed and checked here; running them is the interpreter's.
 	OnError *Block
 	Finally *Block
+	// Timeout bounds the whole run from its submission (0: none); the
+	// run's deadline is fixed once, durably, so no restart resets it.
+	Timeout time.Duration
 
 	input  *jsonschema.Schema
 	index  map[string]int // step id -> position in all
@@ -342,6 +345,11 @@ var customErrorRE = regexp.MustCompile(`^custom\.[a-z0-9_]+(\.[a-z0-9_]+)*$`)
 
 // isErrorType reports whether s is a built-in error type or a custom one
 // ("custom." followed by dot-separated lower-case words).
+// TypeRunTimeout is the error of a run that passed its deadline (the
+// top-level timeout). It ends the run: retry and catch never see it, so
+// retry.on and catch.on refuse it (error.uncatchable); on_error reads it.
+const TypeRunTimeout = "run.timeout"
+
 func isErrorType(s string) bool {
 	return slices.Contains(ErrorTypes, s) || customErrorRE.MatchString(s)
 }

@@ -67,9 +67,10 @@ func (x *exec) call(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, err
 		// The child index lands with the child's submission, so a parent
 		// ending at any point after it finds the child to cancel.
 		spec := runtime.RunSpec{RunID: childID, Input: payload,
-			Headers:  map[string]string{headerParent: key, HeaderWorkflow: cd.wf.Name, HeaderDefinition: child.Hash},
-			Labels:   map[string]string{LabelWorkflow: cd.wf.Name},
-			KVWrites: map[string][]byte{childIndexKey(x.rs.RunID, childID): {}}}
+			Headers:        map[string]string{headerParent: key, HeaderWorkflow: cd.wf.Name, HeaderDefinition: child.Hash},
+			Labels:         map[string]string{LabelWorkflow: cd.wf.Name},
+			KVWrites:       map[string][]byte{childIndexKey(x.rs.RunID, childID): {}},
+			CancelHandlers: hasHandlers(cd.wf)}
 		if err := addPredictedWaits(&spec, cd.wf); err != nil {
 			return runtime.StepOutcome{}, runtime.Permanent(err)
 		}
@@ -88,12 +89,13 @@ func (x *exec) call(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, err
 	}
 	next := *x.st
 	next.Phase, next.WaitKey, next.Child, next.Started = phaseCall, key, childID, x.start.UnixMilli()
+	timeout = x.capWait(&next, timeout)
 	payload, err := next.encode()
 	if err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}
 	x.hist.WaitKey = key
-	if x.s.Timeout > 0 {
+	if x.s.Timeout > 0 || next.Capped {
 		x.hist.Until = x.it.now().Add(timeout).UnixMilli()
 	}
 	if err := x.finish(OutcomeWaiting, "", nil); err != nil {

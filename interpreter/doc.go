@@ -116,6 +116,29 @@
 //     needs a retention marker only for what lives outside the KV (a
 //     rerun claim, large-output objects), so a plain run leaves nothing
 //     of the interpreter's in memory.
+//   - A run deadline (the workflow's timeout) is fixed once, at the run's
+//     first step, as the runtime's durable submission time plus the
+//     timeout, and rides in the state: no crash, restart or redelivery
+//     moves it. Past it the current step is cancelled (an action's
+//     context ends at the deadline; sleep, wait_signal, call and retry
+//     delays are scheduled to wake at it at the latest and, woken by
+//     their timer, tell the deadline from their own timeout; a step
+//     delivered later does not run; a wait_signal's record is dropped, a
+//     call's child cancelled) and the run fails with run.timeout, which
+//     retry, catch and on_timeout never see (deadline.go).
+//   - on_error and finally (handlers.go) run in the run, as its next
+//     durable steps, before the run ends: before the runtime commits its
+//     end, so before its end is reported, sealed, or its children
+//     cancelled. The state carries how the run is to end (outcome,
+//     error, result); the run ends so once the handlers ended, whatever
+//     they did: a handler block's failure is recorded in the history and
+//     appended to the end's text, never replacing the outcome. Each
+//     handler block is bounded by HandlerTimeout from its first step, the
+//     run deadline does not apply to it. A run whose workflow has handlers
+//     is submitted with runtime.RunSpec.CancelHandlers: its first cancel
+//     discards the current step (a history record says cancelled) and
+//     enters on_error; a cancel while handlers run ends the run at once
+//     and never re-enters them.
 //   - A bad signal never fails a run. The Interpreter is the runtime's
 //     SignalValidator: a signal whose receiving step is known (one waiting
 //     on its key, or one predicted at submission: a wait_signal whose
@@ -181,6 +204,11 @@
 // most 16 per run); checking a signal (ValidateSignal, CheckSignal) costs
 // memory reads, plus one GET for a definition not cached yet. Tracing
 // costs no request: the trace header rides in the submission commit.
+// A run deadline costs nothing: it rides in the state. Handlers cost what
+// their steps cost (entering one is part of the settlement of the step
+// that ended the run's steps, or a delivery of its own when the handler's
+// first step is effectful); a cancel handed to them costs the runtime's
+// hand-over commit instead of its terminating one.
 //
 // A termination costs the runtime's notification job (riding the
 // terminating commit) and its acknowledgement (one durable commit, which

@@ -38,7 +38,7 @@ func (x *exec) succeedRun(v any) (runtime.StepOutcome, error) {
 	if err := x.finish(OutcomeSucceeded, "", nil); err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}
-	return runtime.Succeed(b), nil
+	return x.endRun(&runEnd{Outcome: endSucceeded, Result: b})
 }
 
 // failStep ends the run as failed with the fail message.
@@ -57,10 +57,11 @@ func (x *exec) failStep(ctx context.Context, env *dsl.Env) (runtime.StepOutcome,
 		return x.failRun(exprErr(err))
 	}
 	msg = x.red.text(msg)
-	if err := x.finish(OutcomeFailed, "", &dsl.ErrorInfo{Type: "fail", Message: msg}); err != nil {
+	info := dsl.ErrorInfo{Type: "fail", Message: msg}
+	if err := x.finish(OutcomeFailed, "", &info); err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}
-	return runtime.Fail(msg), nil
+	return x.endRun(x.failedEnd(info, msg))
 }
 
 // failRun ends the run because the current step failed for good.
@@ -69,5 +70,5 @@ func (x *exec) failRun(e *stepErr) (runtime.StepOutcome, error) {
 	if err := x.finish(OutcomeFailed, "", &e.info); err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}
-	return runtime.Fail(fmt.Sprintf("step %s: %s: %s", x.hist.Step, e.info.Type, e.info.Message)), nil
+	return x.endRun(x.failedEnd(e.info, fmt.Sprintf("step %s: %s: %s", x.hist.Step, e.info.Type, e.info.Message)))
 }

@@ -255,7 +255,7 @@ func (x *exec) finish(outcome, next string, e *dsl.ErrorInfo) error {
 func (x *exec) moveTo(idx int, prev string) *state {
 	st := *x.st
 	st.Step, st.Attempt, st.Visit, st.Prev = idx, 1, x.rs.Number+1, prev
-	st.Phase, st.WaitKey, st.Child, st.Started, st.Deadline = phaseRun, "", "", 0, 0
+	st.Phase, st.WaitKey, st.Child, st.Started, st.Deadline, st.Capped = phaseRun, "", "", 0, 0, false
 	return &st
 }
 

@@ -88,7 +88,7 @@ func prepareRun(ctx context.Context, store objstore.Store, pins *pinSet, rt *run
 		return runtime.RunSpec{}, err
 	}
 	spec := runtime.RunSpec{RunID: runID, Input: payload, Headers: map[string]string{HeaderWorkflow: w.Main.Name, HeaderDefinition: w.pin.Hash},
-		Labels: map[string]string{LabelWorkflow: w.Main.Name}}
+		Labels: map[string]string{LabelWorkflow: w.Main.Name}, CancelHandlers: hasHandlers(w.Main)}
 	if err := addPredictedWaits(&spec, w.Main); err != nil {
 		return runtime.RunSpec{}, err
 	}

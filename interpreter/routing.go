@@ -144,6 +144,7 @@ func (x *exec) handleError(ctx context.Context, env *dsl.Env, e *stepErr) (runti
 			next := *st
 			next.Attempt++
 			next.Phase, next.WaitKey, next.Child, next.Started = phaseRun, "", "", 0
+			delay = x.capWait(&next, max(delay, 0))
 			payload, err := next.encode()
 			if err != nil {
 				return runtime.StepOutcome{}, runtime.Permanent(err)

@@ -63,6 +63,7 @@ func (x *exec) sleep(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, er
 	}
 	next := *x.st
 	next.Phase, next.Started = phaseSlept, x.start.UnixMilli()
+	d = x.capWait(&next, d)
 	payload, err := next.encode()
 	if err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)

@@ -59,6 +59,19 @@ type state struct {
 	// Block is the path of the block Step indexes ("" the top level; a
 	// branch or map item child runs its block of the parent's definition).
 	Block string `msgpack:"b,omitempty"`
+	// RunDeadline is when the run's steps must have ended (Unix ms; 0:
+	// the workflow has no timeout): its submission plus the timeout,
+	// fixed at its first step (deadline.go).
+	RunDeadline int64 `msgpack:"rd,omitempty"`
+	// Capped says the wait this state was scheduled with was cut short
+	// at its block's deadline: a wake by its timer is that deadline's.
+	Capped bool `msgpack:"cp,omitempty"`
+	// End is how the run ends once its handlers ran; set while they run
+	// (handlers.go).
+	End *runEnd `msgpack:"en,omitempty"`
+	// HandlerDeadline is when the handler block the run is in must have
+	// ended (Unix ms).
+	HandlerDeadline int64 `msgpack:"hd,omitempty"`
 }
 
 func encodeMsgpack(v any) ([]byte, error) {

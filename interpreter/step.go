@@ -59,7 +59,10 @@ func (it *Interpreter) RunStep(ctx context.Context, rs *runtime.Step) (runtime.S
 	var prev *exec
 	for {
 		x := &exec{it: it, rs: rs, st: st, d: d, wf: d.wf, red: c.red, ch: c, seq: c.steps, start: it.now()}
-		out, err = it.traceStep(ctx, x)
+		x.fixDeadline()
+		sctx, cancel := x.bound(ctx)
+		out, err = it.traceStep(sctx, x)
+		cancel()
 		c.steps++
 		if it.stepDurations != nil {
 			now := it.now()
@@ -115,6 +118,10 @@ func (it *Interpreter) openStep(ctx context.Context, rs *runtime.Step) (st *stat
 // runOne runs x's step, with the error it returns to the runtime redacted.
 func (x *exec) runOne(ctx context.Context) (runtime.StepOutcome, error) {
 	out, err := x.run(ctx)
+	if err != nil && x.s != nil && pastDeadline(ctx) {
+		// The deadline cut the step short: not a retry, the run's end.
+		return x.deadlinePassed(ctx)
+	}
 	if err != nil {
 		// The runtime records and logs the error: no secret goes with it.
 		err = x.red.err(err)
@@ -192,10 +199,19 @@ func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 	} else if st.Started > 0 {
 		x.hist.Start = st.Started
 	}
+	if x.rs.Cancelled {
+		if out, handled, err := x.cancelled(ctx); handled {
+			return out, err
+		}
+	}
+	if x.expired() {
+		return x.deadlinePassed(ctx)
+	}
 	env, err := x.env(ctx)
 	if err != nil {
 		return runtime.StepOutcome{}, runtime.Transient(err)
 	}
+	x.handlerEnv(env)
 	switch s.Kind {
 	case dsl.KindSucceed:
 		return x.succeedStep(ctx, env)

@@ -83,6 +83,7 @@ func (x *exec) waitSignal(ctx context.Context, env *dsl.Env) (runtime.StepOutcom
 	}
 	next := *x.st
 	next.Phase, next.WaitKey, next.Started = phaseSignal, key, x.start.UnixMilli()
+	timeout = x.capWait(&next, timeout)
 	next.Deadline = x.it.now().Add(timeout).UnixMilli()
 	payload, err := next.encode()
 	if err != nil {

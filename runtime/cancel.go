@@ -24,6 +24,11 @@ import (
 //     runner already returned: its settlement checks the job's cancel
 //     request in the committing transaction and yields to it.
 //
+// A run submitted with RunSpec.CancelHandlers is not ended by its first
+// Cancel: its step is discarded as above, and the run goes on to a step
+// marked Step.Cancelled, in which the runner runs its handlers and then
+// ends the run. A Cancel while those run ends the run as above.
+//
 // It returns false when the run is unknown or already terminated.
 func (rt *Runtime) Cancel(ctx context.Context, runID string) (bool, error) {
 	if err := runstate.ValidateRunID(runID); err != nil {
@@ -32,6 +37,12 @@ func (rt *Runtime) Cancel(ctx context.Context, runID string) (bool, error) {
 	rec, err := loadRun(ctx, rt.q, runID)
 	if err != nil || rec == nil {
 		return false, err
+	}
+	if rec.CancelHandlers {
+		// A first cancel goes to the run's handlers (cancelhandlers.go).
+		if cancelled, handled, err := rt.cancelToHandlers(ctx, runID, rec); handled || err != nil {
+			return cancelled, err
+		}
 	}
 	if err := rt.q.KVPut(ctx, cancelKey(runID), []byte(rec.Nonce)); err != nil {
 		return false, fmt.Errorf("runtime: cancel run %s: record request: %w", runID, err)

@@ -36,6 +36,9 @@ type delivery struct {
 	// once they went to the run's pending totals instead of a settlement.
 	counter counting.Counter
 	kept    bool
+	// handlersRun: the run's cancel was handed to its handlers
+	// (Step.Cancelled).
+	handlersRun bool
 }
 
 // onDurable returns the callback that reports the runner's outcome once
@@ -204,6 +207,9 @@ func (d *delivery) process(ctx, sctx context.Context, release func()) error {
 // cancelled ends the run as Cancelled by an external Cancel, discarding
 // whatever the step would have done.
 func (d *delivery) cancelled(ctx context.Context) error {
+	if ok, err := d.handOverCancel(ctx); ok {
+		return err
+	}
 	return d.terminate(ctx, runstate.Cancelled, nil, "cancelled", nil, settleCancelled)
 }
 
@@ -231,7 +237,9 @@ func (d *delivery) cancelRequested(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return v != nil && string(v) == d.rec.Nonce, nil
+	stop, handOver, running := d.cancelMark(v)
+	d.handlersRun = running
+	return stop || handOver, nil
 }
 
 // invoke runs the runner with a context cancelled on Cancel and shutdown.
@@ -260,7 +268,9 @@ func (d *delivery) invoke(ctx context.Context, sig []byte, eff *Effects) (out St
 		Memo:    rt.memo.Step(d.runID, d.n),
 		RunMemo: rt.memo.Run(d.runID),
 		Effects: eff, KV: queueKV{rt.q}, Signal: sig,
-		Lease: &Lease{q: rt.q, c: d.c},
+		Lease:     &Lease{q: rt.q, c: d.c},
+		Submitted: timeFromMs(d.rec.SubmittedMs),
+		Cancelled: d.handlersRun,
 	}
 	d.step = step
 	defer func() {

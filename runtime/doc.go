@@ -56,6 +56,14 @@
 //     step's context is cancelled and its outcome discarded, also when the
 //     runner returned before the request (the settlement checks it in its
 //     own commit). The request is durable.
+//   - Cancel handlers (RunSpec.CancelHandlers): a run's first Cancel does
+//     not end it; it discards the run's step as any cancel does and, in
+//     the same commit that removes or settles that step, enqueues the
+//     next step with the discarded step's payload and records the
+//     hand-over (the cancel record), so a crash on either side of it
+//     resumes in exactly one of the two states. Every later delivery says
+//     Step.Cancelled; the runner ends the run. A Cancel after the
+//     hand-over ends the run at once, as without the flag.
 //   - Durable signals: buffered when no waiter is registered (one per key,
 //     latest wins), consumed at registration, delivered to a registered
 //     waiter by waking its scheduled step; a redelivered step observes the
@@ -151,7 +159,8 @@
 //     the validator's and RequireWaiting's reads are memory reads (the
 //     interpreter's validator reads a pinned definition once per process).
 //     ListSignals: memory reads.
-//   - Cancel: one durable commit to record the request, one to cancel.
+//   - Cancel: one durable commit to record the request, one to cancel
+//     (for a run with CancelHandlers, the second hands the run over).
 //   - Reconcile of a run whose step the queue dead-lettered: one durable
 //     commit.
 //   - Status, ListRuns: no request on the writer (memory reads) for active

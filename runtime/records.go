@@ -23,6 +23,8 @@ type runRecord struct {
 	SubmittedMs int64             `msgpack:"t"`
 	Headers     map[string]string `msgpack:"hd,omitempty"`
 	Labels      map[string]string `msgpack:"lb,omitempty"`
+	// CancelHandlers: RunSpec.CancelHandlers.
+	CancelHandlers bool `msgpack:"ch,omitempty"`
 }
 
 // stepPointer lives at workflow/steps/<id>: the run's live step job.

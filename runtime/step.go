@@ -62,6 +62,14 @@ type Step struct {
 	Signal []byte
 	// Lease extends this delivery's lease for long steps.
 	Lease *Lease
+	// Submitted is when the run was submitted (its durable run record's
+	// time), the same in every delivery of every step.
+	Submitted time.Time
+	// Cancelled says the run, submitted with RunSpec.CancelHandlers, was
+	// cancelled: the step it was at was discarded, and the runner is to
+	// run its handlers and end the run. Every later delivery of the run
+	// says so too.
+	Cancelled bool
 
 	durableMu sync.Mutex
 	onDurable []func()

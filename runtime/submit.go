@@ -30,6 +30,11 @@ type RunSpec struct {
 	// enqueue; a duplicate submission drops them. Keys under "workflow/"
 	// are rejected.
 	KVWrites map[string][]byte
+	// CancelHandlers makes the run's first Cancel go to the runner rather
+	// than end the run: the step the run is at is discarded, and the run
+	// goes on to a step whose deliveries carry Step.Cancelled, to run its
+	// handlers and end the run. A Cancel while that runs ends the run.
+	CancelHandlers bool
 }
 
 // SubmitOutcome reports a Submit.
@@ -94,7 +99,7 @@ func (rt *Runtime) Submit(ctx context.Context, spec RunSpec) (SubmitOutcome, err
 	nonce, jobID := rt.newID(), rt.newID()
 	headers := userHeaders(spec.Headers)
 	rec, err := encodeRecord(&runRecord{Nonce: nonce, InputHash: sum[:], SubmittedMs: rt.clock.Now().UnixMilli(), Headers: headers,
-		Labels: copyLabels(spec.Labels)})
+		Labels: copyLabels(spec.Labels), CancelHandlers: spec.CancelHandlers})
 	if err != nil {
 		return SubmitOutcome{}, err
 	}

@@ -35,7 +35,9 @@ it takes.
 
 It prints "run RUN cancelled", or with --json {"run": RUN, "cancelled": true};
 a step that was running is stopped, and the run ends as cancelled once it
-has.`,
+has. A run whose workflow has on_error or finally runs them first (the
+step it was at is discarded) and ends as cancelled when they end; a
+cancel while they run ends it at once.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			runID := args[0]
