@@ -12,8 +12,6 @@ import (
 const blocksFixture = `tqw: v1
 name: order
 timeout: 2h
-labels: {team: payments}
-outputs: {credit: "${ steps.checks.output.credit }"}
 steps:
   - id: prepare
     action: sleep
@@ -65,7 +63,9 @@ const blocksURI = "file:///work/blocks.tqw.yaml"
 func openBlocks(t *testing.T) *client {
 	c := startServer(t)
 	c.open(blocksURI, blocksFixture)
-	c.diagnosticsFor(blocksURI, 1)
+	if d := c.diagnosticsFor(blocksURI, 1); len(d) != 0 {
+		t.Fatalf("the fixture has diagnostics: %+v", d)
+	}
 	return c
 }
 
@@ -95,13 +95,14 @@ func TestDefinitionInNestedBlocks(t *testing.T) {
 
 func TestRenameInNestedBlocks(t *testing.T) {
 	c := openBlocks(t)
+	version := 1
 	for _, r := range []struct {
 		from, to string
 		want     int // the id and its references
 	}{
 		{"judge", "verdict", 2},
 		{"charge", "bill", 2},
-		{"checks", "vet", 3},
+		{"checks", "vet", 2},
 		{"notify", "tell", 1},
 	} {
 		line, char := at(t, blocksFixture, "id: "+r.from+"\n", 1, 5)
@@ -135,6 +136,17 @@ func TestRenameInNestedBlocks(t *testing.T) {
 		if strings.Count(renamed, r.to) != r.want {
 			t.Errorf("rename %s: text\n%s", r.from, renamed)
 		}
+		// The renamed file loads: every reference followed the id.
+		version++
+		c.notify("textDocument/didChange", map[string]any{"textDocument": map[string]any{"uri": blocksURI, "version": version},
+			"contentChanges": []map[string]any{{"text": renamed}}})
+		if d := c.diagnosticsFor(blocksURI, version); len(d) != 0 {
+			t.Errorf("rename %s: the renamed file has diagnostics: %+v", r.from, d)
+		}
+		version++
+		c.notify("textDocument/didChange", map[string]any{"textDocument": map[string]any{"uri": blocksURI, "version": version},
+			"contentChanges": []map[string]any{{"text": blocksFixture}}})
+		c.diagnosticsFor(blocksURI, version)
 	}
 	// An id of a nested step is taken: step ids are unique across the file.
 	line, char := at(t, blocksFixture, "id: done", 1, 5)
@@ -225,9 +237,6 @@ func TestCompletionInNestedBlocks(t *testing.T) {
 	lacks("next at the top", got, "score", "charge", "refund")
 
 	// steps. offers the steps an expression there may read.
-	got = complete(t, c, blocksURI, "${ steps.", 0, blocksFixture) // outputs:
-	has("steps. in outputs", got, "checks", "charge_all", "done")
-	lacks("steps. in outputs", got, "score", "charge")
 	got = complete(t, c, blocksURI, "succeed: \"${ steps.", 0, blocksFixture) // judge
 	has("steps. in a branch", got, "score", "judge", "prepare")
 	lacks("steps. in a branch", got, "screen", "checks", "charge_all", "charge", "done")
@@ -241,4 +250,47 @@ func TestCompletionInNestedBlocks(t *testing.T) {
 	// The outputs of parallel and map steps.
 	has("parallel output", complete(t, c, blocksURI, "steps.checks.output.", 0, blocksFixture), "credit", "fraud")
 	has("map output", complete(t, c, blocksURI, "steps.charge_all.output.", 0, blocksFixture), "results", "errors", "done", "failed", "total")
+
+	// Keys, from the schema, where they are valid.
+	version := 1
+	edit := func(text string) {
+		version++
+		c.notify("textDocument/didChange", map[string]any{"textDocument": map[string]any{"uri": blocksURI, "version": version},
+			"contentChanges": []map[string]any{{"text": text}}})
+		c.diagnosticsFor(blocksURI, version)
+	}
+	for _, k := range []struct {
+		name, after, insert string
+		want, not           []string
+	}{
+		{"top-level keys", "timeout: 2h\n", "\n", []string{"on_error", "finally", "timeout", "steps", "vars"}, []string{"parallel", "branches", "concurrency"}},
+		{"step keys in a branch", "next: judge\n", "          - id: extra\n            \n", []string{"parallel", "map", "action", "next", "catch", "timeout"}, []string{"branches", "on_error"}},
+		{"parallel keys", "    parallel:\n", "      \n", []string{"branches", "fail"}, []string{"items", "action"}},
+		{"map keys", "    map:\n", "      \n", []string{"items", "concurrency", "tolerated_failures", "steps"}, []string{"branches", "action"}},
+		{"step keys in a map's steps", "next: receipt\n", "          \n", []string{"action", "parallel", "map", "retry"}, []string{"items", "finally"}},
+		{"step keys in on_error", "  - id: refund\n", "    \n", []string{"action", "catch", "parallel"}, []string{"on_error", "branches"}},
+	} {
+		text := strings.Replace(blocksFixture, k.after, k.after+k.insert, 1)
+		edit(text)
+		got := complete(t, c, blocksURI, k.after+strings.TrimSuffix(k.insert, "\n"), 0, text)
+		has(k.name, got, k.want...)
+		lacks(k.name, got, k.not...)
+	}
+	text := strings.Replace(blocksFixture, "      fail: all\n", "      fail: \n", 1)
+	edit(text)
+	got = complete(t, c, blocksURI, "      fail: ", 0, text)
+	has("parallel fail", got, "fast", "all")
+	// A step in a map's steps gets the with keys of its action.
+	text = strings.Replace(blocksFixture, "          with: {url: \"https://pay.example/${ item.id }\"}\n", "          with:\n            me\n", 1)
+	edit(text)
+	got = complete(t, c, blocksURI, "with:\n            me", 0, text)
+	has("with keys in a map's step", got, "method", "url", "headers")
+	lacks("with keys in a map's step", got, "command")
+	// Outside every step (a run template such as outputs) steps. offers
+	// the workflow's own steps.
+	text = strings.Replace(blocksFixture, "timeout: 2h\n", "timeout: 2h\nresult: \"${ steps. }\"\n", 1)
+	edit(text)
+	got = complete(t, c, blocksURI, "result: \"${ steps.", 0, text)
+	has("steps. outside steps", got, "checks", "charge_all", "done")
+	lacks("steps. outside steps", got, "score", "charge", "refund")
 }
