@@ -294,3 +294,33 @@ func TestCompletionInNestedBlocks(t *testing.T) {
 	has("steps. outside steps", got, "checks", "charge_all", "done")
 	lacks("steps. outside steps", got, "score", "charge", "refund")
 }
+
+func TestHoverInNestedBlocks(t *testing.T) {
+	c := openBlocks(t)
+	for _, h := range []struct {
+		needle string
+		want   []string
+	}{
+		{"steps.charge_all.output.done", []string{"step `charge_all`", "map", "`results`", "`failed`", "`total`"}},
+		{"steps.checks.output.fraud", []string{"step `checks`", "parallel", "`credit`", "`fraud`"}},
+		{"steps.score.output", []string{"step `score`", "`http`", "In block `checks/credit`", "status"}},
+		{"steps.charge.output", []string{"step `charge`", "In block `charge_all/item`"}},
+	} {
+		line, char := at(t, blocksFixture, h.needle, 1, 8)
+		var res *struct {
+			Contents struct {
+				Value string `json:"value"`
+			} `json:"contents"`
+		}
+		c.call("textDocument/hover", docPos(blocksURI, line, char), &res)
+		if res == nil {
+			t.Errorf("no hover on %q", h.needle)
+			continue
+		}
+		for _, w := range h.want {
+			if !strings.Contains(res.Contents.Value, w) {
+				t.Errorf("hover on %q: %q lacks %q", h.needle, res.Contents.Value, w)
+			}
+		}
+	}
+}
