@@ -56,9 +56,10 @@ type ErrorInfo struct {
 	// another attempt can succeed. A retry policy without on retries
 	// exactly these errors (RetryPolicy.Retries).
 	Retryable bool `expr:"retryable" json:"retryable,omitempty"`
-	// Step is the id of the step that raised the error; set for the run's
-	// error that on_error and finally read.
-	Step string `expr:"step" json:"step,omitempty" msgpack:"Step,omitempty"`
+	// Step is the id of the step that raised the error; set only for the
+	// run's error that on_error and finally read (a history record's
+	// error is its own step's, so JSON leaves it out).
+	Step string `expr:"step" json:"-" msgpack:"Step,omitempty"`
 }
 
 // RunInfo describes the run an expression is evaluated in.

@@ -164,5 +164,12 @@ func (d *delivery) handOverCancel(ctx context.Context) (ok bool, err error) {
 	}
 	sef.KVDeletes = append(sef.KVDeletes, d.sigDeletes...)
 	d.rt.log.Debug("cancel handed to the run's handlers", "run", d.runID, "step", d.n)
-	return true, d.rt.q.Ack(ctx, d.c, sef)
+	err = d.rt.q.Ack(ctx, d.c, sef)
+	// The delivery's requests, and the hand-over's share of its WAL PUT,
+	// count with the run's next settlement.
+	d.unsettled(nil)
+	if err == nil {
+		d.rt.pending.add(d.runID, &totalsRecord{Puts: sef.WALShare()})
+	}
+	return true, err
 }

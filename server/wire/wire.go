@@ -178,7 +178,7 @@ type HistoryRecord struct {
 	StartedAt time.Time `json:"started_at"`
 	EndedAt   time.Time `json:"ended_at"`
 	// Status is ok, waiting, retry, caught, failed, succeeded,
-	// signal_rejected, ...
+	// signal_rejected, cancelled, ...
 	Status string `json:"status"`
 	// Output is the step's output, secrets redacted.
 	Output   any             `json:"output"`
