@@ -3,6 +3,7 @@ package dsl
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -64,6 +65,12 @@ func FuzzLoad(f *testing.F) {
 		}
 		if w != nil {
 			_ = w.Edges()
+			if err := w.WriteMermaid(io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.WriteDOT(io.Discard); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 }

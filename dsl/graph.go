@@ -2,7 +2,6 @@ package dsl
 
 import (
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 )
@@ -410,107 +409,4 @@ func (b *builder) closest(s string, cands []string) string {
 	}
 	b.hints++
 	return closest(s, cands)
-}
-
-// WriteMermaid writes the step graph as a Mermaid flowchart.
-func (w *Workflow) WriteMermaid(out io.Writer) error {
-	var sb strings.Builder
-	sb.WriteString("flowchart TD\n")
-	sb.WriteString("  start((start)) --> " + mermaidID(w.Steps[0].ID) + "\n")
-	for _, s := range w.Steps {
-		fmt.Fprintf(&sb, "  %s[%s]\n", mermaidID(s.ID), mermaidText(nodeLabel(s)))
-	}
-	dyn := 0
-	for _, e := range w.Edges() {
-		to := ""
-		switch {
-		case e.Kind == EdgeEnd:
-			to = "done((end))"
-		case e.To == "":
-			dyn++
-			to = fmt.Sprintf("dyn%d{{computed}}", dyn)
-		default:
-			to = mermaidID(e.To)
-		}
-		arrow := "-->"
-		if e.Kind == EdgeCatch || e.Kind == EdgeTimeout {
-			arrow = "-.->"
-		}
-		if e.Label != "" {
-			fmt.Fprintf(&sb, "  %s %s|%s| %s\n", mermaidID(e.From), arrow, mermaidText(e.Label), to)
-		} else {
-			fmt.Fprintf(&sb, "  %s %s %s\n", mermaidID(e.From), arrow, to)
-		}
-	}
-	_, err := io.WriteString(out, sb.String())
-	return err
-}
-
-func mermaidID(id string) string { return "s_" + id }
-
-// mermaidText quotes s as a Mermaid label. Mermaid's entity codes stand
-// for the characters that would end the label (" and |), open markup
-// (< and >: Mermaid sanitizes labels as HTML, so a tag would vanish or
-// lose its brackets rather than show) or start an entity (& and #, so the
-// text reads back exactly).
-func mermaidText(s string) string {
-	r := strings.NewReplacer(`"`, "#quot;", "|", "#124;", "<", "#lt;", ">", "#gt;", "&", "#amp;", "#", "#35;", "\n", " ")
-	return `"` + r.Replace(s) + `"`
-}
-
-func nodeLabel(s *Step) string {
-	switch s.Kind {
-	case KindAction:
-		return s.ID + ": " + s.Action
-	case KindForeach:
-		return s.ID + ": foreach " + s.Foreach.Action
-	case KindCall:
-		return s.ID + ": call " + s.Call.Workflow
-	}
-	return s.ID + ": " + string(s.Kind)
-}
-
-// WriteDOT writes the step graph in Graphviz DOT.
-func (w *Workflow) WriteDOT(out io.Writer) error {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "digraph %q {\n  rankdir=TB;\n  node [shape=box];\n", w.Name)
-	sb.WriteString("  \"(start)\" [shape=circle];\n  \"(end)\" [shape=doublecircle];\n")
-	fmt.Fprintf(&sb, "  \"(start)\" -> %q;\n", w.Steps[0].ID)
-	for _, s := range w.Steps {
-		shape := "box"
-		switch s.Kind {
-		case KindSwitch, KindSet:
-			shape = "diamond"
-		case KindSucceed, KindFail:
-			shape = "octagon"
-		}
-		fmt.Fprintf(&sb, "  %q [label=%q, shape=%s];\n", s.ID, nodeLabel(s), shape)
-	}
-	dyn := 0
-	for _, e := range w.Edges() {
-		to := e.To
-		switch {
-		case e.Kind == EdgeEnd:
-			to = "(end)"
-		case to == "":
-			dyn++
-			to = fmt.Sprintf("(computed %d)", dyn)
-			fmt.Fprintf(&sb, "  %q [shape=hexagon];\n", to)
-		}
-		attrs := []string{}
-		if e.Label != "" {
-			attrs = append(attrs, fmt.Sprintf("label=%q", e.Label))
-		}
-		if e.Kind == EdgeCatch || e.Kind == EdgeTimeout {
-			attrs = append(attrs, "style=dashed")
-		}
-		a := ""
-		if len(attrs) > 0 {
-			a = " [" + strings.Join(attrs, ", ") + "]"
-		}
-		fmt.Fprintf(&sb, "  %q -> %q%s;\n", e.From, to, a)
-	}
-	sb.WriteString("}\n")
-	_, err := io.WriteString(out, sb.String())
-	return err
 }

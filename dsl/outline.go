@@ -31,7 +31,12 @@ func before(a, b Pos) bool {
 // or the rule checks, so a file the loader rejects for other reasons
 // still has one.
 type Outline struct {
+	// Steps are the steps of every block in file order: a parallel or
+	// map step comes before the steps of its blocks.
 	Steps []StepDef
+	// Blocks are the nested lists of steps: parallel branches, map
+	// steps, on_error and finally, in file order.
+	Blocks []BlockDef
 	// StepRefs are the places a step id is named: next, switch[].next,
 	// catch[].next and on_timeout values that are literal ids, and
 	// steps.<id> inside expressions.
@@ -58,6 +63,24 @@ type StepDef struct {
 	// PayloadFields are the properties of a wait_signal step's
 	// with.schema: the fields its output (the signal payload) has.
 	PayloadFields []string
+	// Block is the path of the list the step is in, as in Block.Path:
+	// "" for the workflow's steps, "<step>/<branch>", "<step>/item",
+	// "on_error" or "finally".
+	Block string
+	// Parent is the index in Steps of the parallel or map step whose
+	// block holds this one, -1 for the others.
+	Parent int
+	// Branches are a parallel step's branch names, in file order.
+	Branches []string
+}
+
+// BlockDef is a nested list of steps of an outline.
+type BlockDef struct {
+	Path   string // as in StepDef.Block
+	Name   string // the branch name, "steps" for a map, on_error or finally
+	Parent int    // index in Outline.Steps of the step that owns it, -1 for on_error and finally
+	Key    Span   // the key that opens the block
+	Span   Span   // from the key to the end of its last step
 }
 
 // NameDef is a name declared or assigned in the file.
@@ -84,14 +107,15 @@ type NameRef struct {
 	Step    int    // index of the step it is written in; -1 outside steps
 }
 
-// StepAt returns the index of the step whose span holds p, or -1.
+// StepAt returns the index of the innermost step whose span holds p, or -1.
 func (o *Outline) StepAt(p Pos) int {
-	for i, s := range o.Steps {
+	at := -1
+	for i, s := range o.Steps { // a nested step comes after the steps around it
 		if s.Span.Contains(p) || s.Span.End == p {
-			return i
+			at = i
 		}
 	}
-	return -1
+	return at
 }
 
 // StepByID returns the first step with the given id, or nil.
@@ -134,40 +158,14 @@ func ParseOutline(src []byte) *Outline {
 		}
 	}
 	addVars(root.get("vars"))
-	steps := root.get("steps")
-	if steps != nil && steps.kind == kList {
-		for i, st := range steps.items {
-			if st.kind != kMap {
-				continue
-			}
-			o.Steps = append(o.Steps, outlineStep(li, st, i, steps.items))
-			idx := len(o.Steps) - 1
-			ref := func(n *node, ctx string) {
-				if n != nil && n.kind == kString && stepIDRE.MatchString(n.str()) {
-					o.StepRefs = append(o.StepRefs, NameRef{n.str(), span(n), ctx, idx})
-				}
-			}
-			ref(st.get("next"), refNext)
-			ref(st.get("on_timeout"), refOnTimeout)
-			if sw := st.get("switch"); sw != nil {
-				for _, c := range sw.items {
-					ref(c.get("next"), refSwitch)
-				}
-			}
-			addVars(st.get("set"))
-			if ca := st.get("catch"); ca != nil {
-				for _, c := range ca.items {
-					ref(c.get("next"), refCatch)
-					addVars(c.get("set"))
-				}
-			}
-			with := st.get("with")
-			if fe := st.get("foreach"); fe != nil && fe.kind == kMap {
-				with = fe.get("with")
-			}
-			if n := with.get("api_key_secret"); n != nil && n.kind == kString {
-				o.SecretRefs = append(o.SecretRefs, NameRef{n.str(), span(n), refWith, idx})
-			}
+	w := outliner{li: li, o: o, addVars: addVars}
+	last := len(li.lines)
+	for i, k := range root.keys {
+		switch v := root.vals[i]; k.str() {
+		case "steps":
+			w.block(v, "", -1, keyLimit(root, i, last))
+		case "on_error", "finally":
+			w.open(k, v, k.str(), k.str(), -1, keyLimit(root, i, last))
 		}
 	}
 	o.scanExpressions(li)
@@ -176,14 +174,124 @@ func ParseOutline(src []byte) *Outline {
 
 var stepIDRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-func outlineStep(li *lineIndex, st *node, i int, all []*node) StepDef {
-	d := StepDef{ID: st.get("id").str(), Description: st.get("description").str()}
+// outliner walks the lists of steps of a file, nested ones included.
+type outliner struct {
+	li      *lineIndex
+	o       *Outline
+	addVars func(*node)
+}
+
+func (w *outliner) span(n *node) Span { return Span{n.pos, w.li.tokenEnd(n.pos)} }
+
+// keyLimit is the last line the value of m's i-th key may take: the line
+// before m's next key, or limit.
+func keyLimit(m *node, i, limit int) int {
+	if i+1 < len(m.keys) && m.keys[i+1].pos.Line-1 < limit {
+		return max(m.keys[i+1].pos.Line-1, m.keys[i].pos.Line)
+	}
+	return limit
+}
+
+// block adds the steps of list, which ends at line limit at the latest.
+func (w *outliner) block(list *node, path string, parent, limit int) {
+	if list == nil || list.kind != kList {
+		return
+	}
+	o := w.o
+	for i, st := range list.items {
+		if st.kind != kMap {
+			continue
+		}
+		end := limit
+		if i+1 < len(list.items) {
+			end = min(end, max(list.items[i+1].pos.Line-1, st.pos.Line))
+		}
+		d := outlineStep(w.li, st, end)
+		d.Block, d.Parent = path, parent
+		o.Steps = append(o.Steps, d)
+		idx := len(o.Steps) - 1
+		ref := func(n *node, ctx string) {
+			if n != nil && n.kind == kString && stepIDRE.MatchString(n.str()) {
+				o.StepRefs = append(o.StepRefs, NameRef{n.str(), w.span(n), ctx, idx})
+			}
+		}
+		ref(st.get("next"), refNext)
+		ref(st.get("on_timeout"), refOnTimeout)
+		if sw := st.get("switch"); sw != nil {
+			for _, c := range sw.items {
+				ref(c.get("next"), refSwitch)
+			}
+		}
+		w.addVars(st.get("set"))
+		if ca := st.get("catch"); ca != nil {
+			for _, c := range ca.items {
+				ref(c.get("next"), refCatch)
+				w.addVars(c.get("set"))
+			}
+		}
+		with := st.get("with")
+		if fe := st.get("foreach"); fe != nil && fe.kind == kMap {
+			with = fe.get("with")
+		}
+		if n := with.get("api_key_secret"); n != nil && n.kind == kString {
+			o.SecretRefs = append(o.SecretRefs, NameRef{n.str(), w.span(n), refWith, idx})
+		}
+		w.nested(st, idx, o.Steps[idx].Span.End.Line)
+	}
+}
+
+// nested adds the blocks of the parallel or map step st (index idx),
+// which ends at line limit.
+func (w *outliner) nested(st *node, idx, limit int) {
+	id := st.get("id").str()
+	for i, k := range st.keys {
+		v, lim := st.vals[i], keyLimit(st, i, limit)
+		if v.kind != kMap || k.str() != "parallel" && k.str() != "map" {
+			continue
+		}
+		for j, vk := range v.keys {
+			vv, vlim := v.vals[j], keyLimit(v, j, lim)
+			switch {
+			case k.str() == "map" && vk.str() == "steps":
+				w.open(vk, vv, id+"/item", "steps", idx, vlim)
+			case k.str() == "parallel" && vk.str() == "branches" && vv.kind == kMap:
+				for b, name := range vv.keys {
+					w.o.Steps[idx].Branches = append(w.o.Steps[idx].Branches, name.str())
+					w.open(name, vv.vals[b], id+"/"+name.str(), name.str(), idx, keyLimit(vv, b, vlim))
+				}
+			}
+		}
+	}
+}
+
+// open adds the block that key opens and its steps.
+func (w *outliner) open(key, list *node, path, name string, parent, limit int) {
+	if list == nil || list.kind != kList {
+		return
+	}
+	b := len(w.o.Blocks)
+	w.o.Blocks = append(w.o.Blocks, BlockDef{Path: path, Name: name, Parent: parent, Key: w.span(key)})
+	first := len(w.o.Steps)
+	w.block(list, path, parent, limit)
+	end := w.o.Blocks[b].Key.End
+	for _, s := range w.o.Steps[first:] {
+		if before(end, s.Span.End) {
+			end = s.Span.End
+		}
+	}
+	w.o.Blocks[b].Span = Span{key.pos, end}
+}
+
+// outlineStep describes the step st, which ends at line limit at the
+// latest.
+func outlineStep(li *lineIndex, st *node, limit int) StepDef {
+	d := StepDef{ID: st.get("id").str(), Description: st.get("description").str(), Parent: -1}
 	if id := st.get("id"); id != nil {
 		d.IDSpan = Span{id.pos, li.tokenEnd(id.pos)}
 	} else {
 		d.IDSpan = Span{st.pos, st.pos}
 	}
-	for _, k := range []string{"action", "foreach", "call", "succeed", "fail", "switch", "set", "next"} {
+	for _, k := range []string{"action", "foreach", "call", "parallel", "map", "succeed", "fail", "switch", "set", "next"} {
 		if st.key(k) != nil {
 			d.Kind = Kind(k)
 			if k == "next" {
@@ -203,12 +311,13 @@ func outlineStep(li *lineIndex, st *node, i int, all []*node) StepDef {
 			}
 		}
 	}
-	// The step runs to the last non-blank, non-comment line before the
-	// next step (or the end of the file).
-	last := len(li.lines)
-	if i+1 < len(all) {
-		last = all[i+1].pos.Line - 1
+	if line := li.line(st.pos.Line); strings.HasPrefix(line[runeCol(line, st.pos.Col):], "{") {
+		d.Span = Span{st.pos, li.tokenEnd(st.pos)} // a flow map: {id: a, ...}
+		return d
 	}
+	// A block map runs to the last non-blank, non-comment line before
+	// limit.
+	last := min(limit, len(li.lines))
 	for last > st.pos.Line {
 		t := strings.TrimSpace(li.line(last))
 		if t != "" && !strings.HasPrefix(t, "#") && t != "-" {
@@ -217,8 +326,8 @@ func outlineStep(li *lineIndex, st *node, i int, all []*node) StepDef {
 		last--
 	}
 	end := Pos{last, colOf(li.line(last), len(strings.TrimRight(li.line(last), " \t")))}
-	if end.Line == st.pos.Line && before(end, st.pos) {
-		end = st.pos
+	if end.Line <= st.pos.Line && before(end, st.pos) {
+		end = li.tokenEnd(st.pos)
 	}
 	d.Span = Span{st.pos, end}
 	return d

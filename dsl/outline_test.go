@@ -1,6 +1,9 @@
 package dsl
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -119,5 +122,126 @@ steps:
 	}
 	if ParseOutline([]byte("a: [")) != nil {
 		t.Error("broken YAML has an outline")
+	}
+}
+
+// nestedOutlineSrc has every kind of nested block of LANG.md's syntax.
+const nestedOutlineSrc = `tqw: v1
+name: order
+timeout: 2h
+steps:
+  - id: checks
+    parallel:
+      branches:
+        credit:
+          - id: score
+            action: http
+            with: {url: "https://x/${ input.id }"}
+            next: judge
+          - id: judge
+            succeed: "${ steps.score.output.body }"
+        fraud: [{id: screen, action: sleep, with: {duration: 1s}}]
+      fail: all
+  - id: charge_all
+    map:
+      items: "${ input.orders }"
+      concurrency: 4
+      steps:
+        - id: charge
+          action: http
+          with: {url: "https://pay/${ item.id }"}
+    next: done
+  - id: done
+    succeed: "${ steps.checks.output.credit }"
+on_error:
+  - id: refund
+    action: http
+    with: {url: "https://refund"}
+finally:
+  - id: notify
+    action: sleep
+    with: {duration: 1s}
+`
+
+func TestParseOutlineNestedBlocks(t *testing.T) {
+	o := ParseOutline([]byte(nestedOutlineSrc))
+	if o == nil {
+		t.Fatal("no outline")
+	}
+	type step struct {
+		id, block string
+		kind      Kind
+		parent    string
+		span      Span
+	}
+	var got []step
+	for _, s := range o.Steps {
+		p := ""
+		if s.Parent >= 0 {
+			p = o.Steps[s.Parent].ID
+		}
+		got = append(got, step{s.ID, s.Block, s.Kind, p, s.Span})
+	}
+	want := []step{
+		{"checks", "", "parallel", "", Span{Pos{5, 5}, Pos{16, 16}}},
+		{"score", "checks/credit", KindAction, "checks", Span{Pos{9, 13}, Pos{12, 24}}},
+		{"judge", "checks/credit", KindSucceed, "checks", Span{Pos{13, 13}, Pos{14, 52}}},
+		{"screen", "checks/fraud", KindAction, "checks", Span{Pos{15, 17}, Pos{15, 66}}},
+		{"charge_all", "", "map", "", Span{Pos{17, 5}, Pos{25, 15}}},
+		{"charge", "charge_all/item", KindAction, "charge_all", Span{Pos{22, 11}, Pos{24, 50}}},
+		{"done", "", KindSucceed, "", Span{Pos{26, 5}, Pos{27, 47}}},
+		{"refund", "on_error", KindAction, "", Span{Pos{29, 5}, Pos{31, 34}}},
+		{"notify", "finally", KindAction, "", Span{Pos{33, 5}, Pos{35, 25}}},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("steps %+v; want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("step %d = %+v; want %+v", i, got[i], want[i])
+		}
+	}
+	if b := o.Steps[0].Branches; len(b) != 2 || b[0] != "credit" || b[1] != "fraud" {
+		t.Errorf("branches %v", b)
+	}
+	var blocks []string
+	for _, b := range o.Blocks {
+		blocks = append(blocks, fmt.Sprintf("%s %s %d %v-%v", b.Path, b.Name, b.Parent, b.Key.Start, b.Span.End))
+	}
+	wantBlocks := []string{
+		"checks/credit credit 0 8:9-14:52",
+		"checks/fraud fraud 0 15:9-15:66",
+		"charge_all/item steps 4 21:7-24:50",
+		"on_error on_error -1 28:1-31:34",
+		"finally finally -1 32:1-35:25",
+	}
+	if !slices.Equal(blocks, wantBlocks) {
+		t.Errorf("blocks\n%s\nwant\n%s", strings.Join(blocks, "\n"), strings.Join(wantBlocks, "\n"))
+	}
+	// References inside nested blocks belong to the innermost step.
+	var refs []string
+	for _, r := range o.StepRefs {
+		refs = append(refs, fmt.Sprintf("%s %s %v %s", r.Name, r.Context, r.Span.Start, o.Steps[r.Step].ID))
+	}
+	wantRefs := []string{
+		"judge next 12:19 score",
+		"done next 25:11 charge_all",
+		"score expression 14:32 judge",
+		"checks expression 27:24 done",
+	}
+	if !slices.Equal(refs, wantRefs) {
+		t.Errorf("refs\n%s\nwant\n%s", strings.Join(refs, "\n"), strings.Join(wantRefs, "\n"))
+	}
+	for _, c := range []struct {
+		at   Pos
+		want string
+	}{{Pos{10, 20}, "score"}, {Pos{16, 9}, "checks"}, {Pos{20, 9}, "charge_all"}, {Pos{23, 11}, "charge"}, {Pos{28, 1}, ""}, {Pos{30, 9}, "refund"}} {
+		got := ""
+		if i := o.StepAt(c.at); i >= 0 {
+			got = o.Steps[i].ID
+		}
+		if got != c.want {
+			t.Errorf("StepAt(%v) = %q; want %q", c.at, got, c.want)
+		}
 	}
 }

@@ -20,7 +20,10 @@ func newGraphCmd() *cobra.Command {
 		Long: `graph prints the steps and every transition between them: next and
 following-step edges, switch cases labelled with their condition (else for
 the fallback), catch edges labelled with their error types and on_timeout
-edges (dashed), and computed targets as a separate node.`,
+edges (dashed), and computed targets as a separate node. Nested blocks are
+subgraphs: a parallel step forks into its branches and joins them, a map's
+steps are marked with its concurrency, on_error is entered from failure and
+finally from the end.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "mermaid" && format != "dot" {

@@ -64,7 +64,8 @@ func def(name string) map[string]any {
 }
 
 // schemaAt resolves the schema of the map at path ("-" is a list item);
-// action names the step's action, for with.
+// action names the step's action, for with. A key a map's properties do
+// not name (a parallel step's branch) takes its additionalProperties.
 func schemaAt(path []string, action string) map[string]any {
 	s := schema()
 	for i, seg := range path {
@@ -73,7 +74,7 @@ func schemaAt(path []string, action string) map[string]any {
 		}
 		s = deref(s)
 		if seg == "-" {
-			s, _ = s["items"].(map[string]any)
+			s, _ = alternative(s, "items")["items"].(map[string]any)
 			continue
 		}
 		if seg == "with" && i > 0 {
@@ -82,13 +83,57 @@ func schemaAt(path []string, action string) map[string]any {
 				continue
 			}
 		}
+		s = alternative(s, "properties")
 		props, _ := s["properties"].(map[string]any)
-		s, _ = props[seg].(map[string]any)
+		next, ok := props[seg].(map[string]any)
+		if !ok {
+			next = otherProperty(s, seg)
+		}
+		s = next
 	}
 	if s == nil {
 		return nil
 	}
 	return deref(s)
+}
+
+// otherProperty is the schema of a key properties does not name: the
+// first patternProperties entry it matches, else additionalProperties.
+func otherProperty(s map[string]any, key string) map[string]any {
+	pats, _ := s["patternProperties"].(map[string]any)
+	names := make([]string, 0, len(pats))
+	for p := range pats {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, p := range names {
+		if re, err := regexp.Compile(p); err == nil && re.MatchString(key) {
+			m, _ := pats[p].(map[string]any)
+			return m
+		}
+	}
+	m, _ := s["additionalProperties"].(map[string]any)
+	return m
+}
+
+// alternative returns s, or when s has no such key (properties, items)
+// the first of its oneOf or anyOf alternatives that has it: a value
+// written either as a string or as a map completes as the map.
+func alternative(s map[string]any, key string) map[string]any {
+	if s[key] != nil {
+		return s
+	}
+	for _, k := range []string{"oneOf", "anyOf"} {
+		alts, _ := s[k].([]any)
+		for _, a := range alts {
+			if m, ok := a.(map[string]any); ok {
+				if m = deref(m); m[key] != nil {
+					return m
+				}
+			}
+		}
+	}
+	return s
 }
 
 func docOf(s map[string]any) string {
@@ -230,7 +275,7 @@ func (v view) completionItems(p dsl.Pos) []completionItem {
 	}
 	switch c.key {
 	case "next", "on_timeout":
-		return v.stepIDItems("")
+		return v.stepIDItems(v.targets(c.step))
 	case "action":
 		return actionItems(slices.Contains(c.path, "foreach"))
 	case "on":
@@ -247,10 +292,11 @@ func (v view) completionItems(p dsl.Pos) []completionItem {
 	return nil
 }
 
-func (v view) stepIDItems(exclude string) []completionItem {
+// stepIDItems offers the ids of the steps for which ok holds.
+func (v view) stepIDItems(ok func(int) bool) []completionItem {
 	var out []completionItem
 	for i, s := range v.d.outline.Steps {
-		if s.ID == "" || s.ID == exclude {
+		if s.ID == "" || !ok(i) {
 			continue
 		}
 		detail := string(s.Kind)
@@ -261,6 +307,36 @@ func (v view) stepIDItems(exclude string) []completionItem {
 			Documentation: md(s.Description), SortText: fmt.Sprintf("%05d", i)})
 	}
 	return out
+}
+
+// targets holds for the steps that next, switch, catch and on_timeout
+// of step at may name: those of its own block.
+func (v view) targets(at int) func(int) bool {
+	steps := v.d.outline.Steps
+	if at < 0 {
+		return func(int) bool { return true }
+	}
+	return func(i int) bool { return steps[i].Block == steps[at].Block }
+}
+
+// readable holds for the steps whose output an expression in step at
+// may read: the steps of its own block, and those of each enclosing
+// block before the step that holds the block (they ran before it
+// started). on_error and finally, and the workflow's own templates
+// outside steps, read the workflow's steps.
+func (v view) readable(at int) func(int) bool {
+	steps := v.d.outline.Steps
+	visible := map[string]int{"": len(steps)} // block -> the readable steps end before this index
+	if at >= 0 {
+		visible[steps[at].Block] = len(steps)
+		for p := steps[at].Parent; p >= 0; p = steps[p].Parent {
+			visible[steps[p].Block] = p
+		}
+	}
+	return func(i int) bool {
+		end, ok := visible[steps[i].Block]
+		return ok && i < end
+	}
 }
 
 func md(s string) *markupContent {
@@ -375,7 +451,7 @@ func (v view) completeExpr(text string, p dsl.Pos) []completionItem {
 			out = append(out, completionItem{Label: n, Kind: completionKindFunction, Detail: "expr-lang builtin"})
 		}
 	case base == "steps":
-		return v.stepIDItems("")
+		return v.stepIDItems(v.readable(v.d.outline.StepAt(p)))
 	case len(parts) == 2 && parts[0] == "steps":
 		field("output", "the step's output")
 	case len(parts) >= 3 && parts[0] == "steps" && parts[2] == "output":
@@ -413,6 +489,16 @@ func (v view) completeExpr(text string, p dsl.Pos) []completionItem {
 // outputFields returns the fields of a step's output at a path of nested
 // fields: a built-in action's, or a wait_signal's payload schema's.
 func outputFields(s *dsl.StepDef, path []string) []dsl.OutputField {
+	switch {
+	case s.Kind == dsl.KindParallel && len(path) == 0:
+		var out []dsl.OutputField
+		for _, b := range s.Branches {
+			out = append(out, dsl.OutputField{Name: b, Doc: "the branch's result: the output of its last step, or its succeed value"})
+		}
+		return out
+	case s.Kind == dsl.KindMap && len(path) == 0:
+		return mapOutput
+	}
 	if s.Action == "wait_signal" && len(path) == 0 {
 		var out []dsl.OutputField
 		for _, f := range s.PayloadFields {
@@ -435,4 +521,13 @@ func outputFields(s *dsl.StepDef, path []string) []dsl.OutputField {
 		fields = next
 	}
 	return fields
+}
+
+// mapOutput is the output of a map step.
+var mapOutput = []dsl.OutputField{
+	{Name: "results", Doc: "each item's result, in item order; null where an item failed"},
+	{Name: "errors", Doc: "the failed items: [{index, type, message}]"},
+	{Name: "done", Doc: "how many items succeeded"},
+	{Name: "failed", Doc: "how many items failed"},
+	{Name: "total", Doc: "how many items there were"},
 }

@@ -9,9 +9,14 @@
 //     `tqw-dsl validate` (TestDiagnosticsMatchValidate);
 //   - definition, references and rename of step ids: next,
 //     switch[].next, catch[].next, on_timeout and steps.<id> inside
-//     expressions (dsl.ParseOutline);
-//   - document symbols, one per step, by id and kind;
-//   - completion of step ids, declared secrets, assigned vars, the
+//     expressions (dsl.ParseOutline), in every block: parallel
+//     branches, a map's steps, on_error and finally;
+//   - document symbols, one per step, by id and kind, nested as the
+//     blocks are: a parallel step's branches and their steps, a map
+//     step's steps, on_error's and finally's;
+//   - completion of step ids (of the same block for next, switch,
+//     catch and on_timeout; those an expression may read after
+//     steps.), declared secrets, assigned vars, the
 //     output fields of built-in actions, action names, with keys per
 //     action (from the schema), error types and expression names and
 //     functions;

@@ -12,7 +12,7 @@ import (
 // a fuzzed text: none may panic, whatever the text (a half-typed file is
 // the common case) and wherever the cursor.
 func FuzzFeatures(f *testing.F) {
-	for _, pattern := range []string{"../../workflows/*.yaml", "../testdata/invalid/*.yaml"} {
+	for _, pattern := range []string{"../../workflows/*.yaml", "../testdata/invalid/*.yaml", "../testdata/graph/*.yaml"} {
 		files, _ := filepath.Glob(pattern)
 		for _, file := range files {
 			src, err := os.ReadFile(file)

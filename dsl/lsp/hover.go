@@ -56,9 +56,19 @@ func stepDoc(s *dsl.StepDef) string {
 	if s.Description != "" {
 		sb.WriteString("\n\n" + s.Description)
 	}
-	if info := dsl.ActionInfoFor(s.Action); info != nil {
+	switch info := dsl.ActionInfoFor(s.Action); {
+	case s.Kind == dsl.KindParallel:
+		fmt.Fprintf(&sb, "\n\n`steps.%s.output`: each branch's result, by branch name", s.ID)
+		writeFields(&sb, outputFields(s, nil), "")
+	case s.Kind == dsl.KindMap:
+		fmt.Fprintf(&sb, "\n\n`steps.%s.output`: the items' results and how many failed", s.ID)
+		writeFields(&sb, mapOutput, "")
+	case info != nil:
 		fmt.Fprintf(&sb, "\n\n`steps.%s.output`: %s", s.ID, info.OutputDoc)
 		writeFields(&sb, info.Output, "")
+	}
+	if s.Block != "" {
+		fmt.Fprintf(&sb, "\n\nIn block `%s`.", s.Block)
 	}
 	return sb.String()
 }

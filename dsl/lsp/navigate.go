@@ -3,6 +3,7 @@ package lsp
 import (
 	"fmt"
 	"regexp"
+	"sort"
 
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -109,32 +110,72 @@ func (v view) rename(p dsl.Pos, newName string) (*workspaceEdit, error) {
 }
 
 // symbols answers textDocument/documentSymbol: the outline by step id
-// and kind.
+// and kind, a parallel step holding its branches and their steps, a map
+// step its steps, and on_error and finally theirs.
 func (v view) symbols() []documentSymbol {
+	o := v.d.outline
+	out := v.blockSymbols("")
+	for _, b := range o.Blocks {
+		if b.Parent < 0 {
+			out = append(out, documentSymbol{Name: b.Name, Detail: "steps run " + sectionWhen[b.Name], Kind: symbolKindNamespace,
+				Range: v.rangeOf(b.Span), SelectionRange: v.rangeOf(b.Key), Children: v.blockSymbols(b.Path)})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return positionBefore(out[i].Range.Start, out[j].Range.Start) })
+	return out
+}
+
+// sectionWhen says when the steps of on_error and finally run.
+var sectionWhen = map[string]string{
+	"on_error": "when the run fails, times out or is cancelled",
+	"finally":  "after the run ends, whatever its outcome",
+}
+
+func positionBefore(a, b Position) bool {
+	return a.Line < b.Line || a.Line == b.Line && a.Character < b.Character
+}
+
+// blockSymbols returns the symbols of the steps of the block at path.
+func (v view) blockSymbols(path string) []documentSymbol {
 	out := []documentSymbol{}
-	for _, s := range v.d.outline.Steps {
-		if s.ID == "" {
-			continue
+	for i, s := range v.d.outline.Steps {
+		if s.Block == path && s.ID != "" {
+			out = append(out, v.stepSymbol(i))
 		}
-		detail := string(s.Kind)
-		kind := symbolKindOperator
-		switch s.Kind {
-		case dsl.KindAction, dsl.KindForeach:
-			detail += " " + s.Action
-			kind = symbolKindFunction
-			if s.Action == "wait_signal" || s.Action == "sleep" {
-				kind = symbolKindEvent
-			}
-		case dsl.KindCall:
-			kind = symbolKindFunction
-		case dsl.KindSucceed, dsl.KindFail:
-			kind = symbolKindKey
-		}
-		if s.Description != "" {
-			detail += ": " + s.Description
-		}
-		out = append(out, documentSymbol{Name: s.ID, Detail: detail, Kind: kind,
-			Range: v.rangeOf(s.Span), SelectionRange: v.rangeOf(s.IDSpan)})
 	}
 	return out
+}
+
+func (v view) stepSymbol(i int) documentSymbol {
+	s := v.d.outline.Steps[i]
+	detail := string(s.Kind)
+	kind := symbolKindOperator
+	switch s.Kind {
+	case dsl.KindAction, dsl.KindForeach:
+		detail += " " + s.Action
+		kind = symbolKindFunction
+		if s.Action == "wait_signal" || s.Action == "sleep" {
+			kind = symbolKindEvent
+		}
+	case dsl.KindCall, dsl.KindParallel, dsl.KindMap:
+		kind = symbolKindFunction
+	case dsl.KindSucceed, dsl.KindFail:
+		kind = symbolKindKey
+	}
+	if s.Description != "" {
+		detail += ": " + s.Description
+	}
+	sym := documentSymbol{Name: s.ID, Detail: detail, Kind: kind, Range: v.rangeOf(s.Span), SelectionRange: v.rangeOf(s.IDSpan)}
+	for _, b := range v.d.outline.Blocks {
+		if b.Parent != i {
+			continue
+		}
+		if s.Kind == dsl.KindMap {
+			sym.Children = append(sym.Children, v.blockSymbols(b.Path)...)
+			continue
+		}
+		sym.Children = append(sym.Children, documentSymbol{Name: b.Name, Detail: "branch", Kind: symbolKindNamespace,
+			Range: v.rangeOf(b.Span), SelectionRange: v.rangeOf(b.Key), Children: v.blockSymbols(b.Path)})
+	}
+	return sym
 }

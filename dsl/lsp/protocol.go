@@ -205,10 +205,11 @@ type codeAction struct {
 // Symbol kinds used for steps: actions and calls are functions, waits
 // events, routing steps operators, the ends of a run keys.
 const (
-	symbolKindFunction = 12
-	symbolKindEvent    = 24
-	symbolKindOperator = 25
-	symbolKindKey      = 20
+	symbolKindFunction  = 12
+	symbolKindEvent     = 24
+	symbolKindOperator  = 25
+	symbolKindKey       = 20
+	symbolKindNamespace = 3
 )
 
 type documentSymbol struct {
@@ -217,6 +218,9 @@ type documentSymbol struct {
 	Kind           int    `json:"kind"`
 	Range          Range  `json:"range"`
 	SelectionRange Range  `json:"selectionRange"`
+	// Children are the steps of a parallel step's branches, a map's
+	// steps, or those of on_error and finally.
+	Children []documentSymbol `json:"children,omitempty"`
 }
 
 func decodeParams(raw *json.RawMessage, v any) error {

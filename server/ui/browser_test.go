@@ -165,6 +165,173 @@ func screenshotDir(t *testing.T) string {
 	return d
 }
 
+// browser is a headless Chromium tab on a served UI, recording what the
+// pages did that they must not: requests to other origins and scripts
+// that threw.
+type browser struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string
+	n     int
+
+	mu        sync.Mutex
+	elsewhere []string
+	thrown    []string
+	console   []string
+	// paused receives the requests the fetch domain holds.
+	paused chan fetch.RequestID
+}
+
+// openBrowser starts a tab for srv. On a failure the test prints what the
+// page said.
+func openBrowser(t *testing.T, srv *servedProcess) *browser {
+	t.Helper()
+	b := &browser{t: t, shots: screenshotDir(t), paused: make(chan fetch.RequestID, 4)}
+	b.ctx = browsertest.Tab(t, context.Background(), chromedp.WindowSize(1280, 1000))
+	base, _ := url.Parse(srv.base)
+	listenErr := chromedp.Listen(b.ctx, func(ev any) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch e := ev.(type) {
+		case *fetch.EventRequestPaused:
+			b.paused <- e.RequestID
+		case *network.EventRequestWillBeSent:
+			u, err := url.Parse(e.Request.URL)
+			if err != nil || (u.Scheme != "data" && u.Host != base.Host) {
+				b.elsewhere = append(b.elsewhere, e.Request.URL)
+			}
+		case *cdpruntime.EventExceptionThrown:
+			d := e.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil && d.Exception.Description != "" {
+				msg += " " + d.Exception.Description
+			}
+			b.thrown = append(b.thrown, fmt.Sprintf("%s:%d: %s", d.URL, d.LineNumber+1, msg))
+		case *cdpruntime.EventConsoleAPICalled:
+			var args []string
+			for _, a := range e.Args {
+				args = append(args, string(a.Value)+a.Description)
+			}
+			b.console = append(b.console, string(e.Type)+": "+strings.Join(args, " "))
+		case *cdplog.EventEntryAdded:
+			b.console = append(b.console, string(e.Entry.Level)+": "+e.Entry.Text)
+		}
+	})
+	if listenErr != nil {
+		t.Fatalf("starting Chromium: %v", listenErr)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			t.Logf("page exceptions: %v\npage console:\n%s", b.thrown, strings.Join(b.console, "\n"))
+		}
+	})
+	if _, err := chromedp.Call(b.ctx, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatalf("enabling the network domain: %v", err)
+	}
+	if _, err := chromedp.Call(b.ctx, cdplog.Enable, cdp.Empty{}); err != nil {
+		t.Fatalf("enabling the log domain: %v", err)
+	}
+	return b
+}
+
+// shot saves a screenshot of the page under name.
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	b.n++
+	p := filepath.Join(b.shots, fmt.Sprintf("%02d-%s.png", b.n, name))
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		b.t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	b.t.Logf("screenshot: %s", p)
+}
+
+// step runs actions with one generous deadline and fails naming what
+// did not happen, with a screenshot of the page as it was.
+func (b *browser) step(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	sctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		b.shot("failed")
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// until polls a JavaScript expression until it is true.
+func (b *browser) until(what, expr string) {
+	b.t.Helper()
+	sctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(sctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(45*time.Second))); err != nil {
+		b.shot("failed")
+		b.t.Fatalf("%s: %v (waited for %s)", what, err, expr)
+	}
+}
+
+// eval evaluates a JavaScript expression.
+func (b *browser) eval(what, expr string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// text is the rendered text of the first element sel matches, once it
+// has some. One evaluation finds and reads it: the live page replaces
+// nodes as events arrive, so a node looked up first may be gone by the
+// time its text is read ("No node with given id found").
+func (b *browser) text(what, sel string) string {
+	b.t.Helper()
+	sctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e === null ? "" : e.innerText; })()`, sel)
+	v, err := chromedp.Run(sctx, chromedp.Poll[string](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(45*time.Second)))
+	if err != nil {
+		b.shot("failed")
+		b.t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// signIn opens the UI at path and gives the token dialog the token.
+func (b *browser) signIn(srv *servedProcess, path string) {
+	b.t.Helper()
+	b.step("open the UI and meet the token dialog",
+		chromedp.Navigate(srv.base+path),
+		chromedp.WaitVisible(chromedp.CSS(`#token-input`)))
+	b.step("enter the token",
+		chromedp.SendKeys(chromedp.CSS(`#token-input`), srv.token),
+		chromedp.Click(chromedp.CSS(`#token-form button[type=submit]`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#token-dialog`)))
+}
+
+// checkClean fails the test when a page requested another origin or a
+// script threw.
+func (b *browser) checkClean() {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.elsewhere) > 0 {
+		b.t.Errorf("the pages requested other origins: %v", b.elsewhere)
+	}
+	if len(b.thrown) > 0 {
+		b.t.Errorf("scripts threw: %s", strings.Join(b.thrown, "\n"))
+	}
+	if errors.Is(b.ctx.Err(), context.Canceled) {
+		b.t.Errorf("the browser went away: %v", b.ctx.Err())
+	}
+}
+
 // TestBrowserApprovalFlow drives headless Chromium through the UI of a real
 // `tqw-dsl serve`: the token dialog, a run submitted through the API
 // appearing and reaching its wait in the live runs list without a reload,
@@ -178,129 +345,8 @@ func TestBrowserApprovalFlow(t *testing.T) {
 	}
 	browsertest.Chromium(t) // skip before starting a server when there is no browser
 	srv := startServe(t)
-	shots := screenshotDir(t)
-
-	ctx := browsertest.Tab(t, context.Background(), chromedp.WindowSize(1280, 1000))
-
-	base, _ := url.Parse(srv.base)
-	var (
-		mu        sync.Mutex
-		elsewhere []string
-		thrown    []string
-		console   []string
-		// paused receives the requests the fetch domain holds (the
-		// Mermaid bundle, while the test looks at the graph loading).
-		paused = make(chan fetch.RequestID, 4)
-	)
-	listenErr := chromedp.Listen(ctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch e := ev.(type) {
-		case *fetch.EventRequestPaused:
-			paused <- e.RequestID
-		case *network.EventRequestWillBeSent:
-			u, err := url.Parse(e.Request.URL)
-			if err != nil || (u.Scheme != "data" && u.Host != base.Host) {
-				elsewhere = append(elsewhere, e.Request.URL)
-			}
-		case *cdpruntime.EventExceptionThrown:
-			d := e.ExceptionDetails
-			msg := d.Text
-			if d.Exception != nil && d.Exception.Description != "" {
-				msg += " " + d.Exception.Description
-			}
-			thrown = append(thrown, fmt.Sprintf("%s:%d: %s", d.URL, d.LineNumber+1, msg))
-		case *cdpruntime.EventConsoleAPICalled:
-			var args []string
-			for _, a := range e.Args {
-				args = append(args, string(a.Value)+a.Description)
-			}
-			console = append(console, string(e.Type)+": "+strings.Join(args, " "))
-		case *cdplog.EventEntryAdded:
-			console = append(console, string(e.Entry.Level)+": "+e.Entry.Text)
-		}
-	})
-	if listenErr != nil {
-		t.Fatalf("starting Chromium: %v", listenErr)
-	}
-
-	// On a failure the test prints what the page said.
-	t.Cleanup(func() {
-		if t.Failed() {
-			mu.Lock()
-			defer mu.Unlock()
-			t.Logf("page exceptions: %v\npage console:\n%s", thrown, strings.Join(console, "\n"))
-		}
-	})
-	n := 0
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Errorf("screenshot %s: %v", name, err)
-			return
-		}
-		n++
-		p := filepath.Join(shots, fmt.Sprintf("%02d-%s.png", n, name))
-		if err := os.WriteFile(p, png, 0o644); err != nil {
-			t.Errorf("screenshot %s: %v", name, err)
-			return
-		}
-		t.Logf("screenshot: %s", p)
-	}
-	// step runs actions with one generous deadline and fails naming what
-	// did not happen, with a screenshot of the page as it was.
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			shot("failed")
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	// until polls a JavaScript expression until it is true.
-	until := func(what, expr string) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		if _, err := chromedp.Run(sctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(45*time.Second))); err != nil {
-			shot("failed")
-			t.Fatalf("%s: %v (waited for %s)", what, err, expr)
-		}
-	}
-	// eval evaluates a JavaScript expression.
-	eval := func(what, expr string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return v
-	}
-	// text is the rendered text of the first element sel matches, once it
-	// has some. One evaluation finds and reads it: the live page replaces
-	// nodes as events arrive, so a node looked up first may be gone by the
-	// time its text is read ("No node with given id found").
-	text := func(what, sel string) string {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e === null ? "" : e.innerText; })()`, sel)
-		v, err := chromedp.Run(sctx, chromedp.Poll[string](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(45*time.Second)))
-		if err != nil {
-			shot("failed")
-			t.Fatalf("%s: %v", what, err)
-		}
-		return v
-	}
-
-	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
-		t.Fatalf("enabling the network domain: %v", err)
-	}
-	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
-		t.Fatalf("enabling the log domain: %v", err)
-	}
+	b := openBrowser(t, srv)
+	ctx, shot, step, until, eval, text, paused := b.ctx, b.shot, b.step, b.until, b.eval, b.text, b.paused
 
 	// The runs list asks for the token once, then streams.
 	step("open the runs list and meet the token dialog",
@@ -531,6 +577,26 @@ func TestBrowserApprovalFlow(t *testing.T) {
 		t.Errorf("the filtered list reloaded (the window marker is %q)", marker)
 	}
 	shot("runs-by-label")
+	// Each row shows its labels (the workflow label only in its own
+	// column); clicking one filters the list by it.
+	chips := func(id string) string {
+		return eval("read the labels of "+id, fmt.Sprintf(`[...document.querySelectorAll('tr[data-run=%q] .labels button.label')].map((b) => b.textContent + ':' + b.getAttribute('aria-pressed')).join(',')`, id))
+	}
+	if got := chips(blueID); got != "team=blue:true" {
+		t.Errorf("the blue run's labels cell shows %q, want team=blue, pressed (the filter)", got)
+	}
+	step("open the unfiltered runs list", chromedp.Navigate(srv.base+"/ui/"))
+	until("the list shows the labelled and the unlabelled runs", fmt.Sprintf(`document.querySelector('tr[data-run=%q]') !== null && document.querySelector('tr[data-run=%q]') !== null && document.querySelector('tr[data-run=%q]') !== null`, redID, blueID, runID))
+	if got := chips(redID); got != "team=red:false" {
+		t.Errorf("the red run's labels cell shows %q, want team=red", got)
+	}
+	if got := chips(runID); got != "" {
+		t.Errorf("the unlabelled run's labels cell shows %q, want nothing (its workflow label is the Workflow column)", got)
+	}
+	step("click the red run's label", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-run=%q] .labels button.label`, redID))))
+	until("the list shows only the red run, filtered by its label", fmt.Sprintf(`%s === %q && /label=team%%3Dred/.test(location.search) && document.querySelector('#f-label').value === 'team=red'`,
+		`[...document.querySelectorAll('#runs-body tr')].map((r) => r.dataset.run).join(',')`, redID))
+	shot("runs-by-clicked-label")
 	for _, id := range []string{blueID, redID} {
 		srv.api(t, "POST", "/v1/runs/"+id+"/cancel", nil, nil)
 	}
@@ -622,15 +688,5 @@ func TestBrowserApprovalFlow(t *testing.T) {
 	step("load more", chromedp.Click(chromedp.CSS(`#runs-more`)))
 	until("the second page follows, the oldest last, none twice", fmt.Sprintf(`%s === %q && !document.querySelector('#runs-more').checkVisibility()`, rowIDs, strings.Join(newest, ",")))
 
-	mu.Lock()
-	defer mu.Unlock()
-	if len(elsewhere) > 0 {
-		t.Errorf("the pages requested other origins: %v", elsewhere)
-	}
-	if len(thrown) > 0 {
-		t.Errorf("scripts threw: %s", strings.Join(thrown, "\n"))
-	}
-	if errors.Is(ctx.Err(), context.Canceled) {
-		t.Errorf("the browser went away: %v", ctx.Err())
-	}
+	b.checkClean()
 }

@@ -25,6 +25,11 @@
 //     store: every object-store request the UI causes is one of the API
 //     calls it makes, whose costs the server states.
 //
+// A run's page draws its step graph from the run view's Mermaid source
+// (nested blocks as subgraphs), its parallel branches (the run view's
+// branches) and a map's progress (its map field) from the same GET
+// /v1/runs/ID it already makes: no request of its own.
+//
 // Routes: / redirects to /ui/; /ui/assets/NAME is an asset; any other path
 // under /ui/ is the page shell (index.html), which routes in the browser:
 // /ui/ (runs), /ui/runs/ID, /ui/workflows, /ui/workflows/NAME. Other paths

@@ -88,6 +88,8 @@
     return (head ? head + ': ' : '') + (e.message || json(e));
   }
   function runURL(id) { return '/ui/runs/' + encodeURIComponent(id); }
+  // branchesOf is a run view's parallel branches: [{step, branch, run_id, state, current_step}].
+  function branchesOf(r) { return Array.isArray(r.branches) ? r.branches.filter((b) => b && typeof b === 'object' && b.branch) : []; }
   function workflowURL(name) { return '/ui/workflows/' + encodeURIComponent(name); }
 
   // ---- live indicator --------------------------------------------------------
@@ -341,15 +343,16 @@
   let graphSeq = 0;
   const stepIdOK = (id) => typeof id === 'string' && /^[A-Za-z0-9_-]+$/.test(id);
   // renderGraph draws a workflow's Mermaid flowchart (node ids s_STEP, as
-  // `tqw-dsl graph` writes them) into box, marking visited steps and the current one.
+  // `tqw-dsl graph` writes them) into box, marking visited steps and the
+  // current one (with a parallel step's, the current step of each branch).
   // It says it is loading (aria-busy, and a message until a first drawing)
   // while the renderer loads and draws.
-  async function renderGraph(box, source, current, visited) {
+  async function renderGraph(box, source, current, visited, branchSteps) {
     box.setAttribute('aria-busy', 'true');
     const loading = box.querySelector('svg') ? null : h('p', {class: 'muted', role: 'status', 'data-graph-loading': ''}, 'Loading the graph…');
     if (loading) box.replaceChildren(loading);
     try {
-      await drawGraph(box, source, current, visited);
+      await drawGraph(box, source, current, visited, branchSteps);
     } catch (e) {
       if (loading) loading.remove();
       throw e;
@@ -357,12 +360,13 @@
       box.removeAttribute('aria-busy');
     }
   }
-  async function drawGraph(box, source, current, visited) {
+  async function drawGraph(box, source, current, visited, branchSteps) {
     const mermaid = await loadMermaid();
     let src = String(source).trimEnd() + '\n';
-    const seen = (visited || []).filter((s) => stepIdOK(s) && s !== current);
+    const now = [current, ...(branchSteps || [])].filter(stepIdOK);
+    const seen = (visited || []).filter((s) => stepIdOK(s) && !now.includes(s));
     if (seen.length) src += `  class ${seen.map((s) => 's_' + s).join(',')} visited\n`;
-    if (stepIdOK(current)) src += `  class s_${current} current\n`;
+    if (now.length) src += `  class ${now.map((s) => 's_' + s).join(',')} current\n`;
     const {svg} = await mermaid.render('tqw-graph-' + (++graphSeq), src);
     box.innerHTML = svg; // Mermaid's strict level sanitizes its output (DOMPurify).
     decodeSVGText(box);
@@ -374,7 +378,7 @@
       if (vb && vb.width) { el.setAttribute('width', String(Math.ceil(vb.width))); el.removeAttribute('height'); }
       el.setAttribute('role', 'img');
       const parts = ['Step graph'];
-      if (current) parts.push('current step ' + current);
+      if (now.length) parts.push((now.length > 1 ? 'current steps ' : 'current step ') + now.join(', '));
       if (seen.length) parts.push('visited ' + seen.join(', '));
       el.setAttribute('aria-label', parts.join('; '));
     }
@@ -398,7 +402,7 @@
   }
   function legend(current, visited) {
     return h('p', {class: 'legend'},
-      h('span', {}, h('span', {class: 'sw current', 'aria-hidden': 'true'}), 'current: ', h('strong', {'data-graph-current': ''}, current || '—')),
+      h('span', {}, h('span', {class: 'sw current', 'aria-hidden': 'true'}), 'current: ', h('strong', {'data-graph-current': ''}, [].concat(current || []).join(', ') || '—')),
       h('span', {}, h('span', {class: 'sw visited', 'aria-hidden': 'true'}), 'visited: ', h('span', {'data-graph-visited': ''}, (visited || []).join(', ') || '—')));
   }
 
@@ -433,7 +437,7 @@
       h('div', {}, h('label', {for: 'f-q'}, 'Search by id'), search, searchMsg));
     main().append(h('h1', {}, 'Runs'), counts, form, problem,
       h('table', {'aria-describedby': 'runs-empty'},
-        h('thead', {}, h('tr', {}, ['Run', 'Workflow', 'State', 'Step', 'Started', 'Ended', 'Took'].map((t) => h('th', {scope: 'col'}, t)))),
+        h('thead', {}, h('tr', {}, ['Run', 'Workflow', 'Labels', 'State', 'Step', 'Started', 'Ended', 'Took'].map((t) => h('th', {scope: 'col'}, t)))),
         tbody),
       empty, more);
 
@@ -476,10 +480,23 @@
       }
       return (!f.status || run.state === f.status) && (!f.workflow || run.workflow === f.workflow) && byLabel;
     }
+    // A run's labels, each a button that filters the list by it; the
+    // workflow label repeats the Workflow column, so it is left out.
+    function labelsCell(run) {
+      const labels = run.labels && typeof run.labels === 'object' ? run.labels : {};
+      const keys = Object.keys(labels).filter((k) => k !== 'workflow').sort();
+      return h('td', {}, h('span', {class: 'labels'}, keys.map((k) => {
+        const kv = k + '=' + labels[k];
+        return h('button', {type: 'button', class: 'label', title: 'Show only runs labelled ' + kv, 'aria-pressed': String(f.label === kv),
+          onclick: () => { f.label = kv; label.value = kv; labelMsg.textContent = ''; label.removeAttribute('aria-invalid'); syncURL(); load(true); }},
+        h('span', {class: 'k'}, k), '=', labels[k]);
+      })));
+    }
     function rowFor(run) {
       const tr = h('tr', {'data-run': run.run_id, 'data-state': run.state},
         h('td', {}, h('a', {href: runURL(run.run_id), class: 'mono'}, run.run_id)),
         h('td', {}, run.workflow || ''),
+        labelsCell(run),
         h('td', {}, stateBadge(run.state)),
         h('td', {}, run.current_step || ''),
         h('td', {}, timeEl(run.started_at)),
@@ -581,8 +598,9 @@
     const graphLegend = h('div');
     const graphMsg = h('p', {class: 'muted'});
     const timeline = h('ol', {class: 'timeline', id: 'timeline'});
+    const blocks = h('section', {id: 'blocks', 'aria-labelledby': 'blocks-h', hidden: true});
     main().append(h('h1', {}, 'Run ', h('span', {class: 'mono'}, id)), header, actions, approval,
-      h('section', {'aria-labelledby': 'graph-h'}, h('h2', {id: 'graph-h'}, 'Step graph'), graphLegend, graphMsg, graphBox),
+      h('section', {'aria-labelledby': 'graph-h'}, h('h2', {id: 'graph-h'}, 'Step graph'), graphLegend, graphMsg, graphBox), blocks,
       h('section', {'aria-labelledby': 'tl-h'}, h('h2', {id: 'tl-h'}, 'Timeline'), timeline));
 
     let run = null, graphKey = '', waitKey = null;
@@ -602,6 +620,7 @@
       renderActions(run);
       renderApproval(run);
       renderTimeline((hist && hist.records) || []);
+      renderBlocks(run);
       await renderRunGraph(run);
     }
 
@@ -699,13 +718,58 @@
       }));
     }
 
+    // The current step of each branch of the parallel step the run is in.
+    function branchSteps(r) {
+      if (TERMINAL.has(r.state)) return [];
+      return branchesOf(r).filter((b) => !TERMINAL.has(b.state) && b.current_step).map((b) => b.current_step);
+    }
+
+    // A parallel step's branches and a map step's items run as child runs:
+    // the run view lists the branches (each with its run) and counts the
+    // items, drawn here below the graph.
+    let blocksKey = '';
+    function renderBlocks(r) {
+      const branches = branchesOf(r);
+      const m = r.map && typeof r.map === 'object' ? r.map : null;
+      const k = JSON.stringify([branches, m]);
+      if (k === blocksKey) return;
+      blocksKey = k;
+      blocks.hidden = !branches.length && !m;
+      const parts = [h('h2', {id: 'blocks-h'}, 'Branches and items')];
+      const bySteps = new Map();
+      for (const b of branches) {
+        if (!bySteps.has(b.step)) bySteps.set(b.step, []);
+        bySteps.get(b.step).push(b);
+      }
+      for (const [step, list] of bySteps) {
+        parts.push(h('div', {class: 'block', 'data-parallel': step},
+          h('h3', {}, 'Parallel step ', h('span', {class: 'mono'}, step)),
+          h('ul', {class: 'branches'}, list.map((b) => h('li', {'data-branch': b.branch, 'data-state': b.state || ''},
+            h('span', {class: 'step'}, b.branch), stateBadge(b.state),
+            b.current_step && !TERMINAL.has(b.state) ? h('span', {class: 'muted'}, 'at ', h('span', {class: 'mono'}, b.current_step)) : null,
+            b.run_id ? h('a', {href: runURL(b.run_id), class: 'mono', title: 'The branch\'s child run'}, b.run_id) : null)))));
+      }
+      if (m) {
+        const total = +m.total || 0, done = +m.done || 0, failed = +m.failed || 0, running = +m.running || 0;
+        const summary = `${done} done, ${failed} failed, ${running} running, of ${total} items`;
+        parts.push(h('div', {class: 'block', 'data-map': m.step || ''},
+          h('h3', {}, 'Map step ', h('span', {class: 'mono'}, m.step || '')),
+          h('div', {class: 'map-progress'},
+            h('progress', {max: String(Math.max(total, 1)), value: String(done + failed), 'aria-label': `Items of ${m.step || 'the map'} ended: ${summary}`}),
+            h('span', {'data-map-count': '', 'data-done': done, 'data-failed': failed, 'data-running': running, 'data-total': total},
+              h('span', {class: 'ok'}, `${done} done`), ', ', h('span', {class: failed ? 'error' : ''}, `${failed} failed`), `, ${running} running, of ${total} items`))));
+      }
+      blocks.replaceChildren(...parts);
+    }
+
     async function renderRunGraph(r) {
       const visited = Array.isArray(r.visited_steps) ? r.visited_steps : [];
       const current = TERMINAL.has(r.state) ? '' : (r.current_step || '');
-      const k = [r.definition_hash, r.workflow, current, visited.join(',')].join('|');
+      const inBranches = branchSteps(r);
+      const k = [r.definition_hash, r.workflow, current, visited.join(','), inBranches.join(',')].join('|');
       if (k === graphKey) return;
       graphKey = k;
-      graphLegend.replaceChildren(legend(current, visited));
+      graphLegend.replaceChildren(legend([current, ...inBranches].filter(Boolean), visited));
       try {
         // The run's pinned definition draws its graph; a server that does
         // not send it has the workflow's file in its folder, maybe.
@@ -716,7 +780,7 @@
           source = (await call('GET', '/v1/workflows/' + encodeURIComponent(file))).mermaid;
         }
         if (left) return;
-        await renderGraph(graphBox, source, current, visited);
+        await renderGraph(graphBox, source, current, visited, inBranches);
         graphBox.dataset.current = current;
         graphBox.dataset.visited = visited.join(',');
         graphMsg.textContent = '';
