@@ -25,9 +25,22 @@ func MockedAction(s *dsl.Step) string {
 }
 
 // Check reports what f says of w that names no step of w, or a step of
-// the wrong kind.
-func Check(f *File, w *dsl.Workflow) dsl.Diagnostics {
+// the wrong kind. A mock or a signal may name a step of a workflow w
+// calls (called), since it answers every run of the case.
+func Check(f *File, w *dsl.Workflow, called ...*dsl.Workflow) dsl.Diagnostics {
 	p := &parser{name: f.Path}
+	anyStep := func(at dsl.Pos, id, what string) *dsl.Step {
+		for _, c := range called {
+			if s := c.Step(id); s != nil && w.Step(id) == nil {
+				return s
+			}
+		}
+		s := w.Step(id)
+		if s == nil {
+			p.errorf(at, CodeUnknownStep, "%s names step %q, which neither %s nor a workflow it calls has (steps: %s)", what, id, f.Workflow, stepList(w))
+		}
+		return s
+	}
 	step := func(at dsl.Pos, id, what string) *dsl.Step {
 		s := w.Step(id)
 		if s == nil {
@@ -43,7 +56,7 @@ func Check(f *File, w *dsl.Workflow) dsl.Diagnostics {
 				}
 				continue
 			}
-			if s := step(m.Pos, m.Step, "the mock"); s != nil && MockedAction(s) == "" {
+			if s := anyStep(m.Pos, m.Step, "the mock"); s != nil && MockedAction(s) == "" {
 				p.errorf(m.Pos, CodeStepKind, "step %q is a %s step that runs no action a mock can answer (sleep and wait_signal run on the virtual clock)", m.Step, kindOf(s))
 			}
 		}
@@ -51,7 +64,7 @@ func Check(f *File, w *dsl.Workflow) dsl.Diagnostics {
 			if sg.Step == "" {
 				continue
 			}
-			if s := step(sg.Pos, sg.Step, "the signal"); s != nil && (s.Kind != dsl.KindAction || s.Action != "wait_signal") {
+			if s := anyStep(sg.Pos, sg.Step, "the signal"); s != nil && (s.Kind != dsl.KindAction || s.Action != "wait_signal") {
 				p.errorf(sg.Pos, CodeStepKind, "step %q does not wait for a signal (it is a %s step)", sg.Step, kindOf(s))
 			}
 		}

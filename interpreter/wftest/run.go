@@ -496,9 +496,15 @@ type mockAction struct {
 func (m *mockAction) Name() string { return m.name }
 
 func (m *mockAction) Execute(ctx context.Context, call *actions.Call) (any, error) {
+	// A foreach's items call as "<step>[<index>]": the step's mock answers
+	// each of them.
+	step := call.StepID
+	if i := strings.IndexByte(step, '['); i > 0 && strings.HasSuffix(step, "]") {
+		step = step[:i]
+	}
 	var found *testfile.Mock
 	for _, mk := range m.r.c.Mocks {
-		if mk.Step == call.StepID {
+		if mk.Step == step {
 			found = mk
 			break
 		}
@@ -515,14 +521,12 @@ func (m *mockAction) Execute(ctx context.Context, call *actions.Call) (any, erro
 		if m.real != nil {
 			return m.real.Execute(ctx, call)
 		}
-		msg := fmt.Sprintf("step %s calls action %s, which the case does not mock: add a mock with step: %s or action: %s, or run with --allow-real",
-			call.StepID, m.name, call.StepID, m.name)
+		msg := fmt.Sprintf("action %s has no mock: add a mock with step: %s or action: %s, or run with --allow-real", m.name, step, m.name)
 		if m.r.opts.Real != nil {
-			msg = fmt.Sprintf("step %s calls action %s, which the case does not mock and tqw-dsl cannot run: add a mock with step: %s or action: %s",
-				call.StepID, m.name, call.StepID, m.name)
+			msg = fmt.Sprintf("action %s has no mock and tqw-dsl cannot run it: add a mock with step: %s or action: %s", m.name, step, m.name)
 		}
-		m.r.fail(Failure{Pos: m.r.c.Pos, Expect: "mock", Step: call.StepID, Message: msg})
-		return nil, actions.NewError(actions.TypeValidation, false, "no mock for step %s (action %s)", call.StepID, m.name)
+		m.r.fail(Failure{Pos: m.r.c.Pos, Expect: "mock", Step: step, Message: msg})
+		return nil, actions.NewError(actions.TypeValidation, false, "no mock for step %s (action %s)", step, m.name)
 	}
 	rep := found.Replies[min(max(call.Attempt, 1), len(found.Replies))-1]
 	if e := rep.Error; e != nil {

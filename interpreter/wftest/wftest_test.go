@@ -33,7 +33,7 @@ func runFiles(t *testing.T, workflow, tests string) *FileResult {
 	if err != nil {
 		t.Fatalf("workflow: %v", err)
 	}
-	if d := testfile.Check(f, w.Main); len(d) > 0 {
+	if d := testfile.Check(f, w.Main, w.Tree()[1:]...); len(d) > 0 {
 		t.Fatalf("check: %s", d)
 	}
 	return Run(context.Background(), f, w, Options{})
