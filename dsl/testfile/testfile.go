@@ -560,7 +560,7 @@ func (p *parser) expect(m map[string]any, ptr string) Expect {
 			}
 		}
 		if err != nil {
-			p.errorf(e.Pos["result_schema"], CodeResultSchema, "result_schema is not a valid JSON Schema: %s", firstLine(err))
+			p.errorf(e.Pos["result_schema"], CodeResultSchema, "result_schema is not a valid JSON Schema: %s", schemaProblem(err))
 		}
 	}
 	if l, ok := m["path"].([]any); ok {
@@ -590,7 +590,18 @@ func (p *parser) expect(m map[string]any, ptr string) Expect {
 
 func asList(v any) []any { l, _ := v.([]any); return l }
 
-func firstLine(err error) string {
+// schemaProblem is the first leaf of a schema's refusal by the
+// metaschema, "at /type: ...", else the error's first line.
+func schemaProblem(err error) string {
+	var sve *jsonschema.SchemaValidationError
+	var ve *jsonschema.ValidationError
+	if errors.As(err, &sve) && errors.As(sve.Err, &ve) {
+		var leaves []*jsonschema.ValidationError
+		collect(ve, &leaves)
+		if len(leaves) > 0 {
+			return fmt.Sprintf("at /%s: %s", strings.Join(leaves[0].InstanceLocation, "/"), leaves[0].ErrorKind.LocalizedString(printer))
+		}
+	}
 	s, _, _ := strings.Cut(err.Error(), "\n")
 	return s
 }
