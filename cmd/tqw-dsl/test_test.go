@@ -379,3 +379,35 @@ func checkJUnit(b []byte) error {
 	}
 	return check(root)
 }
+
+// TestTestingDocExample: the test file docs/TESTING.md shows is
+// workflows/refund.test.yaml, and every test-file example there parses.
+func TestTestingDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/TESTING.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	n := 0
+	for _, b := range blocks {
+		if !strings.Contains(b[1], "tqw: test/v1") {
+			continue
+		}
+		n++
+		if f, diags := testfile.Parse("docs/TESTING.md", []byte(b[1])); f == nil {
+			t.Errorf("example %d: %s", n, diags)
+		}
+		if n == 1 {
+			want, err := os.ReadFile("../../workflows/refund.test.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b[1] != string(want) {
+				t.Error("the first example of docs/TESTING.md differs from workflows/refund.test.yaml")
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("docs/TESTING.md shows no test file")
+	}
+}
