@@ -208,15 +208,21 @@ func expandTestArgs(args []string) ([]string, error) {
 }
 
 // loadTest reads a test file and the workflow it tests; the diagnostics
-// say what keeps it from running.
+// say what keeps it from running (testfile.Load's, as validate reports
+// them, and the workflow's own when it does not load).
 func loadTest(path string, decls *declLookup) (*loadedTest, dsl.Diagnostics, error) {
-	f, diags := testfile.Read(path)
-	if f == nil {
-		return nil, diags, nil
+	src, _, err := dsl.ReadFile(nil, path, dsl.DefaultLimits)
+	if err != nil {
+		return nil, dsl.Diagnostics{{File: path, Line: 1, Col: 1, EndLine: 1, EndCol: 1, Severity: dsl.SeverityError,
+			Code: dsl.CodeFileRead, Message: fmt.Sprintf("cannot read the file: %v", err)}}, nil
 	}
-	opts, err := decls.options(f.Workflow)
+	opts, err := decls.options(path)
 	if err != nil {
 		return nil, nil, err
+	}
+	f, diags := testfile.Load(path, src, opts)
+	if f == nil {
+		return nil, diags, nil
 	}
 	w, err := interpreter.Load(f.Workflow, opts)
 	if err != nil {
@@ -227,9 +233,6 @@ func loadTest(path string, decls *declLookup) (*loadedTest, dsl.Diagnostics, err
 		at := f.WorkflowPos
 		return nil, append(diags, dsl.Diagnostic{File: path, Line: at.Line, Col: at.Col, EndLine: at.Line, EndCol: at.Col + 1,
 			Severity: dsl.SeverityError, Code: testfile.CodeWorkflow, Message: fmt.Sprintf("the workflow under test does not load: %v", err)}), nil
-	}
-	if d := testfile.Check(f, w.Main, w.Tree()[1:]...); len(d) > 0 {
-		return nil, append(diags, d...), nil
 	}
 	return &loadedTest{file: f, w: w, opts: opts}, diags, nil
 }

@@ -180,7 +180,7 @@ func checkFile(path string, stdin io.Reader, stdinName string, opts dsl.Options)
 		return readFailure(name, err)
 	}
 	if path != "-" && testfile.Is(path) {
-		return checkTestFile(name, src)
+		return checkTestFile(name, src, opts)
 	}
 	w, diags, err := dsl.ParseWith(name, src, opts)
 	if err != nil && !errors.Is(err, dsl.ErrInvalid) {
@@ -200,20 +200,13 @@ func checkFile(path string, stdin io.Reader, stdinName string, opts dsl.Options)
 
 // checkTestFile checks a test file as tqw-dsl test loads it, without
 // running its cases.
-func checkTestFile(name string, src []byte) checkedFile {
-	tf, diags := testfile.Parse(name, src)
-	if tf != nil {
-		_, d, err := loadTest(name, &declLookup{})
-		if err != nil {
-			return readFailure(name, err)
-		}
-		diags = append(diags, d...)
-	}
+func checkTestFile(name string, src []byte, opts dsl.Options) checkedFile {
+	tf, diags := testfile.Load(name, src, opts)
 	f := checkedFile{name: name, src: src, diags: diags}
 	if f.diags == nil {
 		f.diags = dsl.Diagnostics{}
 	}
-	if tf != nil && !diags.HasErrors() {
+	if tf != nil {
 		n := len(tf.Cases)
 		f.cases = &n
 	}

@@ -1,6 +1,8 @@
 package testfile
 
 import (
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -103,4 +105,67 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// maxCalled bounds the called workflows Load reads for Check.
+const maxCalled = 100
+
+// Load parses a test file's bytes and checks it against the workflow it
+// tests, read from disk with opts (and the workflows that one calls,
+// relative to their callers): the diagnostics of tqw-dsl validate and
+// the language server. A workflow that cannot be loaded is one
+// test.workflow diagnostic at the test file's workflow key (1:1 when it
+// has none), whatever the workflow's own diagnostics say (validate
+// reports those on the workflow). Cost: one read of each workflow file.
+func Load(name string, src []byte, opts dsl.Options) (*File, dsl.Diagnostics) {
+	f, diags := Parse(name, src)
+	if f == nil {
+		return nil, diags
+	}
+	w, _, err := dsl.LoadWith(f.Workflow, opts)
+	if err != nil {
+		at := f.WorkflowPos
+		return nil, append(diags, dsl.Diagnostic{File: name, Line: at.Line, Col: at.Col, EndLine: at.Line, EndCol: at.Col + 1,
+			Severity: dsl.SeverityError, Code: CodeWorkflow, Message: fmt.Sprintf("the workflow under test does not load: %s", firstProblem(err))})
+	}
+	var called []*dsl.Workflow
+	seen := map[string]bool{filepath.Clean(f.Workflow): true}
+	queue := []struct {
+		path string
+		w    *dsl.Workflow
+	}{{f.Workflow, w}}
+	for len(queue) > 0 && len(seen) <= maxCalled {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, s := range cur.w.Steps {
+			if s.Call == nil {
+				continue
+			}
+			p := s.Call.Workflow
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(filepath.Dir(cur.path), p)
+			}
+			p = filepath.Clean(p)
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+			if cw, _, err := dsl.LoadWith(p, opts); err == nil {
+				called = append(called, cw)
+				queue = append(queue, struct {
+					path string
+					w    *dsl.Workflow
+				}{p, cw})
+			}
+		}
+	}
+	if d := Check(f, w, called...); len(d) > 0 {
+		return nil, append(diags, d...)
+	}
+	return f, diags
+}
+
+func firstProblem(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
 }
