@@ -14,6 +14,11 @@
 // reveals: a mocked, signalled or expected step id that names no step, or
 // a step of the wrong kind. A file with an error yields no File.
 //
+// Load is Parse and Check in one, reading the workflow under test and the
+// workflows it calls from disk: the one check that tqw-dsl validate,
+// tqw-dsl test and the language server make of a test file.
+//
 // Cost: no object-store request; Parse reads only the bytes it is given,
-// at most dsl.DefaultLimits.MaxFileBytes.
+// at most dsl.DefaultLimits.MaxFileBytes; Load reads each workflow file
+// once (at most 100 of a call tree).
 package testfile

@@ -23,11 +23,12 @@ type Coverage struct {
 
 // Branch is one way out of a step (dsl.Edge).
 type Branch struct {
-	Step, To string
+	Step string `json:"step"`
+	To   string `json:"to"`
 	// Kind is case, else, catch or timeout.
-	Kind string
+	Kind string `json:"kind"`
 	// Label is the case's condition or the catch's error types.
-	Label string
+	Label string `json:"label,omitempty"`
 }
 
 func (b Branch) String() string {
