@@ -346,6 +346,7 @@ type (
 		Name      string              `json:"name"`
 		OK        bool                `json:"ok"`
 		ElapsedMS float64             `json:"elapsed_ms"`
+		VirtualMS int64               `json:"virtual_ms"`
 		Status    string              `json:"status"`
 		Result    json.RawMessage     `json:"result,omitempty"`
 		Error     string              `json:"error,omitempty"`
@@ -377,7 +378,7 @@ func writeTestJSON(out io.Writer, results []*wftest.FileResult, cover bool) erro
 	for _, r := range results {
 		fr := testFileReport{File: r.File.Path, Workflow: r.File.Workflow, OK: r.Failed() == 0, Cases: []testCaseReport{}}
 		for _, c := range r.Cases {
-			cr := testCaseReport{Name: c.Name, OK: len(c.Failures) == 0, ElapsedMS: float64(c.Elapsed.Microseconds()) / 1000,
+			cr := testCaseReport{Name: c.Name, OK: len(c.Failures) == 0, ElapsedMS: float64(c.Elapsed.Microseconds()) / 1000, VirtualMS: c.Virtual.Milliseconds(),
 				Status: c.Status, Error: c.Error, Path: c.Path, Failures: []testFailureReport{}}
 			if len(c.Result) > 0 {
 				cr.Result = c.Result

@@ -411,3 +411,19 @@ func TestTestingDocExample(t *testing.T) {
 		t.Fatal("docs/TESTING.md shows no test file")
 	}
 }
+
+// TestTestVirtualTime: a 3-day wait_signal timeout ends three virtual
+// days after the case's start.
+func TestTestVirtualTime(t *testing.T) {
+	code, out, _ := runCLI(t, "test", "--json", "--run", "nobody answers", "../../workflows/approval.test.yaml")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	var rep testReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Files) != 1 || len(rep.Files[0].Cases) != 1 {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if c := rep.Files[0].Cases[0]; c.VirtualMS != 3*24*3600*1000 || c.Status != "failed" {
+		t.Errorf("case %+v; want failed 3 virtual days in", c)
+	}
+}

@@ -565,7 +565,9 @@ func (r *caseRun) check(st runstate.Status, hist []interpreter.HistoryRecord, re
 	res.Result = json.RawMessage(st.Result)
 	res.Error = st.Error
 	res.Path = visits(hist)
-	res.Virtual = st.FinishedAt.Sub(r.c.Start)
+	if !st.FinishedAt.IsZero() {
+		res.Virtual = st.FinishedAt.Sub(r.c.Start)
+	}
 	r.mu.Lock()
 	missing := len(r.failures) > 0
 	vars := maps.Clone(r.vars)
