@@ -5,13 +5,16 @@
 //
 // # Guarantees
 //
-//   - Virtual time. The clock moves only when the store is idle: no step
-//     job is pending or claimed in any of the runtime's queues and none is
-//     scheduled at or before now (the queue is the one place work waits,
-//     so this is the runtime's own account, not a guess). Only then does
-//     the clock jump, to the earliest of the next scheduled job (a sleep,
-//     a retry's delay, a wait_signal's timeout) and the next timed signal
-//     of the case. A wait ends with the job's completion
+//   - Virtual time. The clock moves only when the store is idle: no job
+//     is pending or claimed in any of the runtime's queues and none is
+//     scheduled at or before now. The queue is the one place work waits,
+//     so this is the runtime's own account, read from one consistent
+//     snapshot (every commit made durable by Queue.Sync, then read by a
+//     storage.Reader): reading the live indexes one by one could miss a
+//     job moving between them. Only then does the clock jump, to the
+//     earliest of the next scheduled job (a sleep, a retry's delay, a
+//     wait_signal's timeout) and the next timed signal of the case. A
+//     wait for work ends with the job's completion
 //     (Queue.WaitForCompletion), never with a sleep, so a 30-day sleep
 //     costs what a step costs.
 //   - Every action a run calls (in the case's run and its child runs)
@@ -34,5 +37,7 @@
 // # Costs
 //
 // No object-store request leaves the process: the store is in memory and
-// is dropped with the case. Wall time is that of the steps themselves.
+// is dropped with the case. Each idle check costs a Sync (a WAL PUT to
+// memory when a commit is pending) and the Reader's Refresh (the new WAL
+// objects' GETs, in memory). Wall time is that of the steps themselves.
 package wftest

@@ -124,6 +124,7 @@ type caseRun struct {
 	opts  Options
 	clk   *clock.Mock
 	q     *storage.Queue
+	snap  *storage.Reader // the store as of the last Sync, for work
 	it    *interpreter.Interpreter
 	rt    *runtime.Runtime
 	queue []string // the runtime's queues
@@ -173,6 +174,10 @@ func (r *caseRun) run(ctx context.Context, res *CaseResult, cov *Coverage) error
 	}
 	r.q = q
 	defer func() { _ = q.Close() }()
+	if r.snap, err = storage.OpenReader(ctx, store, storage.Options{Clock: r.clk, Logger: quiet()}); err != nil {
+		return fmt.Errorf("open a reader of the in-memory store: %w", err)
+	}
+	defer func() { _ = r.snap.Close() }()
 	acts, err := r.registry()
 	if err != nil {
 		return err
@@ -290,12 +295,25 @@ func (r *caseRun) drive(ctx context.Context) (runstate.Status, error) {
 
 // work returns a job of the runtime's queues that is pending, claimed or
 // due ("" when none), and the earliest run-at of the scheduled jobs after
-// now (zero when none).
+// now (zero when none). It reads one consistent snapshot of the store:
+// every commit made so far, made durable (Sync) and read by a Reader.
+// Reading the writer's indexes one after another could miss a job that
+// moves from one to the next in between (claimed just after the pending
+// index was read); a snapshot cannot. A snapshot with no such job shows
+// the store idle, and it stays idle: only a worker with a claimed or
+// pending job commits, and only this loop sends signals and moves the
+// clock.
 func (r *caseRun) work(ctx context.Context) (busy string, next time.Time, err error) {
+	if err := r.q.Sync(ctx); err != nil {
+		return "", time.Time{}, err
+	}
+	if err := r.snap.Refresh(ctx); err != nil {
+		return "", time.Time{}, err
+	}
 	now := r.clk.Now()
 	for _, name := range r.queue {
 		for _, state := range []storage.JobState{storage.StateClaimed, storage.StatePending} {
-			jobs, err := r.q.ListJobs(ctx, name, state, "", 1)
+			jobs, err := r.snap.ListJobs(ctx, name, state, "", 1)
 			if err != nil {
 				return "", time.Time{}, err
 			}
@@ -303,7 +321,7 @@ func (r *caseRun) work(ctx context.Context) (busy string, next time.Time, err er
 				return jobs[0].ID, time.Time{}, nil
 			}
 		}
-		jobs, err := r.q.ListJobs(ctx, name, storage.StateScheduled, "", 1)
+		jobs, err := r.snap.ListJobs(ctx, name, storage.StateScheduled, "", 1)
 		if err != nil {
 			return "", time.Time{}, err
 		}
