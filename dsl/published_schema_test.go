@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,6 +50,7 @@ func TestPublishedSchema(t *testing.T) {
 		return published.Validate(root.toAny())
 	}
 	good, _ := filepath.Glob("../workflows/*.yaml")
+	good = slices.DeleteFunc(good, func(f string) bool { return strings.HasSuffix(f, ".test.yaml") }) // test files: tqw-dsl test
 	for _, f := range append(good, "testdata/kitchen_sink.yaml") {
 		if err := check(f); err != nil {
 			t.Errorf("%s: the published schema rejects a valid workflow: %v", f, err)

@@ -1,6 +1,7 @@
 package interpreter
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -196,6 +197,20 @@ type Workflow struct {
 	Diagnostics dsl.Diagnostics
 	pin         *pin
 	all         map[string]*dsl.Workflow // by hash
+}
+
+// Tree returns the loaded file and every workflow it calls (each once),
+// the loaded file first, then by file name.
+func (w *Workflow) Tree() []*dsl.Workflow {
+	out := []*dsl.Workflow{w.Main}
+	var rest []*dsl.Workflow
+	for _, wf := range w.all {
+		if wf != w.Main {
+			rest = append(rest, wf)
+		}
+	}
+	slices.SortFunc(rest, func(a, b *dsl.Workflow) int { return cmp.Compare(a.File, b.File) })
+	return append(out, rest...)
 }
 
 // UsesAction reports whether the workflow or a workflow it calls runs the

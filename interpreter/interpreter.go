@@ -298,6 +298,9 @@ type Event struct {
 	// LLM lists, on an "end" event, the model calls the attempt paid for
 	// or replayed from its memo, as the step's output reports them.
 	LLM []LLMUsage `json:"-"`
+	// Vars are, on an "end" event, the run's variables after the step
+	// (its set applied; secrets redacted), for test harnesses.
+	Vars map[string]any `json:"-"`
 }
 
 // LLMUsage is one model call of a step, as its output reports it.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -250,6 +251,9 @@ func (x *exec) finish(outcome, next string, e *dsl.ErrorInfo) error {
 	ev := Event{Time: end, RunID: x.rs.RunID, Step: x.s.ID, Kind: "end", Attempt: x.hist.Attempt,
 		Status: outcome, Elapsed: end.Sub(began), Waited: max(x.start.Sub(began), 0), Error: e, Next: next, Job: x.rs.JobID,
 		Workflow: x.wf.Name, Action: stepAction(x.s), Number: x.rs.Number, Seq: x.seq, LLM: x.llm}
+	if x.it.events != nil {
+		ev.Vars = maps.Clone(x.st.Vars) // a later step's set must not show in this step's event
+	}
 	// Reported once the history record and the transition are durable,
 	// never before: a step shown complete never runs again. The
 	// callbacks run in the order the chain's steps registered them, so

@@ -25,3 +25,10 @@ const WorkflowID = "https://tqw.dev/schemas/workflow.schema.json"
 //
 //go:embed validate-report.schema.json
 var ValidateReportJSON []byte
+
+// WorkflowTestJSON is the text of workflow-test.schema.json, the schema
+// of the test files `tqw-dsl test` runs (NAME.test.yaml, package
+// dsl/testfile). Treat it as read-only.
+//
+//go:embed workflow-test.schema.json
+var WorkflowTestJSON []byte

@@ -5,7 +5,8 @@
 #      install in the background while the static checks run;
 #   2. static checks: gofmt, go vet (every file once, the invariants-tagged
 #      ones included, so `go test` need not vet again), staticcheck;
-#   3. builds tqw-dsl once for every end-to-end test (TQW_TEST_TQW_DSL);
+#   3. builds tqw-dsl once for every end-to-end test (TQW_TEST_TQW_DSL) and
+#      runs the examples' test cases with it (tqw-dsl test workflows/);
 #   4. starts versitygw (a real S3 server, posix backend) on 127.0.0.1 on a
 #      free port with a temporary folder and random credentials, creates the
 #      test bucket, exports TQW_TEST_S3_* and runs `go test -race -tags invariants` on every
@@ -32,7 +33,7 @@ check_only=0
 for arg in "$@"; do
   case "$arg" in
     --check-only) check_only=1 ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test.sh: unknown argument $arg (use --check-only)" >&2; exit 2 ;;
   esac
 done
@@ -175,6 +176,11 @@ bin_dir=$(mktemp -d)
 chmod 755 "$bin_dir"
 export TQW_TEST_TQW_DSL="$bin_dir/tqw-dsl"
 go build -o "$TQW_TEST_TQW_DSL" ./cmd/tqw-dsl
+
+# The examples' own test cases (workflows/*.test.yaml), as a user's CI
+# runs them: mocked actions, a virtual clock, no network.
+say "tqw-dsl test workflows/"
+"$TQW_TEST_TQW_DSL" test workflows/
 
 # The race detector sleeps a second before every race-built process exits
 # (GORACE atexit_sleep_ms, default 1000), for goroutines still running to

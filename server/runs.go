@@ -18,6 +18,7 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 
 	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/dsl/testfile"
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
@@ -192,7 +193,7 @@ func (s *Server) workflowPath(w http.ResponseWriter, name, field string) (string
 
 func isWorkflowFile(name string) bool {
 	ext := filepath.Ext(name)
-	return ext == ".yaml" || ext == ".yml"
+	return (ext == ".yaml" || ext == ".yml") && !testfile.Is(name) // a test file is for tqw-dsl test
 }
 
 // submit validates input and runID and submits the run, answering a

@@ -48,8 +48,8 @@ type exitCode struct {
 // store URL that cannot name a store is a usage error (2).
 var exitCodes = []exitCode{
 	{exitOK, "success: the run succeeded, the files are valid, the command was applied"},
-	{exitFailed, "the command ran and failed: the run failed; validate found an error in a file (a file it cannot read included), graph or eval one in the workflow or expression; no such run; the store does not exist, cannot be reached or is damaged; a command sent to the store's live writer failed or got no answer"},
-	{exitUsage, "usage error, and nothing was done: an unknown command or flag, a wrong or missing argument, a file or JSON value given on the command line that cannot be read, an invalid workflow or input given to run or submit, a signal payload the waiting step's schema refuses, a store URL that names no store (or s3:// without credentials), a mem:// store for a run that must outlive the process (submit, run --detach), store truncate without --yes, an OTLP exporter setting tracing cannot honor (grpc)"},
+	{exitFailed, "the command ran and failed: the run failed; validate found an error in a file (a file it cannot read included), test a failing case, graph or eval one in the workflow or expression; no such run; the store does not exist, cannot be reached or is damaged; a command sent to the store's live writer failed or got no answer"},
+	{exitUsage, "usage error, and nothing was done: an unknown command or flag, a wrong or missing argument, a file or JSON value given on the command line that cannot be read, an invalid workflow or input given to run or submit, a test file (or the workflow it tests) that does not load, a signal payload the waiting step's schema refuses, a store URL that names no store (or s3:// without credentials), a mem:// store for a run that must outlive the process (submit, run --detach), store truncate without --yes, an OTLP exporter setting tracing cannot honor (grpc)"},
 	{exitCancelled, "the run was cancelled (run)"},
 	{exitInterrupted, "run was interrupted by SIGINT or SIGTERM before the run ended; the run continues with the store's next worker or run (a worker stopped so exits 0)"},
 }
@@ -75,9 +75,10 @@ type envVar struct {
 // dynamicReaders are the packages that read variables whose names are
 // only known at run time, and how (TestEnvTableCoversTheCode).
 var dynamicReaders = map[string]int{
-	"github.com/tqw-dsl/tqw/interpreter":   readAsSecret,
-	"github.com/tqw-dsl/tqw/actions/shell": readInherited,
-	"github.com/tqw-dsl/tqw/server":        readAsHookSecret,
+	"github.com/tqw-dsl/tqw/interpreter":        readAsSecret,
+	"github.com/tqw-dsl/tqw/interpreter/wftest": readAsSecret,
+	"github.com/tqw-dsl/tqw/actions/shell":      readInherited,
+	"github.com/tqw-dsl/tqw/server":             readAsHookSecret,
 }
 
 // hookSecretPlaceholder stands for the names a --hooks file gives as secret_env.
@@ -97,7 +98,7 @@ var envVars = []envVar{
 	{[]string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}, "the credentials of s3:// stores (both are required)", readByName},
 	{[]string{"OPENAI_BASE_URL"}, "the llm action's API base URL when a step gives no base_url (default " + llm.DefaultBaseURL + ")", readByName},
 	{[]string{llm.DefaultAPIKeySecret}, "the llm action's API key when a step gives no api_key_secret; read only when the workflow lists it under secrets:", readAsSecret},
-	{[]string{secretPlaceholder}, "every variable a workflow lists under secrets:, read by the process that runs its steps (run or worker) and redacted from outputs, history and errors", readAsSecret},
+	{[]string{secretPlaceholder}, "every variable a workflow lists under secrets:, read by the process that runs its steps (run or worker; test --allow-real, when a case sets none) and redacted from outputs, history and errors", readAsSecret},
 	{[]string{hookSecretPlaceholder}, "every variable a --hooks file names as secret_env: the webhooks' HMAC secrets and bearer tokens, read by serve when it starts", readAsHookSecret},
 	{shell.DefaultInherit, "passed on to the shell action's commands, the only variables of the worker's environment they see (a step's env: adds others)", readInherited},
 	{[]string{"HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY"}, "proxies of the http and llm actions and of s3:// stores (read by Go's net/http, also in lower case)", readByGo},

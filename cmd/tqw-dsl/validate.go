@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/dsl/testfile"
 )
 
 func init() { commands = append(commands, newValidateCmd) }
@@ -28,7 +29,12 @@ type checkedFile struct {
 	src   []byte
 	w     *dsl.Workflow
 	diags dsl.Diagnostics
+	// cases is set for a valid test file (NAME.test.yaml): its cases.
+	cases *int
 }
+
+// valid reports whether the file has no error diagnostic.
+func (f checkedFile) valid() bool { return f.w != nil || f.cases != nil }
 
 func newValidateCmd() *cobra.Command {
 	var format, stdinName string
@@ -74,7 +80,7 @@ Exit code 0 means every file is valid (warnings allowed), 1 that one is not,
 					return err
 				}
 				f := checkFile(p, cmd.InOrStdin(), stdinName, opts)
-				if f.w == nil {
+				if !f.valid() {
 					invalid++
 				}
 				files = append(files, f)
@@ -138,7 +144,8 @@ func expandValidateArgs(args []string) ([]string, error) {
 				}
 				return nil
 			}
-			if ext := filepath.Ext(p); ext == ".yaml" || ext == ".yml" {
+			// Test files are checked by tqw-dsl test (or named one by one).
+			if ext := filepath.Ext(p); (ext == ".yaml" || ext == ".yml") && !testfile.Is(p) {
 				out = append(out, p)
 			}
 			return nil
@@ -172,6 +179,9 @@ func checkFile(path string, stdin io.Reader, stdinName string, opts dsl.Options)
 	if err != nil {
 		return readFailure(name, err)
 	}
+	if path != "-" && testfile.Is(path) {
+		return checkTestFile(name, src, opts)
+	}
 	w, diags, err := dsl.ParseWith(name, src, opts)
 	if err != nil && !errors.Is(err, dsl.ErrInvalid) {
 		return readFailure(name, err)
@@ -186,6 +196,21 @@ func checkFile(path string, stdin io.Reader, stdinName string, opts dsl.Options)
 		diags = dsl.Diagnostics{}
 	}
 	return checkedFile{name: name, src: src, w: w, diags: diags}
+}
+
+// checkTestFile checks a test file as tqw-dsl test loads it, without
+// running its cases.
+func checkTestFile(name string, src []byte, opts dsl.Options) checkedFile {
+	tf, diags := testfile.Load(name, src, opts)
+	f := checkedFile{name: name, src: src, diags: diags}
+	if f.diags == nil {
+		f.diags = dsl.Diagnostics{}
+	}
+	if tf != nil {
+		n := len(tf.Cases)
+		f.cases = &n
+	}
+	return f
 }
 
 func readFailure(name string, err error) checkedFile {

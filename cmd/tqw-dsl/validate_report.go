@@ -25,8 +25,13 @@ func writeText(out io.Writer, files []checkedFile) error {
 		if _, err := fmt.Fprint(out, f.diags.String()); err != nil {
 			return err
 		}
-		if f.w != nil {
+		switch {
+		case f.w != nil:
 			if _, err := fmt.Fprintf(out, "%s: valid (%s, %s)\n", f.name, plural(len(f.w.Steps), "step"), plural(len(f.diags), "warning")); err != nil {
+				return err
+			}
+		case f.cases != nil:
+			if _, err := fmt.Fprintf(out, "%s: valid test file (%s, %s)\n", f.name, plural(*f.cases, "case"), plural(len(f.diags), "warning")); err != nil {
 				return err
 			}
 		}
@@ -53,12 +58,11 @@ type fileReport struct {
 func writeJSON(out io.Writer, files []checkedFile) error {
 	rep := jsonReport{Version: reportVersion, Columns: columnUnit, Valid: true, Files: []fileReport{}}
 	for _, f := range files {
-		r := fileReport{File: f.name, Valid: f.w != nil, Diagnostics: f.diags}
+		r := fileReport{File: f.name, Valid: f.valid(), Diagnostics: f.diags}
 		if f.w != nil {
 			r.Hash = f.w.Hash
-		} else {
-			rep.Valid = false
 		}
+		rep.Valid = rep.Valid && r.Valid
 		rep.Files = append(rep.Files, r)
 	}
 	enc := json.NewEncoder(out)

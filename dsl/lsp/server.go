@@ -17,6 +17,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/tqw-dsl/tqw/dsl"
+	"github.com/tqw-dsl/tqw/dsl/testfile"
 )
 
 // DefaultDebounce is how long the server waits after the last change to
@@ -202,6 +203,13 @@ func (s *Server) dispatch(ctx context.Context, req *jsonrpc2.Request) (any, erro
 	}
 	v := view{d: d, enc: s.enc}
 	pos := v.fromLSP(tp.Position)
+	if testfile.Is(d.path) {
+		var opts dsl.Options
+		if s.opts.LoadOptions != nil {
+			opts = s.opts.LoadOptions(d.path)
+		}
+		return v.testRequest(req.Method, pos, opts), nil // testfile.go
+	}
 	switch req.Method {
 	case "textDocument/definition":
 		return v.definition(pos), nil
@@ -329,9 +337,15 @@ func (s *Server) publish(d *document, gen int) {
 	if s.opts.LoadOptions != nil {
 		opts = s.opts.LoadOptions(path)
 	}
-	w, diags, _ := dsl.ParseWith(path, []byte(text), opts)
-	if path != "" {
-		diags = append(diags, dsl.CallCycles(path, w, opts)...)
+	var diags dsl.Diagnostics
+	if testfile.Is(path) {
+		diags = testDiagnostics(path, text, opts) // testfile.go
+	} else {
+		w, d, _ := dsl.ParseWith(path, []byte(text), opts)
+		diags = d
+		if path != "" {
+			diags = append(diags, dsl.CallCycles(path, w, opts)...)
+		}
 	}
 	s.mu.Lock()
 	if d.gen != gen || s.docs[d.uri] != d {

@@ -46,6 +46,8 @@ type (
 const (
 	StatePending   = queue.StatePending
 	StateScheduled = queue.StateScheduled
+	// StateClaimed is a job a worker is running.
+	StateClaimed = queue.StateClaimed
 )
 
 // MaxKVValueSize caps a caller-KV value.
