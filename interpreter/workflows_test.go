@@ -114,8 +114,8 @@ func TestEveryExampleWorkflowRuns(t *testing.T) {
 		"sleep.tqw.yaml":       {want: `"slept"`},
 		"summarize.tqw.yaml":   {input: map[string]any{"url": "https://pages.example/p"}, env: map[string]string{"OPENAI_API_KEY": "sk-test-key"}, want: `"A three-line summary."`},
 		"wait_signal.tqw.yaml": {signal: func(id string) (string, string) { return id + ":wait", `"go"` }, want: `"go"`},
-		"handlers.yaml":        {input: map[string]any{"order_id": "o-1"}, want: `"charged o-1"`},
-		"deadline.yaml":        {signal: func(id string) (string, string) { return "approve:" + id, `"yes"` }, want: `"yes"`},
+		"handlers.tqw.yaml":    {input: map[string]any{"order_id": "o-1"}, want: `"charged o-1"`},
+		"deadline.tqw.yaml":    {signal: func(id string) (string, string) { return "approve:" + id, `"yes"` }, want: `"yes"`},
 	}
 	files, err := filepath.Glob("../workflows/*.yaml")
 	files = slices.DeleteFunc(files, func(f string) bool { return strings.HasSuffix(f, ".test.yaml") }) // test files: tqw-dsl test

@@ -97,13 +97,13 @@ on_error:
 	}
 }
 
-// The examples run: workflows/handlers.yaml releases and reports a
-// declined order and reports a charged one; workflows/deadline.yaml
+// The examples run: workflows/handlers.tqw.yaml releases and reports a
+// declined order and reports a charged one; workflows/deadline.tqw.yaml
 // ends at its deadline with run.timeout, on_error explaining.
 func TestHandlerExamplesRun(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	handlers := abs(t, "../../workflows/handlers.yaml")
+	handlers := abs(t, "../../workflows/handlers.tqw.yaml")
 	_, errOut := c.must(exitFailed, "run", handlers, "--run-id", "e1", "--input", `{"order_id": "o-1", "decline": true}`)
 	if !strings.Contains(errOut, "run e1 failed: payment declined for o-1") {
 		t.Fatalf("declined order: %s", errOut)
@@ -121,7 +121,7 @@ func TestHandlerExamplesRun(t *testing.T) {
 		t.Fatalf("charged order's history: want report only:\n%s", hist)
 	}
 
-	_, errOut = c.must(exitFailed, "run", abs(t, "../../workflows/deadline.yaml"), "--run-id", "e3")
+	_, errOut = c.must(exitFailed, "run", abs(t, "../../workflows/deadline.tqw.yaml"), "--run-id", "e3")
 	if !strings.Contains(errOut, "run.timeout") || strings.Contains(errOut, "nobody answered") {
 		t.Fatalf("deadline example: %s", errOut)
 	}

@@ -577,6 +577,12 @@ func clone(v any) any {
 }
 
 // check compares the run with the case's expectations.
+// inHandler reports whether step id is in wf's on_error or finally.
+func inHandler(wf *dsl.Workflow, id string) bool {
+	s := wf.Step(id)
+	return s != nil && s.Block != nil && (s.Block == wf.OnError || s.Block == wf.Finally)
+}
+
 func (r *caseRun) check(st runstate.Status, hist []interpreter.HistoryRecord, res *CaseResult) {
 	ex := r.c.Expect
 	res.Status = stateName(st.State)
@@ -598,7 +604,8 @@ func (r *caseRun) check(st runstate.Status, hist []interpreter.HistoryRecord, re
 	if len(hist) > 0 {
 		last = hist[len(hist)-1].Step
 		for i := len(hist) - 1; i >= 0; i-- {
-			if hist[i].Outcome == interpreter.OutcomeFailed {
+			// A handler's failure does not replace the run's error.
+			if hist[i].Outcome == interpreter.OutcomeFailed && !inHandler(r.w.Main, hist[i].Step) {
 				lastErr, last = hist[i].Error, hist[i].Step
 				break
 			}
