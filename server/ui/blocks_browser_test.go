@@ -84,10 +84,12 @@ func TestBrowserBlocks(t *testing.T) {
 	b.shot("blocks-graph")
 
 	// The run view's branches and map progress are drawn from its fields
-	// branches ([{step, branch, run_id, state, current_step}]) and map
-	// ({step, done, failed, running, total}). Until the server fills them
-	// for this run, the test adds them to its real answers, in the
-	// browser, to see the page draw them.
+	// branches ([{step, branch, run_id, state, current_step}], proposed)
+	// and map_progress ({step, done, failed, total}). The test sets them
+	// in the server's real answers, in the browser, so that the page
+	// draws a known state of each whatever the run itself reached (its
+	// slow branch waits; a server whose interpreter does not run parallel
+	// steps fails the run at checks).
 	var extraMu sync.Mutex
 	extra := map[string]any{}
 	setExtra := func(fields map[string]any) {
@@ -151,11 +153,11 @@ func TestBrowserBlocks(t *testing.T) {
 	}
 	b.shot("blocks-branches")
 
-	setExtra(map[string]any{"state": "running", "current_step": "charge_all", "map": map[string]any{"step": "charge_all", "done": 1, "failed": 1, "running": 2, "total": 4}})
+	setExtra(map[string]any{"state": "running", "current_step": "charge_all", "map_progress": map[string]any{"step": "charge_all", "done": 1, "failed": 1, "total": 4}})
 	b.step("open the run page in the map step", chromedp.Navigate(srv.base+"/ui/runs/"+runID))
 	b.until("the page shows the map's progress",
 		`(() => { const m = document.querySelector('#blocks [data-map=charge_all]'); const p = m && m.querySelector('progress');
-		          return !!p && p.value === 2 && p.max === 4 && /1 done, 1 failed, 2 running, of 4 items/.test(m.textContent); })()`)
+		          return !!p && p.value === 2 && p.max === 4 && /1 done, 1 failed, of 4 items/.test(m.textContent); })()`)
 	if b.eval("check the branches are gone", `String(document.querySelector('#blocks [data-parallel]') === null)`) != "true" {
 		t.Error("the branches still show in the map step")
 	}

@@ -725,12 +725,12 @@
     }
 
     // A parallel step's branches and a map step's items run as child runs:
-    // the run view lists the branches (each with its run) and counts the
-    // items, drawn here below the graph.
+    // the run view lists the branches (branches, each with its run) and
+    // counts the items that ended (map_progress), drawn below the graph.
     let blocksKey = '';
     function renderBlocks(r) {
       const branches = branchesOf(r);
-      const m = r.map && typeof r.map === 'object' ? r.map : null;
+      const m = r.map_progress && typeof r.map_progress === 'object' ? r.map_progress : null;
       const k = JSON.stringify([branches, m]);
       if (k === blocksKey) return;
       blocksKey = k;
@@ -750,14 +750,14 @@
             b.run_id ? h('a', {href: runURL(b.run_id), class: 'mono', title: 'The branch\'s child run'}, b.run_id) : null)))));
       }
       if (m) {
-        const total = +m.total || 0, done = +m.done || 0, failed = +m.failed || 0, running = +m.running || 0;
-        const summary = `${done} done, ${failed} failed, ${running} running, of ${total} items`;
+        const total = +m.total || 0, done = +m.done || 0, failed = +m.failed || 0;
+        const summary = `${done} done, ${failed} failed, of ${total} items`;
         parts.push(h('div', {class: 'block', 'data-map': m.step || ''},
           h('h3', {}, 'Map step ', h('span', {class: 'mono'}, m.step || '')),
           h('div', {class: 'map-progress'},
             h('progress', {max: String(Math.max(total, 1)), value: String(done + failed), 'aria-label': `Items of ${m.step || 'the map'} ended: ${summary}`}),
-            h('span', {'data-map-count': '', 'data-done': done, 'data-failed': failed, 'data-running': running, 'data-total': total},
-              h('span', {class: 'ok'}, `${done} done`), ', ', h('span', {class: failed ? 'error' : ''}, `${failed} failed`), `, ${running} running, of ${total} items`))));
+            h('span', {'data-map-count': '', 'data-done': done, 'data-failed': failed, 'data-total': total},
+              h('span', {class: 'ok'}, `${done} done`), ', ', h('span', {class: failed ? 'error' : ''}, `${failed} failed`), `, of ${total} items`))));
       }
       blocks.replaceChildren(...parts);
     }
