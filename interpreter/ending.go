@@ -60,7 +60,7 @@ func (x *exec) failStep(ctx context.Context, env *dsl.Env) (runtime.StepOutcome,
 	if err := x.finish(OutcomeFailed, "", &dsl.ErrorInfo{Type: "fail", Message: msg}); err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}
-	return runtime.Fail(msg), nil
+	return x.failedAt(runtime.Fail(msg))
 }
 
 // failRun ends the run because the current step failed for good.
@@ -69,5 +69,21 @@ func (x *exec) failRun(e *stepErr) (runtime.StepOutcome, error) {
 	if err := x.finish(OutcomeFailed, "", &e.info); err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}
-	return runtime.Fail(fmt.Sprintf("step %s: %s: %s", x.hist.Step, e.info.Type, e.info.Message)), nil
+	return x.failedAt(runtime.Fail(fmt.Sprintf("step %s: %s: %s", x.hist.Step, e.info.Type, e.info.Message)))
+}
+
+// failedAt gives a failing outcome the state at the failing step, which a
+// redrive resumes from (runtime.Runtime.Redrive): in a delivery that ran
+// several steps it is not the delivery's input. A run whose initial
+// variables failed keeps that input (the variables are evaluated again).
+func (x *exec) failedAt(out runtime.StepOutcome) (runtime.StepOutcome, error) {
+	if x.hist.Kind == "vars" {
+		return out, nil
+	}
+	b, err := x.st.encode()
+	if err != nil {
+		return runtime.StepOutcome{}, runtime.Permanent(err)
+	}
+	out.Payload = b
+	return out, nil
 }

@@ -56,6 +56,8 @@ type state struct {
 	// Deadline is when a wait_signal's wait times out (Unix ms), kept
 	// while it waits on after setting a signal aside.
 	Deadline int64 `msgpack:"dl,omitempty"`
+	// Skip is set by a redrive that skips the current step (redrive.go).
+	Skip *skipRecord `msgpack:"sk,omitempty"`
 }
 
 func encodeMsgpack(v any) ([]byte, error) {

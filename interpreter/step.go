@@ -40,6 +40,9 @@ type exec struct {
 	// foldedStart is the start event of a folded step (seq > 0), held
 	// until its end is reported.
 	foldedStart *Event
+	// skipped: a redrive skips the step (redrive.go); it ends
+	// OutcomeSkipped instead of OutcomeOK.
+	skipped bool
 }
 
 // RunStep executes the current DSL step of a run and the pure steps that
@@ -195,6 +198,10 @@ func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 	env, err := x.env(ctx)
 	if err != nil {
 		return runtime.StepOutcome{}, runtime.Transient(err)
+	}
+	if sk := st.Skip; sk != nil {
+		st.Skip = nil
+		return x.skip(ctx, env, sk.Output)
 	}
 	switch s.Kind {
 	case dsl.KindSucceed:
