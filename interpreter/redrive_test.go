@@ -11,7 +11,6 @@ import (
 
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 const redriveWorkflow = `
@@ -59,23 +58,6 @@ func newFlakyServer(t *testing.T) *flakyServer {
 	return f
 }
 
-// handled waits until no termination notification waits or runs, so a
-// Watch registered next sees no old end.
-func (e *tenv) handled() {
-	e.t.Helper()
-	for _, st := range []queue.State{queue.StatePending, queue.StateScheduled, queue.StateClaimed} {
-		jobs, err := e.q.ListJobs(e.ctx, e.rt.NotifyQueueName(), st, "", 1000)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		for _, j := range jobs {
-			if _, err := e.q.WaitForCompletion(e.ctx, j.ID); err != nil && !errors.Is(err, queue.ErrNotFound) {
-				e.t.Fatal(err)
-			}
-		}
-	}
-}
-
 // failSecond runs the workflow at p until it failed at step second.
 func failSecond(t *testing.T, e *tenv, p string, srv *flakyServer) {
 	t.Helper()
@@ -96,7 +78,7 @@ func TestRedriveAfterAFailedHTTPStep(t *testing.T) {
 	p := e.write("redrive.yaml", redriveWorkflow)
 	failSecond(t, e, p, srv)
 	srv.fixed.Store(true)
-	e.handled()
+	e.settleNotifications()
 	ch, _ := e.it.Watch("r1")
 	out, err := e.it.Redrive(e.ctx, "r1", RedriveOptions{})
 	if err != nil {
@@ -164,7 +146,7 @@ steps:
     succeed: "${ steps.second.output.body } v2 ${ vars.n }"
 `))
 	srv.fixed.Store(true)
-	e.handled()
+	e.settleNotifications()
 	ch, _ := e.it.Watch("r1")
 	if _, err := e.it.Redrive(e.ctx, "r1", RedriveOptions{Definition: good}); err != nil {
 		t.Fatal(err)
@@ -185,7 +167,7 @@ func TestSkipTheFailedStep(t *testing.T) {
 		!strings.Contains(err.Error(), `at step "second", not "first"`) {
 		t.Fatalf("skip of a step the run is not at: %v", err)
 	}
-	e.handled()
+	e.settleNotifications()
 	ch, _ := e.it.Watch("r1")
 	if _, err := e.it.Redrive(e.ctx, "r1", RedriveOptions{Skip: "second", Output: map[string]any{"body": "given"}}); err != nil {
 		t.Fatal(err)
@@ -218,7 +200,7 @@ steps:
 	if o := e.await(ch); o.Status != runstate.Cancelled {
 		t.Fatalf("status %s; want cancelled", o.Status)
 	}
-	e.handled()
+	e.settleNotifications()
 	ch, _ = e.it.Watch("r1")
 	if _, err := e.it.Redrive(e.ctx, "r1", RedriveOptions{}); err != nil {
 		t.Fatal(err)
@@ -253,5 +235,60 @@ steps:
 	child := childRunID("p1", "call", 0)
 	if _, err := e.it.Redrive(e.ctx, child, RedriveOptions{}); !errors.Is(err, runtime.ErrNotRedrivable) || !strings.Contains(err.Error(), "redrive the parent") {
 		t.Fatalf("redrive of a child run: %v; want a refusal naming the parent", err)
+	}
+}
+
+// A sealed run is redriven too: its records come back from its segment,
+// the live copy supersedes the segment's for every reader, and the new
+// end is sealed again, with the whole history.
+func TestRedriveASealedRun(t *testing.T) {
+	srv := newFlakyServer(t)
+	e := newTestEnv(t, withRetention(time.Hour, time.Hour), withRuntimeOptions(runtime.Options{Sealing: &runtime.SealOptions{Delay: -1}}))
+	p := e.write("redrive.yaml", redriveWorkflow)
+	failSecond(t, e, p, srv)
+	e.settleNotifications()
+	seal := func() {
+		t.Helper()
+		if _, err := e.rt.Seal(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if left := e.kvKeys(histPrefix("r1")); len(left) != 0 {
+			t.Fatalf("history left in the KV after sealing: %v", left)
+		}
+	}
+	seal()
+	sealed := WithSealed(e.q, e.rt.Inspector())
+	if h, err := History(e.ctx, sealed, e.store, "r1"); err != nil || outcomes(h) != "first:ok second:retry second:failed" {
+		t.Fatalf("sealed history %q %v", outcomes(h), err)
+	}
+	srv.fixed.Store(true)
+	ch, _ := e.it.Watch("r1")
+	if _, err := e.it.Redrive(e.ctx, "r1", RedriveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Every reader takes the live copy over the segment's.
+	if st, err := e.rt.Status(e.ctx, "r1"); err != nil || st.State.Terminal() {
+		t.Fatalf("status after the redrive: %v %v; want active", st.State, err)
+	}
+	wantSucceeded(t, e.await(ch), `"one two 2"`)
+	if got := srv.first.Load(); got != 1 {
+		t.Fatalf("first ran %d times", got)
+	}
+	e.settleNotifications()
+	seal()
+	h, err := History(e.ctx, sealed, e.store, "r1")
+	if err != nil || outcomes(h) != "first:ok second:retry second:failed second:redriven second:ok done:succeeded" {
+		t.Fatalf("history sealed again %q %v", outcomes(h), err)
+	}
+	st, err := e.rt.Status(e.ctx, "r1")
+	if err != nil || st.State != runstate.StateSucceeded {
+		t.Fatalf("status sealed again: %v %v", st.State, err)
+	}
+	if st.Totals == nil || st.Totals.Counters[TotalSteps] < 3 {
+		t.Fatalf("totals %+v; want the steps of both incarnations", st.Totals)
+	}
+	runs, err := e.rt.Inspector().ListRuns(e.ctx, runstate.ListOptions{Limit: 10})
+	if err != nil || len(runs) != 1 || runs[0].State != runstate.StateSucceeded {
+		t.Fatalf("list %+v %v; want r1 once, succeeded", runs, err)
 	}
 }
