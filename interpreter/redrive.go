@@ -2,6 +2,7 @@ package interpreter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -50,6 +51,9 @@ type IncompatibleError struct {
 	RunID       string
 	Differences []string
 }
+
+// Unwrap makes the error a runtime.ErrNotRedrivable.
+func (e *IncompatibleError) Unwrap() error { return runtime.ErrNotRedrivable }
 
 func (e *IncompatibleError) Error() string {
 	return fmt.Sprintf("interpreter: run %s cannot continue on the new definition: %s", e.RunID, strings.Join(e.Differences, "; "))
@@ -127,7 +131,7 @@ func (it *Interpreter) PrepareRedrive(ctx context.Context, r *runtime.RedriveSpe
 	var a redriveArg
 	if len(argBytes) > 0 {
 		if err := decodeMsgpack(argBytes, &a); err != nil {
-			return fmt.Errorf("redrive run %s: %w", r.RunID, err)
+			return fmt.Errorf("%w: run %s: the redrive's options: %w", runtime.ErrNotRedrivable, r.RunID, err)
 		}
 	}
 	if r.Headers[headerParent] != "" {
@@ -139,6 +143,9 @@ func (it *Interpreter) PrepareRedrive(ctx context.Context, r *runtime.RedriveSpe
 		return fmt.Errorf("%w: run %s: its last state: %w", runtime.ErrNotRedrivable, r.RunID, err)
 	}
 	d, err := it.definition(ctx, st.Def)
+	if errors.Is(err, ErrDefinitionMissing) || errors.Is(err, ErrCorruptState) {
+		return fmt.Errorf("%w: run %s: %w", runtime.ErrNotRedrivable, r.RunID, err)
+	}
 	if err != nil {
 		return fmt.Errorf("redrive run %s: %w", r.RunID, err)
 	}
@@ -153,6 +160,9 @@ func (it *Interpreter) PrepareRedrive(ctx context.Context, r *runtime.RedriveSpe
 	def := st.Def
 	if a.Def != "" && a.Def != st.Def {
 		nd, err := it.definition(ctx, a.Def)
+		if errors.Is(err, ErrDefinitionMissing) || errors.Is(err, ErrCorruptState) {
+			return fmt.Errorf("%w: run %s: new definition: %w", runtime.ErrNotRedrivable, r.RunID, err)
+		}
 		if err != nil {
 			return fmt.Errorf("redrive run %s: new definition: %w", r.RunID, err)
 		}
