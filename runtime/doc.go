@@ -284,8 +284,10 @@
 //   - Totals carry on: the new incarnation starts from the old one's
 //     counts, so a run's totals are what all its incarnations cost.
 //   - The terminal notification of the old end is not sent again (its
-//     dedup key names the old incarnation's nonce); Redrive waits up to
-//     10s for one still pending or running and is refused while it is, so
+//     dedup key names the old incarnation's nonce); Redrive handles a
+//     pending one itself (the hook runs as the worker would run it), waits
+//     up to 10s for one running elsewhere or waiting for its retry, and is
+//     refused while one is, so
 //     the hook never handles the old end after the run went on (and a
 //     Watch registered after Redrive returns sees the new end only). The
 //     new end is notified as any end is.

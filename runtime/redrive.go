@@ -120,8 +120,9 @@ type Redriver interface {
 //
 // It fails with ErrRunNotFound for an unknown run, and with
 // ErrNotRedrivable for an active or succeeded run, one whose
-// termination notification is still pending (the terminal hook has not
-// handled the old end within 10s: try again once it has), or one whose last
+// termination notification is not handled (Redrive handles a pending one
+// itself, and waits up to 10s for one running elsewhere or waiting for
+// its retry: try again once it is), or one whose last
 // state was not kept. Cost: memory reads, the sealed segment's index and
 // data object for a sealed run, one LIST of the notification queue's
 // waiting jobs per state, and one durable commit.
@@ -316,14 +317,27 @@ func (rt *Runtime) endedCopy(ctx context.Context, runID string) (*endedRun, erro
 	return out, nil
 }
 
-// endHandled waits, up to notifyWait, for a termination notification
-// of runID that waits or runs (the hook must not handle the old end after
-// the run went on), and fails with ErrNotRedrivable if one is still there.
+// endHandled makes sure no termination notification of runID waits or
+// runs: the hook must not handle the old end after the run went on. A
+// pending one is handled here, as the worker would (a brief writer runs
+// no notification loop), one ready notification after another; one that
+// runs elsewhere or waits for its retry is waited for up to notifyWait,
+// then Redrive is refused with ErrNotRedrivable.
 func (rt *Runtime) endHandled(ctx context.Context, runID string) error {
 	for {
 		j, st, err := rt.pendingNotification(ctx, runID)
 		if err != nil || j == nil {
 			return err
+		}
+		if st == queue.StatePending {
+			c, err := rt.q.Claim(ctx, rt.cfg.notifyQueue)
+			if err != nil {
+				return fmt.Errorf("runtime: redrive run %s: claim a notification: %w", runID, err)
+			}
+			if c != nil {
+				rt.handleNotification(ctx, c, nil, nil)
+				continue
+			}
 		}
 		wctx, cancel := context.WithTimeout(ctx, notifyWait)
 		_, err = rt.q.WaitForCompletion(wctx, j.ID)
