@@ -299,3 +299,40 @@ func TestBulkCancelKilledHalfway(t *testing.T) {
 	}
 	c.must(exitOK, "store", "check")
 }
+
+// While a worker holds the store, retry, skip and the bulk forms go
+// through its inbox, which applies each exactly once.
+func TestRecoverThroughTheInbox(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	ts, fixed := flakyHTTP(t)
+	path := c.writeWorkflow("flaky.yaml", flakyWorkflow)
+	for _, id := range []string{"i1", "i2", "i3"} {
+		c.failRun(path, id, ts.URL)
+	}
+	w := c.start("worker", "--inbox-poll", "200ms")
+	w.waitLine("working")
+	fixed.Store(true)
+	c.must(exitOK, "retry", "i1")
+	if st := c.awaitState("i1", "succeeded"); string(st.Result) != `"fixed"` {
+		t.Fatalf("i1: %s", st.Result)
+	}
+	c.must(exitOK, "skip", "i2", "fetch", "--output", `{"body": "given"}`)
+	if st := c.awaitState("i2", "succeeded"); string(st.Result) != `"given"` {
+		t.Fatalf("i2: %s", st.Result)
+	}
+	out, _ := c.must(exitOK, "retry", "--workflow", "flaky", "--status", "failed", "--yes", "--request-id", "inbox-1")
+	if out != "i3 redriven\n" {
+		t.Fatalf("bulk retry: %q", out)
+	}
+	c.awaitState("i3", "succeeded")
+	// Repeated over every run of the workflow: i3 is done already; the
+	// others are refused (they succeeded), and the command says so.
+	out, _ = c.must(exitFailed, "retry", "--workflow", "flaky", "--yes", "--request-id", "inbox-1")
+	if !strings.Contains(out, "i3 done (redriven)\n") || !strings.Contains(out, "i1 skipped (") || strings.Contains(out, "i3 redriven") {
+		t.Fatalf("bulk retry repeated: %q", out)
+	}
+	if _, errOut := c.must(exitFailed, "retry", "i1"); !strings.Contains(errOut, "only a failed or cancelled run can be redriven") {
+		t.Fatalf("retry of a succeeded run through the inbox: %s", errOut)
+	}
+}
