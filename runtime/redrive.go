@@ -162,8 +162,11 @@ func (rt *Runtime) Redrive(ctx context.Context, runID string, arg []byte, record
 		return SubmitOutcome{}, fmt.Errorf("%w: run %s: its last state was over %d bytes and was not kept", ErrNotRedrivable, runID, queue.MaxKVValueSize)
 	}
 	spec := &RedriveSpec{RunID: runID, Status: ended.status, Error: ended.errMsg, FinishedAt: timeFromMs(ended.finishedMs),
-		Step: res.Step, Sealed: ended.sealed, Headers: copyLabels(ended.headers), Labels: copyLabels(ended.labels),
+		Step: res.Step, Sealed: ended.sealed, Headers: map[string]string{}, Labels: copyLabels(ended.labels),
 		Payload: res.Payload, Effects: newEffects()}
+	for k, v := range ended.headers {
+		spec.Headers[k] = v
+	}
 	if err := rd.PrepareRedrive(ctx, spec, arg); err != nil {
 		return SubmitOutcome{}, err
 	}
