@@ -37,7 +37,7 @@ it takes.
 It prints "run RUN cancelled", or with --json {"run": RUN, "cancelled": true};
 a step that was running is stopped, and the run ends as cancelled once it
 has.
-`+bulkHelp,
+` + bulkHelp,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {

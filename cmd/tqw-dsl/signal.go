@@ -66,7 +66,7 @@ writer did not answer.
 
 Bulk: with list's filters instead of KEY, the payload goes to each selected
 run that waits on a signal, under the key it waits on (a run that waits on
-none is skipped); --require-waiting does not apply.`+bulkHelp,
+none is skipped); --require-waiting does not apply.` + bulkHelp,
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if filter.given() {
