@@ -139,6 +139,20 @@
 //     discards the current step (a history record says cancelled) and
 //     enters on_error; a cancel while handlers run ends the run at once
 //     and never re-enters them.
+//   - A run that failed or was cancelled can be continued in place
+//     (Redrive, through runtime.Runtime.Redrive): a failing step returns
+//     the state at that step with its Fail, so the run resumes at it (in a
+//     delivery that folded several steps, not at the delivery's first),
+//     with every completed step's output and the variables as they were,
+//     attempt 1 and a new visit (memo entries of the failed visit are not
+//     reused). A new definition is taken only when every completed step
+//     and the resumed one exist in it with the same kind (IncompatibleError
+//     lists the differences); Skip records the step as done
+//     (OutcomeSkipped) and routes on. An OutcomeRedriven history record
+//     commits with the redrive. A child run is refused: its parent
+//     already received its end. Cost: the runtime's redrive, plus, with a
+//     new definition, the run's history read (memory reads; a sealed
+//     run's segment data object, one GET) and the definition's pinning.
 //   - A bad signal never fails a run. The Interpreter is the runtime's
 //     SignalValidator: a signal whose receiving step is known (one waiting
 //     on its key, or one predicted at submission: a wait_signal whose

@@ -64,7 +64,7 @@ func (x *exec) failStep(ctx context.Context, env *dsl.Env) (runtime.StepOutcome,
 	if err := x.finish(OutcomeFailed, "", &info); err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}
-	return x.endRun(x.failedEnd(info, msg))
+	return x.failedEnd(info, msg)
 }
 
 // failRun ends the run because the current step failed for good.
@@ -76,5 +76,5 @@ func (x *exec) failRun(e *stepErr) (runtime.StepOutcome, error) {
 	if err := x.finish(OutcomeFailed, "", &e.info); err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}
-	return x.endRun(x.failedEnd(e.info, fmt.Sprintf("step %s: %s: %s", x.hist.Step, e.info.Type, e.info.Message)))
+	return x.failedEnd(e.info, fmt.Sprintf("step %s: %s: %s", x.hist.Step, e.info.Type, e.info.Message))
 }

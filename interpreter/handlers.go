@@ -60,6 +60,12 @@ type runEnd struct {
 	Result []byte `msgpack:"rs,omitempty"`
 	// Failed lists the handler blocks that failed and why.
 	Failed []string `msgpack:"f,omitempty"`
+	// Resume is the state at the step the run failed or was cancelled
+	// at, which a redrive resumes from (runtime.Runtime.Redrive): after
+	// handlers, or in a delivery that ran several steps, it is not the
+	// ending delivery's input. Nil keeps that input: a run whose initial
+	// variables failed evaluates them again.
+	Resume []byte `msgpack:"rz,omitempty"`
 }
 
 // hasHandlers reports whether wf has on_error or finally steps: its runs
@@ -124,23 +130,44 @@ func endOutcome(end *runEnd) (runtime.StepOutcome, error) {
 	if len(end.Failed) > 0 {
 		reason += " (handler failed: " + strings.Join(end.Failed, "; ") + ")"
 	}
+	var out runtime.StepOutcome
 	switch end.Outcome {
 	case endSucceeded:
 		return runtime.Succeed(end.Result), nil
 	case endCancelled:
-		return runtime.CancelRun(reason), nil
+		out = runtime.CancelRun(reason)
+	default:
+		out = runtime.Fail(reason)
 	}
-	return runtime.Fail(reason), nil
+	out.Payload = end.Resume
+	return out, nil
 }
 
-// failedEnd is the end of a run whose current step failed with info.
-func (x *exec) failedEnd(info dsl.ErrorInfo, reason string) *runEnd {
+// failedEnd ends the block the current step is in (endRun): the step
+// failed with info.
+func (x *exec) failedEnd(info dsl.ErrorInfo, reason string) (runtime.StepOutcome, error) {
 	info.Step = x.hist.Step
 	outcome := endFailed
 	if info.Type == TypeRunTimeout && x.st.End == nil {
 		outcome = endTimedOut
 	}
-	return &runEnd{Outcome: outcome, Error: &info, Reason: reason}
+	end := &runEnd{Outcome: outcome, Error: &info, Reason: reason}
+	if x.hist.Kind != "vars" {
+		if err := x.keepResume(end); err != nil {
+			return runtime.StepOutcome{}, runtime.Permanent(err)
+		}
+	}
+	return x.endRun(end)
+}
+
+// keepResume records in end the state the current step runs in.
+func (x *exec) keepResume(end *runEnd) error {
+	b, err := x.st.encode()
+	if err != nil {
+		return err
+	}
+	end.Resume = b
+	return nil
 }
 
 // handlerEnv lets a handler step read the run's error and outcome.
@@ -174,7 +201,11 @@ func (x *exec) cancelled(ctx context.Context) (out runtime.StepOutcome, handled 
 		return runtime.CancelRun(fmt.Sprintf("cancelled while its %s handler ran (the run had %s: %s)", st.Block, st.End.Outcome, st.End.Reason)), true, nil
 	}
 	info.Step = x.s.ID
-	out, err = x.endRun(&runEnd{Outcome: endCancelled, Error: &info, Reason: "cancelled"})
+	end := &runEnd{Outcome: endCancelled, Error: &info, Reason: "cancelled"}
+	if err := x.keepResume(end); err != nil {
+		return runtime.StepOutcome{}, true, runtime.Permanent(err)
+	}
+	out, err = x.endRun(end)
 	return out, true, err
 }
 

@@ -220,6 +220,9 @@ func (x *exec) putOutput(ctx context.Context, v any) error {
 // finish stages the history record and reports the end of the step.
 func (x *exec) finish(outcome, next string, e *dsl.ErrorInfo) error {
 	end := x.it.now()
+	if x.skipped && outcome == OutcomeOK {
+		outcome = OutcomeSkipped
+	}
 	x.hist.End, x.hist.Outcome, x.hist.Next, x.hist.Error = end.UnixMilli(), outcome, next, e
 	b, err := encodeMsgpack(&x.hist)
 	if err != nil {

@@ -87,6 +87,8 @@ type state struct {
 	// HandlerDeadline is when the handler block the run is in must have
 	// ended (Unix ms).
 	HandlerDeadline int64 `msgpack:"hd,omitempty"`
+	// Skip is set by a redrive that skips the current step (redrive.go).
+	Skip *skipRecord `msgpack:"sk,omitempty"`
 }
 
 // resetWait clears what a step keeps while it waits (on a timer, a

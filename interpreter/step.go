@@ -40,6 +40,9 @@ type exec struct {
 	// foldedStart is the start event of a folded step (seq > 0), held
 	// until its end is reported.
 	foldedStart *Event
+	// skipped: a redrive skips the step (redrive.go); it ends
+	// OutcomeSkipped instead of OutcomeOK.
+	skipped bool
 }
 
 // RunStep executes the current DSL step of a run and the pure steps that
@@ -212,6 +215,10 @@ func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 		return runtime.StepOutcome{}, runtime.Transient(err)
 	}
 	x.handlerEnv(env)
+	if sk := st.Skip; sk != nil {
+		st.Skip = nil
+		return x.skip(ctx, env, sk.Output)
+	}
 	switch s.Kind {
 	case dsl.KindSucceed:
 		return x.succeedStep(ctx, env)

@@ -91,6 +91,9 @@ func (rt *Runtime) Cancel(ctx context.Context, runID string) (bool, error) {
 			if k := job.Headers[headerSignalDelivered]; k != "" {
 				sef.KVDeletes = append(sef.KVDeletes, deliveredKey(runID, ptr.Step))
 			}
+			if err := rt.keepResume(sef, runID, cur, ptr.Step, runstate.Cancelled, job.Payload); err != nil {
+				return false, err
+			}
 		}
 		taken, err := rt.endTotals(ctx, sef, runID, cur.Nonce)
 		if err != nil {

@@ -39,6 +39,9 @@ type delivery struct {
 	// handlersRun: the run's cancel was handed to its handlers
 	// (Step.Cancelled).
 	handlersRun bool
+	// resume is the state a Redrive resumes from, when the runner gave
+	// one with Fail or CancelRun (else the step's own input).
+	resume []byte
 }
 
 // onDurable returns the callback that reports the runner's outcome once
@@ -301,8 +304,10 @@ func (d *delivery) apply(ctx context.Context, out StepOutcome, eff *Effects) err
 	case outcomeSucceed:
 		return d.terminate(ctx, runstate.Succeeded, out.Result, "", eff, settleAck)
 	case outcomeFail:
+		d.resume = out.Payload
 		return d.terminate(ctx, runstate.Failed, nil, out.Reason, eff, settleAck)
 	case outcomeCancel:
+		d.resume = out.Payload
 		return d.terminate(ctx, runstate.Cancelled, nil, out.Reason, eff, settleAck)
 	}
 	return d.advance(ctx, out, eff)
@@ -415,6 +420,13 @@ func (d *delivery) terminate(ctx context.Context, status runstate.TerminalStatus
 	rt := d.rt
 	sef, err := rt.terminalEffects(d.runID, d.rec, d.n, status, result, errMsg)
 	if err != nil {
+		return err
+	}
+	resume := d.c.Job.Payload
+	if d.resume != nil {
+		resume = d.resume
+	}
+	if err := rt.keepResume(sef, d.runID, d.rec, d.n, status, resume); err != nil {
 		return err
 	}
 	addEffects(sef, eff)

@@ -161,6 +161,11 @@
 //     ListSignals: memory reads.
 //   - Cancel: one durable commit to record the request, one to cancel
 //     (for a run with CancelHandlers, the second hands the run over).
+//   - Redrive: memory reads (a sealed run: its segment's index, cached,
+//     and one GET of its data object), one LIST of the notification
+//     queue per waiting state (memory reads on the writer), and one
+//     durable commit. A failed or cancelled run's resume record rides its
+//     terminating commit.
 //   - Reconcile of a run whose step the queue dead-lettered: one durable
 //     commit.
 //   - Status, ListRuns: no request on the writer (memory reads) for active
@@ -259,6 +264,49 @@
 // contrast, keeps its job, run record, step pointer and wait index in the
 // KV while it waits. Figures: docs/BENCHMARKS.md#scale and
 // docs/BENCHMARKS.md#waiting-runs.
+//
+// # Redrive
+//
+// Redrive continues a run that ended Failed or Cancelled under the same
+// id, from the state it ended in: the terminating commit keeps that state
+// (workflow/resume/<id>: the ending step's input, or the payload the
+// runner returned with Fail or CancelRun) for as long as the result, and
+// the sealer moves it into the run's segment with the rest. The runner (a
+// Redriver: the interpreter) turns it into the resumed step's input, and
+// one durable commit makes the run active again at the ending step + 1,
+// guarded on the copy it read, so a crash leaves the run either ended or
+// redriven, never both, and a repeat finds it active and refuses. What a
+// redrive does to what the old end left:
+//
+//   - A sealed run is superseded, not unsealed: the segment stays as it
+//     is (immutable), the redrive writes a live copy (run record, step
+//     pointer, label entries, totals, and the runner's records read back
+//     from the segment), and the read model (runtime/inspect: live, then
+//     the KV's result, then the newest segment) makes every reader take
+//     it: Status, ListRuns, CountRuns and SealedRecords, which returns
+//     nothing for an id the KV holds. The new end is sealed again into a
+//     newer segment, which wins over the old. The old segment's expiry
+//     leaves alone what a superseded run's newer copy still uses (its memo
+//     entries, RunRecordExpirer's objects).
+//   - The id's reservation holds throughout: the id names the same run
+//     (one history), and a Submit under it is the active run's again.
+//   - Totals carry on: the new incarnation starts from the old one's
+//     counts, so a run's totals are what all its incarnations cost.
+//   - The terminal notification of the old end is not sent again (its
+//     dedup key names the old incarnation's nonce); Redrive handles a
+//     pending one itself (the hook runs as the worker would run it), waits
+//     up to 10s for one running elsewhere or waiting for its retry, and is
+//     refused while one is, so
+//     the hook never handles the old end after the run went on (and a
+//     Watch registered after Redrive returns sees the new end only). The
+//     new end is notified as any end is.
+//   - A parent: the runtime knows none; the interpreter refuses to redrive
+//     a child run (its parent already received its end) and redrives the
+//     parent instead, whose call step starts a new child.
+//
+// A succeeded or active run, a run whose last state was over
+// queue.MaxKVValueSize (not kept), or one that ended before this version
+// kept one, is refused with ErrNotRedrivable.
 //
 // # What it does not do
 //

@@ -46,6 +46,8 @@ const (
 //     submission until its result expires; the value is the run's nonce.
 //   - sealq/<finished>/<id> hands a finished run to the sealer once its
 //     end is handled (Options.Sealing).
+//   - resume/<id> holds a failed or cancelled run's last state, for
+//     Redrive, from its end until its result goes (sealed with it).
 //   - sealed/runs/<id> is a sealed run's row (nonce, segment, state);
 //     sealed/seg/<seq> a segment's catalog entry; sealed/next the next
 //     segment number.
@@ -63,12 +65,14 @@ const (
 	kvLabels      = ReservedKVPrefix + "labels/"
 	kvSealQ       = ReservedKVPrefix + "sealq/"
 	kvSealed      = ReservedKVPrefix + "sealed/"
+	// kvResume holds a failed or cancelled run's last state (redrive.go).
+	kvResume = ReservedKVPrefix + "resume/"
 )
 
 // ownKVPrefixes are the prefixes above: ControlKVPrefix leaves none of
 // their first segments to a control plane (TestControlKVPrefix checks
 // every prefix constant of this file is listed).
-var ownKVPrefixes = []string{kvRuns, kvSteps, kvCancel, kvResults, kvExpiry, kvTerminals, kvSigBuf, kvSigWait, kvSigDelivery, kvTotals, kvLabels, kvSealQ, kvSealed}
+var ownKVPrefixes = []string{kvRuns, kvSteps, kvCancel, kvResults, kvExpiry, kvTerminals, kvSigBuf, kvSigWait, kvSigDelivery, kvTotals, kvLabels, kvSealQ, kvSealed, kvResume}
 
 func runKey(runID string) string    { return kvRuns + runID }
 func stepKey(runID string) string   { return kvSteps + runID }

@@ -84,7 +84,9 @@ type trigger struct {
 // runtime reads them.
 type StepOutcome struct {
 	kind outcomeKind
-	// Payload is the next step's input (a Continue outcome).
+	// Payload is the next step's input (a Continue outcome). With Fail
+	// or CancelRun it may be set to the state a Redrive resumes from
+	// (default: the ending step's own input).
 	Payload []byte
 	// trigger is when the next step runs (a Continue outcome).
 	trigger trigger

@@ -155,6 +155,11 @@ func (rt *Runtime) resultExpiry(ctx context.Context, runID string, b []byte) ([]
 		return dels, nil
 	}
 	dels = append(dels, labelCompareDeletes(r.Labels, runID, r.Nonce)...)
+	resume, err := rt.resumeCompareDelete(ctx, runID, r.Nonce)
+	if err != nil {
+		return dels, err
+	}
+	dels = append(dels, resume...)
 	t, err := kvGet(ctx, rt.q, totalsKey(runID))
 	if err != nil || t == nil {
 		return dels, err

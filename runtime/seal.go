@@ -423,6 +423,15 @@ func (rt *Runtime) sealBatch(ctx context.Context, markers []queue.KVEntry) (seal
 		for _, e := range recs {
 			r.Records = append(r.Records, archive.Record{Key: e.Key, Value: e.Value})
 		}
+		// The state a Redrive resumes from goes with the run.
+		resume, err := rt.resumeCompareDelete(ctx, runID, res.Nonce)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, e := range resume {
+			r.Records = append(r.Records, archive.Record{Key: e.Key, Value: e.Value})
+		}
+		eff.KVCompareDeletes = append(eff.KVCompareDeletes, resume...)
 		eff.KVCompareDeletes = append(eff.KVCompareDeletes, recs...)
 		runs = append(runs, r)
 	}
@@ -665,7 +674,7 @@ func (rt *Runtime) slimSegment(ctx context.Context, row queue.KVEntry, m *archiv
 	if err != nil {
 		return 0, err
 	}
-	if err := rt.expireEntries(ctx, x); err != nil {
+	if err := rt.expireEntries(ctx, x, m.Seq); err != nil {
 		return 0, err
 	}
 	slim := *m
@@ -690,6 +699,11 @@ func (rt *Runtime) expireSegment(ctx context.Context, row queue.KVEntry, m *arch
 	if m.MemoRetentionMs > 0 {
 		// Before the commit: a crash in between clears them again.
 		for i := range x.Entries {
+			if sup, err := rt.superseded(ctx, x.Entries[i].ID, m.Seq); err != nil {
+				return 0, err
+			} else if sup {
+				continue // redriven: the newer copy's memo entries
+			}
 			if _, err := rt.memo.ClearRun(ctx, x.Entries[i].ID); err != nil {
 				return 0, fmt.Errorf("runtime: clear the memo entries of sealed run %s: %w", x.Entries[i].ID, err)
 			}
@@ -697,7 +711,7 @@ func (rt *Runtime) expireSegment(ctx context.Context, row queue.KVEntry, m *arch
 	}
 	eff := &queue.SettlementEffects{KVDeletes: []string{row.Key}, KVPuts: []queue.KVWrite{rt.catalogGen()}}
 	if !m.Slim {
-		if err := rt.expireEntries(ctx, x); err != nil {
+		if err := rt.expireEntries(ctx, x, m.Seq); err != nil {
 			return 0, err
 		}
 		if eff.KVCompareDeletes, err = oldRowDeletes(x, m); err != nil {
@@ -717,9 +731,15 @@ func (rt *Runtime) expireSegment(ctx context.Context, row queue.KVEntry, m *arch
 }
 
 // expireEntries lets the runner remove what it keeps outside the KV store
-// of each run of x (RunRecordExpirer), before the commit that hides them.
-func (rt *Runtime) expireEntries(ctx context.Context, x *archive.Index) error {
+// of each run of x (RunRecordExpirer), before the commit that hides them,
+// but for runs a newer copy supersedes.
+func (rt *Runtime) expireEntries(ctx context.Context, x *archive.Index, seq uint64) error {
 	for i := range x.Entries {
+		if sup, err := rt.superseded(ctx, x.Entries[i].ID, seq); err != nil {
+			return err
+		} else if sup {
+			continue // redriven: what it keeps belongs to the newer copy
+		}
 		if err := rt.expireOwned(ctx, x.Entries[i].ID, timeFromMs(x.Entries[i].FinishedMs)); err != nil {
 			return err
 		}
@@ -803,6 +823,11 @@ func sealedStatus(e *archive.Entry) (runstate.Status, error) {
 // KV then). Cost: the segment's index (cached) and one GET of its data
 // object.
 func (in *Inspector) SealedRecords(ctx context.Context, runID, prefix string) ([]queue.KVEntry, bool, error) {
+	// A copy in the KV (a redriven run) is newer than any segment's: the
+	// run's records are the KV's then.
+	if _, ok, err := in.kvCopy(ctx, runID); err != nil || ok {
+		return nil, false, err
+	}
 	e, m, err := in.sealedRun(ctx, runID)
 	if err != nil || e == nil {
 		return nil, false, err

@@ -211,6 +211,9 @@ func (rt *Runtime) reconcileJob(ctx context.Context, job *queue.Job) (bool, erro
 	if err != nil {
 		return false, err
 	}
+	if err := rt.keepResume(sef, runID, rec, ptr.Step, runstate.Failed, job.Payload); err != nil {
+		return false, err
+	}
 	if h := rt.beforeReconcileCommit; h != nil {
 		h(runID)
 	}

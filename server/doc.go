@@ -70,6 +70,14 @@
 //     given to the interpreter, keeps runs submitted another way to the
 //     same secrets. Cost: a folder scan (a stat per file, a parse per new
 //     or changed one) when a secret no scan has seen is asked for.
+//   - Recovering runs (recover.go): retry and skip redrive one run
+//     (interpreter.Interpreter.Redrive); a retry's new revision is loaded
+//     as a submission's workflow is (folder, inline, shell and secret
+//     rules above). POST /v1/bulk acts on the runs GET /v1/runs's filter
+//     selects, each at most once per request_id (runtime/remote.Bulk);
+//     DELETE /v1/signals/{key} discards a buffered signal. Cost: a
+//     redrive's (runtime.Runtime.Redrive: one durable commit), Bulk's per
+//     run, ClearSignal's.
 //   - No response carries a secret's value: outputs, errors and history are
 //     redacted by the interpreter before they are stored, and the server
 //     serves only what is stored.

@@ -17,11 +17,12 @@ func init() { commands = append(commands, newCancelCmd) }
 
 func newCancelCmd() *cobra.Command {
 	var (
-		store  string
-		asJSON bool
+		store, requestID string
+		filter           runFilter
+		yes, asJSON      bool
 	)
 	cmd := &cobra.Command{
-		Use:   "cancel RUN",
+		Use:   "cancel RUN | cancel [FILTERS] [--yes]",
 		Short: "Cancel an active run",
 		Long: `cancel ends an active run as cancelled: a pending, scheduled or waiting step
 is removed at once. An unknown or finished run is an error (exit 1) and
@@ -37,9 +38,16 @@ It prints "run RUN cancelled", or with --json {"run": RUN, "cancelled": true};
 a step that was running is stopped, and the run ends as cancelled once it
 has. A run whose workflow has on_error or finally runs them first (the
 step it was at is discarded) and ends as cancelled when they end; a
-cancel while they run ends it at once.`,
-		Args: cobra.ExactArgs(1),
+cancel while they run ends it at once.
+` + bulkHelp,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return runBulk(cmd, store, &filter, bulkFlags{action: "cancel", requestID: requestID, yes: yes, asJSON: asJSON})
+			}
+			if filter.given() {
+				return failf(exitUsage, "give RUN or filters (--workflow, --status, --label, --after), not both")
+			}
 			runID := args[0]
 			ctx := context.WithoutCancel(cmd.Context())
 			if a := liveAPI(ctx, store); a != nil {
@@ -93,7 +101,8 @@ cancel while they run ends it at once.`,
 		},
 	}
 	addStoreFlag(cmd, &store)
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"run": RUN, "cancelled": true}`)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"run": RUN, "cancelled": true} (bulk: one object per run)`)
+	addBulkFlags(cmd, &filter, &requestID, &yes, "cancel")
 	return cmd
 }
 

@@ -87,10 +87,10 @@ const labelFlagHelp = "label the run, as key=value (repeatable; wins over the fi
 
 func newListCmd() *cobra.Command {
 	var (
-		store, status, workflow, after string
-		labels                         []string
-		asJSON                         bool
-		limit                          int
+		store  string
+		filter runFilter
+		asJSON bool
+		limit  int
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -107,32 +107,18 @@ store the user may only read; and a URL with no store at it is an error
 (exit 1) that names the URL and where it came from.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			states, err := parseStates(status)
-			if err != nil {
-				return err
-			}
 			if limit < 1 {
 				return failf(exitUsage, "--limit %d: want at least 1", limit)
 			}
-			want, err := parseLabels(labels)
+			o, err := filter.options()
 			if err != nil {
 				return err
 			}
-			if workflow != "" {
-				want[interpreter.LabelWorkflow] = workflow
-			}
-			if err := runstate.ValidateLabels(want); err != nil {
-				return failf(exitUsage, "--label/--workflow: %v", err)
-			}
-			if after != "" {
-				if err := runstate.ValidateRunID(after); err != nil {
-					return failf(exitUsage, "--after: %v", err)
-				}
-			}
+			o.Limit = limit
 			ctx := context.WithoutCancel(cmd.Context())
 			var runs []runstate.Status
 			if a := liveReadAPI(ctx, store); a != nil {
-				if runs, err = listHTTP(ctx, a, runstate.ListOptions{States: states, Limit: limit, After: after, Labels: want}); err != nil {
+				if runs, err = listHTTP(ctx, a, o); err != nil {
 					return err
 				}
 			} else {
@@ -141,7 +127,7 @@ store the user may only read; and a URL with no store at it is an error
 					return err
 				}
 				defer v.Close()
-				runs, err = v.insp.ListRuns(ctx, runstate.ListOptions{States: states, Limit: limit, After: after, Labels: want})
+				runs, err = v.insp.ListRuns(ctx, o)
 				if err != nil {
 					return failf(exitFailed, "list runs: %v", err)
 				}
@@ -165,12 +151,9 @@ store the user may only read; and a URL with no store at it is an error
 		},
 	}
 	addStoreFlag(cmd, &store)
-	cmd.Flags().StringVar(&status, "status", "", "only runs in these states (comma-separated): pending, running, waiting, scheduled, cancelling, succeeded, failed, cancelled")
+	filter.addFlags(cmd, "list")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per run")
 	cmd.Flags().IntVar(&limit, "limit", 100, "list at most this many runs")
-	cmd.Flags().StringVar(&workflow, "workflow", "", "only runs of this workflow (through the workflow label's index)")
-	cmd.Flags().StringArrayVar(&labels, "label", nil, "only runs carrying this label, as key=value (repeatable; through the first label's index)")
-	cmd.Flags().StringVar(&after, "after", "", "list runs whose id sorts after this one (the last id of the previous page)")
 	return cmd
 }
 

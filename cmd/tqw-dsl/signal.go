@@ -23,12 +23,13 @@ func init() { commands = append(commands, newSignalCmd) }
 
 func newSignalCmd() *cobra.Command {
 	var (
-		store          string
-		requireWaiting bool
-		asJSON         bool
+		store, requestID string
+		filter           runFilter
+		requireWaiting   bool
+		asJSON, yes      bool
 	)
 	cmd := &cobra.Command{
-		Use:   "signal KEY [JSON|@FILE]",
+		Use:   "signal KEY [JSON|@FILE] | signal [FILTERS] [JSON|@FILE] [--yes]",
 		Short: "Send a signal (a JSON payload, default null) to the run waiting on KEY",
 		Long: `signal delivers a JSON payload to the wait_signal step waiting on KEY (by
 default "<run id>:<step id>"), or buffers it for the next step that waits on
@@ -61,9 +62,33 @@ buffered, {"key": KEY, "outcome": "buffered", "expires": TIME}.
 Exit codes: 0 delivered or buffered; 2 a usage error or a payload the
 receiving step refuses (nothing written); 1 no run waits on KEY with
 --require-waiting (nothing written), or the store failed, or the live
-writer did not answer.`,
-		Args: cobra.RangeArgs(1, 2),
+writer did not answer.
+
+Bulk: with list's filters instead of KEY, the payload goes to each selected
+run that waits on a signal, under the key it waits on (a run that waits on
+none is skipped); --require-waiting does not apply.` + bulkHelp,
+		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if filter.given() {
+				if len(args) > 1 {
+					return failf(exitUsage, "with filters, signal takes only the payload (JSON or @FILE), not a KEY")
+				}
+				arg := ""
+				if len(args) == 1 {
+					arg = args[0]
+				}
+				_, raw, err := readJSONArg("the signal payload", arg, nil)
+				if err != nil {
+					return err
+				}
+				if len(raw) > signal.MaxPayload {
+					return failf(exitUsage, "the signal payload is %d bytes; the limit is %d", len(raw), signal.MaxPayload)
+				}
+				return runBulk(cmd, store, &filter, bulkFlags{action: "signal", requestID: requestID, yes: yes, asJSON: asJSON, payload: raw})
+			}
+			if len(args) == 0 {
+				return failf(exitUsage, "give KEY, or filters (--workflow, --status, --label, --after) to signal the runs they select")
+			}
 			key, arg := args[0], ""
 			if len(args) == 2 {
 				arg = args[1]
@@ -140,6 +165,7 @@ writer did not answer.`,
 	addStoreFlag(cmd, &store)
 	cmd.Flags().BoolVar(&requireWaiting, "require-waiting", false, "exit 1 without buffering when no run waits on KEY")
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"key": KEY, "outcome": "delivered"|"buffered", "expires": TIME}`)
+	addBulkFlags(cmd, &filter, &requestID, &yes, "signal")
 	return cmd
 }
 

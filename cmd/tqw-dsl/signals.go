@@ -98,6 +98,7 @@ durable.`,
 			return tw.Flush()
 		},
 	}
+	cmd.AddCommand(newSignalsClearCmd())
 	addStoreFlag(cmd, &store)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per signal: key, size, buffered_at, age_seconds")
 	cmd.Flags().IntVar(&limit, "limit", 1000, "list at most this many signals")

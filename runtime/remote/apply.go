@@ -44,6 +44,10 @@ func (ib *inbox) apply(ctx context.Context, cmd *inboxCommand) (*inboxAnswer, er
 		err = ib.signal(ctx, cmd, m, ans)
 	case CommandClearSignal:
 		err = ib.clearSignal(ctx, cmd, m, ans)
+	case CommandRedrive:
+		err = ib.redrive(ctx, cmd, m, ans)
+	case CommandBulk:
+		err = ib.bulk(ctx, cmd, ans)
 	}
 	if err != nil && codeOf(err) != "" {
 		return reject(ans, err), nil

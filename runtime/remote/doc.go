@@ -5,7 +5,8 @@
 // exactly once and answers it. A Client never opens the store as a
 // writer, so it never fences the worker.
 //
-// Submit, Signal, ClearSignal and Cancel become command objects in the
+// Submit, Signal, ClearSignal, Cancel, Redrive and Bulk become command
+// objects in the
 // store's inbox, which the writer drains (ServeInbox, DrainInbox),
 // applying each exactly once, also across its own crashes, and answering
 // it. An answer is written only once every effect it reports is durable.

@@ -99,6 +99,9 @@ const (
 	CommandSignal      CommandKind = "signal"
 	CommandClearSignal CommandKind = "clear_signal"
 	CommandCancel      CommandKind = "cancel"
+	// CommandRedrive and CommandBulk: recover.go.
+	CommandRedrive CommandKind = "redrive"
+	CommandBulk    CommandKind = "bulk"
 )
 
 // inboxCommand is the JSON of a command object.
@@ -119,6 +122,8 @@ type inboxCommand struct {
 	Payload []byte `json:"payload,omitempty"`
 	// RequireWaiting is signal.Options.RequireWaiting.
 	RequireWaiting bool `json:"require_waiting,omitempty"`
+	// Bulk is a bulk command's request (recover.go).
+	Bulk *bulkCommand `json:"bulk,omitempty"`
 	// Client describes the sender (name, host, pid) for logs.
 	Client  string    `json:"client,omitempty"`
 	SentAt  time.Time `json:"sent_at"`
@@ -148,6 +153,8 @@ type inboxAnswer struct {
 	SignalExpires time.Time `json:"signal_expires,omitzero"`
 	// OK is Cancel's and ClearSignal's boolean result.
 	OK bool `json:"ok,omitempty"`
+	// Bulk is a bulk command's items.
+	Bulk []BulkItem `json:"bulk,omitempty"`
 	// Code names the sentinel error of a rejected command; Error is its text.
 	Code      string    `json:"code,omitempty"`
 	Error     string    `json:"error,omitempty"`
@@ -196,6 +203,7 @@ var answerCodes = []struct {
 	{"invalid_key", runtime.ErrInvalidKey},
 	{"invalid_command", ErrInvalidCommand},
 	{"command_expired", ErrCommandExpired},
+	{"not_redrivable", runtime.ErrNotRedrivable},
 }
 
 // codeOf returns the code of a rejection error, or "" for an error that is
@@ -268,11 +276,15 @@ func (c *inboxCommand) validate() error {
 		return err
 	}
 	switch c.Kind {
-	case CommandSubmit, CommandCancel:
+	case CommandSubmit, CommandCancel, CommandRedrive:
 		if c.RunID == "" {
 			return fmt.Errorf("%w: %s command %s without a run id", ErrInvalidCommand, c.Kind, c.ID)
 		}
 	case CommandSignal, CommandClearSignal:
+	case CommandBulk:
+		if c.Bulk == nil {
+			return fmt.Errorf("%w: bulk command %s without its request", ErrInvalidCommand, c.ID)
+		}
 	default:
 		return fmt.Errorf("%w: unknown kind %q in command %s", ErrInvalidCommand, c.Kind, c.ID)
 	}
@@ -310,7 +322,7 @@ func decodeInboxMarker(b []byte) (*inboxMarker, error) {
 		return nil, fmt.Errorf("%w: inbox marker: %w", runtime.ErrCorruptRecord, err)
 	}
 	switch m.Kind {
-	case CommandSubmit, CommandCancel, CommandSignal, CommandClearSignal:
+	case CommandSubmit, CommandCancel, CommandSignal, CommandClearSignal, CommandRedrive:
 		return &m, nil
 	}
 	return nil, fmt.Errorf("%w: inbox marker of kind %q", runtime.ErrCorruptRecord, m.Kind)

@@ -247,6 +247,18 @@ type ListOptions struct {
 
 // ListRuns returns a page of runs, by run id (o.Descending: newest first).
 func (c *Client) ListRuns(ctx context.Context, o ListOptions) (RunList, error) {
+	q := o.query()
+	path := "/v1/runs"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out RunList
+	_, err := c.do(ctx, http.MethodGet, path, nil, "", &out)
+	return out, err
+}
+
+// query is o as GET /v1/runs's query string.
+func (o ListOptions) query() url.Values {
 	q := url.Values{}
 	if len(o.Status) > 0 {
 		q.Set("status", strings.Join(o.Status, ","))
@@ -277,13 +289,7 @@ func (c *Client) ListRuns(ctx context.Context, o ListOptions) (RunList, error) {
 	for _, k := range keys {
 		q.Add("label", k+"="+o.Labels[k])
 	}
-	path := "/v1/runs"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	var out RunList
-	_, err := c.do(ctx, http.MethodGet, path, nil, "", &out)
-	return out, err
+	return q
 }
 
 // History returns every attempt of every step of a run, in order.

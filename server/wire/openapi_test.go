@@ -39,6 +39,14 @@ var bodies = map[string]any{
 	"StepEvent":      StepEvent{},
 	"ResyncEvent":    ResyncEvent{},
 	"ReloadEvent":    ReloadEvent{},
+	// Recovering runs (retry, skip, bulk, clear a signal).
+	"RetryRequest":        RetryRequest{},
+	"SkipRequest":         SkipRequest{},
+	"RecoverResponse":     RecoverResponse{},
+	"BulkRequest":         BulkRequest{},
+	"BulkRun":             BulkRun{},
+	"BulkResponse":        BulkResponse{},
+	"ClearSignalResponse": ClearSignalResponse{},
 }
 
 // notBodies are the component schemas no Go type stands for, and why.

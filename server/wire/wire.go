@@ -308,3 +308,69 @@ type ResyncEvent struct {
 type ReloadEvent struct {
 	Reason string `json:"reason"`
 }
+
+// RetryRequest is the body of POST /v1/runs/{id}/retry (optional): a
+// new revision of the run's workflow to continue on, as in
+// SubmitRequest, at most one of Workflow and YAML.
+type RetryRequest struct {
+	Workflow string `json:"workflow,omitempty"`
+	YAML     string `json:"yaml,omitempty"`
+}
+
+// SkipRequest is the body of POST /v1/runs/{id}/skip: the step the run
+// failed (or waits) at, recorded as done with Output (JSON; default
+// null).
+type SkipRequest struct {
+	Step   string          `json:"step"`
+	Output json.RawMessage `json:"output,omitempty"`
+}
+
+// RecoverResponse is the answer of retry and skip: the run, active
+// again, and its state.
+type RecoverResponse struct {
+	RunID string `json:"run_id"`
+	State string `json:"state"`
+}
+
+// BulkRequest is the body of POST /v1/bulk, whose query string is the
+// filter of GET /v1/runs (workflow, status, label, cursor,
+// started_after, started_before; not limit nor order): Action on every
+// run it selects. Without Apply it is a dry run that lists them.
+type BulkRequest struct {
+	// Action is "cancel", "retry" or "signal".
+	Action string `json:"action"`
+	// RequestID names the request: repeated with the same id, it acts on
+	// no run twice (default a new id, in the answer).
+	RequestID string `json:"request_id,omitempty"`
+	Apply     bool   `json:"apply,omitempty"`
+	// Payload is a signal's payload (default null), sent to the key each
+	// selected run waits on.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Workflow or YAML: a retry's new revision, as in RetryRequest.
+	Workflow string `json:"workflow,omitempty"`
+	YAML     string `json:"yaml,omitempty"`
+}
+
+// BulkRun is what a bulk request did to one run.
+type BulkRun struct {
+	RunID string `json:"run_id"`
+	// Outcome is "selected" (a dry run), "cancelled", "redriven",
+	// "delivered", "buffered", "done" (by an earlier attempt of the
+	// request) or "skipped" (Detail says why).
+	Outcome string `json:"outcome"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// BulkResponse is the answer of POST /v1/bulk.
+type BulkResponse struct {
+	RequestID string    `json:"request_id"`
+	DryRun    bool      `json:"dry_run"`
+	Runs      []BulkRun `json:"runs"`
+}
+
+// ClearSignalResponse is the answer of DELETE /v1/signals/{key}.
+type ClearSignalResponse struct {
+	Key string `json:"key"`
+	// Cleared says a buffered signal was discarded (false: none was).
+	Cleared bool `json:"cleared"`
+}

@@ -617,7 +617,7 @@
       }
       if (left) return;
       renderHeader(run);
-      renderActions(run);
+      renderActions(run, (hist && hist.records) || []);
       renderApproval(run);
       renderTimeline((hist && hist.records) || []);
       renderBlocks(run);
@@ -657,11 +657,11 @@
     // Cancelling asks to confirm in the page (no window.confirm: it blocks
     // the page and is clumsy with a screen reader); a refresh keeps the question.
     let actionsFor = '';
-    function renderActions(r) {
+    function renderActions(r, records) {
       const live = !(TERMINAL.has(r.state) || r.state === 'cancelling');
-      if ((live ? 'live' : 'ended') === actionsFor) return;
-      actionsFor = live ? 'live' : 'ended';
-      if (!live) { actions.replaceChildren(actionMsg); return; }
+      if ((live ? 'live' : r.state) === actionsFor) return;
+      actionsFor = live ? 'live' : r.state;
+      if (!live) { actions.replaceChildren(...recoverActions(id, r, records, actionMsg, refresh)); return; }
       const ask = h('button', {type: 'button', class: 'danger', id: 'cancel', 'aria-expanded': 'false', 'aria-controls': 'cancel-confirm'}, 'Cancel run');
       const yes = h('button', {type: 'button', class: 'danger', id: 'cancel-yes'}, 'Yes, cancel it');
       const no = h('button', {type: 'button', class: 'secondary', id: 'cancel-no'}, 'Keep it running');
@@ -802,6 +802,53 @@
     refresh();
     onLeave(subscribe('/v1/runs/' + encodeURIComponent(id) + '/events', () => reload(),
       {onOpen: () => reload(), again: () => !(run && TERMINAL.has(run.state))}));
+  }
+
+  // ---- recovering a run ------------------------------------------------------------
+
+  // recoverActions are the buttons of a failed or cancelled run: Retry
+  // (POST /v1/runs/{id}/retry: the step it ended at runs again) and Skip
+  // (POST /v1/runs/{id}/skip: that step is recorded as done with the
+  // output typed in, JSON). The step is the last one its history shows.
+  function recoverActions(id, r, records, msg, done) {
+    if (r.state !== 'failed' && r.state !== 'cancelled') return [msg];
+    const last = records.length ? records[records.length - 1] : null;
+    const step = last && (last.status === 'failed' || last.status === 'waiting' || last.status === 'retry') ? last.step : '';
+    const base = '/v1/runs/' + encodeURIComponent(id);
+    const busy = (on) => { for (const b of [retry, skip, skipYes]) b.disabled = on; };
+    const act = async (what, path, body) => {
+      busy(true);
+      msg.textContent = '';
+      try {
+        await call('POST', path, body);
+        await done();
+      } catch (e) {
+        msg.textContent = what + ' failed: ' + e.message;
+        busy(false);
+      }
+    };
+    const retry = h('button', {type: 'button', id: 'retry'}, 'Retry run');
+    retry.addEventListener('click', () => act('Retry', base + '/retry'));
+    const skip = h('button', {type: 'button', class: 'secondary', id: 'skip', 'aria-expanded': 'false', 'aria-controls': 'skip-form', hidden: !step},
+      'Skip step ' + step);
+    const output = h('textarea', {id: 'skip-output', rows: 3, class: 'mono', spellcheck: 'false', 'aria-describedby': 'skip-hint'}, 'null');
+    const skipYes = h('button', {type: 'submit', id: 'skip-yes'}, 'Skip it and continue');
+    const form = h('form', {id: 'skip-form', hidden: true, novalidate: true},
+      h('label', {for: 'skip-output'}, 'Output of ', h('strong', {}, step), ' (JSON)'),
+      h('span', {class: 'hint', id: 'skip-hint'}, 'The step is recorded as done with this output, and the run goes on from it.'),
+      output, h('div', {class: 'actions'}, skipYes));
+    skip.addEventListener('click', () => {
+      form.hidden = !form.hidden;
+      skip.setAttribute('aria-expanded', String(!form.hidden));
+      if (!form.hidden) output.focus();
+    });
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      let value;
+      try { value = JSON.parse(output.value.trim() || 'null'); } catch (_) { msg.textContent = 'The output is not valid JSON.'; output.focus(); return; }
+      act('Skip', base + '/skip', {step, output: value});
+    });
+    return [h('span', {class: 'actions'}, retry, skip), form, msg];
   }
 
   // ---- approval form -----------------------------------------------------------------
