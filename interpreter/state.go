@@ -56,6 +56,9 @@ type state struct {
 	// Deadline is when a wait_signal's wait times out (Unix ms), kept
 	// while it waits on after setting a signal aside.
 	Deadline int64 `msgpack:"dl,omitempty"`
+	// Start rides a fork's first payload only: its first history record
+	// keeps it (fork.go).
+	Start *runStart `msgpack:"s0,omitempty"`
 }
 
 func encodeMsgpack(v any) ([]byte, error) {
