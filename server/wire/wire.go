@@ -304,3 +304,56 @@ type ResyncEvent struct {
 type ReloadEvent struct {
 	Reason string `json:"reason"`
 }
+
+// RunDiff is where two runs part: GET /v1/runs/{id}/diff/{other} and
+// tqw-dsl diff --json. Differences are in order, the first being where
+// the runs first took a different path or produced a different output;
+// empty when they did not differ.
+type RunDiff struct {
+	RunA        string           `json:"run_a"`
+	RunB        string           `json:"run_b"`
+	Differences []StepDifference `json:"differences"`
+}
+
+// StepDifference is one difference: Kind only_a or only_b (a step one run
+// finished and the other did not), outcome or output (a step both
+// finished, differently). Index is the step's place among the finished
+// steps of run A (of run B for only_b), from 0.
+type StepDifference struct {
+	Kind  string    `json:"kind"`
+	Index int       `json:"index"`
+	Step  string    `json:"step"`
+	A     *DiffSide `json:"a,omitempty"`
+	B     *DiffSide `json:"b,omitempty"`
+}
+
+// DiffSide is what one run's step did.
+type DiffSide struct {
+	Step      string `json:"step"`
+	Attempt   int    `json:"attempt"`
+	Outcome   string `json:"outcome"`
+	Next      string `json:"next,omitempty"`
+	ErrorType string `json:"error_type,omitempty"`
+	Output    any    `json:"output,omitempty"`
+}
+
+// ForkRequest is the body of POST /v1/runs/{id}/fork.
+type ForkRequest struct {
+	// At is the step the fork starts at.
+	At string `json:"at"`
+	// Input replaces the origin's input when set.
+	Input json.RawMessage `json:"input,omitempty"`
+	// Workflow names a workflow file of the server's folder to run the
+	// fork on instead of the origin's pinned definition.
+	Workflow string `json:"workflow,omitempty"`
+	// RunID names the fork; empty: a new ULID.
+	RunID string `json:"run_id,omitempty"`
+}
+
+// ForkResponse answers a fork.
+type ForkResponse struct {
+	RunID      string `json:"run_id"`
+	New        bool   `json:"new"`
+	ForkedFrom string `json:"forked_from"`
+	At         string `json:"at"`
+}
