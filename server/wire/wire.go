@@ -80,6 +80,16 @@ type RunSummary struct {
 	// Labels are the run's labels, its workflow's name (key workflow)
 	// among them.
 	Labels map[string]string `json:"labels,omitempty"`
+	// ForkedFrom is the run this one was forked from and the step it
+	// started at; absent for a run that is not a fork.
+	ForkedFrom *ForkOrigin `json:"forked_from,omitempty"`
+}
+
+// ForkOrigin is a fork's lineage: the run it was forked from, and the
+// step it started at.
+type ForkOrigin struct {
+	RunID string `json:"run_id"`
+	At    string `json:"at"`
 }
 
 // Run is one run's detail: GET /v1/runs/{id}.
@@ -129,6 +139,10 @@ type Totals struct {
 	Requests Requests `json:"requests"`
 	// RequestsUSD prices them at S3 Standard list prices.
 	RequestsUSD float64 `json:"requests_usd_at_s3_list_price"`
+	// LLMSavedTokens and LLMSavedUSD are what a fork did not pay: llm
+	// answers it reused, paid by the run it was forked from (or another).
+	LLMSavedTokens float64 `json:"llm_saved_tokens,omitempty"`
+	LLMSavedUSD    float64 `json:"llm_saved_usd,omitempty"`
 }
 
 // Requests counts object-store requests by kind.
@@ -187,6 +201,16 @@ type HistoryRecord struct {
 	WaitKey  string          `json:"wait_key,omitempty"`
 	Until    *time.Time      `json:"until,omitempty"`
 	Rejected *RejectedSignal `json:"rejected_signal,omitempty"`
+	// Reused is what the step did not pay: answers reused by a fork.
+	Reused *AnswerReuse `json:"reused,omitempty"`
+}
+
+// AnswerReuse is what a step of a fork did not pay for: calls whose
+// answer another run had paid for, their tokens and cost.
+type AnswerReuse struct {
+	Calls   int     `json:"calls"`
+	Tokens  int64   `json:"tokens"`
+	CostUSD float64 `json:"cost_usd"`
 }
 
 // History is the answer of GET /v1/runs/{id}/history.
