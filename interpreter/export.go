@@ -212,23 +212,51 @@ var ErrDamagedExport = errors.New("interpreter: damaged run folder")
 // Cost: one HEAD (and PUT) per definition, one PUT per large output and
 // answer, one durable commit.
 func (it *Interpreter) ImportRun(ctx context.Context, files map[string][]byte) (string, error) {
+	imp, err := checkRunFolder(files)
+	if err != nil {
+		return "", err
+	}
+	return imp.runID, it.importRun(ctx, imp)
+}
+
+// CheckRunFolder checks the files of a folder ExportRun wrote, as
+// ImportRun does before it writes, and returns the run's id: a command
+// refuses a damaged folder before it opens a store. Cost: none.
+func CheckRunFolder(files map[string][]byte) (string, error) {
+	imp, err := checkRunFolder(files)
+	if err != nil {
+		return "", err
+	}
+	return imp.runID, nil
+}
+
+// runImport is a checked run folder.
+type runImport struct {
+	runID   string
+	defs    map[string][]byte
+	objects map[string][]byte
+	answers map[string][]byte
+	puts    []storage.KVWrite
+}
+
+func checkRunFolder(files map[string][]byte) (*runImport, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrDamagedExport, fmt.Sprintf(format, args...))
 	}
 	var man exportManifest
 	if err := json.Unmarshal(files["manifest.json"], &man); err != nil {
-		return "", bad("manifest.json does not read: %v", err)
+		return nil, bad("manifest.json does not read: %v", err)
 	}
 	if man.Format != exportFormat {
-		return "", bad("manifest.json: format %q, this build reads %q", man.Format, exportFormat)
+		return nil, bad("manifest.json: format %q, this build reads %q", man.Format, exportFormat)
 	}
 	runID := man.Run
 	if err := runstate.ValidateRunID(runID); err != nil {
-		return "", bad("manifest.json: %v", err)
+		return nil, bad("manifest.json: %v", err)
 	}
 	for p := range files {
 		if _, listed := man.Files[p]; !listed && p != "manifest.json" {
-			return "", bad("%s is not listed in manifest.json", p)
+			return nil, bad("%s is not listed in manifest.json", p)
 		}
 	}
 	paths := make([]string, 0, len(man.Files))
@@ -239,11 +267,11 @@ func (it *Interpreter) ImportRun(ctx context.Context, files map[string][]byte) (
 	for _, p := range paths {
 		b, ok := files[p]
 		if !ok {
-			return "", bad("%s is missing", p)
+			return nil, bad("%s is missing", p)
 		}
 		sum := sha256.Sum256(b)
 		if hex.EncodeToString(sum[:]) != man.Files[p] {
-			return "", bad("%s does not match its SHA-256 in manifest.json (changed or damaged)", p)
+			return nil, bad("%s does not match its SHA-256 in manifest.json (changed or damaged)", p)
 		}
 	}
 	var (
@@ -258,33 +286,33 @@ func (it *Interpreter) ImportRun(ctx context.Context, files map[string][]byte) (
 		case strings.HasPrefix(p, "definitions/"):
 			h := strings.TrimSuffix(strings.TrimPrefix(p, "definitions/"), ".yaml")
 			if err := checkDefinition(h, b); err != nil {
-				return "", bad("%s: %v", p, err)
+				return nil, bad("%s: %v", p, err)
 			}
 			defs[h] = b
 		case strings.HasPrefix(p, "objects/"):
 			key := strings.TrimPrefix(p, "objects/")
 			if !strings.HasPrefix(key, outputsObjectPrefix(runID)) || path.Clean(key) != key {
-				return "", bad("%s is not a large output of run %s", p, runID)
+				return nil, bad("%s is not a large output of run %s", p, runID)
 			}
 			if _, err := checkOutputObject(key, b); err != nil {
-				return "", bad("%s: %v", p, err)
+				return nil, bad("%s: %v", p, err)
 			}
 			objects[key] = b
 		case strings.HasPrefix(p, "answers/"):
 			key := strings.TrimSuffix(strings.TrimPrefix(p, "answers/"), ".json")
 			if _, err := answerKey(key); err != nil || !json.Valid(b) {
-				return "", bad("%s is not an answer", p)
+				return nil, bad("%s is not an answer", p)
 			}
 			answers[key] = b
 		case p == "records.jsonl":
 			for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
 				var rec exportRecord
 				if err := json.Unmarshal([]byte(line), &rec); err != nil {
-					return "", bad("records.jsonl:%d: %v", i+1, err)
+					return nil, bad("records.jsonl:%d: %v", i+1, err)
 				}
 				v, err := base64.StdEncoding.DecodeString(rec.Value)
 				if err != nil {
-					return "", bad("records.jsonl:%d: %v", i+1, err)
+					return nil, bad("records.jsonl:%d: %v", i+1, err)
 				}
 				switch {
 				case strings.HasPrefix(rec.Key, histPrefix(runID)):
@@ -299,47 +327,52 @@ func (it *Interpreter) ImportRun(ctx context.Context, files map[string][]byte) (
 					err = fmt.Errorf("key %s is not a record of run %s", rec.Key, runID)
 				}
 				if err != nil {
-					return "", bad("records.jsonl:%d: %v", i+1, err)
+					return nil, bad("records.jsonl:%d: %v", i+1, err)
 				}
 				puts = append(puts, storage.KVWrite{Key: rec.Key, Value: v})
 			}
 		}
 	}
 	if len(puts) == 0 {
-		return "", bad("records.jsonl holds no record of run %s", runID)
+		return nil, bad("records.jsonl holds no record of run %s", runID)
 	}
+	return &runImport{runID: runID, defs: defs, objects: objects, answers: answers, puts: puts}, nil
+}
+
+func (it *Interpreter) importRun(ctx context.Context, imp *runImport) error {
+	runID, defs, objects, answers, puts := imp.runID, imp.defs, imp.objects, imp.answers, imp.puts
 	if _, err := it.rt.Inspector().Status(ctx, runID); err == nil {
-		return "", fmt.Errorf("%w: this store already has a run %s", ErrRunIDReused, runID)
+		return fmt.Errorf("%w: this store already has a run %s", ErrRunIDReused, runID)
 	} else if !errors.Is(err, runtime.ErrRunNotFound) {
-		return "", err
+		return err
 	}
 	if got, err := it.q.KVScan(ctx, histPrefix(runID), "", 1); err != nil {
-		return "", err
+		return err
 	} else if len(got) > 0 {
-		return "", fmt.Errorf("%w: this store already holds records of run %s", ErrRunIDReused, runID)
+		return fmt.Errorf("%w: this store already holds records of run %s", ErrRunIDReused, runID)
 	}
 	for h, src := range defs {
 		if err := it.pins.pin(ctx, h, func() error { return putDefinition(ctx, it.store, h, src) }); err != nil {
-			return "", err
+			return err
 		}
 	}
 	for k, b := range objects {
 		if _, err := it.store.Put(ctx, k, b, objstore.PutOptions{}); err != nil {
-			return "", fmt.Errorf("interpreter: import %s: %w", k, err)
+			return fmt.Errorf("interpreter: import %s: %w", k, err)
 		}
 	}
 	for k, b := range answers {
 		if err := (answerStore{store: it.store, red: &redactor{}}).Put(ctx, k, b); err != nil {
-			return "", err
+			return err
 		}
 	}
 	puts = append(puts, storage.KVWrite{Key: expireKey(it.now(), runID), Value: []byte{}})
 	ok, err := it.q.KVApply(ctx, storage.KVBatch{Expect: []storage.KVWrite{{Key: puts[0].Key}}, Puts: puts})
 	if err != nil {
-		return "", fmt.Errorf("interpreter: import run %s: %w", runID, err)
+		return fmt.Errorf("interpreter: import run %s: %w", runID, err)
 	}
 	if !ok {
-		return "", fmt.Errorf("%w: run %s was imported meanwhile", ErrRunIDReused, runID)
+		return fmt.Errorf("%w: run %s was imported meanwhile", ErrRunIDReused, runID)
 	}
-	return runID, nil
+	return nil
 }

@@ -186,49 +186,16 @@ type ForkOptions struct {
 // origin's definition on a cache miss and, with opts.Workflow, what
 // PrepareRun costs for its definitions. Nothing is written on error.
 func (v *View) PrepareFork(ctx context.Context, origin string, fp *ForkPoint, opts ForkOptions) (runtime.RunSpec, error) {
-	var (
-		p  *pin
-		wf *dsl.Workflow
-	)
+	f, err := v.checkFork(ctx, origin, fp, opts)
+	if err != nil {
+		return runtime.RunSpec{}, err
+	}
 	if opts.Workflow != nil {
 		if err := pinDefinitions(ctx, v.store, &v.pins, opts.Workflow); err != nil {
 			return runtime.RunSpec{}, err
 		}
-		p, wf = opts.Workflow.pin, opts.Workflow.Main
-	} else {
-		d, err := v.definition(ctx, fp.pin.Hash)
-		if err != nil {
-			return runtime.RunSpec{}, fmt.Errorf("the definition of run %s: %w", origin, err)
-		}
-		p, wf = fp.pin, d.wf
 	}
-	idx, ok := wf.Index(fp.Step)
-	if !ok {
-		return runtime.RunSpec{}, fmt.Errorf("%w: workflow %s has no step %q to start the fork at", ErrNotForkable, wf.Name, fp.Step)
-	}
-	input := fp.Input
-	if opts.Input != nil {
-		in, err := plain(opts.Input)
-		if err != nil {
-			return runtime.RunSpec{}, fmt.Errorf("%w: %v", dsl.ErrInputInvalid, err)
-		}
-		input = in
-	}
-	if err := checkInputSize(input); err != nil {
-		return runtime.RunSpec{}, err
-	}
-	if err := validateInput(wf, input); err != nil {
-		return runtime.RunSpec{}, err
-	}
-	runID := opts.RunID
-	if runID == "" {
-		runID = ulid.Make().String()
-	} else if err := runstate.ValidateRunID(runID); err != nil {
-		return runtime.RunSpec{}, err
-	}
-	if runID == origin {
-		return runtime.RunSpec{}, fmt.Errorf("%w: a fork needs an id of its own, not its origin's", runstate.ErrInvalidRunID)
-	}
+	p, wf, idx, input, runID := f.pin, f.wf, f.idx, f.input, f.runID
 	writes := map[string][]byte{}
 	inherited := map[string][]byte{}
 	for id, out := range fp.Outputs {
@@ -267,4 +234,63 @@ func (v *View) PrepareFork(ctx context.Context, origin string, fp *ForkPoint, op
 		Labels:  map[string]string{LabelWorkflow: wf.Name}, KVWrites: writes}
 	stampTrace(ctx, &spec)
 	return spec, nil
+}
+
+// CheckFork checks what PrepareFork checks (the step, the input, the id)
+// without writing anything, so a command refuses a fork before it opens
+// the store as its writer. Cost: one GET for the origin's definition on
+// a cache miss.
+func (v *View) CheckFork(ctx context.Context, origin string, fp *ForkPoint, opts ForkOptions) error {
+	_, err := v.checkFork(ctx, origin, fp, opts)
+	return err
+}
+
+// checkedFork is what checkFork found.
+type checkedFork struct {
+	pin   *pin
+	wf    *dsl.Workflow
+	idx   int
+	input any
+	runID string
+}
+
+func (v *View) checkFork(ctx context.Context, origin string, fp *ForkPoint, opts ForkOptions) (*checkedFork, error) {
+	f := &checkedFork{}
+	if opts.Workflow != nil {
+		f.pin, f.wf = opts.Workflow.pin, opts.Workflow.Main
+	} else {
+		d, err := v.definition(ctx, fp.pin.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("the definition of run %s: %w", origin, err)
+		}
+		f.pin, f.wf = fp.pin, d.wf
+	}
+	idx, ok := f.wf.Index(fp.Step)
+	if !ok {
+		return nil, fmt.Errorf("%w: workflow %s has no step %q to start the fork at", ErrNotForkable, f.wf.Name, fp.Step)
+	}
+	f.idx, f.input = idx, fp.Input
+	if opts.Input != nil {
+		in, err := plain(opts.Input)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", dsl.ErrInputInvalid, err)
+		}
+		f.input = in
+	}
+	if err := checkInputSize(f.input); err != nil {
+		return nil, err
+	}
+	if err := validateInput(f.wf, f.input); err != nil {
+		return nil, err
+	}
+	f.runID = opts.RunID
+	if f.runID == "" {
+		f.runID = ulid.Make().String()
+	} else if err := runstate.ValidateRunID(f.runID); err != nil {
+		return nil, err
+	}
+	if f.runID == origin {
+		return nil, fmt.Errorf("%w: a fork needs an id of its own, not its origin's", runstate.ErrInvalidRunID)
+	}
+	return f, nil
 }

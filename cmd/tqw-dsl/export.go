@@ -109,6 +109,9 @@ import opens the store as its writer; it refuses while a worker holds it.`,
 			if err != nil {
 				return err
 			}
+			if _, err := interpreter.CheckRunFolder(files); err != nil {
+				return failf(exitUsage, "import %s refused: %v", args[0], err)
+			}
 			ctx := context.WithoutCancel(cmd.Context())
 			s, err := openSession(ctx, store, engineOptions{name: "import", brief: true})
 			if err != nil {

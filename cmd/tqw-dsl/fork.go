@@ -67,8 +67,8 @@ written), 1 the store failed.`,
 			if err != nil {
 				return err
 			}
+			defer v.Close()
 			fp, err := forkPointOf(ctx, v, store, origin, at)
-			_ = v.Close()
 			if err != nil {
 				return err
 			}
@@ -83,6 +83,11 @@ written), 1 the store failed.`,
 					return err
 				}
 			}
+			// Refused before the store is opened for writing.
+			if err := v.defs.CheckFork(ctx, origin, fp, opts); err != nil {
+				return forkError(origin, err)
+			}
+			_ = v.Close()
 			s, err := openSession(ctx, store, engineOptions{noShell: noShell, name: "fork", brief: true})
 			if err != nil {
 				return err

@@ -22,6 +22,9 @@ func forkFake(t *testing.T) *llmfake.Server {
 		switch {
 		case strings.HasPrefix(p, "Outline"):
 			return llmfake.Reply{Content: "outline of owls", Usage: llmfake.Usage{PromptTokens: 10, CompletionTokens: 5}}
+		case strings.HasPrefix(p, "Write"):
+			// The revision's draft: the same text, a longer prompt.
+			return llmfake.Reply{Content: "draft about owls", Usage: llmfake.Usage{PromptTokens: 25, CompletionTokens: 6}}
 		case strings.HasPrefix(p, "Polish"):
 			return llmfake.Reply{Content: "polished: " + p, Usage: llmfake.Usage{PromptTokens: 30, CompletionTokens: 7}}
 		}
@@ -66,7 +69,7 @@ func TestForkReusesUnchangedAnswers(t *testing.T) {
 		State  string          `json:"state"`
 		Result json.RawMessage `json:"result"`
 		Fork   *struct {
-			From string `json:"from"`
+			From string `json:"run_id"`
 			At   string `json:"at"`
 		} `json:"forked_from"`
 		Totals struct {
@@ -117,8 +120,12 @@ func TestForkReusesUnchangedAnswers(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &d); err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Differences) == 0 || d.Differences[0].Step != "draft" || d.Differences[0].Kind != "output" {
+	// draft's output differs (its usage); polish, reused, does not.
+	if len(d.Differences) != 1 || d.Differences[0].Step != "draft" || d.Differences[0].Kind != "output" || d.Differences[0].Index != 1 {
 		t.Fatalf("diff: %s", js)
+	}
+	if text, _ := c.must(0, "diff", "origin-1", "fork-v2"); !strings.HasPrefix(text, "first step 1 draft: output ") {
+		t.Fatalf("diff:\n%s", text)
 	}
 
 	// Refusals write nothing.
