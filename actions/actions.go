@@ -64,7 +64,7 @@ type Spend struct {
 	CostKnown bool
 	// Reused marks an answer taken from Call.Answers: paid by another
 	// run, not this one; the ledger counts it as saved, not spent.
-	Reused bool
+	Reused bool `msgpack:",omitempty"`
 }
 
 // Spend reports a paid call (or one replayed from the memo, with the

@@ -32,8 +32,8 @@ func TotalsOf(st runstate.Status, now time.Time) wire.Totals {
 	return wire.Totals{
 		Steps: c[interpreter.TotalSteps], Attempts: c[interpreter.TotalAttempts], Retries: c[interpreter.TotalRetries],
 		LLMTokens: c[interpreter.TotalLLMTokens], LLMCostUSD: c[interpreter.TotalLLMCostUSD],
-		WallSeconds: end.Sub(st.SubmittedAt).Seconds(),
-		Requests:    wire.Requests{Put: t.Puts, Get: t.Gets, List: t.Lists, Delete: t.Deletes, Head: t.Heads},
+		WallSeconds:    end.Sub(st.SubmittedAt).Seconds(),
+		Requests:       wire.Requests{Put: t.Puts, Get: t.Gets, List: t.Lists, Delete: t.Deletes, Head: t.Heads},
 		RequestsUSD:    (t.Puts+t.Lists)*s3PricePutList + (t.Gets+t.Heads)*s3PriceGet,
 		LLMSavedTokens: c[interpreter.TotalLLMSavedTokens], LLMSavedUSD: c[interpreter.TotalLLMSavedUSD],
 	}

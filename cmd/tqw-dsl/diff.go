@@ -11,6 +11,7 @@ import (
 
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
+	"github.com/tqw-dsl/tqw/server"
 	"github.com/tqw-dsl/tqw/server/wire"
 )
 
@@ -70,7 +71,7 @@ store failed, 2 a usage error.`,
 					hist[i] = append(append([]interpreter.HistoryRecord{}, hist[o][:fp.Index]...), hist[i]...)
 				}
 			}
-			d := diffOf(args[0], args[1], interpreter.DiffHistories(hist[0], hist[1]))
+			d := server.RunDiffOf(args[0], args[1], interpreter.DiffHistories(hist[0], hist[1]))
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(d)
 			}
@@ -81,25 +82,6 @@ store failed, 2 a usage error.`,
 	addStoreFlag(cmd, &store)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the differences as JSON")
 	return cmd
-}
-
-// diffOf is the wire form of the differences between runs a and b.
-func diffOf(a, b string, ds []interpreter.Difference) wire.RunDiff {
-	out := wire.RunDiff{RunA: a, RunB: b, Differences: []wire.StepDifference{}}
-	side := func(h *interpreter.HistoryRecord) *wire.DiffSide {
-		if h == nil {
-			return nil
-		}
-		s := &wire.DiffSide{Step: h.Step, Attempt: h.Attempt, Outcome: h.Outcome, Next: h.Next, Output: h.Output}
-		if h.Error != nil {
-			s.ErrorType = h.Error.Type
-		}
-		return s
-	}
-	for _, d := range ds {
-		out.Differences = append(out.Differences, wire.StepDifference{Kind: d.Kind, Index: d.Index, Step: d.Step, A: side(d.A), B: side(d.B)})
-	}
-	return out
 }
 
 func printDiff(w io.Writer, d wire.RunDiff) {
