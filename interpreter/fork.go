@@ -175,6 +175,10 @@ type ForkOptions struct {
 	// RunID names the fork ("": a fresh ULID). Submitting the same
 	// fork again under its id is a no-op, as any submission is.
 	RunID string
+	// Reader, when set, refuses a RunID that names a finished run still
+	// retained (ErrRunIDReused), as PrepareRun's does; a nil Reader skips
+	// the check (the fork then fails at its first step, writing nothing).
+	Reader runtime.StateReader
 }
 
 // PrepareFork returns the RunSpec of a fork of run origin at fp (from
@@ -291,6 +295,11 @@ func (v *View) checkFork(ctx context.Context, origin string, fp *ForkPoint, opts
 	}
 	if f.runID == origin {
 		return nil, fmt.Errorf("%w: a fork needs an id of its own, not its origin's", runstate.ErrInvalidRunID)
+	}
+	if opts.RunID != "" && opts.Reader != nil {
+		if err := checkReuse(ctx, runtime.NewInspector(opts.Reader), opts.Reader, f.runID); err != nil {
+			return nil, err
+		}
 	}
 	return f, nil
 }

@@ -35,7 +35,7 @@ func (s *Server) forkRun(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.status(w, r, id); !ok {
 		return
 	}
-	opts := interpreter.ForkOptions{RunID: req.RunID}
+	opts := interpreter.ForkOptions{RunID: req.RunID, Reader: s.rt.Queue()}
 	if req.Workflow != "" {
 		wf, ok := s.loadRequested(w, wire.SubmitRequest{Workflow: req.Workflow})
 		if !ok {
@@ -94,6 +94,8 @@ func (s *Server) forkRefused(w http.ResponseWriter, id string, err error) {
 		writeError(w, http.StatusUnprocessableEntity, "invalid_input", inputPointer("/input", err), err.Error())
 	case errors.Is(err, runstate.ErrInvalidRunID):
 		writeError(w, http.StatusBadRequest, "bad_request", "run_id", err.Error())
+	case errors.Is(err, interpreter.ErrRunIDReused):
+		writeError(w, http.StatusConflict, "run_id_in_use", "run_id", err.Error())
 	default:
 		s.storeFailed(w, "forking run "+id, err)
 	}

@@ -68,11 +68,17 @@ written), 1 the store failed.`,
 				return err
 			}
 			defer v.Close()
+			if runID != "" {
+				// A repeat (after a kill, say) of a fork that exists.
+				if st, err := v.insp.Status(ctx, runID); err == nil && st.Headers[interpreter.HeaderForkFrom] == origin && st.Headers[interpreter.HeaderForkAt] == at {
+					return printFork(cmd, runID, false, origin, at, asJSON)
+				}
+			}
 			fp, err := forkPointOf(ctx, v, store, origin, at)
 			if err != nil {
 				return err
 			}
-			opts := interpreter.ForkOptions{RunID: runID}
+			opts := interpreter.ForkOptions{RunID: runID, Reader: v.r}
 			if defFile != "" {
 				if opts.Workflow, err = loadWorkflow(cmd, defFile, noShell); err != nil {
 					return err
@@ -88,6 +94,7 @@ written), 1 the store failed.`,
 				return forkError(origin, err)
 			}
 			_ = v.Close()
+			opts.Reader = nil // checked; v is closed
 			s, err := openSession(ctx, store, engineOptions{noShell: noShell, name: "fork", brief: true})
 			if err != nil {
 				return err
@@ -120,11 +127,7 @@ written), 1 the store failed.`,
 			if err := s.Close(); err != nil {
 				return err
 			}
-			if asJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"run": sub.RunID, "new": sub.NewlySubmitted, "forked_from": origin, "at": at})
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), sub.RunID)
-			return nil
+			return printFork(cmd, sub.RunID, sub.NewlySubmitted, origin, at, asJSON)
 		},
 	}
 	addStoreFlag(cmd, &store)
@@ -159,8 +162,16 @@ func forkPointOf(ctx context.Context, v *view, url, origin, at string) (*interpr
 
 // forkError maps a refused fork to exit 2, a failed one to 1.
 func forkError(origin string, err error) error {
-	if errors.Is(err, interpreter.ErrNotForkable) || errors.Is(err, dsl.ErrInputInvalid) || errors.Is(err, runstate.ErrInvalidRunID) {
+	if errors.Is(err, interpreter.ErrNotForkable) || errors.Is(err, dsl.ErrInputInvalid) || errors.Is(err, runstate.ErrInvalidRunID) || errors.Is(err, interpreter.ErrRunIDReused) {
 		return failf(exitUsage, "fork of run %s refused: %v", origin, err)
 	}
 	return failf(exitFailed, "fork of run %s: %v", origin, err)
+}
+
+func printFork(cmd *cobra.Command, runID string, isNew bool, origin, at string, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"run": runID, "new": isNew, "forked_from": origin, "at": at})
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), runID)
+	return nil
 }

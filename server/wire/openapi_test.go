@@ -39,6 +39,13 @@ var bodies = map[string]any{
 	"StepEvent":      StepEvent{},
 	"ResyncEvent":    ResyncEvent{},
 	"ReloadEvent":    ReloadEvent{},
+	"ForkOrigin":     ForkOrigin{},
+	"AnswerReuse":    AnswerReuse{},
+	"ForkRequest":    ForkRequest{},
+	"ForkResponse":   ForkResponse{},
+	"RunDiff":        RunDiff{},
+	"StepDifference": StepDifference{},
+	"DiffSide":       DiffSide{},
 }
 
 // notBodies are the component schemas no Go type stands for, and why.
