@@ -2,12 +2,17 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tqw-dsl/tqw/actions/llm/llmfake"
+	"github.com/tqw-dsl/tqw/internal/crashtest"
 	"github.com/tqw-dsl/tqw/server/wire"
 )
 
@@ -219,4 +224,90 @@ func copyDir(t *testing.T, from, to string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// SIGKILL at random moments of `fork` leaves the store consistent (store
+// check finds nothing), and the command started again with the same
+// --run-id ends with exactly that one fork, which runs to the origin's
+// result without asking the model again.
+func TestForkSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills processes; not in -short")
+	}
+	t.Parallel()
+	fake := forkFake(t)
+	c := newCLI(t)
+	c.env = append(c.env, "OPENAI_BASE_URL="+fake.URL())
+	out, _ := c.must(0, "run", abs(t, "testdata/fork_chain.yaml"), "--run-id", "ko", "--input", `{"topic": "owls"}`)
+	result := strings.TrimSpace(out)
+	kills := crashtest.Count(t, "TQW_FORK_KILLS", 12)
+	rng := crashtest.Rand(t, 1)
+
+	forkCmd := func(id string) *exec.Cmd {
+		cmd := exec.Command(tqwBin, "fork", "ko", "--at", "draft", "--run-id", id, "--store", c.store)
+		cmd.Dir, cmd.Env = c.dir, append(os.Environ(), c.env...)
+		return cmd
+	}
+	start := time.Now()
+	c.must(0, "fork", "ko", "--at", "draft", "--run-id", "k-timing")
+	span := max(time.Since(start), 20*time.Millisecond)
+	killed := 0
+	for k := range kills {
+		id := fmt.Sprintf("k%03d", k)
+		cmd := forkCmd(id)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		timer := time.NewTimer(time.Duration(rng.Int64N(int64(span))))
+		select {
+		case <-exited:
+			timer.Stop()
+		case <-timer.C:
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			if err := <-exited; err != nil && strings.Contains(err.Error(), "killed") {
+				killed++
+			}
+		}
+		// The same command again: it forks, or finds the fork made.
+		if out, _ := c.must(0, "fork", "ko", "--at", "draft", "--run-id", id); strings.TrimSpace(out) != id {
+			t.Fatalf("fork %s again printed %q", id, out)
+		}
+	}
+	t.Logf("%d of %d fork commands killed", killed, kills)
+	c.must(0, "store", "check")
+	c.must(0, "worker", "--idle-exit")
+	if n := len(fake.Requests()); n != 3 {
+		t.Fatalf("the forks asked the model %d times; want none", n-3)
+	}
+	list, _ := c.must(0, "list", "--json", "--limit", "1000")
+	seen := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		var r struct {
+			Run   string `json:"run"`
+			State string `json:"state"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		seen[r.Run]++
+		if r.State != "succeeded" {
+			t.Errorf("run %s is %s", r.Run, r.State)
+		}
+	}
+	for k := range kills {
+		id := fmt.Sprintf("k%03d", k)
+		if seen[id] != 1 {
+			t.Errorf("fork %s listed %d times", id, seen[id])
+		}
+		st, _ := c.must(0, "status", id, "--json")
+		if !strings.Contains(st, `"result":`+result) {
+			t.Errorf("fork %s: %s; want the result %s", id, st, result)
+		}
+	}
+	if len(seen) != kills+2 {
+		t.Errorf("%d runs in the store; want the origin, the timing fork and %d forks", len(seen), kills)
+	}
+	c.must(0, "store", "check")
 }
