@@ -38,6 +38,14 @@ type Call struct {
 	Logger *slog.Logger
 	// Charge, when set, is the run's spend ledger: see Call.Spend.
 	Charge func(Spend)
+	// Answers, when set, is a store of paid answers shared across runs,
+	// keyed by the content of the request (an action's own hash, which
+	// must not cover a secret's value in clear): an action that pays for
+	// an answer puts it there, and, when ReuseAnswers is set (a fork),
+	// takes an answer from there instead of paying again, reporting it
+	// through Spend with Reused set.
+	Answers      Memo
+	ReuseAnswers bool
 }
 
 // Spend is one paid call to an outside service (a model completion),
@@ -54,6 +62,9 @@ type Spend struct {
 	// CostUSD is the call's cost; CostKnown is false when its price is unknown.
 	CostUSD   float64
 	CostKnown bool
+	// Reused marks an answer taken from Call.Answers: paid by another
+	// run, not this one; the ledger counts it as saved, not spent.
+	Reused bool `msgpack:",omitempty"`
 }
 
 // Spend reports a paid call (or one replayed from the memo, with the

@@ -138,6 +138,7 @@ func (x *exec) action(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, e
 	}
 	call := &actions.Call{RunID: x.rs.RunID, StepID: x.s.ID, Attempt: x.st.Attempt, Args: args,
 		Secret: x.secret, Derived: x.red.derive, Memo: x.memo(""), Charge: x.charge,
+		Answers: x.answers(), ReuseAnswers: x.reusesAnswers(),
 		Logger: x.red.logger(x.it.log).With("run", x.rs.RunID, "step", x.s.ID, "action", x.s.Action)}
 	out, err := x.invoke(ctx, a, call)
 	if err != nil {

@@ -208,6 +208,17 @@
 //     carry no input, output or header; an action's context carries the
 //     step's redactor (tracing.WithRedaction), which the HTTP client
 //     spans apply.
+//   - Forks (fork.go): FindForkPoint rebuilds a run's variables and step
+//     outputs as they were just before it first reached a step, from its
+//     history (live or sealed), and PrepareFork submits a new run there,
+//     linked by HeaderForkFrom and HeaderForkAt; history records written
+//     before forks existed are refused (ErrNotForkable), never guessed.
+//     Forks consult a content-addressed answer store (answers.go) so an
+//     unchanged llm request is not paid twice; a reused answer is counted
+//     as saved (TotalLLMSavedTokens, TotalLLMSavedUSD), never as paid.
+//     DiffHistories compares two histories; ExportRun and ImportRun move
+//     a run between stores as a checked folder (export.go), writing
+//     nothing for a damaged one.
 //
 // # Costs in object-store requests
 //
@@ -243,7 +254,11 @@
 // run (memory reads of the KV; a sealed run's records, one GET of its
 // segment's data object unless cached).
 // Memo reads and writes cost one GET and one PUT each (llm and foreach
-// only). A predicted wait is one KV record in the submission commit (at
+// only). A paid llm answer costs one more PUT (the shared answer store);
+// a fork's llm attempt that its memo does not answer one GET of it. What
+// a fork needs rides the history records (no request); a fork costs one
+// PUT per inherited large output plus its submission, ExportRun and
+// ImportRun what their docs say. A predicted wait is one KV record in the submission commit (at
 // most 16 per run); checking a signal (ValidateSignal, CheckSignal) costs
 // memory reads, plus one GET for a definition not cached yet. Tracing
 // costs no request: the trace header rides in the submission commit.

@@ -66,6 +66,19 @@ type HistoryRecord struct {
 	// how many earlier visits of the step the history no longer holds
 	// (Options.HistoryVisits); it is not stored in the record.
 	DroppedVisits int `msgpack:"-" json:"dropped_visits,omitempty"`
+	// What a fork (fork.go) rebuilds a run's state from, written by
+	// builds that can fork (Forkable): Set holds the variables the step
+	// assigned, Prev the step whose output the next step's `output`
+	// names, Put tells that the attempt wrote the step's output record,
+	// and RunStart, on a run's first record, what the run started from.
+	Set      map[string]any `msgpack:"set,omitempty" json:"-"`
+	Prev     string         `msgpack:"pv,omitempty" json:"-"`
+	Put      bool           `msgpack:"po,omitempty" json:"-"`
+	RunStart *runStart      `msgpack:"s0,omitempty" json:"-"`
+	Forkable bool           `msgpack:"fk,omitempty" json:"-"`
+	// Reused is what the step did not pay because a fork reused answers
+	// its origin paid for (answers.go).
+	Reused *Reuse `msgpack:"ru,omitempty" json:"reused,omitempty"`
 }
 
 // RejectedSignal is a signal a waiting step consumed and set aside because

@@ -321,6 +321,7 @@ func StoreNamespaces() []objstore.Namespace {
 		{Owner: "interpreter definitions", Prefix: strings.TrimSuffix(defsPrefix, "/")},
 		{Owner: "interpreter large outputs", Prefix: strings.TrimSuffix(outputsPrefix, "/")},
 		{Owner: "interpreter rerun claims", Prefix: strings.TrimSuffix(rerunPrefix, "/")},
+		{Owner: "interpreter shared answers", Prefix: strings.TrimSuffix(answersPrefix, "/")},
 	}
 }
 

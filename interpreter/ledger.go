@@ -25,6 +25,20 @@ func (x *exec) charge(s actions.Spend) {
 	if s.Attempt > 0 && s.Attempt < x.st.Attempt {
 		return
 	}
+	if s.Reused {
+		// Paid by another run: saved, not spent (answers.go).
+		x.rs.AddTotal(TotalLLMSavedTokens, float64(s.TotalTokens))
+		x.rs.AddTotal(TotalLLMSavedUSD, s.CostUSD)
+		x.llmMu.Lock()
+		defer x.llmMu.Unlock()
+		if x.hist.Reused == nil {
+			x.hist.Reused = &Reuse{}
+		}
+		x.hist.Reused.Calls++
+		x.hist.Reused.Tokens += s.TotalTokens
+		x.hist.Reused.CostUSD += s.CostUSD
+		return
+	}
 	x.rs.AddTotal(TotalLLMTokens, float64(s.TotalTokens))
 	x.rs.AddTotal(TotalLLMCostUSD, s.CostUSD)
 	x.llmMu.Lock()

@@ -213,6 +213,7 @@ func (x *exec) putOutput(ctx context.Context, v any) error {
 	if err := x.rs.Effects.Put(outKey(x.rs.RunID, x.s.ID), b); err != nil {
 		return err
 	}
+	x.hist.Put = true
 	x.ch.stageOutput(x.s.ID, b)
 	return nil
 }
@@ -224,12 +225,24 @@ func (x *exec) finish(outcome, next string, e *dsl.ErrorInfo) error {
 		outcome = OutcomeSkipped
 	}
 	x.hist.End, x.hist.Outcome, x.hist.Next, x.hist.Error = end.UnixMilli(), outcome, next, e
+	x.hist.Forkable = true
 	b, err := encodeMsgpack(&x.hist)
 	if err != nil {
 		return err
 	}
 	if len(b) > storage.MaxKVValueSize/2 {
+		if x.hist.Put && x.hist.OutputRef == "" {
+			x.hist.Forkable = false // the output a fork needs is gone
+		}
 		x.hist.Output = nil
+		if b, err = encodeMsgpack(&x.hist); err != nil {
+			return err
+		}
+	}
+	if len(b) > storage.MaxKVValueSize/2 {
+		// What a fork needs does not fit: this run cannot be forked
+		// past here (fork.go says so).
+		x.hist.Set, x.hist.RunStart, x.hist.Forkable = nil, nil, false
 		if b, err = encodeMsgpack(&x.hist); err != nil {
 			return err
 		}

@@ -174,21 +174,26 @@ func addDeclaredLabels(spec *runtime.RunSpec, wf *dsl.Workflow, input any) error
 // so once stored a hash stays known.
 func pinDefinitions(ctx context.Context, store objstore.Store, pins *pinSet, w *Workflow) error {
 	for hash, wf := range w.all {
-		err := pins.pin(ctx, hash, func() error {
-			_, err := store.Head(ctx, defKey(hash))
-			if errors.Is(err, objstore.ErrNotExist) {
-				_, err = store.Put(ctx, defKey(hash), wf.Source, objstore.CreateOnly())
-				if errors.Is(err, objstore.ErrPrecondition) {
-					err = nil
-				}
-			}
-			return err
-		})
+		err := pins.pin(ctx, hash, func() error { return putDefinition(ctx, store, hash, wf.Source) })
 		if err != nil {
 			return fmt.Errorf("interpreter: store definition of %s: %w", wf.File, err)
 		}
 	}
 	return nil
+}
+
+// putDefinition stores src as the definition hash unless the store holds
+// it (a HEAD, then a create-only PUT: a racing writer of the same hash
+// wrote the same bytes).
+func putDefinition(ctx context.Context, store objstore.Store, hash string, src []byte) error {
+	_, err := store.Head(ctx, defKey(hash))
+	if errors.Is(err, objstore.ErrNotExist) {
+		_, err = store.Put(ctx, defKey(hash), src, objstore.CreateOnly())
+		if errors.Is(err, objstore.ErrPrecondition) {
+			err = nil
+		}
+	}
+	return err
 }
 
 // pinSet holds the hashes of definitions known to be in the store; the

@@ -369,6 +369,7 @@ func (it *Interpreter) SweepLoop(ctx context.Context) {
 	if it.retention <= 0 || it.rt == nil {
 		return
 	}
+	var answersSwept time.Time
 	for {
 		if res, err := it.Sweep(ctx); err != nil {
 			if ctx.Err() == nil {
@@ -376,6 +377,20 @@ func (it *Interpreter) SweepLoop(ctx context.Context) {
 			}
 		} else if res != (SweepResult{}) {
 			it.log.Debug("interpreter retention sweep", "runs", res.Runs, "keys", res.Keys, "objects", res.Objects)
+		}
+		// Shared answers are listed at most once an hour: their LIST
+		// costs in proportion to all answers, not to expired runs.
+		if now := it.now(); now.Sub(answersSwept) >= answerSweepEvery {
+			if n, err := it.AnswerSweep(ctx); err != nil {
+				if ctx.Err() == nil {
+					it.log.Error("interpreter answer sweep failed", "err", err)
+				}
+			} else {
+				answersSwept = now
+				if n > 0 {
+					it.log.Debug("interpreter answer sweep", "answers", n)
+				}
+			}
 		}
 		t := it.clock.NewTimer(it.sweepEvery)
 		select {
@@ -429,7 +444,7 @@ func (it *Interpreter) forgetClean(runID string) {
 // knownClean reports whether o's run is known to need no retention
 // marker: the runtime seals, no rerun claim rides on it, and it is clean.
 func (it *Interpreter) knownClean(o *runstate.Outcome) bool {
-	if !it.rt.Seals() || o.Headers[headerRunKey] != "" {
+	if !it.rt.Seals() || o.Headers[headerRunKey] != "" || o.Headers[HeaderForkFrom] != "" {
 		return false
 	}
 	it.cleanMu.Lock()

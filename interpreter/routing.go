@@ -27,6 +27,7 @@ func (x *exec) after(ctx context.Context, env *dsl.Env, output any, outputStep s
 		return x.routeError(ctx, env, e)
 	}
 	x.st.Vars = vars
+	x.hist.Set = assigned(vars, s.Set)
 	if target == "" {
 		// After the last step the run succeeds with the last output (or
 		// its declared outputs).
@@ -113,6 +114,7 @@ func (x *exec) target(env *dsl.Env, t *dsl.Template) (string, *stepErr) {
 func (x *exec) goTo(target, outputStep, outcome string, e *dsl.ErrorInfo) (runtime.StepOutcome, error) {
 	idx, _ := x.wf.Index(target)
 	next := x.moveTo(idx, outputStep)
+	x.hist.Prev = outputStep
 	if err := x.finish(outcome, target, e); err != nil {
 		return runtime.StepOutcome{}, runtime.Permanent(err)
 	}
@@ -193,6 +195,7 @@ func (x *exec) handleError(ctx context.Context, env *dsl.Env, e *stepErr) (runti
 			return x.failRun(te)
 		}
 		st.Vars = vars
+		x.hist.Set = assigned(vars, r.Set)
 		if target == "" {
 			return x.succeedWith(ctx, env, e.output)
 		}

@@ -89,6 +89,9 @@ type state struct {
 	HandlerDeadline int64 `msgpack:"hd,omitempty"`
 	// Skip is set by a redrive that skips the current step (redrive.go).
 	Skip *skipRecord `msgpack:"sk,omitempty"`
+	// Start rides a fork's first payload only: its first history record
+	// keeps it (fork.go).
+	Start *runStart `msgpack:"s0,omitempty"`
 }
 
 // resetWait clears what a step keeps while it waits (on a timer, a

@@ -170,7 +170,8 @@ func (x *exec) secret(name string) (string, bool) {
 
 func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 	st := x.st
-	if !st.Init {
+	first := !st.Init
+	if first {
 		if err := x.initVars(); err != nil {
 			x.s = x.wf.Block(st.Block).Steps[0]
 			x.hist = HistoryRecord{N: x.rs.Number, Seq: x.seq, Step: "vars", Kind: "vars", Attempt: 1, Start: x.start.UnixMilli()}
@@ -183,6 +184,7 @@ func (x *exec) run(ctx context.Context) (runtime.StepOutcome, error) {
 	}
 	x.s = s
 	x.hist = HistoryRecord{N: x.rs.Number, Seq: x.seq, Step: s.ID, Kind: kindName(s), Attempt: max(st.Attempt, 1), Start: x.start.UnixMilli()}
+	x.recordStart(first)
 	if errs := shortSecrets(x.wf, x.it.getenv); len(errs) > 0 {
 		// Submit refuses these; a worker whose own environment holds one
 		// fails the run rather than redact the value out of unrelated data.

@@ -367,6 +367,7 @@ func (s *Server) summary(ctx context.Context, st runstate.Status) wire.RunSummar
 		e := st.Error
 		sum.Error = &e
 	}
+	sum.ForkedFrom = ForkOriginOf(st)
 	if !st.Until.IsZero() && !st.State.Terminal() {
 		u := st.Until.UTC()
 		sum.Until = &u
@@ -660,6 +661,9 @@ func (s *Server) runHistory(w http.ResponseWriter, r *http.Request) {
 		rec := wire.HistoryRecord{Step: h.Step, Kind: h.Kind, Attempt: h.Attempt, StartedAt: h.StartTime().UTC(), EndedAt: h.EndTime().UTC(),
 			Status: h.Outcome, Output: h.Output, Error: wireErrorInfo(h.Error), Next: h.Next, WaitKey: h.WaitKey, Rejected: wireRejectedSignal(h.Rejected),
 			DroppedVisits: h.DroppedVisits}
+		if u := h.Reused; u != nil {
+			rec.Reused = &wire.AnswerReuse{Calls: u.Calls, Tokens: u.Tokens, CostUSD: u.CostUSD}
+		}
 		if h.Until > 0 {
 			u := time.UnixMilli(h.Until).UTC()
 			rec.Until = &u

@@ -221,6 +221,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/runs/{id}", s.getRun)
 	mux.HandleFunc("GET /v1/runs/{id}/history", s.runHistory)
 	mux.Handle("POST /v1/runs/{id}/cancel", bodyOf(jsonBody, s.cancelRun))
+	mux.Handle("POST /v1/runs/{id}/fork", bodyOf(jsonBody, s.forkRun))
+	mux.HandleFunc("GET /v1/runs/{id}/diff/{other}", s.diffRuns)
 	mux.HandleFunc("GET /v1/runs/{id}/events", s.runEvents)
 	mux.Handle("POST /v1/signals/{key...}", bodyOf(jsonBody, s.sendSignal))
 	mux.Handle("POST /v1/runs/{id}/retry", bodyOf(jsonBody, s.retryRun))

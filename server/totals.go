@@ -32,8 +32,19 @@ func TotalsOf(st runstate.Status, now time.Time) wire.Totals {
 	return wire.Totals{
 		Steps: c[interpreter.TotalSteps], Attempts: c[interpreter.TotalAttempts], Retries: c[interpreter.TotalRetries],
 		LLMTokens: c[interpreter.TotalLLMTokens], LLMCostUSD: c[interpreter.TotalLLMCostUSD],
-		WallSeconds: end.Sub(st.SubmittedAt).Seconds(),
-		Requests:    wire.Requests{Put: t.Puts, Get: t.Gets, List: t.Lists, Delete: t.Deletes, Head: t.Heads},
-		RequestsUSD: (t.Puts+t.Lists)*s3PricePutList + (t.Gets+t.Heads)*s3PriceGet,
+		WallSeconds:    end.Sub(st.SubmittedAt).Seconds(),
+		Requests:       wire.Requests{Put: t.Puts, Get: t.Gets, List: t.Lists, Delete: t.Deletes, Head: t.Heads},
+		RequestsUSD:    (t.Puts+t.Lists)*s3PricePutList + (t.Gets+t.Heads)*s3PriceGet,
+		LLMSavedTokens: c[interpreter.TotalLLMSavedTokens], LLMSavedUSD: c[interpreter.TotalLLMSavedUSD],
 	}
+}
+
+// ForkOriginOf is the lineage of a fork (nil for a run that is not one),
+// from its run headers.
+func ForkOriginOf(st runstate.Status) *wire.ForkOrigin {
+	from := st.Headers[interpreter.HeaderForkFrom]
+	if from == "" {
+		return nil
+	}
+	return &wire.ForkOrigin{RunID: from, At: st.Headers[interpreter.HeaderForkAt]}
 }

@@ -45,6 +45,14 @@
 //     after a crash replays the failure instead of paying again, while a
 //     retry (a later attempt) asks the model again.
 //
+// Shared answers: with Call.Answers, each paid valid answer is also put
+// there under the memo key (one PUT), and with Call.ReuseAnswers (the
+// interpreter sets it for forks) a call that its memo does not answer
+// looks there first (one GET): a hit sends no request, is memoized for
+// the attempt marked reused, and is reported through Spend with Reused
+// set (the ledger counts it as saved). A failed or damaged read of the
+// shared store only costs the call: the model is asked.
+//
 // Spend: every paid reply, valid or not, and every memo replay is
 // reported through Call.Spend with its usage, cost and the attempt that
 // paid for it; the interpreter's ledger counts each once, in the

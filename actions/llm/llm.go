@@ -214,12 +214,15 @@ type record struct {
 	// Invalid is why the reply failed the step (no choices, not matching
 	// response_schema); "" for an answer.
 	Invalid string `json:"invalid,omitempty"`
+	// Reused marks an answer this run took from Call.Answers: it paid
+	// nothing for it.
+	Reused bool `json:"reused,omitempty"`
 }
 
 // spend is what the reply cost, for the run's ledger.
 func (rec *record) spend() actions.Spend {
 	return actions.Spend{Attempt: rec.Attempt, Model: rec.Model, PromptTokens: rec.PromptTokens,
-		CompletionTokens: rec.CompletionTokens, TotalTokens: rec.TotalTokens, CostUSD: rec.Cost, CostKnown: rec.CostKnown}
+		CompletionTokens: rec.CompletionTokens, TotalTokens: rec.TotalTokens, CostUSD: rec.Cost, CostKnown: rec.CostKnown, Reused: rec.Reused}
 }
 
 // invalidError is the error of an attempt whose reply was paid for but
@@ -311,6 +314,10 @@ func (a *Action) Execute(ctx context.Context, call *actions.Call) (any, error) {
 		}
 	}
 
+	if out, ok := reuseAnswer(ctx, call, log, key); ok {
+		return out, nil
+	}
+
 	apiKey, err := a.apiKey(call, &args)
 	if err != nil {
 		return nil, err
@@ -371,11 +378,65 @@ func (a *Action) Execute(ctx context.Context, call *actions.Call) (any, error) {
 		rec.Invalid = fmt.Sprintf("building output: %v", err)
 	}
 	putRecord(ctx, call, log, key, rec)
+	if rec.Invalid == "" {
+		shareAnswer(ctx, call, log, key, rec)
+	}
 	call.Spend(rec.spend())
 	if rec.Invalid != "" {
 		return nil, rec.invalidError(req.Model)
 	}
 	return out, nil
+}
+
+// reuseAnswer returns, for a call that may reuse answers (a fork), the
+// answer another run paid for under the same request, memoized for this
+// attempt as reused (so a redelivery replays it, still unpaid). A failed
+// or damaged read of the shared store only costs the call: the model is
+// asked.
+func reuseAnswer(ctx context.Context, call *actions.Call, log *slog.Logger, key string) (map[string]any, bool) {
+	if !call.ReuseAnswers || call.Answers == nil {
+		return nil, false
+	}
+	data, ok, err := call.Answers.Get(ctx, key)
+	if err != nil {
+		log.Warn("llm: could not read the answer store; calling the model", "err", err)
+		return nil, false
+	}
+	if !ok {
+		return nil, false
+	}
+	var rec record
+	if err := json.Unmarshal(data, &rec); err != nil || rec.Invalid != "" {
+		log.Warn("llm: answer store entry unreadable; calling the model", "key", key)
+		return nil, false
+	}
+	out, err := rec.output()
+	if err != nil {
+		log.Warn("llm: answer store entry unreadable; calling the model", "key", key)
+		return nil, false
+	}
+	rec.Attempt, rec.Reused = call.Attempt, true
+	putRecord(ctx, call, log, key, &rec)
+	log.Info("llm: answer reused; no request sent", "saved_tokens", rec.TotalTokens, "saved_usd", rec.Cost)
+	call.Spend(rec.spend())
+	return out, true
+}
+
+// shareAnswer puts a paid answer in the shared answer store, logging a
+// failure (the answer is paid and used either way).
+func shareAnswer(ctx context.Context, call *actions.Call, log *slog.Logger, key string, rec *record) {
+	if call.Answers == nil {
+		return
+	}
+	shared := *rec
+	shared.Attempt = 0
+	data, err := json.Marshal(&shared)
+	if err == nil {
+		err = call.Answers.Put(ctx, key, data)
+	}
+	if err != nil {
+		log.Warn("llm: could not share the paid answer", "err", err)
+	}
 }
 
 // prepare checks the arguments and builds the canonical request and the compiled schema.

@@ -137,6 +137,9 @@ store the user may only read; and a URL with no store at it is an error
 				if h.Error != nil {
 					fmt.Fprintf(out, "    error  %s: %s\n", h.Error.Type, h.Error.Message)
 				}
+				if u := h.Reused; u != nil {
+					fmt.Fprintf(out, "    answer reused, saved $%.6f / %d tokens (%s)\n", u.CostUSD, u.Tokens, plural(u.Calls, "call"))
+				}
 				if h.Output != nil {
 					b, err := json.Marshal(h.Output)
 					if err == nil {

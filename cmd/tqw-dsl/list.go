@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tqw-dsl/tqw/server"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -170,6 +171,9 @@ func listDetail(r runstate.Status) string {
 	}
 	if r.LastError != "" {
 		parts = append(parts, "last error: "+r.LastError)
+	}
+	if f := server.ForkOriginOf(r); f != nil {
+		parts = append(parts, "forked from "+f.RunID+" at "+f.At)
 	}
 	detail := strings.Join(parts, ", ")
 	if len(parts) == 0 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tqw-dsl/tqw/server"
+	"github.com/tqw-dsl/tqw/server/wire"
 	"io"
 	"maps"
 	"slices"
@@ -42,6 +44,8 @@ type runJSON struct {
 	RejectedSignal *rejectedJSON `json:"rejected_signal,omitempty"`
 	// Totals is what the run cost so far (status only).
 	Totals *totalsJSON `json:"totals,omitempty"`
+	// Fork is the lineage of a fork: the run and step it started from.
+	Fork *wire.ForkOrigin `json:"forked_from,omitempty"`
 }
 
 // rejectedJSON is a signal a waiting step set aside, as status shows it.
@@ -89,7 +93,8 @@ func latestOf(recs []interpreter.HistoryRecord) (*lastStep, *rejectedJSON) {
 
 func toRunJSON(st runstate.Status) runJSON {
 	r := runJSON{RunID: st.RunID, Workflow: st.Headers[interpreter.HeaderWorkflow], State: st.State.String(), Step: st.Step, Attempt: st.Attempt, SignalKey: st.SignalKey,
-		LastError: st.LastError, Error: st.Error, SubmittedAt: st.SubmittedAt.UTC(), Labels: st.Labels}
+		LastError: st.LastError, Error: st.Error, SubmittedAt: st.SubmittedAt.UTC(), Labels: st.Labels,
+		Fork: server.ForkOriginOf(st)}
 	if !st.Until.IsZero() {
 		u := st.Until.UTC()
 		r.Until = &u
@@ -187,6 +192,9 @@ func printStatus(out io.Writer, st runstate.Status) {
 	fmt.Fprintf(out, "run        %s\nworkflow   %s\nstate      %s\nsubmitted  %s\n", st.RunID, st.Headers[interpreter.HeaderWorkflow], st.State, st.SubmittedAt.UTC().Format(time.RFC3339))
 	if l := labelText(st.Labels); l != "" {
 		fmt.Fprintf(out, "labels     %s\n", l)
+	}
+	if f := server.ForkOriginOf(st); f != nil {
+		fmt.Fprintf(out, "lineage    forked from %s at %s\n", f.RunID, f.At)
 	}
 	if st.SignalKey != "" {
 		fmt.Fprintf(out, "waiting on %s\n", st.SignalKey)

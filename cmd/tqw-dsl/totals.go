@@ -27,6 +27,9 @@ func printTotals(w io.Writer, t *totalsJSON) {
 	if t.LLMTokens > 0 || t.LLMCostUSD > 0 {
 		fmt.Fprintf(w, "llm        %g tokens, $%.6f\n", t.LLMTokens, t.LLMCostUSD)
 	}
+	if t.LLMSavedTokens > 0 || t.LLMSavedUSD > 0 {
+		fmt.Fprintf(w, "saved      answers reused, saved $%.6f / %g tokens\n", t.LLMSavedUSD, t.LLMSavedTokens)
+	}
 	r := t.Requests
 	fmt.Fprintf(w, "store      %.2f requests: %.2f PUT, %.2f GET, %.2f LIST, %.2f DELETE, %.2f HEAD ≈ $%.8f at S3 list prices\n",
 		r.Put+r.Get+r.List+r.Delete+r.Head, r.Put, r.Get, r.List, r.Delete, r.Head, t.RequestsUSD)

@@ -15,5 +15,6 @@
 //
 // Cost in object-store requests: Get one GET, Put one PUT, Memoized one
 // GET plus one PUT on a miss; Store.ClearRun one LIST per 1,000 entries
-// plus one DELETE each. The package imports only objstore below it.
+// plus one DELETE each; Store.RunEntries one LIST per 1,000 entries plus
+// one GET each. The package imports only objstore below it.
 package memo

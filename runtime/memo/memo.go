@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -264,6 +265,47 @@ func (s *Store) ClearRun(ctx context.Context, runID string) (int, error) {
 		}
 		if len(page) < 1000 {
 			return deleted, nil
+		}
+		after = page[len(page)-1].Key
+	}
+}
+
+// RunEntries returns the run memo entries of runID (Run), by memo key,
+// for moving a run elsewhere (tqw-dsl export). Cost: one LIST per 1,000
+// entries plus one GET each.
+func (s *Store) RunEntries(ctx context.Context, runID string) (map[string][]byte, error) {
+	if err := s.validRunID(runID); err != nil {
+		return nil, err
+	}
+	prefix := s.prefix + "/" + runID + "/r/"
+	out := map[string][]byte{}
+	after := ""
+	for {
+		page, err := s.store.List(ctx, prefix, after, 1000)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: list memo entries of run %s: %w", runID, err)
+		}
+		for _, o := range page {
+			seg := o.Key[len(prefix):]
+			key := seg
+			if hexed, ok := strings.CutPrefix(seg, "~"); ok {
+				b, err := hex.DecodeString(hexed)
+				if err != nil {
+					continue // not an entry Put wrote
+				}
+				key = string(b)
+			}
+			b, _, err := s.store.Get(ctx, o.Key)
+			if errors.Is(err, objstore.ErrNotExist) {
+				continue // expired meanwhile
+			}
+			if err != nil {
+				return nil, fmt.Errorf("runtime: read memo entry %s: %w", o.Key, err)
+			}
+			out[key] = b
+		}
+		if len(page) < 1000 {
+			return out, nil
 		}
 		after = page[len(page)-1].Key
 	}

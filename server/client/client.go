@@ -45,6 +45,13 @@ type (
 	StepEvent      = wire.StepEvent
 	ResyncEvent    = wire.ResyncEvent
 	ReloadEvent    = wire.ReloadEvent
+	ForkOrigin     = wire.ForkOrigin
+	AnswerReuse    = wire.AnswerReuse
+	ForkRequest    = wire.ForkRequest
+	ForkResponse   = wire.ForkResponse
+	RunDiff        = wire.RunDiff
+	StepDifference = wire.StepDifference
+	DiffSide       = wire.DiffSide
 )
 
 // Client calls one server.
@@ -303,6 +310,25 @@ func (c *Client) History(ctx context.Context, id string) ([]HistoryRecord, error
 func (c *Client) Cancel(ctx context.Context, id string) (CancelResponse, error) {
 	var out CancelResponse
 	_, err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/cancel", nil, "", &out)
+	return out, err
+}
+
+// Fork starts a new run at step req.At of run id, with its variables and
+// outputs as they were just before id first reached it.
+func (c *Client) Fork(ctx context.Context, id string, req ForkRequest) (ForkResponse, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return ForkResponse{}, err
+	}
+	var out ForkResponse
+	_, err = c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/fork", bytes.NewReader(body), "application/json", &out)
+	return out, err
+}
+
+// Diff returns where runs a and b part, first difference first.
+func (c *Client) Diff(ctx context.Context, a, b string) (RunDiff, error) {
+	var out RunDiff
+	_, err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(a)+"/diff/"+url.PathEscape(b), nil, "", &out)
 	return out, err
 }
 

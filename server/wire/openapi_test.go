@@ -47,6 +47,13 @@ var bodies = map[string]any{
 	"BulkRun":             BulkRun{},
 	"BulkResponse":        BulkResponse{},
 	"ClearSignalResponse": ClearSignalResponse{},
+	"ForkOrigin":     ForkOrigin{},
+	"AnswerReuse":    AnswerReuse{},
+	"ForkRequest":    ForkRequest{},
+	"ForkResponse":   ForkResponse{},
+	"RunDiff":        RunDiff{},
+	"StepDifference": StepDifference{},
+	"DiffSide":       DiffSide{},
 }
 
 // notBodies are the component schemas no Go type stands for, and why.

@@ -80,6 +80,16 @@ type RunSummary struct {
 	// Labels are the run's labels, its workflow's name (key workflow)
 	// among them.
 	Labels map[string]string `json:"labels,omitempty"`
+	// ForkedFrom is the run this one was forked from and the step it
+	// started at; absent for a run that is not a fork.
+	ForkedFrom *ForkOrigin `json:"forked_from,omitempty"`
+}
+
+// ForkOrigin is a fork's lineage: the run it was forked from, and the
+// step it started at.
+type ForkOrigin struct {
+	RunID string `json:"run_id"`
+	At    string `json:"at"`
 }
 
 // Run is one run's detail: GET /v1/runs/{id}.
@@ -129,6 +139,10 @@ type Totals struct {
 	Requests Requests `json:"requests"`
 	// RequestsUSD prices them at S3 Standard list prices.
 	RequestsUSD float64 `json:"requests_usd_at_s3_list_price"`
+	// LLMSavedTokens and LLMSavedUSD are what a fork did not pay: llm
+	// answers it reused, paid by the run it was forked from (or another).
+	LLMSavedTokens float64 `json:"llm_saved_tokens,omitempty"`
+	LLMSavedUSD    float64 `json:"llm_saved_usd,omitempty"`
 }
 
 // Requests counts object-store requests by kind.
@@ -191,6 +205,16 @@ type HistoryRecord struct {
 	// visits of the step the history no longer holds (it keeps each
 	// step's latest visits).
 	DroppedVisits int `json:"dropped_visits,omitempty"`
+	// Reused is what the step did not pay: answers reused by a fork.
+	Reused *AnswerReuse `json:"reused,omitempty"`
+}
+
+// AnswerReuse is what a step of a fork did not pay for: calls whose
+// answer another run had paid for, their tokens and cost.
+type AnswerReuse struct {
+	Calls   int     `json:"calls"`
+	Tokens  int64   `json:"tokens"`
+	CostUSD float64 `json:"cost_usd"`
 }
 
 // History is the answer of GET /v1/runs/{id}/history.
@@ -373,4 +397,57 @@ type ClearSignalResponse struct {
 	Key string `json:"key"`
 	// Cleared says a buffered signal was discarded (false: none was).
 	Cleared bool `json:"cleared"`
+}
+
+// RunDiff is where two runs part: GET /v1/runs/{id}/diff/{other} and
+// tqw-dsl diff --json. Differences are in order, the first being where
+// the runs first took a different path or produced a different output;
+// empty when they did not differ.
+type RunDiff struct {
+	RunA        string           `json:"run_a"`
+	RunB        string           `json:"run_b"`
+	Differences []StepDifference `json:"differences"`
+}
+
+// StepDifference is one difference: Kind only_a or only_b (a step one run
+// finished and the other did not), outcome or output (a step both
+// finished, differently). Index is the step's place among the finished
+// steps of run A (of run B for only_b), from 0.
+type StepDifference struct {
+	Kind  string    `json:"kind"`
+	Index int       `json:"index"`
+	Step  string    `json:"step"`
+	A     *DiffSide `json:"a,omitempty"`
+	B     *DiffSide `json:"b,omitempty"`
+}
+
+// DiffSide is what one run's step did.
+type DiffSide struct {
+	Step      string `json:"step"`
+	Attempt   int    `json:"attempt"`
+	Outcome   string `json:"outcome"`
+	Next      string `json:"next,omitempty"`
+	ErrorType string `json:"error_type,omitempty"`
+	Output    any    `json:"output,omitempty"`
+}
+
+// ForkRequest is the body of POST /v1/runs/{id}/fork.
+type ForkRequest struct {
+	// At is the step the fork starts at.
+	At string `json:"at"`
+	// Input replaces the origin's input when set.
+	Input json.RawMessage `json:"input,omitempty"`
+	// Workflow names a workflow file of the server's folder to run the
+	// fork on instead of the origin's pinned definition.
+	Workflow string `json:"workflow,omitempty"`
+	// RunID names the fork; empty: a new ULID.
+	RunID string `json:"run_id,omitempty"`
+}
+
+// ForkResponse answers a fork.
+type ForkResponse struct {
+	RunID      string `json:"run_id"`
+	New        bool   `json:"new"`
+	ForkedFrom string `json:"forked_from"`
+	At         string `json:"at"`
 }

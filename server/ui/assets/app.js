@@ -638,7 +638,10 @@
         row('Ended', timeEl(r.ended_at)),
         row('Duration', t.wall_seconds !== undefined && TERMINAL.has(r.state) ? fmtDuration(t.wall_seconds * 1000) : took(r, t.wall_seconds), 'duration'),
         row('Steps, attempts', `${t.steps || 0} steps, ${t.attempts || 0} attempts (${t.retries || 0} retries)`, 'attempts'),
-        row('LLM', `${t.llm_tokens || 0} tokens, $${(t.llm_cost_usd || 0).toFixed(6)}`, 'llm'),
+        row('LLM', `${t.llm_tokens || 0} tokens, $${(t.llm_cost_usd || 0).toFixed(6)}` +
+          (t.llm_saved_tokens ? `; answers reused, saved $${(t.llm_saved_usd || 0).toFixed(6)} / ${t.llm_saved_tokens} tokens` : ''), 'llm'),
+        r.forked_from ? row('Forked from', h('span', {}, h('a', {href: runURL(r.forked_from.run_id), class: 'mono'}, r.forked_from.run_id),
+          ' at ' + r.forked_from.at), 'forked_from') : null,
         row('Store requests', h('span', {title: `PUT ${req.put || 0}, GET ${req.get || 0}, LIST ${req.list || 0}, DELETE ${req.delete || 0}, HEAD ${req.head || 0}`},
           `${+reqTotal.toFixed(2)} (≈ $${(t.requests_usd_at_s3_list_price || 0).toFixed(8)} at S3 list prices)`), 'requests'));
       // The store keeps a run's input while the run is active (in its
@@ -698,6 +701,7 @@
 
     function renderTimeline(records) {
       if (!records.length) { timeline.replaceChildren(h('li', {class: 'muted'}, 'No step has run yet.')); return; }
+      const forkable = new Set(); // the first record of each step: a fork starts there
       timeline.replaceChildren(...records.map((rec) => {
         const ended = realTime(rec.ended_at);
         const errText = errorText(rec.error);
@@ -711,9 +715,11 @@
             ended ? h('span', {'data-duration': ''}, between(rec.started_at, ended)) : h('span', {class: 'muted'}, 'in progress'),
             rec.next ? h('span', {class: 'muted'}, '→ ' + rec.next) : null));
         if (errText) li.append(h('pre', {class: 'error'}, errText));
+        if (rec.reused) li.append(h('p', {class: 'muted', 'data-field': 'reused'}, `answer reused, saved $${rec.reused.cost_usd.toFixed(6)} / ${rec.reused.tokens} tokens`));
         if (rec.output !== undefined && rec.output !== null) {
           li.append(h('details', {}, h('summary', {}, 'Output'), h('pre', {}, json(rec.output))));
         }
+        if (!forkable.has(rec.step)) { forkable.add(rec.step); li.append(forkButton(rec.step)); }
         return li;
       }));
     }
@@ -760,6 +766,27 @@
               h('span', {class: 'ok'}, `${done} done`), ', ', h('span', {class: failed ? 'error' : ''}, `${failed} failed`), `, of ${total} items`))));
       }
       blocks.replaceChildren(...parts);
+    }
+
+    // "Fork from here": a new run at this step with the variables and
+    // outputs as they were before this run first reached it
+    // (POST /v1/runs/{id}/fork); unchanged llm requests reuse the answers.
+    function forkButton(step) {
+      const msg = h('span', {class: 'alert', role: 'alert'});
+      const btn = h('button', {type: 'button', class: 'secondary', 'data-fork': step,
+        title: 'Start a new run at this step with the variables and outputs this run had just before it'}, 'Fork from here');
+      btn.addEventListener('click', async () => {
+        btn.disabled = true;
+        msg.textContent = '';
+        try {
+          const out = await call('POST', '/v1/runs/' + encodeURIComponent(id) + '/fork', {at: step});
+          navigate(runURL(out.run_id));
+        } catch (e) {
+          msg.textContent = 'Fork failed: ' + e.message;
+          btn.disabled = false;
+        }
+      });
+      return h('div', {class: 'actions'}, btn, msg);
     }
 
     async function renderRunGraph(r) {
