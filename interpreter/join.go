@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime"
@@ -40,14 +41,28 @@ func (x *exec) joinPrefix() string {
 	return fmt.Sprintf("%s%s/%d.%d/", joinRunPrefix(x.rs.RunID), x.s.ID, x.st.Visit, max(x.st.Attempt, 1))
 }
 
+const doorbellPrefix = "tqw.join:"
+
 // doorbell is the signal key the children of x's step ring.
 func (x *exec) doorbell() string {
-	return fmt.Sprintf("tqw.join:%s:%s:%d.%d", x.rs.RunID, x.s.ID, x.st.Visit, max(x.st.Attempt, 1))
+	return fmt.Sprintf("%s%s:%s:%d.%d", doorbellPrefix, x.rs.RunID, x.s.ID, x.st.Visit, max(x.st.Attempt, 1))
 }
 
 // joinChildID is the run id of the child name of x's step.
 func (x *exec) joinChildID(name string) string {
-	return boundRunID(fmt.Sprintf("%s:%s:%d.%d:%s", x.rs.RunID, x.s.ID, x.st.Visit, max(x.st.Attempt, 1), name))
+	return boundRunID(strings.TrimPrefix(x.doorbell(), doorbellPrefix) + ":" + name)
+}
+
+// ChildRunIDs returns, for the wait key of a parallel or map step's
+// history record, the prefix of its children's run ids: a branch's id is
+// the prefix and its name, a map item's the prefix and its index (ids
+// over 128 bytes are hashed instead). It returns "" for other keys.
+func ChildRunIDs(waitKey string) string {
+	rest, ok := strings.CutPrefix(waitKey, doorbellPrefix)
+	if !ok {
+		return ""
+	}
+	return rest + ":"
 }
 
 // blockChild is a child run to start: it executes block path of the

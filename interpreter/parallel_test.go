@@ -222,6 +222,17 @@ func TestMapConcurrencyBound(t *testing.T) {
 	if a := active(); len(a) != 3 {
 		t.Fatalf("with three items waiting, %d item runs are active: %v; want 3", len(a), a)
 	}
+	st, err := e.rt.Status(e.ctx, "m3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, err := e.it.Position(e.ctx, e.q, st.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos.Step != "each" || pos.Map == nil || pos.Map.Total != 5 || pos.Map.Failed != 0 || pos.Map.Done > 2 {
+		t.Errorf("position while items wait: %+v (map %+v)", pos, pos.Map)
+	}
 	for i := 0; i < 3; i++ {
 		if _, err := e.rt.Signal(e.ctx, fmt.Sprintf("hold:c:%d", i), []byte(fmt.Sprintf(`"h%d"`, i))); err != nil {
 			t.Fatal(err)

@@ -22,6 +22,7 @@ var bodies = map[string]any{
 	"RunSummary":     RunSummary{},
 	"Run":            Run{},
 	"Waiting":        Waiting{},
+	"MapProgress":    MapProgress{},
 	"Totals":         Totals{},
 	"RunList":        RunList{},
 	"ErrorInfo":      ErrorInfo{},
