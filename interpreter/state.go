@@ -74,6 +74,10 @@ type state struct {
 	Item *mapItem `msgpack:"it,omitempty"`
 	// Map is a map step's cursor while it runs.
 	Map *mapCursor `msgpack:"mp,omitempty"`
+	// InputRef is the KV record holding the run's input, for a branch or
+	// map item: its payload does not repeat the parent's input (Input is
+	// left out when encoded, and read back when a step opens).
+	InputRef string `msgpack:"ir,omitempty"`
 }
 
 func encodeMsgpack(v any) ([]byte, error) {
@@ -99,7 +103,14 @@ func decodeMsgpack(b []byte, v any) error {
 	return nil
 }
 
-func (s *state) encode() ([]byte, error) { return encodeMsgpack(s) }
+func (s *state) encode() ([]byte, error) {
+	if s.InputRef != "" && s.Input != nil {
+		c := *s
+		c.Input = nil
+		return encodeMsgpack(&c)
+	}
+	return encodeMsgpack(s)
+}
 
 func decodeState(b []byte) (*state, error) {
 	var s state
