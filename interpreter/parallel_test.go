@@ -271,3 +271,29 @@ func (e *tenv) waitEvents(want ...string) {
 		}
 	}
 }
+
+// Past the tolerance, the items still running are cancelled and the
+// ones not started never start.
+func TestMapFailureCancelsRunningItems(t *testing.T) {
+	e := newTestEnv(t)
+	p := e.write("m.yaml", fmt.Sprintf(mapYAML, 2, "0"))
+	o := e.run(p, map[string]any{"tag": "x", "items": []any{0, -1, 0, 0}}, "m4")
+	if o.Status != runstate.Succeeded || !strings.Contains(string(o.Result), "item 1: fail: negative -1") {
+		t.Fatalf("%s %s %s", o.Status, o.Result, o.Error)
+	}
+	ch, stop := e.it.Watch("m4:each:0.1:0")
+	defer stop()
+	if st, err := e.rt.Status(e.ctx, "m4:each:0.1:0"); err != nil {
+		t.Fatal(err)
+	} else if !st.State.Terminal() {
+		e.await(ch)
+	}
+	if st, _ := e.rt.Status(e.ctx, "m4:each:0.1:0"); st.State != runstate.StateCancelled {
+		t.Errorf("the waiting item is %s; want cancelled", st.State)
+	}
+	for _, id := range []string{"m4:each:0.1:2", "m4:each:0.1:3"} {
+		if _, err := e.rt.Status(e.ctx, id); err == nil {
+			t.Errorf("item run %s started after the map failed", id)
+		}
+	}
+}
