@@ -194,6 +194,23 @@
 //     records that the step's latest output does not name are deleted
 //     by the step's next delivery (its record's deletion is durable by
 //     then), or by the retention sweep after the run ends.
+//   - parallel and map (parallel.go, map.go, join.go): each branch and
+//     each map item is a child run executing one block of the parent's
+//     pinned definition (state.Block; stepAt resolves the step), with the
+//     call machinery: ids derived from parent, step, visit and attempt, a
+//     redelivery submitting only the children not yet there, the child
+//     index in each child's submission commit (so the parent's end
+//     cancels them), the terminal hook reporting the end. Since the
+//     runtime buffers one signal per key (the latest wins), one signal
+//     cannot carry several children's results: each child's end is
+//     written durably under the parent's tqw/join/ key first, then rings
+//     the parent's doorbell, and the parent reads the join records at
+//     each wake. So no end is lost (a ring while the parent is busy stays
+//     buffered for its next wait), results never ride in the Continue
+//     payload (a map keeps a cursor: counters and the indexes of at most
+//     concurrency items), and a map's state stays the same size for 10 or
+//     10 million items. Join records go with the run's other records at
+//     retention.
 //   - Tracing (Options.TracerProvider; off when nil, and then no span is
 //     created): a span per run in this process, from the first step it
 //     runs to the run's end or EndRunSpans (the process giving its runs
@@ -241,6 +258,15 @@
 // and PUT), and resubmitting a workflow writes nothing but the run.
 // PrepareRun, which has no such memory, costs one HEAD per definition. A call step's child submission costs another submit commit
 // (the child index rides in it). A definition not yet cached costs one GET.
+// A parallel step costs a submit commit per branch, then per wake (a
+// branch's end) a runtime step and one memory read per branch; each
+// branch end costs its terminal hook a durable KV put and a signal. A map
+// step costs, on entry, its items in KV records of 64 (a larger record as
+// an object: one PUT, one GET per read) in its settlement; per item a
+// submit commit, the item's own steps, the hook's put and signal; per
+// wake a runtime step, one memory read per running item and, when it
+// starts items, one read of their chunk; and at the end one KV scan of
+// the join records.
 // A lone run watched to its end (Watch) costs one WAL PUT for its
 // submission and one per runtime step: one per delivery of an effectful
 // step (each attempt; a sleep, wait_signal or call also its wake), plus

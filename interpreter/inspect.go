@@ -31,7 +31,15 @@ type Position struct {
 	Input any
 	// Step is the id of the DSL step the job runs (or waits in).
 	Step string
+	// Map is the progress of the map step the run waits in; nil at any
+	// other step.
+	Map *MapProgress
 }
+
+// MapProgress counts the items of a running map step that ended so far:
+// Done succeeded, Failed failed, of Total. It is the state's cursor, so
+// an item counts once the map step read its end.
+type MapProgress struct{ Done, Failed, Total int }
 
 // Position reads where the active run whose current step job is jobID
 // stands (runstate.Status.JobID). A job that is gone (the run moved on
@@ -59,6 +67,9 @@ func (v *View) Position(ctx context.Context, r runtime.StateReader, jobID string
 	}
 	if s, err := st.current(d.wf); err == nil {
 		pos.Step = s.ID
+		if c := st.Map; c != nil && s.Kind == dsl.KindMap {
+			pos.Map = &MapProgress{Done: c.Done, Failed: c.Failed, Total: c.Total}
+		}
 	}
 	return pos, nil
 }

@@ -131,6 +131,7 @@ type Options struct {
 // View does. Safe for concurrent use.
 type Interpreter struct {
 	*View
+	inputs inputCache
 	acts   *actions.Registry
 	getenv func(string) string
 	clock  clock.Clock

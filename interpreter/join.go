@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
+	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
 // Joins. A parallel branch or a map item is a child run executing one
@@ -40,14 +43,28 @@ func (x *exec) joinPrefix() string {
 	return fmt.Sprintf("%s%s/%d.%d/", joinRunPrefix(x.rs.RunID), x.s.ID, x.st.Visit, max(x.st.Attempt, 1))
 }
 
+const doorbellPrefix = "tqw.join:"
+
 // doorbell is the signal key the children of x's step ring.
 func (x *exec) doorbell() string {
-	return fmt.Sprintf("tqw.join:%s:%s:%d.%d", x.rs.RunID, x.s.ID, x.st.Visit, max(x.st.Attempt, 1))
+	return fmt.Sprintf("%s%s:%s:%d.%d", doorbellPrefix, x.rs.RunID, x.s.ID, x.st.Visit, max(x.st.Attempt, 1))
 }
 
 // joinChildID is the run id of the child name of x's step.
 func (x *exec) joinChildID(name string) string {
-	return boundRunID(fmt.Sprintf("%s:%s:%d.%d:%s", x.rs.RunID, x.s.ID, x.st.Visit, max(x.st.Attempt, 1), name))
+	return boundRunID(strings.TrimPrefix(x.doorbell(), doorbellPrefix) + ":" + name)
+}
+
+// ChildRunIDs returns, for the wait key of a parallel or map step's
+// history record, the prefix of its children's run ids: a branch's id is
+// the prefix and its name, a map item's the prefix and its index (ids
+// over 128 bytes are hashed instead). It returns "" for other keys.
+func ChildRunIDs(waitKey string) string {
+	rest, ok := strings.CutPrefix(waitKey, doorbellPrefix)
+	if !ok {
+		return ""
+	}
+	return rest + ":"
 }
 
 // blockChild is a child run to start: it executes block path of the
@@ -71,7 +88,11 @@ func (x *exec) startChild(ctx context.Context, c blockChild) error {
 	} else if !errors.Is(err, runtime.ErrRunNotFound) {
 		return err
 	}
-	cst := &state{V: stateVersion, Def: x.st.Def, Pin: x.st.Pin, Input: x.st.Input, Vars: c.vars, Init: true,
+	ref, err := x.inputRecord(ctx)
+	if err != nil {
+		return err
+	}
+	cst := &state{V: stateVersion, Def: x.st.Def, Pin: x.st.Pin, InputRef: ref, Vars: c.vars, Init: true,
 		Block: c.path, Up: append([]string{x.rs.RunID}, x.st.Up...), Item: c.item}
 	payload, err := cst.encode()
 	if err != nil {
@@ -88,6 +109,99 @@ func (x *exec) startChild(ctx context.Context, c blockChild) error {
 		return fmt.Errorf("start child run %s: %w", childID, err)
 	}
 	return nil
+}
+
+// inputRecord returns the KV key of a record holding the run's input,
+// written (durably, before any child that reads it is submitted) once per
+// step visit: the one of the parent when x runs in a child itself. A
+// large input goes to an object of its own, as a large output does.
+func (x *exec) inputRecord(ctx context.Context) (string, error) {
+	if x.st.InputRef != "" {
+		return x.st.InputRef, nil
+	}
+	if x.inputRef != "" {
+		return x.inputRef, nil
+	}
+	key := x.joinPrefix() + "input"
+	rec := outputRecord{N: x.rs.Number, Output: x.st.Input}
+	b, err := encodeMsgpack(&rec)
+	if err != nil {
+		return "", err
+	}
+	if len(b) > InlineOutputLimit {
+		obj, err := encodeMsgpack(x.st.Input)
+		if err != nil {
+			return "", err
+		}
+		okey := outputObjectKey(x.rs.RunID, x.rs.Number, obj)
+		x.it.noteDirty(x.rs.RunID)
+		if _, err := x.it.store.Put(ctx, okey, obj, objstore.PutOptions{}); err != nil {
+			return "", fmt.Errorf("interpreter: store the input for the children of step %s: %w", x.s.ID, err)
+		}
+		if b, err = encodeMsgpack(&outputRecord{N: x.rs.Number, Ref: okey}); err != nil {
+			return "", err
+		}
+	}
+	if err := x.it.q.KVPut(ctx, key, b); err != nil {
+		return "", fmt.Errorf("interpreter: record the input for the children of step %s: %w", x.s.ID, err)
+	}
+	x.inputRef = key
+	return key, nil
+}
+
+// readInput reads a run input inputRecord wrote. Cost: a memory read,
+// and one GET for a large input.
+func (it *Interpreter) readInput(ctx context.Context, key string) (any, error) {
+	b, err := it.q.KVGet(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("interpreter: read input record %s: %w", key, err)
+	}
+	if b == nil {
+		return nil, fmt.Errorf("%w: input record %s is missing", ErrCorruptState, key)
+	}
+	var rec outputRecord
+	if err := decodeMsgpack(b, &rec); err != nil {
+		return nil, err
+	}
+	if rec.Ref == "" {
+		return rec.Output, nil
+	}
+	if v, ok := it.inputs.get(rec.Ref); ok {
+		return v, nil
+	}
+	v, err := readOutputObject(ctx, it.store, rec.Ref)
+	if err != nil {
+		return nil, err
+	}
+	it.inputs.add(rec.Ref, v)
+	return v, nil
+}
+
+// inputCache keeps the large inputs of the last few parents whose
+// children run here, so a map's items do not each GET their parent's
+// input: the objects never change under their key (it names their hash).
+// Entries are shared read-only.
+type inputCache struct {
+	mu sync.Mutex
+	m  map[string]any
+}
+
+const inputCacheSize = 16
+
+func (c *inputCache) get(key string) (any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[key]
+	return v, ok
+}
+
+func (c *inputCache) add(key string, v any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= inputCacheSize {
+		c.m = map[string]any{} // bounded: dropping all is enough for a cache of parents
+	}
+	c.m[key] = v
 }
 
 // joined reads the end of child name, if it ended.

@@ -222,6 +222,17 @@ func TestMapConcurrencyBound(t *testing.T) {
 	if a := active(); len(a) != 3 {
 		t.Fatalf("with three items waiting, %d item runs are active: %v; want 3", len(a), a)
 	}
+	st, err := e.rt.Status(e.ctx, "m3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, err := e.it.Position(e.ctx, e.q, st.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos.Step != "each" || pos.Map == nil || pos.Map.Total != 5 || pos.Map.Failed != 0 || pos.Map.Done > 2 {
+		t.Errorf("position while items wait: %+v (map %+v)", pos, pos.Map)
+	}
 	for i := 0; i < 3; i++ {
 		if _, err := e.rt.Signal(e.ctx, fmt.Sprintf("hold:c:%d", i), []byte(fmt.Sprintf(`"h%d"`, i))); err != nil {
 			t.Fatal(err)
@@ -257,6 +268,32 @@ func (e *tenv) waitEvents(want ...string) {
 			delete(left, k)
 		case <-e.ctx.Done():
 			e.t.Fatalf("timed out waiting for %v", left)
+		}
+	}
+}
+
+// Past the tolerance, the items still running are cancelled and the
+// ones not started never start.
+func TestMapFailureCancelsRunningItems(t *testing.T) {
+	e := newTestEnv(t)
+	p := e.write("m.yaml", fmt.Sprintf(mapYAML, 2, "0"))
+	o := e.run(p, map[string]any{"tag": "x", "items": []any{0, -1, 0, 0}}, "m4")
+	if o.Status != runstate.Succeeded || !strings.Contains(string(o.Result), "item 1: fail: negative -1") {
+		t.Fatalf("%s %s %s", o.Status, o.Result, o.Error)
+	}
+	ch, stop := e.it.Watch("m4:each:0.1:0")
+	defer stop()
+	if st, err := e.rt.Status(e.ctx, "m4:each:0.1:0"); err != nil {
+		t.Fatal(err)
+	} else if !st.State.Terminal() {
+		e.await(ch)
+	}
+	if st, _ := e.rt.Status(e.ctx, "m4:each:0.1:0"); st.State != runstate.StateCancelled {
+		t.Errorf("the waiting item is %s; want cancelled", st.State)
+	}
+	for _, id := range []string{"m4:each:0.1:2", "m4:each:0.1:3"} {
+		if _, err := e.rt.Status(e.ctx, id); err == nil {
+			t.Errorf("item run %s started after the map failed", id)
 		}
 	}
 }

@@ -92,6 +92,10 @@ type state struct {
 	// Start rides a fork's first payload only: its first history record
 	// keeps it (fork.go).
 	Start *runStart `msgpack:"s0,omitempty"`
+	// InputRef is the KV record holding the run's input, for a branch or
+	// map item: its payload does not repeat the parent's input (Input is
+	// left out when encoded, and read back when a step opens).
+	InputRef string `msgpack:"ir,omitempty"`
 }
 
 // resetWait clears what a step keeps while it waits (on a timer, a
@@ -123,7 +127,14 @@ func decodeMsgpack(b []byte, v any) error {
 	return nil
 }
 
-func (s *state) encode() ([]byte, error) { return encodeMsgpack(s) }
+func (s *state) encode() ([]byte, error) {
+	if s.InputRef != "" && s.Input != nil {
+		c := *s
+		c.Input = nil
+		return encodeMsgpack(&c)
+	}
+	return encodeMsgpack(s)
+}
 
 func decodeState(b []byte) (*state, error) {
 	var s state

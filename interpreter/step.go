@@ -43,6 +43,8 @@ type exec struct {
 	// skipped: a redrive skips the step (redrive.go); it ends
 	// OutcomeSkipped instead of OutcomeOK.
 	skipped bool
+	// inputRef is the input record this step wrote for its children.
+	inputRef string
 }
 
 // RunStep executes the current DSL step of a run and the pure steps that
@@ -95,6 +97,14 @@ func (it *Interpreter) openStep(ctx context.Context, rs *runtime.Step) (st *stat
 	st, err = decodeState(rs.Payload)
 	if err != nil {
 		return nil, nil, runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("run %s, step %d: %w", rs.RunID, rs.Number, err))
+	}
+	if st.InputRef != "" {
+		if st.Input, err = it.readInput(ctx, st.InputRef); err != nil {
+			if errors.Is(err, ErrCorruptState) {
+				return nil, nil, runtime.StepOutcome{}, runtime.Permanent(fmt.Errorf("run %s: %w", rs.RunID, err))
+			}
+			return nil, nil, runtime.StepOutcome{}, runtime.Transient(err)
+		}
 	}
 	d, err = it.definition(ctx, st.Def)
 	if err != nil {

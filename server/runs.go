@@ -306,6 +306,9 @@ func (s *Server) runDetail(r *http.Request, st runstate.Status) (wire.Run, error
 			if run.DefinitionHash == "" {
 				run.DefinitionHash = pos.Definition
 			}
+			if m := pos.Map; m != nil {
+				run.MapProgress = &wire.MapProgress{Step: pos.Step, Done: m.Done, Failed: m.Failed, Total: m.Total}
+			}
 		}
 	}
 	if st.State == runstate.StateWaiting && st.SignalKey != "" {

@@ -134,6 +134,11 @@ store the user may only read; and a URL with no store at it is an error
 					line += "  key " + h.WaitKey
 				}
 				fmt.Fprintln(out, line)
+				if p := interpreter.ChildRunIDs(h.WaitKey); p != "" {
+					// A parallel or map step: each branch or item is a run
+					// with a history of its own.
+					fmt.Fprintf(out, "    children  tqw-dsl history %s<branch or item index>\n", p)
+				}
 				if h.Error != nil {
 					fmt.Fprintf(out, "    error  %s: %s\n", h.Error.Type, h.Error.Message)
 				}

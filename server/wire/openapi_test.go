@@ -22,6 +22,7 @@ var bodies = map[string]any{
 	"RunSummary":     RunSummary{},
 	"Run":            Run{},
 	"Waiting":        Waiting{},
+	"MapProgress":    MapProgress{},
 	"Totals":         Totals{},
 	"RunList":        RunList{},
 	"ErrorInfo":      ErrorInfo{},
@@ -47,13 +48,13 @@ var bodies = map[string]any{
 	"BulkRun":             BulkRun{},
 	"BulkResponse":        BulkResponse{},
 	"ClearSignalResponse": ClearSignalResponse{},
-	"ForkOrigin":     ForkOrigin{},
-	"AnswerReuse":    AnswerReuse{},
-	"ForkRequest":    ForkRequest{},
-	"ForkResponse":   ForkResponse{},
-	"RunDiff":        RunDiff{},
-	"StepDifference": StepDifference{},
-	"DiffSide":       DiffSide{},
+	"ForkOrigin":          ForkOrigin{},
+	"AnswerReuse":         AnswerReuse{},
+	"ForkRequest":         ForkRequest{},
+	"ForkResponse":        ForkResponse{},
+	"RunDiff":             RunDiff{},
+	"StepDifference":      StepDifference{},
+	"DiffSide":            DiffSide{},
 }
 
 // notBodies are the component schemas no Go type stands for, and why.

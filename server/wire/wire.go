@@ -110,6 +110,17 @@ type Run struct {
 	VisitedSteps  []string `json:"visited_steps"`
 	// Mermaid is the step graph of the pinned definition, when known.
 	Mermaid string `json:"mermaid,omitempty"`
+	// MapProgress is the progress of the map step the run is at.
+	MapProgress *MapProgress `json:"map_progress,omitempty"`
+}
+
+// MapProgress counts a running map step's items: Done succeeded, Failed
+// failed, of Total.
+type MapProgress struct {
+	Step   string `json:"step"`
+	Done   int    `json:"done"`
+	Failed int    `json:"failed"`
+	Total  int    `json:"total"`
 }
 
 // Waiting is the wait_signal step a waiting run waits in. Each object
