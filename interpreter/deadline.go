@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/dsl/duration"
 	"github.com/tqw-dsl/tqw/runtime"
 )
@@ -18,9 +17,6 @@ import (
 // a sleep, wait_signal or call is scheduled to wake at it at the latest
 // (Capped), and a step delivered after it does not run. The run then
 // fails with dsl.TypeRunTimeout, which retry and catch never see.
-
-// TypeRunTimeout is the error of a run past its deadline.
-const TypeRunTimeout = dsl.TypeRunTimeout
 
 // errRunDeadline is the cause of a step context ended by the deadline.
 var errRunDeadline = errors.New("interpreter: the run's deadline passed")

@@ -25,6 +25,14 @@ const (
 	TypeUnexpected = "custom.unexpected"
 	// TypeSignalRejected is the error type of an OutcomeSignalRejected record.
 	TypeSignalRejected = "signal.rejected"
+	// TypeRunTimeout is the error of a run past its deadline.
+	TypeRunTimeout = dsl.TypeRunTimeout
+	// TypeMapFailed is the error of a map step more of whose items failed
+	// than it tolerates.
+	TypeMapFailed = "map.failed"
+	// TypeParallelFailed is the error of a parallel step a branch of which
+	// failed; its message names each failed branch and its error.
+	TypeParallelFailed = "parallel.failed"
 )
 
 // stepErr is a failed attempt of a step, as retry and catch see it.

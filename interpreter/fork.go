@@ -31,14 +31,6 @@ import (
 // Forkable mark), or one whose records had to drop it to fit, is refused
 // with ErrNotForkable.
 
-// Run headers of a fork: the run it was forked from and the step it
-// started at. They thread through every step, so status, list and the
-// API show the lineage.
-const (
-	HeaderForkFrom = "tqw.fork.from"
-	HeaderForkAt   = "tqw.fork.at"
-)
-
 // ErrNotForkable is matched by the error of a fork of a run whose
 // history does not hold what a fork needs.
 var ErrNotForkable = errors.New("interpreter: run cannot be forked")

@@ -46,10 +46,6 @@ const (
 	endSucceeded = "succeeded"
 )
 
-// OutcomeCancelled is the outcome of the history record of the step a
-// cancel discarded, in a run with handlers.
-const OutcomeCancelled = "cancelled"
-
 // runEnd is how the run ends once its handlers have run.
 type runEnd struct {
 	Outcome string         `msgpack:"o"`

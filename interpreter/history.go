@@ -20,6 +20,15 @@ const (
 	OutcomeCaught    = "caught"    // the step failed; catch or on_timeout routed the run
 	OutcomeFailed    = "failed"    // the step failed the run
 	OutcomeSucceeded = "succeeded" // the step ended the run successfully
+	// OutcomeCancelled is the record of the step a cancel discarded, in
+	// a run with handlers.
+	OutcomeCancelled = "cancelled"
+	// OutcomeRedriven marks where a run ended and was continued
+	// (Interpreter.Redrive): its Step is the step it resumed at.
+	OutcomeRedriven = "redriven"
+	// OutcomeSkipped is a step recorded as done with a given output
+	// instead of run (RedriveOptions.Skip).
+	OutcomeSkipped = "skipped"
 )
 
 // Counters the interpreter adds to a run's totals (runstate.Totals).

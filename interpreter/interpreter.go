@@ -54,13 +54,24 @@ const (
 // termination is reported to.
 const headerParent = "tqw.parent"
 
-// HeaderWorkflow is the run header carrying the workflow's name, for
-// listings.
-const HeaderWorkflow = "tqw.workflow"
-
-// HeaderDefinition is the run header carrying the content hash of the
-// definition the run is pinned to, so a finished run still names it.
-const HeaderDefinition = "tqw.definition"
+// Run headers the interpreter writes.
+const (
+	// HeaderWorkflow carries the workflow's name, for listings.
+	HeaderWorkflow = "tqw.workflow"
+	// HeaderDefinition carries the content hash of the definition the run
+	// is pinned to, so a finished run still names it.
+	HeaderDefinition = "tqw.definition"
+	// HeaderTraceParent carries the W3C traceparent of the
+	// span that submitted the run, written with the submission (no request
+	// of its own): the run spans of every process that works the run are its
+	// children, so a run resumed elsewhere after a crash stays in one trace.
+	HeaderTraceParent = "tqw.traceparent"
+	// HeaderForkFrom and HeaderForkAt are a fork's lineage: the run it
+	// was forked from and the step it started at. They thread through
+	// every step, so status, list and the API show it.
+	HeaderForkFrom = "tqw.fork.from"
+	HeaderForkAt   = "tqw.fork.at"
+)
 
 // LabelWorkflow is the run label carrying the workflow's name, so a
 // listing filtered by workflow walks that label's index

@@ -14,10 +14,6 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
-// TypeMapFailed is the error of a map step more of whose items failed
-// than it tolerates.
-const TypeMapFailed = "map.failed"
-
 // mapChunk is how many items one stored chunk of a map's items holds: a
 // wake that starts items reads only the chunks it needs.
 const mapChunk = 64

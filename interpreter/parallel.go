@@ -11,10 +11,6 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 )
 
-// TypeParallelFailed is the error of a parallel step a branch of which
-// failed; its message names each failed branch and its error.
-const TypeParallelFailed = "parallel.failed"
-
 // parallel starts every branch as a child run (join.go), then, at each
 // wake, reads the branches' ends: it fails at the first failed branch
 // under fail: fast (cancelling the others), else once all ended, and

@@ -11,16 +11,6 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
-// Outcomes of the history records a redrive writes.
-const (
-	// OutcomeRedriven marks where a run ended and was continued
-	// (Interpreter.Redrive): its Step is the step it resumed at.
-	OutcomeRedriven = "redriven"
-	// OutcomeSkipped is a step recorded as done with a given output
-	// instead of run (RedriveOptions.Skip).
-	OutcomeSkipped = "skipped"
-)
-
 // redriveSeq is the history place of a redrive's record: after every
 // step of the runtime step the run ended at (at most 101 fold into one),
 // before the next runtime step's.

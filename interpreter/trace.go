@@ -14,12 +14,6 @@ import (
 	"github.com/tqw-dsl/tqw/runtime"
 )
 
-// HeaderTraceParent is the run header carrying the W3C traceparent of the
-// span that submitted the run, written with the submission (no request
-// of its own): the run spans of every process that works the run are its
-// children, so a run resumed elsewhere after a crash stays in one trace.
-const HeaderTraceParent = "tqw.traceparent"
-
 // Attributes of the interpreter's spans. Values come from the run's
 // records; inputs, outputs and headers are never recorded.
 const (
