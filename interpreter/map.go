@@ -11,7 +11,6 @@ import (
 	"github.com/tqw-dsl/tqw/runtime"
 	"github.com/tqw-dsl/tqw/runtime/runstate"
 	"github.com/tqw-dsl/tqw/runtime/storage"
-	"github.com/tqw-dsl/tqw/runtime/store/objstore"
 )
 
 // mapChunk is how many items one stored chunk of a map's items holds: a
@@ -229,24 +228,9 @@ func mapOutput(results, errs []any, done, failed, total int) map[string]any {
 // small, else in an object of its own written first (the large-output
 // path), so a map's items fit however large they are.
 func (x *exec) stashRecord(ctx context.Context, key string, v any) error {
-	rec := outputRecord{N: x.rs.Number, Output: v}
-	b, err := encodeMsgpack(&rec)
+	b, _, err := x.outputRecordOf(ctx, v, "the items")
 	if err != nil {
 		return err
-	}
-	if len(b) > InlineOutputLimit {
-		obj, err := encodeMsgpack(v)
-		if err != nil {
-			return err
-		}
-		okey := outputObjectKey(x.rs.RunID, x.rs.Number, obj)
-		x.it.noteDirty(x.rs.RunID)
-		if _, err := x.it.store.Put(ctx, okey, obj, objstore.PutOptions{}); err != nil {
-			return fmt.Errorf("interpreter: store the items of step %s: %w", x.s.ID, err)
-		}
-		if b, err = encodeMsgpack(&outputRecord{N: x.rs.Number, Ref: okey}); err != nil {
-			return err
-		}
 	}
 	return x.rs.Effects.Put(key, b)
 }

@@ -187,26 +187,12 @@ func (x *exec) outputRecord(ctx context.Context, id string) ([]byte, bool, error
 // putOutput stages the step's output (already plain and redacted) as a KV
 // effect, offloading a large one to its own object first.
 func (x *exec) putOutput(ctx context.Context, v any) error {
-	rec := outputRecord{N: x.rs.Number, Output: v}
-	b, err := encodeMsgpack(&rec)
+	b, ref, err := x.outputRecordOf(ctx, v, "output")
 	if err != nil {
 		return err
 	}
-	if len(b) > InlineOutputLimit {
-		obj, err := encodeMsgpack(v)
-		if err != nil {
-			return err
-		}
-		key := outputObjectKey(x.rs.RunID, x.rs.Number, obj)
-		x.it.noteDirty(x.rs.RunID) // even if this attempt's commit never lands
-		if _, err := x.it.store.Put(ctx, key, obj, objstore.PutOptions{}); err != nil {
-			return fmt.Errorf("interpreter: store output of step %s: %w", x.s.ID, err)
-		}
-		rec = outputRecord{N: x.rs.Number, Ref: key}
-		if b, err = encodeMsgpack(&rec); err != nil {
-			return err
-		}
-		x.hist.OutputRef = key
+	if ref != "" {
+		x.hist.OutputRef = ref
 	} else {
 		x.hist.Output = v
 	}
@@ -216,6 +202,27 @@ func (x *exec) putOutput(ctx context.Context, v any) error {
 	x.hist.Put = true
 	x.ch.stageOutput(x.s.ID, b)
 	return nil
+}
+
+// outputRecordOf encodes v as an output record: inline when it is small,
+// else a reference to an object of its own (ref, its key), written first
+// (what names the value, for the error).
+func (x *exec) outputRecordOf(ctx context.Context, v any, what string) (b []byte, ref string, err error) {
+	b, err = encodeMsgpack(&outputRecord{N: x.rs.Number, Output: v})
+	if err != nil || len(b) <= InlineOutputLimit {
+		return b, "", err
+	}
+	obj, err := encodeMsgpack(v)
+	if err != nil {
+		return nil, "", err
+	}
+	ref = outputObjectKey(x.rs.RunID, x.rs.Number, obj)
+	x.it.noteDirty(x.rs.RunID) // even if this attempt's commit never lands
+	if _, err := x.it.store.Put(ctx, ref, obj, objstore.PutOptions{}); err != nil {
+		return nil, "", fmt.Errorf("interpreter: store %s of step %s: %w", what, x.s.ID, err)
+	}
+	b, err = encodeMsgpack(&outputRecord{N: x.rs.Number, Ref: ref})
+	return b, ref, err
 }
 
 // finish stages the history record and reports the end of the step.
