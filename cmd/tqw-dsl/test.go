@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -181,28 +180,14 @@ func expandTestArgs(args []string) ([]string, error) {
 			out = append(out, a)
 			continue
 		}
-		n := len(out)
-		err = filepath.WalkDir(a, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				if p != a && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if testfile.Is(p) {
-				out = append(out, p)
-			}
-			return nil
-		})
+		found, err := filesUnder(a, testfile.Is)
 		if err != nil {
-			return nil, failf(exitUsage, "reading directory %s: %v", a, err)
+			return nil, err
 		}
-		if len(out) == n {
+		if len(found) == 0 {
 			return nil, failf(exitUsage, "directory %s holds no test file (*%s)", a, testfile.Suffix)
 		}
+		out = append(out, found...)
 	}
 	return out, nil
 }

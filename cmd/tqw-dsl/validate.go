@@ -133,29 +133,43 @@ func expandValidateArgs(args []string) ([]string, error) {
 			out = append(out, a) // a missing file is reported as file.read
 			continue
 		}
-		n := len(out)
-		err = filepath.WalkDir(a, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				if p != a && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			// Test files are checked by tqw-dsl test (or named one by one).
-			if ext := filepath.Ext(p); (ext == ".yaml" || ext == ".yml") && !testfile.Is(p) {
-				out = append(out, p)
-			}
-			return nil
+		// Test files are checked by tqw-dsl test (or named one by one).
+		found, err := filesUnder(a, func(p string) bool {
+			ext := filepath.Ext(p)
+			return (ext == ".yaml" || ext == ".yml") && !testfile.Is(p)
 		})
 		if err != nil {
-			return nil, failf(exitUsage, "reading directory %s: %v", a, err)
+			return nil, err
 		}
-		if len(out) == n {
+		if len(found) == 0 {
 			return nil, failf(exitUsage, "directory %s holds no *.yaml or *.yml file", a)
 		}
+		out = append(out, found...)
+	}
+	return out, nil
+}
+
+// filesUnder lists the files under dir that keep takes, in lexical
+// order, skipping hidden folders and node_modules.
+func filesUnder(dir string, keep func(path string) bool) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != dir && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if keep(p) {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, failf(exitUsage, "reading directory %s: %v", dir, err)
 	}
 	return out, nil
 }
