@@ -16,9 +16,9 @@ import (
 // makes retries and redeliveries free); beside it each paid llm answer is
 // also put under tqw/answers/<action>/<hex SHA-256 of the request> (the
 // llm action's memo key: base URL, model, messages, parameters, response
-// schema; never the API key). Only forks read it (runs carrying
-// HeaderForkFrom, Call.ReuseAnswers): a fresh run of the same prompt asks
-// the model again, as a sampled answer should. Values are redacted like
+// schema; never the API key). Only forks and redriven runs read it (runs
+// carrying HeaderForkFrom or headerRedriveAt, Call.ReuseAnswers): a fresh
+// run of the same prompt asks the model again, as a sampled answer should. Values are redacted like
 // memo entries, so no secret enters the store.
 //
 // Cost: one PUT per paid answer (every run), one GET per llm attempt of a
@@ -94,8 +94,11 @@ func (a answerStore) Put(ctx context.Context, key string, value []byte) error {
 
 func (x *exec) answers() answerStore { return answerStore{store: x.it.store, red: x.red} }
 
-// reusesAnswers reports whether the run may take answers from the store.
-func (x *exec) reusesAnswers() bool { return x.rs.Headers[HeaderForkFrom] != "" }
+// reusesAnswers reports whether the run may take answers from the store:
+// a fork, or a redriven run (which went through its steps once already).
+func (x *exec) reusesAnswers() bool {
+	return x.rs.Headers[HeaderForkFrom] != "" || x.rs.Headers[headerRedriveAt] != ""
+}
 
 // AnswerSweep deletes shared answers written more than the interpreter's
 // Retention ago; nothing without Retention. Cost: one LIST per 1,000
