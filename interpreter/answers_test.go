@@ -1,7 +1,12 @@
 package interpreter
 
 import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tqw-dsl/tqw/actions/llm/llmfake"
@@ -51,5 +56,70 @@ steps:
 	st, err := e.rt.Inspector().Status(e.ctx, "a1")
 	if err != nil || st.Totals == nil || st.Totals.Counters[TotalLLMSavedTokens] != 10 || st.Totals.Counters[TotalLLMTokens] != 10 {
 		t.Fatalf("totals %+v, %v; want 10 tokens paid (the first run) and 10 saved (the redrive)", st.Totals, err)
+	}
+}
+
+// An http step with cache: true is paid once: a fork of its run takes
+// the response from the answer store and sends nothing, a fresh run asks
+// again, and the secret in the request's header (echoed in the response)
+// is in no object of the store.
+func TestForkReusesACachedHTTPResponse(t *testing.T) {
+	const token = "tok-5ecret-value-77"
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"auth": %q, "n": 7}`, r.Header.Get("Authorization"))
+	}))
+	defer srv.Close()
+	e := newTestEnv(t, withEnv("API_TOKEN", token))
+	p := e.write("cached.yaml", `
+tqw: v1
+name: cached
+secrets: [API_TOKEN]
+steps:
+  - id: get
+    action: http
+    with:
+      url: "${ input.url }/items"
+      headers: {Authorization: "Bearer ${ secrets.API_TOKEN }"}
+      cache: true
+  - id: done
+    succeed: "${ steps.get.output.body.n }"
+`)
+	wantSucceeded(t, e.run(p, map[string]any{"url": srv.URL}, "o1"), `7`)
+	wantSucceeded(t, e.fork(e.q, "o1", "get", "f1", ForkOptions{}), `7`)
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("%d requests; the fork should have reused the cached response", n)
+	}
+	wantSucceeded(t, e.run(p, map[string]any{"url": srv.URL}, "o2"), `7`)
+	if n := hits.Load(); n != 2 {
+		t.Fatalf("%d requests; a fresh run sends its own", n)
+	}
+	answers := 0
+	for after := ""; ; {
+		page, err := e.store.List(e.ctx, "", after, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range page {
+			b, _, err := e.store.Get(e.ctx, o.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(b, []byte(token)) {
+				t.Errorf("the secret is in %s", o.Key)
+			}
+			if strings.HasPrefix(o.Key, answersPrefix+"http/") {
+				answers++
+			}
+		}
+		if len(page) < 1000 {
+			break
+		}
+		after = page[len(page)-1].Key
+	}
+	if answers != 1 {
+		t.Fatalf("%d cached responses in the store; want 1", answers)
 	}
 }
