@@ -21,8 +21,12 @@ import (
 // run of the same prompt asks the model again, as a sampled answer should. Values are redacted like
 // memo entries, so no secret enters the store.
 //
-// Cost: one PUT per paid answer (every run), one GET per llm attempt of a
-// fork that its run memo does not answer. Retention: an entry is kept for
+// http steps with cache keep their responses there too, under
+// http/<hex SHA-256 of the request>, read the same way.
+//
+// Cost: one PUT per paid answer or kept response (every run), one GET per
+// llm attempt of a fork or redrive that its run memo does not answer and
+// per attempt of its cached http steps. Retention: an entry is kept for
 // the interpreter's Retention after it was written (AnswerSweep, which SweepLoop
 // runs at most hourly: one LIST per 1,000 entries plus a DELETE per
 // expired entry), forever
