@@ -41,7 +41,8 @@ type Call struct {
 	// Answers, when set, is a store of paid answers shared across runs,
 	// keyed by the content of the request (an action's own hash, which
 	// must not cover a secret's value in clear): an action that pays for
-	// an answer puts it there, and, when ReuseAnswers is set (a fork),
+	// an answer puts it there, and, when ReuseAnswers is set (a fork or
+	// a redrive),
 	// takes an answer from there instead of paying again, reporting it
 	// through Spend with Reused set.
 	Answers      Memo

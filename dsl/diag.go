@@ -61,7 +61,10 @@ const (
 	CodeWithSchema     = "with.invalid"
 	CodeExprType       = "with.not-a-string"
 	CodeInputSchema    = "input.schema"
-	CodeInternal       = "internal"
+	// CodeHTTPCacheMethod is an http step with cache for a method that
+	// may change something (not GET or HEAD) its cache.methods does not list.
+	CodeHTTPCacheMethod = "http.cache-method"
+	CodeInternal        = "internal"
 
 	// The shell script rules (docs/DSL.md, "Shell scripts and templates").
 

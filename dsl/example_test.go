@@ -42,7 +42,7 @@ steps:
 	// Output:
 	// broken.yaml:6:11: error: action http: steps[0].with: missing required field "url" [schema.required]
 	// broken.yaml:6:12: error: action http: unknown field "urll" in steps[0].with [schema.unknown-field]
-	// 	hint: did you mean "url"? known fields: body, expect_status, headers, max_response_bytes, method, query, timeout, url
+	// 	hint: did you mean "url"? known fields: body, cache, expect_status, headers, max_response_bytes, method, query, timeout, url
 }
 
 func ExampleCompileTemplate() {

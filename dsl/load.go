@@ -652,6 +652,9 @@ func (b *builder) checkBuiltinWith(name string, with *node, at Pos) {
 	switch name {
 	case "http", "shell", "llm":
 		staticDuration("timeout")
+		if name == "http" {
+			b.checkHTTPCache(with)
+		}
 	case "wait_signal":
 		if with.get("timeout") == nil {
 			b.sink.errorf(with.at(at), CodeWaitNoTimeout, "add with.timeout (e.g. 72h) and on_timeout to say where the run goes then", "action wait_signal: with.timeout is required so that a run never waits forever")
@@ -680,6 +683,32 @@ func (b *builder) checkBuiltinWith(name string, with *node, at Pos) {
 			b.sink.errorf(pos, CodeSecretUnknown, fmt.Sprintf("add %s to secrets at the top of the file", secret), "action llm reads secret %s, which is not declared", secret)
 		}
 	}
+}
+
+// checkHTTPCache refuses cache on an http step whose method is not one
+// the cache allows: GET and HEAD, or those cache.methods lists. A method
+// given by an expression is checked when the step runs.
+func (b *builder) checkHTTPCache(with *node) {
+	c := with.get("cache")
+	if c == nil || c.kind == kBool && c.scalar != true {
+		return
+	}
+	allowed := []string{"GET", "HEAD"}
+	if ms := c.get("methods"); ms != nil {
+		allowed = nil
+		for _, m := range ms.items {
+			allowed = append(allowed, strings.ToUpper(m.str()))
+		}
+	}
+	method, pos := "GET", c.pos
+	if m := with.get("method"); m != nil {
+		method, pos = strings.ToUpper(m.str()), m.pos
+	}
+	if strings.Contains(method, "${") || slices.Contains(allowed, method) {
+		return
+	}
+	b.sink.errorf(pos, CodeHTTPCacheMethod, fmt.Sprintf("drop cache, or write cache: {methods: [%s]} if this %s only reads", method, method),
+		"action http: cache keeps %s responses only; a %s may change something, and a fork or redrive reusing its response would not send it", strings.Join(allowed, " and "), method)
 }
 
 func (b *builder) checkSchemaField(n *node, label string) {

@@ -16,13 +16,17 @@ import (
 // makes retries and redeliveries free); beside it each paid llm answer is
 // also put under tqw/answers/<action>/<hex SHA-256 of the request> (the
 // llm action's memo key: base URL, model, messages, parameters, response
-// schema; never the API key). Only forks read it (runs carrying
-// HeaderForkFrom, Call.ReuseAnswers): a fresh run of the same prompt asks
-// the model again, as a sampled answer should. Values are redacted like
+// schema; never the API key). Only forks and redriven runs read it (runs
+// carrying HeaderForkFrom or headerRedriveAt, Call.ReuseAnswers): a fresh
+// run of the same prompt asks the model again, as a sampled answer should. Values are redacted like
 // memo entries, so no secret enters the store.
 //
-// Cost: one PUT per paid answer (every run), one GET per llm attempt of a
-// fork that its run memo does not answer. Retention: an entry is kept for
+// http steps with cache keep their responses there too, under
+// http/<hex SHA-256 of the request>, read the same way.
+//
+// Cost: one PUT per paid answer or kept response (every run), one GET per
+// llm attempt of a fork or redrive that its run memo does not answer and
+// per attempt of its cached http steps. Retention: an entry is kept for
 // the interpreter's Retention after it was written (AnswerSweep, which SweepLoop
 // runs at most hourly: one LIST per 1,000 entries plus a DELETE per
 // expired entry), forever
@@ -94,8 +98,11 @@ func (a answerStore) Put(ctx context.Context, key string, value []byte) error {
 
 func (x *exec) answers() answerStore { return answerStore{store: x.it.store, red: x.red} }
 
-// reusesAnswers reports whether the run may take answers from the store.
-func (x *exec) reusesAnswers() bool { return x.rs.Headers[HeaderForkFrom] != "" }
+// reusesAnswers reports whether the run may take answers from the store:
+// a fork, or a redriven run (which went through its steps once already).
+func (x *exec) reusesAnswers() bool {
+	return x.rs.Headers[HeaderForkFrom] != "" || x.rs.Headers[headerRedriveAt] != ""
+}
 
 // AnswerSweep deletes shared answers written more than the interpreter's
 // Retention ago; nothing without Retention. Cost: one LIST per 1,000

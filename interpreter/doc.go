@@ -230,8 +230,9 @@
 //     history (live or sealed), and PrepareFork submits a new run there,
 //     linked by HeaderForkFrom and HeaderForkAt; history records written
 //     before forks existed are refused (ErrNotForkable), never guessed.
-//     Forks consult a content-addressed answer store (answers.go) so an
-//     unchanged llm request is not paid twice; a reused answer is counted
+//     Forks and redrives consult a content-addressed answer store
+//     (answers.go) so an unchanged llm request, or http request with
+//     cache, is not paid twice; a reused answer is counted
 //     as saved (TotalLLMSavedTokens, TotalLLMSavedUSD), never as paid.
 //     DiffHistories compares two histories; ExportRun and ImportRun move
 //     a run between stores as a checked folder (export.go), writing
@@ -280,8 +281,9 @@
 // run (memory reads of the KV; a sealed run's records, one GET of its
 // segment's data object unless cached).
 // Memo reads and writes cost one GET and one PUT each (llm and foreach
-// only). A paid llm answer costs one more PUT (the shared answer store);
-// a fork's llm attempt that its memo does not answer one GET of it. What
+// only). A paid llm answer or a kept http response (cache) costs one more
+// PUT (the shared answer store); a fork's or redrive's llm attempt that
+// its memo does not answer, or cached http attempt, one GET of it. What
 // a fork needs rides the history records (no request); a fork costs one
 // PUT per inherited large output plus its submission, ExportRun and
 // ImportRun what their docs say. A predicted wait is one KV record in the submission commit (at

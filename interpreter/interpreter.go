@@ -54,6 +54,10 @@ const (
 // termination is reported to.
 const headerParent = "tqw.parent"
 
+// headerRedriveAt is the step a redrive last resumed the run at; like a
+// fork's lineage it marks a run that may reuse paid answers (answers.go).
+const headerRedriveAt = "tqw.redrive.at"
+
 // Run headers the interpreter writes.
 const (
 	// HeaderWorkflow carries the workflow's name, for listings.

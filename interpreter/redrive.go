@@ -170,6 +170,7 @@ func (it *Interpreter) PrepareRedrive(ctx context.Context, r *runtime.RedriveSpe
 		}
 		def = a.Def
 	}
+	r.Headers[headerRedriveAt] = at.ID
 	next := r.Step + 1
 	st.Attempt, st.Visit = 1, next
 	st.resetWait()

@@ -2,8 +2,9 @@
 //
 // Arguments (the step's `with:`): method (GET, POST, PUT, PATCH, DELETE,
 // HEAD or OPTIONS; default GET), url (required, http or https), headers,
-// query, body, timeout, expect_status (a status or a list; default any 2xx)
-// and max_response_bytes (default 10 MiB).
+// query, body, timeout, expect_status (a status or a list; default any 2xx),
+// max_response_bytes (default 10 MiB) and cache (true for GET and HEAD, or
+// {methods: [...]}).
 //
 // A body that is an object, a list, a number or a boolean is sent as JSON
 // with Content-Type application/json; a string is sent as text/plain unless
@@ -42,7 +43,18 @@
 // Status errors carry Status and the response as Error.Output, so `catch`
 // can read the body.
 //
-// Costs: no object-store requests; the action is stateless. It does not
+// Cache: with cache, a successful response (within expect_status) is put
+// in Call.Answers under "http/<hex SHA-256 of method, URL, Host, headers
+// and body>" (the Idempotency-Key the action made up left out), unless it
+// is over MaxCachedBytes encoded or its body is not UTF-8; a call with
+// ReuseAnswers (a fork or a redrive) takes it from there and sends
+// nothing. Only the hash of the request is stored, so a secret in it is
+// never. A method the cache does not allow fails with validation before
+// anything is sent.
+//
+// Costs: no object-store requests of its own; with cache, one
+// Call.Answers Put per kept response and one Get per attempt of a call
+// with ReuseAnswers. It does not
 // follow the Retry-After header (the workflow's retry policy sets delays)
 // and does not stream bodies: the whole response is held in memory, up to
 // max_response_bytes.

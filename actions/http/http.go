@@ -80,6 +80,7 @@ type Args struct {
 	Timeout          time.Duration     `arg:"timeout"`
 	ExpectStatus     StatusList        `arg:"expect_status"`
 	MaxResponseBytes *int64            `arg:"max_response_bytes"`
+	Cache            Cache             `arg:"cache"`
 }
 
 // StatusList is expect_status: one status code or a list of them.
@@ -131,6 +132,18 @@ func (a *Action) Execute(ctx context.Context, call *actions.Call) (any, error) {
 	req = req.WithContext(actx)
 
 	log := call.Log().With("action", Name, "method", req.Method, "host", req.URL.Host)
+	key := ""
+	if len(args.Cache.Methods) > 0 {
+		if !slices.Contains(args.Cache.Methods, req.Method) {
+			return nil, actions.ValidationError("cache", "%s is not cached unless cache.methods lists it (cache: true caches GET and HEAD)", req.Method)
+		}
+		if key, err = cacheKey(req, call); err != nil {
+			return nil, actions.ValidationError("body", "%v", err)
+		}
+		if out, ok := cached(ctx, call, log, key); ok {
+			return out, nil
+		}
+	}
 	resp, err := a.client.Do(req)
 	if err != nil {
 		return nil, transportError(ctx, actx, req, err)
@@ -171,6 +184,9 @@ func (a *Action) Execute(ctx context.Context, call *actions.Call) (any, error) {
 	if perr != nil {
 		return nil, actions.NewError(TypeInvalidBody, false, "%s %s: the response says it is JSON but is not: %w",
 			req.Method, redactURL(req.URL), perr).WithStatus(resp.StatusCode).WithOutput(out)
+	}
+	if key != "" {
+		keep(ctx, call, log, key, out)
 	}
 	return out, nil
 }

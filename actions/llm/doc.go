@@ -47,7 +47,7 @@
 //
 // Shared answers: with Call.Answers, each paid valid answer is also put
 // there under the memo key (one PUT), and with Call.ReuseAnswers (the
-// interpreter sets it for forks) a call that its memo does not answer
+// interpreter sets it for forks and redrives) a call that its memo does not answer
 // looks there first (one GET): a hit sends no request, is memoized for
 // the attempt marked reused, and is reported through Spend with Reused
 // set (the ledger counts it as saved). A failed or damaged read of the
