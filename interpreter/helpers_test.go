@@ -111,7 +111,13 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 func newTestEnv(t *testing.T, opts ...envOption) *tenv {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// A backstop only: the test binary's own deadline, less time to
+	// report, never a bound on how fast a busy machine runs the test.
+	deadline, ok := t.Deadline()
+	if !ok {
+		deadline = time.Now().Add(10 * time.Minute)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-30*time.Second))
 	t.Cleanup(cancel)
 	e := &tenv{t: t, ctx: ctx, store: mem.New(), clock: clock.NewMock(t0), events: make(chan Event, 10000),
 		dir: t.TempDir(), env: map[string]string{}}
