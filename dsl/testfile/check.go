@@ -87,9 +87,18 @@ func kindOf(s *dsl.Step) string {
 	return string(s.Kind)
 }
 
+// blockSteps lists w's steps in every block, the top level first.
+func blockSteps(w *dsl.Workflow) []*dsl.Step {
+	var out []*dsl.Step
+	for _, b := range w.Blocks() {
+		out = append(out, b.Steps...)
+	}
+	return out
+}
+
 func stepList(w *dsl.Workflow) string {
 	var ids []string
-	for _, s := range w.Steps {
+	for _, s := range blockSteps(w) {
 		ids = append(ids, s.ID)
 	}
 	if len(ids) > 20 {
@@ -137,7 +146,7 @@ func Load(name string, src []byte, opts dsl.Options) (*File, dsl.Diagnostics) {
 	for len(queue) > 0 && len(seen) <= maxCalled {
 		cur := queue[0]
 		queue = queue[1:]
-		for _, s := range cur.w.Steps {
+		for _, s := range blockSteps(cur.w) {
 			if s.Call == nil {
 				continue
 			}
