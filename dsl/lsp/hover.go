@@ -60,7 +60,9 @@ func (v view) hover(p dsl.Pos) *hover {
 // expr: a root such as item or run (with its fields), or a field of run
 // or error; "" elsewhere (steps.X is a step reference, handled above).
 func exprNameDoc(expr string, off int) string {
-	isName := func(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	isName := func(c byte) bool {
+		return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	}
 	start, end := off, off
 	for start > 0 && isName(expr[start-1]) {
 		start--
