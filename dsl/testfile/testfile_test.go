@@ -170,7 +170,9 @@ cases:
     signals:
       - step: wait
         payload: 1
-    expect: {status: succeeded}
+    expect:
+      path: [both, each, alert]
+      attempts: {charge: 1, alert: 1}
 `))
 	if f == nil {
 		t.Fatal(diags)
@@ -180,10 +182,13 @@ cases:
 	for _, d := range d {
 		got = append(got, fmt.Sprintf("%d:%d", d.Line, d.Col)+" "+d.Code)
 	}
-	if want := "11:9 test.step-kind|13:9 test.unknown-step"; strings.Join(got, "|") != want {
+	if want := "11:9 test.step-kind|13:9 test.unknown-step|20:17 test.step-kind"; strings.Join(got, "|") != want {
 		t.Fatalf("got  %s\nwant %s", strings.Join(got, "|"), want)
 	}
 	if msg := d[1].Message; !strings.Contains(msg, "both, each, wait, fetch, charge, alert, bye") {
 		t.Errorf("the unknown step's message does not list the steps of every block: %s", msg)
+	}
+	if msg := d[2].Message; !strings.Contains(msg, `step "charge", which runs in block each/item, a child run of step each`) || !strings.Contains(msg, "name each instead") {
+		t.Errorf("expect.attempts of a map's step: %s", msg)
 	}
 }
