@@ -326,7 +326,8 @@ func TestHoverInNestedBlocks(t *testing.T) {
 }
 
 // exprFixture reads item and index in a map's steps, and error and
-// run.outcome in on_error and finally.
+// run.outcome in on_error and finally; its last line is being typed
+// (`${ run. }`), where completion offers run's fields.
 const exprFixture = `tqw: v1
 name: expr
 steps:
