@@ -107,8 +107,8 @@ var ExprNames = map[string]string{
 	"steps":   "steps.<id>.output is a finished step's output. Readable everywhere except the initial vars.",
 	"output":  "The step's own output in its set, switch, next, retry and catch; the previous step's in switch, set, succeed and fail steps.",
 	"error":   "{type, message, status, retryable, step}: the error being handled, in retry.when and catch rules; the run's error in on_error and finally.",
-	"item":    "The current foreach item, in foreach.with.",
-	"index":   "The current foreach item's position from 0, in foreach.with.",
+	"item":    "The current item: in a foreach's with, and anywhere in a map's steps.",
+	"index":   "The current item's position from 0: in a foreach's with, and anywhere in a map's steps.",
 	"secrets": "secrets.NAME is a declared secret; readable only in with and foreach.with.",
 }
 

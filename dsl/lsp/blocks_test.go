@@ -324,3 +324,102 @@ func TestHoverInNestedBlocks(t *testing.T) {
 		}
 	}
 }
+
+// exprFixture reads item and index in a map's steps, and error and
+// run.outcome in on_error and finally; its last line is being typed
+// (`${ run. }`), where completion offers run's fields.
+const exprFixture = `tqw: v1
+name: expr
+steps:
+  - id: each
+    map:
+      items: [1, 2]
+      steps:
+        - id: charge
+          action: http
+          with: {url: "https://pay.example/${ item }/${ index }"}
+on_error:
+  - id: alert
+    action: http
+    with: {url: "https://alert.example/${ error.type }/${ run.outcome }"}
+finally:
+  - id: bye
+    action: http
+    with: {url: "https://bye.example/${ run. }"}
+`
+
+func TestExpressionNamesOfMapsAndHandlersHaveDocs(t *testing.T) {
+	c := startServer(t)
+	const uri = "file:///work/expr.tqw.yaml"
+	c.open(uri, exprFixture)
+	c.diagnosticsFor(uri, 1)
+	type item struct {
+		Label         string `json:"label"`
+		Documentation *struct {
+			Value string `json:"value"`
+		} `json:"documentation"`
+	}
+	completeDocs := func(needle string) map[string]string {
+		t.Helper()
+		line, char := at(t, exprFixture, needle, 1, len(needle))
+		var res struct {
+			Items []item `json:"items"`
+		}
+		c.call("textDocument/completion", docPos(uri, line, char), &res)
+		out := map[string]string{}
+		for _, it := range res.Items {
+			if it.Documentation != nil {
+				out[it.Label] = it.Documentation.Value
+			}
+		}
+		return out
+	}
+	names := completeDocs("pay.example/${ ")
+	for _, n := range []string{"item", "index"} {
+		if !strings.Contains(names[n], "map's steps") {
+			t.Errorf("completion of %s in a map's step: %q does not say it is readable there", n, names[n])
+		}
+	}
+	if !strings.Contains(names["error"], "on_error and finally") {
+		t.Errorf("completion of error: %q", names["error"])
+	}
+	if d := completeDocs("bye.example/${ run."); !strings.Contains(d["outcome"], "failed, timed_out, cancelled or succeeded") {
+		t.Errorf("completion of run. in finally: outcome is %q", d["outcome"])
+	}
+
+	hoverOn := func(needle string, delta int) string {
+		t.Helper()
+		line, char := at(t, exprFixture, needle, 1, delta)
+		var res *struct {
+			Contents struct {
+				Value string `json:"value"`
+			} `json:"contents"`
+		}
+		c.call("textDocument/hover", docPos(uri, line, char), &res)
+		if res == nil {
+			return ""
+		}
+		return res.Contents.Value
+	}
+	for _, h := range []struct {
+		needle string
+		delta  int
+		want   []string
+	}{
+		{"${ item }", 4, []string{"**`item`**", "map's steps"}},
+		{"${ index }", 5, []string{"**`index`**", "from 0"}},
+		{"${ error.type }", 4, []string{"**`error`**", "on_error and finally", "- `type`", "- `step`"}},
+		{"${ error.type }", 10, []string{"**`error.type`**", "http.status_5xx"}},
+		{"${ run.outcome }", 9, []string{"**`run.outcome`**", "timed_out"}},
+	} {
+		got := hoverOn(h.needle, h.delta)
+		for _, w := range h.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("hover on %q at %d: %q lacks %q", h.needle, h.delta, got, w)
+			}
+		}
+	}
+	if got := hoverOn("https://alert", 3); got != "" {
+		t.Errorf("hover outside an expression on a with value: %q", got)
+	}
+}

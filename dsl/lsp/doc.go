@@ -21,7 +21,8 @@
 //     action (from the schema), error types and expression names and
 //     functions;
 //   - hover: a key's documentation, a built-in action's inputs and
-//     output, a referenced step and what it outputs;
+//     output, a referenced step and what it outputs, a name an expression
+//     reads (item, error, run.outcome) and where it is readable;
 //   - code actions for the hints with one obvious fix ("did you mean",
 //     declaring an undeclared secret).
 //

@@ -10,8 +10,9 @@ import (
 )
 
 // hover answers textDocument/hover: a step reference shows the step and
-// what it outputs, an action name the action's inputs and output, a key
-// its documentation from the schema.
+// what it outputs, a name an expression reads (item, run.outcome, error)
+// where it is readable, an action name the action's inputs and output, a
+// key its documentation from the schema.
 func (v view) hover(p dsl.Pos) *hover {
 	if id, span, ok := v.nameAt(p); ok {
 		if s := v.d.outline.StepByID(id); s != nil {
@@ -21,6 +22,14 @@ func (v view) hover(p dsl.Pos) *hover {
 	}
 	line := v.line(p.Line)
 	off := v.byteOffset(p)
+	for _, r := range dsl.ExpressionRanges(line) {
+		if off >= r[0] && off <= r[1] {
+			if doc := exprNameDoc(line[r[0]:r[1]], off-r[0]); doc != "" {
+				return &hover{Contents: markupContent{Kind: markupMarkdown, Value: doc}}
+			}
+			break
+		}
+	}
 	if m := valueRE.FindStringSubmatchIndex(line); m != nil {
 		key := line[m[6]:m[7]]
 		value := strings.TrimSpace(line[m[8]:m[9]])
@@ -45,6 +54,50 @@ func (v view) hover(p dsl.Pos) *hover {
 		}
 	}
 	return nil
+}
+
+// exprNameDoc documents the name an expression reads at byte off of
+// expr: a root such as item or run (with its fields), or a field of run
+// or error; "" elsewhere (steps.X is a step reference, handled above).
+func exprNameDoc(expr string, off int) string {
+	isName := func(c byte) bool {
+		return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	}
+	start, end := off, off
+	for start > 0 && isName(expr[start-1]) {
+		start--
+	}
+	for end < len(expr) && isName(expr[end]) {
+		end++
+	}
+	if start == end {
+		return ""
+	}
+	name := expr[start:end]
+	if start == 0 || expr[start-1] != '.' {
+		doc, ok := dsl.ExprNames[name]
+		if !ok {
+			return ""
+		}
+		var sb strings.Builder
+		fmt.Fprintf(&sb, "**`%s`**: %s", name, doc)
+		writeFields(&sb, dsl.ExprFields[name], "")
+		return sb.String()
+	}
+	rs := start - 1
+	for rs > 0 && isName(expr[rs-1]) {
+		rs--
+	}
+	root := expr[rs : start-1]
+	if rs > 0 && expr[rs-1] == '.' {
+		return "" // a field of a field: steps.X.output.Y, vars.a.b
+	}
+	for _, f := range dsl.ExprFields[root] {
+		if f.Name == name {
+			return fmt.Sprintf("**`%s.%s`**: %s", root, name, f.Doc)
+		}
+	}
+	return ""
 }
 
 func stepDoc(s *dsl.StepDef) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -18,7 +19,8 @@ import (
 // Test files (NAME.test.yaml, package dsl/testfile) are documents too:
 // their diagnostics are testfile.Load's (those of tqw-dsl validate), and
 // completion offers the keys of schemas/workflow-test.schema.json at the
-// cursor, the step ids of the workflow under test where a step is named,
+// cursor, the step ids of the workflow under test where a step is named
+// (every block's for a mock or a signal, the run's own for expect),
 // action names, error types and enum values. Navigation requests answer
 // nothing for them.
 
@@ -88,7 +90,7 @@ func (v view) testedWorkflows(opts dsl.Options) []*dsl.Workflow {
 		return nil
 	}
 	out := []*dsl.Workflow{w}
-	for _, s := range w.Steps {
+	for s := range everyStep(w) {
 		if s.Call != nil {
 			p := s.Call.Workflow
 			if !filepath.IsAbs(p) {
@@ -108,8 +110,10 @@ func (v view) testCompletions(p dsl.Pos, opts dsl.Options) []completionItem {
 	switch {
 	case c.inKey && n >= 1 && c.path[n-1] == "attempts",
 		c.inKey && n >= 2 && c.path[n-1] == "-" && c.path[n-2] == "path",
-		!c.inKey && (c.key == "step" || c.key == "path"):
-		return v.testStepItems(opts, c.key == "step" && n >= 1 && c.path[n-1] == "-" && n >= 2 && c.path[n-2] == "signals")
+		!c.inKey && c.key == "path":
+		return v.testStepItems(opts, false, true)
+	case !c.inKey && c.key == "step":
+		return v.testStepItems(opts, n >= 2 && c.path[n-1] == "-" && c.path[n-2] == "signals", false)
 	case c.inKey:
 		return testKeyItems(testSchemaAt(c.path))
 	case c.key == "action":
@@ -123,18 +127,40 @@ func (v view) testCompletions(p dsl.Pos, opts dsl.Options) []completionItem {
 	return nil
 }
 
-// testStepItems offers the steps of the tested workflows (the wait_signal
-// steps only, for a signal).
-func (v view) testStepItems(opts dsl.Options, waits bool) []completionItem {
+// everyStep yields w's steps in every block, the top level first.
+func everyStep(w *dsl.Workflow) iter.Seq[*dsl.Step] {
+	return func(yield func(*dsl.Step) bool) {
+		for _, b := range w.Blocks() {
+			for _, s := range b.Steps {
+				if !yield(s) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// testStepItems offers the steps of the tested workflows, in every block
+// (the wait_signal steps only, for a signal; for an expectation, own, the
+// tested run's own steps: not those of a branch or a map item, which run
+// in a child run).
+func (v view) testStepItems(opts dsl.Options, waits, own bool) []completionItem {
 	var out []completionItem
 	for i, w := range v.testedWorkflows(opts) {
-		for _, s := range w.Steps {
-			if waits && s.Action != "wait_signal" {
+		if own && i > 0 {
+			break
+		}
+		for s := range everyStep(w) {
+			inChild := s.Block != nil && s.Block.Owner != nil
+			if waits && s.Action != "wait_signal" || own && inChild {
 				continue
 			}
 			detail := string(s.Kind)
 			if s.Action != "" {
 				detail += " " + s.Action
+			}
+			if s.Block != nil && s.Block.Path != "" {
+				detail += " in " + s.Block.Path
 			}
 			if i > 0 { // a step of a called workflow
 				detail += " (" + filepath.Base(w.File) + ")"

@@ -77,3 +77,27 @@ func TestTestFilesInTheEditor(t *testing.T) {
 		}
 	}
 }
+
+// TestTestFileCompletionOffersTheStepsOfEveryBlock: a mock or a signal
+// may name a step of any block; an expectation only the run's own steps.
+func TestTestFileCompletionOffersTheStepsOfEveryBlock(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "w.tqw.yaml"), []byte(blocksFixture), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	text := "tqw: test/v1\ncases:\n  - name: a\n    mocks:\n      - step: \n    expect:\n      path: [ ]\n"
+	path := filepath.Join(dir, "w.test.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startServer(t)
+	uri := fileURI(path)
+	c.open(uri, text)
+	c.diagnosticsFor(uri, 1)
+	if got := complete(t, c, uri, "step: ", 0, text); !slices.Equal(got, strings.Fields("prepare checks charge_all done score judge screen charge receipt refund notify")) {
+		t.Errorf("mock step completion %v; want every block's steps", got)
+	}
+	if got := complete(t, c, uri, "path: [", 0, text); !slices.Equal(got, strings.Fields("prepare checks charge_all done refund notify")) {
+		t.Errorf("expect.path completion %v; want the run's own steps (no map item's)", got)
+	}
+}

@@ -43,10 +43,16 @@ func Check(f *File, w *dsl.Workflow, called ...*dsl.Workflow) dsl.Diagnostics {
 		}
 		return s
 	}
+	// step resolves an expectation's step: one of the run's own (top
+	// level, on_error, finally), as a branch's or a map item's steps are
+	// in the history of a child run.
 	step := func(at dsl.Pos, id, what string) *dsl.Step {
 		s := w.Step(id)
-		if s == nil {
+		switch {
+		case s == nil:
 			p.errorf(at, CodeUnknownStep, "%s names step %q, which %s does not have (steps: %s)", what, id, f.Workflow, stepList(w))
+		case s.Block != nil && s.Block.Owner != nil:
+			p.errorf(at, CodeStepKind, "%s names step %q, which runs in block %s, a child run of step %s: %s lists the run's own steps (name %s instead)", what, id, s.Block.Path, s.Block.Owner.ID, what, topOwner(s).ID)
 		}
 		return s
 	}
@@ -80,6 +86,14 @@ func Check(f *File, w *dsl.Workflow, called ...*dsl.Workflow) dsl.Diagnostics {
 	return p.diags
 }
 
+// topOwner is the step of the run's own blocks that s runs under.
+func topOwner(s *dsl.Step) *dsl.Step {
+	for s.Block != nil && s.Block.Owner != nil {
+		s = s.Block.Owner
+	}
+	return s
+}
+
 func kindOf(s *dsl.Step) string {
 	if s.Kind == dsl.KindAction {
 		return s.Action
@@ -87,9 +101,18 @@ func kindOf(s *dsl.Step) string {
 	return string(s.Kind)
 }
 
+// blockSteps lists w's steps in every block, the top level first.
+func blockSteps(w *dsl.Workflow) []*dsl.Step {
+	var out []*dsl.Step
+	for _, b := range w.Blocks() {
+		out = append(out, b.Steps...)
+	}
+	return out
+}
+
 func stepList(w *dsl.Workflow) string {
 	var ids []string
-	for _, s := range w.Steps {
+	for _, s := range blockSteps(w) {
 		ids = append(ids, s.ID)
 	}
 	if len(ids) > 20 {
@@ -137,7 +160,7 @@ func Load(name string, src []byte, opts dsl.Options) (*File, dsl.Diagnostics) {
 	for len(queue) > 0 && len(seen) <= maxCalled {
 		cur := queue[0]
 		queue = queue[1:]
-		for _, s := range cur.w.Steps {
+		for _, s := range blockSteps(cur.w) {
 			if s.Call == nil {
 				continue
 			}

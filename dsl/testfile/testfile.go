@@ -35,7 +35,7 @@ const (
 	CodeResultSchema = "test.result-schema" // a result_schema that does not compile
 	CodeWorkflow     = "test.workflow"      // no workflow file to test, or one that does not load
 	CodeUnknownStep  = "test.unknown-step"  // a step id that names no step of the workflow
-	CodeStepKind     = "test.step-kind"     // a mock of a step that runs no action, a signal to a step that waits for none
+	CodeStepKind     = "test.step-kind"     // a mock of a step that runs no action, a signal to a step that waits for none, an expectation on a child run's step
 )
 
 // Suffix ends the name of a test file: NAME.test.yaml tests NAME.tqw.yaml

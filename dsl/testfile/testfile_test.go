@@ -118,3 +118,77 @@ func TestDefaultWorkflowAndIs(t *testing.T) {
 		t.Errorf("defaults: %+v", c)
 	}
 }
+
+func TestCheckKnowsTheStepsOfEveryBlock(t *testing.T) {
+	w, _, err := dsl.Parse("w.tqw.yaml", []byte(`tqw: v1
+name: w
+steps:
+  - id: both
+    parallel:
+      branches:
+        a:
+          - id: wait
+            action: wait_signal
+            with: {key: k, timeout: 1h}
+        b:
+          - id: fetch
+            action: http
+            with: {url: "https://x.example/"}
+  - id: each
+    map:
+      items: [1, 2]
+      steps:
+        - id: charge
+          action: http
+          with: {url: "https://x.example/"}
+on_error:
+  - id: alert
+    action: http
+    with: {url: "https://x.example/"}
+finally:
+  - id: bye
+    action: sleep
+    with: {duration: 1s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, diags := Parse("w.test.yaml", []byte(`tqw: test/v1
+cases:
+  - name: a
+    mocks:
+      - step: fetch
+        output: 1
+      - step: charge
+        output: 1
+      - step: alert
+        output: 1
+      - step: bye
+        output: 1
+      - step: nope
+        output: 1
+    signals:
+      - step: wait
+        payload: 1
+    expect:
+      path: [both, each, alert]
+      attempts: {charge: 1, alert: 1}
+`))
+	if f == nil {
+		t.Fatal(diags)
+	}
+	d := Check(f, w)
+	var got []string
+	for _, d := range d {
+		got = append(got, fmt.Sprintf("%d:%d", d.Line, d.Col)+" "+d.Code)
+	}
+	if want := "11:9 test.step-kind|13:9 test.unknown-step|20:17 test.step-kind"; strings.Join(got, "|") != want {
+		t.Fatalf("got  %s\nwant %s", strings.Join(got, "|"), want)
+	}
+	if msg := d[1].Message; !strings.Contains(msg, "both, each, wait, fetch, charge, alert, bye") {
+		t.Errorf("the unknown step's message does not list the steps of every block: %s", msg)
+	}
+	if msg := d[2].Message; !strings.Contains(msg, `step "charge", which runs in block each/item, a child run of step each`) || !strings.Contains(msg, "name each instead") {
+		t.Errorf("expect.attempts of a map's step: %s", msg)
+	}
+}

@@ -11,7 +11,7 @@ import (
 )
 
 // Coverage is what a file's cases reached of the workflow under test: its
-// steps, and its branches (switch cases and their fallback, catch rules,
+// steps in every block, and its branches (switch cases and their fallback, catch rules,
 // on_timeout). A branch is known by its step, kind and target, so two
 // branches of one step to the same target are reached together; a
 // branch whose target is computed (next: "${ ... }") is not counted.
@@ -77,10 +77,21 @@ func (c *Coverage) branches() []Branch {
 	return out
 }
 
-// Unreached returns the ids of the steps no case reached, in file order.
+// steps lists the workflow's steps in every block (branches, map steps,
+// on_error, finally), the top level first.
+func (c *Coverage) steps() []*dsl.Step {
+	var out []*dsl.Step
+	for _, b := range c.wf.Blocks() {
+		out = append(out, b.Steps...)
+	}
+	return out
+}
+
+// Unreached returns the ids of the steps no case reached, in block order
+// (the top level first, then each block in file order).
 func (c *Coverage) Unreached() []string {
 	var out []string
-	for _, s := range c.wf.Steps {
+	for _, s := range c.steps() {
 		if !c.reached[s.ID] {
 			out = append(out, s.ID)
 		}
@@ -102,7 +113,7 @@ func (c *Coverage) Untaken() []Branch {
 // Counts returns how many steps and branches the workflow has and how
 // many of each the cases reached.
 func (c *Coverage) Counts() (steps, reached, branches, taken int) {
-	steps = len(c.wf.Steps)
+	steps = len(c.steps())
 	reached = steps - len(c.Unreached())
 	all := c.branches()
 	return steps, reached, len(all), len(all) - len(c.Untaken())

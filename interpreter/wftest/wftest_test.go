@@ -355,3 +355,77 @@ cases:
 		t.Errorf("counts %d %d %d %d", steps, reached, branches, taken)
 	}
 }
+
+// blocks is a workflow whose steps sit in a parallel branch, a map's
+// steps and an on_error handler.
+const blocks = `
+tqw: v1
+name: blocks
+steps:
+  - id: checks
+    parallel:
+      branches:
+        review:
+          - id: approve
+            action: wait_signal
+            with: {key: "approve:${ run.id }", timeout: 1d}
+        price:
+          - id: quote
+            action: http
+            with: {url: "https://example.com/quote"}
+  - id: each
+    map:
+      items: "${ input.items }"
+      steps:
+        - id: charge
+          action: http
+          with: {url: "https://example.com/charge/${ item }"}
+          catch:
+            - on: [http.status_4xx]
+              next: declined
+        - id: charged
+          succeed: "${ output.body }"
+        - id: declined
+          succeed: declined
+  - id: done
+    succeed: "${ steps.checks.output.review.v }"
+on_error:
+  - id: alert
+    action: http
+    with: {url: "https://example.com/alert"}
+`
+
+func TestWhenWaitingSignalsAndMocksReachStepsInBlocks(t *testing.T) {
+	r := runFiles(t, blocks, `
+tqw: test/v1
+cases:
+  - name: approved
+    input: {items: [a, b]}
+    signals:
+      - step: approve
+        payload: {v: 7}
+    mocks:
+      - step: quote
+        output: {status: 200, body: 1}
+      - step: charge
+        output: {status: 200, body: ok}
+    expect:
+      status: succeeded
+      result: 7
+`)
+	wantPass(t, r)
+	if got := strings.Join(r.Coverage.Unreached(), " "); got != "declined alert" {
+		t.Errorf("unreached %q; want the map's declined and the handler's alert", got)
+	}
+	var untaken []string
+	for _, b := range r.Coverage.Untaken() {
+		untaken = append(untaken, b.String())
+	}
+	if got, want := strings.Join(untaken, "|"), "charge: catch http.status_4xx -> declined"; got != want {
+		t.Errorf("untaken %q; want %q", got, want)
+	}
+	steps, reached, _, _ := r.Coverage.Counts()
+	if steps != 9 || reached != 7 {
+		t.Errorf("steps %d reached %d; want 9 and 7", steps, reached)
+	}
+}

@@ -1,4 +1,4 @@
-// The tqw extension: starts `tqw-dsl lsp` for workflow files, contributes
+// The tqw extension: starts `tqw-dsl lsp` for workflow and test files, contributes
 // the schema to Red Hat's YAML extension (package.json, yamlValidation),
 // and offers "Run workflow" (in a terminal) and "Show graph" (Mermaid in
 // a webview).
@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions, TransportKind } from 'vscode-languageclient/node';
-import { graphPage, isWorkflowFile } from './match';
+import { graphPage, isTqwFile } from './match';
 
 let client: LanguageClient | undefined;
 
@@ -15,13 +15,15 @@ function binary(): string {
   return vscode.workspace.getConfiguration('tqw').get<string>('path') || 'tqw-dsl';
 }
 
-export function isWorkflow(doc: vscode.TextDocument): boolean {
+// isTqw reports whether the language server should see doc: a workflow
+// or a test file.
+export function isTqw(doc: vscode.TextDocument): boolean {
   if (doc.languageId !== 'yaml') return false;
-  return isWorkflowFile(doc.fileName, doc.lineCount > 0 ? doc.lineAt(0).text : '');
+  return isTqwFile(doc.fileName, doc.lineCount > 0 ? doc.lineAt(0).text : '');
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
-  // The server sees only workflow files: the client watches every YAML
+  // The server sees only workflow and test files: the client watches every YAML
   // document and the middleware drops the others, since "first line
   // names the schema" is not a glob a document selector can express.
   const opened = new Set<string>();
@@ -29,14 +31,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     documentSelector: [{ language: 'yaml' }],
     middleware: {
       didOpen: async (doc, next) => {
-        if (!isWorkflow(doc)) return;
+        if (!isTqw(doc)) return;
         opened.add(doc.uri.toString());
         return next(doc);
       },
       didChange: async (e, next) => {
         const uri = e.document.uri.toString();
         if (opened.has(uri)) return next(e);
-        if (isWorkflow(e.document) && client) {
+        if (isTqw(e.document) && client) {
           // The first line now names the schema: the server starts
           // watching the file.
           opened.add(uri);

@@ -6,7 +6,21 @@ const nameRE = /\.tqw\.ya?ml$/;
 const modelineRE = /^#\s*yaml-language-server:\s*\$schema=\S*(workflow\.schema\.json|tqw-workflow\.json)\s*$/;
 
 export function isWorkflowFile(fileName: string, firstLine: string): boolean {
-  return nameRE.test(fileName) || modelineRE.test(firstLine);
+  return !isTestFile(fileName) && (nameRE.test(fileName) || modelineRE.test(firstLine));
+}
+
+// Test files (tqw-dsl test) are named *.test.yaml or *.test.yml. The name
+// alone decides, as it does for tqw-dsl and its language server: a file
+// named otherwise is loaded as a workflow whatever its first line says.
+const testNameRE = /\.test\.ya?ml$/;
+
+export function isTestFile(fileName: string): boolean {
+  return testNameRE.test(fileName);
+}
+
+// isTqwFile is what the language server is given: workflows and tests.
+export function isTqwFile(fileName: string, firstLine: string): boolean {
+  return isTestFile(fileName) || isWorkflowFile(fileName, firstLine);
 }
 
 // graphPage is the webview's HTML: the Mermaid source in a <pre>, drawn
