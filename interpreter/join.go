@@ -111,6 +111,12 @@ func (x *exec) startChild(ctx context.Context, c blockChild) error {
 	return nil
 }
 
+// inlineInputLimit is the largest input record kept inline. A larger
+// input goes to an object, whose hash-named key lets inputCache share one
+// decoded copy among the children here: inline, every map item would GET
+// and decode the whole input (all the items), O(items) each.
+const inlineInputLimit = 4 << 10
+
 // inputRecord returns the KV key of a record holding the run's input,
 // written (durably, before any child that reads it is submitted) once per
 // step visit: the one of the parent when x runs in a child itself. A
@@ -128,7 +134,7 @@ func (x *exec) inputRecord(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(b) > InlineOutputLimit {
+	if len(b) > inlineInputLimit {
 		obj, err := encodeMsgpack(x.st.Input)
 		if err != nil {
 			return "", err
