@@ -52,7 +52,13 @@ func (x *exec) doorbell() string {
 
 // joinChildID is the run id of the child name of x's step.
 func (x *exec) joinChildID(name string) string {
-	return boundRunID(strings.TrimPrefix(x.doorbell(), doorbellPrefix) + ":" + name)
+	return blockChildID(x.rs.RunID, x.s.ID, x.st.Visit, x.st.Attempt, name)
+}
+
+// blockChildID is the run id of child name of step's visit and attempt in
+// run parent (the doorbell's key without its prefix, then the name).
+func blockChildID(parent, step string, visit, attempt int, name string) string {
+	return boundRunID(fmt.Sprintf("%s:%s:%d.%d:%s", parent, step, visit, max(attempt, 1), name))
 }
 
 // ChildRunIDs returns, for the wait key of a parallel or map step's
