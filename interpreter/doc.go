@@ -268,6 +268,10 @@
 // wake a runtime step, one memory read per running item and, when it
 // starts items, one read of their chunk; and at the end one KV scan of
 // the join records.
+// A branch or item reads the parent's input from one KV record (a memory
+// read); an input over 4 KiB is written once per step visit as an object
+// (one PUT) that each process GETs once and keeps decoded in a cache of
+// the last 16, so an item never decodes all the map's items.
 // A lone run watched to its end (Watch) costs one WAL PUT for its
 // submission and one per runtime step: one per delivery of an effectful
 // step (each attempt; a sleep, wait_signal or call also its wake), plus

@@ -34,7 +34,13 @@ type Position struct {
 	// Map is the progress of the map step the run waits in; nil at any
 	// other step.
 	Map *MapProgress
+	// Branches are, at a parallel step waiting for its branches, the run
+	// id of each branch's child run by branch name; nil at any other step.
+	Branches map[string]string
 }
+
+// jobRunIDHeader is the runtime's header naming a step job's run.
+const jobRunIDHeader = "workflow.run_id"
 
 // MapProgress counts the items of a running map step that ended so far:
 // Done succeeded, Failed failed, of Total. It is the state's cursor, so
@@ -69,6 +75,12 @@ func (v *View) Position(ctx context.Context, r runtime.StateReader, jobID string
 		pos.Step = s.ID
 		if c := st.Map; c != nil && s.Kind == dsl.KindMap {
 			pos.Map = &MapProgress{Done: c.Done, Failed: c.Failed, Total: c.Total}
+		}
+		if run := job.Headers[jobRunIDHeader]; s.Kind == dsl.KindParallel && st.Phase == phaseJoin && run != "" {
+			pos.Branches = make(map[string]string, len(s.Parallel.Branches))
+			for _, br := range s.Parallel.Branches {
+				pos.Branches[br.Name] = blockChildID(run, s.ID, st.Visit, st.Attempt, br.Name)
+			}
 		}
 	}
 	return pos, nil

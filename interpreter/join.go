@@ -52,7 +52,13 @@ func (x *exec) doorbell() string {
 
 // joinChildID is the run id of the child name of x's step.
 func (x *exec) joinChildID(name string) string {
-	return boundRunID(strings.TrimPrefix(x.doorbell(), doorbellPrefix) + ":" + name)
+	return blockChildID(x.rs.RunID, x.s.ID, x.st.Visit, x.st.Attempt, name)
+}
+
+// blockChildID is the run id of child name of step's visit and attempt in
+// run parent (the doorbell's key without its prefix, then the name).
+func blockChildID(parent, step string, visit, attempt int, name string) string {
+	return boundRunID(fmt.Sprintf("%s:%s:%d.%d:%s", parent, step, visit, max(attempt, 1), name))
 }
 
 // ChildRunIDs returns, for the wait key of a parallel or map step's
@@ -111,6 +117,12 @@ func (x *exec) startChild(ctx context.Context, c blockChild) error {
 	return nil
 }
 
+// inlineInputLimit is the largest input record kept inline. A larger
+// input goes to an object, whose hash-named key lets inputCache share one
+// decoded copy among the children here: inline, every map item would GET
+// and decode the whole input (all the items), O(items) each.
+const inlineInputLimit = 4 << 10
+
 // inputRecord returns the KV key of a record holding the run's input,
 // written (durably, before any child that reads it is submitted) once per
 // step visit: the one of the parent when x runs in a child itself. A
@@ -128,7 +140,7 @@ func (x *exec) inputRecord(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(b) > InlineOutputLimit {
+	if len(b) > inlineInputLimit {
 		obj, err := encodeMsgpack(x.st.Input)
 		if err != nil {
 			return "", err

@@ -297,3 +297,38 @@ func TestMapFailureCancelsRunningItems(t *testing.T) {
 		}
 	}
 }
+
+// A map whose run input is over inlineInputLimit runs every item: each
+// item run reads the input from the input object (one decoded copy shared
+// by the items here) before its steps run, and returns its own result.
+func TestMapReadsALargeInput(t *testing.T) {
+	e := newTestEnv(t)
+	p := e.write("m.yaml", fmt.Sprintf(mapYAML, 8, "0"))
+	items := make([]any, 1500)
+	for i := range items {
+		items[i] = i + 1
+	}
+	input := map[string]any{"tag": strings.Repeat("t", 100), "items": items}
+	if b, _ := encodeMsgpack(input); len(b) <= inlineInputLimit {
+		t.Fatalf("the input is %d bytes, not over the inline limit %d", len(b), inlineInputLimit)
+	}
+	o := e.run(p, input, "big1")
+	if o.Status != runstate.Succeeded {
+		t.Fatalf("%s: %s", o.Status, o.Error)
+	}
+	var out struct {
+		Results     []int
+		Done, Total int
+	}
+	if err := json.Unmarshal(o.Result, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Done != len(items) || out.Total != len(items) || len(out.Results) != len(items) {
+		t.Fatalf("done %d, total %d, %d results; want %d each", out.Done, out.Total, len(out.Results), len(items))
+	}
+	for i, r := range out.Results {
+		if want := (i+1)*3 + i; r != want {
+			t.Fatalf("result %d is %d, want %d", i, r, want)
+		}
+	}
+}

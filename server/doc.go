@@ -151,7 +151,10 @@
 //     costs the runs the index gives until it is full.
 //   - GET /v1/runs/{id}: none, plus one GET for a definition this process
 //     has not parsed yet (cached after); a waiting run's schema gets its
-//     x-order from one YAML parse of the definition (CPU only).
+//     x-order from one YAML parse of the definition (CPU only). At a
+//     parallel step, branches costs a memory read of each branch's status
+//     and step job; a branch already sealed costs what a sealed run's
+//     status costs.
 //   - GET /v1/runs/{id}/history: one GET per step output over
 //     interpreter.InlineOutputLimit (kept in its own object).
 //   - POST /v1/runs: one PUT per workflow file not pinned yet, plus the

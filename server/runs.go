@@ -309,6 +309,7 @@ func (s *Server) runDetail(r *http.Request, st runstate.Status) (wire.Run, error
 			if m := pos.Map; m != nil {
 				run.MapProgress = &wire.MapProgress{Step: pos.Step, Done: m.Done, Failed: m.Failed, Total: m.Total}
 			}
+			run.Branches = s.branches(ctx, pos)
 		}
 	}
 	if st.State == runstate.StateWaiting && st.SignalKey != "" {
@@ -385,6 +386,37 @@ func (s *Server) summary(ctx context.Context, st runstate.Status) wire.RunSummar
 		}
 	}
 	return sum
+}
+
+// branches reads the child run of each branch of the parallel step pos
+// is at, in file order; nil at any other step. A branch whose run is not
+// there yet (the step is submitting them) is pending.
+func (s *Server) branches(ctx context.Context, pos interpreter.Position) []wire.Branch {
+	if pos.Branches == nil {
+		return nil
+	}
+	wf, err := s.it.Definition(ctx, pos.Definition)
+	if err != nil {
+		return nil
+	}
+	step := wf.Step(pos.Step)
+	if step == nil || step.Parallel == nil {
+		return nil
+	}
+	out := make([]wire.Branch, 0, len(step.Parallel.Branches))
+	for _, br := range step.Parallel.Branches {
+		b := wire.Branch{Step: pos.Step, Branch: br.Name, RunID: pos.Branches[br.Name], State: runstate.StatePending.String()}
+		if st, err := s.rt.Status(ctx, b.RunID); err == nil {
+			b.State = st.State.String()
+			if st.JobID != "" && !st.State.Terminal() {
+				if p, err := s.it.Position(ctx, s.rt.Queue(), st.JobID); err == nil {
+					b.CurrentStep = p.Step
+				}
+			}
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // listPage is how many runs one ListRuns call reads while filtering.

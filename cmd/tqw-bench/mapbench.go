@@ -18,7 +18,10 @@ import (
 	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
-var mapItems, mapConcurrency int
+var (
+	mapItems, mapConcurrency int
+	mapMemProf               string
+)
 
 func init() {
 	register(&bench{
@@ -27,6 +30,7 @@ func init() {
 		flags: func(fs *flag.FlagSet) {
 			fs.IntVar(&mapItems, "items", 10000, "items of the map")
 			fs.IntVar(&mapConcurrency, "map-concurrency", 32, "the map step's concurrency")
+			fs.StringVar(&mapMemProf, "memprofile", "", "write a heap profile once the map run ended, to PREFIX-<items>.pprof")
 		},
 		run: func(ctx context.Context, cfg *config) error {
 			return eachStore(ctx, cfg, func(url string, raw objstore.Store) error { return benchMap(ctx, cfg, url, raw) })
@@ -68,7 +72,9 @@ func benchMap(ctx context.Context, cfg *config, url string, raw objstore.Store) 
 	}
 	defer q.Close()
 	it, err := interpreter.New(q, store, interpreter.Options{Actions: builtin.New(builtin.Options{}), Logger: quiet,
-		Runtime: runtime.Options{Logger: quiet, Concurrency: max(mapConcurrency, 8)}})
+		// Sealing as the engine and the CLI run by default: a finished
+		// item run leaves the KV for its sealed segment.
+		Runtime: runtime.Options{Logger: quiet, Concurrency: max(mapConcurrency, 8), Sealing: &runtime.SealOptions{}}})
 	if err != nil {
 		return err
 	}
@@ -98,6 +104,9 @@ func benchMap(ctx context.Context, cfg *config, url string, raw objstore.Store) 
 		return ctx.Err()
 	}
 	took := time.Since(start)
+	if err := heapProfile(mapMemProf, fmt.Sprint(mapItems)); err != nil {
+		return err
+	}
 	d := store.Counts().Sub(before)
 	r := oneOp("map", mapConcurrency, took, d, map[string]any{
 		"items": mapItems, "peak_rss_mb": procStatusMB("VmHWM"),

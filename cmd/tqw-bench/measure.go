@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	goruntime "runtime"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -192,4 +193,24 @@ func cpuProfile(prefix, name string) (func(), error) {
 		return nil, fmt.Errorf("cpu profile %s: %w", f.Name(), err)
 	}
 	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}
+
+// heapProfile writes the live heap to prefix-name.pprof; with an empty
+// prefix it does nothing.
+func heapProfile(prefix, name string) error {
+	if prefix == "" {
+		return nil
+	}
+	// The heap profile lags up to two collections behind.
+	goruntime.GC()
+	goruntime.GC()
+	f, err := os.Create(prefix + "-" + name + ".pprof")
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("heap profile %s: %w", f.Name(), err)
+	}
+	return f.Close()
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
-	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -316,23 +315,7 @@ func startCPUProfile(name string) (func(), error) { return cpuProfile(scaleBench
 
 // writeHeapProfile writes the live heap to --memprofile's
 // PREFIX-name.pprof; without --memprofile it does nothing.
-func writeHeapProfile(name string) error {
-	if scaleBench.memProf == "" {
-		return nil
-	}
-	// The heap profile lags up to two collections behind.
-	goruntime.GC()
-	goruntime.GC()
-	f, err := os.Create(scaleBench.memProf + "-" + name + ".pprof")
-	if err != nil {
-		return err
-	}
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("heap profile %s: %w", f.Name(), err)
-	}
-	return f.Close()
-}
+func writeHeapProfile(name string) error { return heapProfile(scaleBench.memProf, name) }
 
 // measuredRun submits one run and waits for its last step's job to end.
 func (s *scaleStore) measuredRun(ctx context.Context, id string) error {

@@ -46,6 +46,8 @@ type runJSON struct {
 	Totals *totalsJSON `json:"totals,omitempty"`
 	// Fork is the lineage of a fork: the run and step it started from.
 	Fork *wire.ForkOrigin `json:"forked_from,omitempty"`
+	// MapProgress is the progress of the map step a running run is at.
+	MapProgress *wire.MapProgress `json:"map_progress,omitempty"`
 }
 
 // rejectedJSON is a signal a waiting step set aside, as status shows it.
@@ -137,6 +139,7 @@ durable.`,
 				last   *lastStep
 				rej    *rejectedJSON
 				totals *totalsJSON
+				mp     *wire.MapProgress
 			)
 			if a := liveReadAPI(ctx, store); a != nil {
 				if err := runstate.ValidateRunID(args[0]); err != nil {
@@ -153,6 +156,7 @@ durable.`,
 				st, totals = statusOf(run.RunSummary), &run.Totals
 				st.Result, st.ResultOmitted = runResult(run), run.ResultOmitted
 				last, rej = latestOf(historyOf(recs))
+				mp = run.MapProgress
 			} else {
 				v, err := openView(ctx, store)
 				if err != nil {
@@ -164,14 +168,18 @@ durable.`,
 				}
 				last, rej = latestStep(ctx, v, st.RunID)
 				totals = toTotalsJSON(st, time.Now())
+				mp = v.mapProgress(ctx, st)
 			}
 			if asJSON {
 				r := toRunJSON(st)
 				r.LastStep, r.RejectedSignal = last, rej
-				r.Totals = totals
+				r.Totals, r.MapProgress = totals, mp
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
 			}
 			printStatus(cmd.OutOrStdout(), st)
+			if mp != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "map        step %s: %d done, %d failed of %d\n", mp.Step, mp.Done, mp.Failed, mp.Total)
+			}
 			printTotals(cmd.OutOrStdout(), totals)
 			if last != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "last step  %s (attempt %d, %s)\n", last.Step, last.Attempt, last.Outcome)
@@ -186,6 +194,20 @@ durable.`,
 	addStoreFlag(cmd, &store)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// mapProgress is the progress of the map step st's run is at, nil when
+// it is at no map step (or has ended). Like the HTTP run view, it reads
+// the cursor in the run's current step job.
+func (v *view) mapProgress(ctx context.Context, st runstate.Status) *wire.MapProgress {
+	if st.JobID == "" {
+		return nil
+	}
+	pos, err := v.defs.Position(ctx, v.r, st.JobID)
+	if err != nil || pos.Map == nil {
+		return nil
+	}
+	return &wire.MapProgress{Step: pos.Step, Done: pos.Map.Done, Failed: pos.Map.Failed, Total: pos.Map.Total}
 }
 
 func printStatus(out io.Writer, st runstate.Status) {

@@ -1,19 +1,14 @@
 package ui_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
 
 	"github.com/tqw-dsl/tqw/internal/browsertest"
@@ -34,7 +29,9 @@ const inCluster = `((step, cluster) => {
 // on_error and finally: the run page's graph draws each branch's steps in
 // a subgraph of its own between the fork and the join, the map's steps in
 // a subgraph titled with its concurrency, and on_error and finally as
-// subgraphs.
+// subgraphs; and, from the live run, the parallel step's branches with
+// their states while one waits on its signal, then the map's progress once
+// two of its items ended, and neither once the run ended.
 func TestBrowserBlocks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test: builds tqw-dsl and runs Chromium; skipped with -short")
@@ -83,63 +80,30 @@ func TestBrowserBlocks(t *testing.T) {
 	}
 	b.shot("blocks-graph")
 
-	// The run view's branches and map progress are drawn from its fields
-	// branches ([{step, branch, run_id, state, current_step}], proposed)
-	// and map_progress ({step, done, failed, total}). The test sets them
-	// in the server's real answers, in the browser, so that the page
-	// draws a known state of each whatever the run itself reached (its
-	// slow branch waits; a server whose interpreter does not run parallel
-	// steps fails the run at checks).
-	var extraMu sync.Mutex
-	extra := map[string]any{}
-	setExtra := func(fields map[string]any) {
-		extraMu.Lock()
-		defer extraMu.Unlock()
-		extra = fields
-	}
-	serveCtx, stopServing := context.WithCancel(b.ctx)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		for {
-			var id fetch.RequestID
-			select {
-			case id = <-b.paused:
-			case <-serveCtx.Done():
-				return
-			}
-			body, err := chromedp.Call(b.ctx, fetch.GetResponseBody, fetch.GetResponseBodyParams{RequestID: id})
-			var run map[string]any
-			if err == nil {
-				err = json.Unmarshal(body.Body, &run)
-			}
-			if err != nil {
-				t.Errorf("reading the run view the page asked for: %v", err)
-				_, _ = chromedp.Call(b.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: id})
-				continue
-			}
-			extraMu.Lock()
-			maps.Copy(run, extra)
-			extraMu.Unlock()
-			out, _ := json.Marshal(run)
-			if _, err := chromedp.Call(b.ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{RequestID: id, ResponseCode: 200,
-				ResponseHeaders: []*fetch.HeaderEntry{{Name: "Content-Type", Value: "application/json"}, {Name: "Cache-Control", Value: "no-store"}}, Body: out}); err != nil && serveCtx.Err() == nil {
-				t.Errorf("answering the page's run view: %v", err)
-			}
+	// The run's live state: the quick branch succeeded, the slow one waits
+	// on its signal, so the run view lists both branches (branches) with
+	// their states, and the graph marks the steps they are at.
+	var branchRun string
+	for deadline := time.Now().Add(time.Minute); ; {
+		var run struct {
+			Branches []struct {
+				Branch, State string
+				RunID         string `json:"run_id"`
+			} `json:"branches"`
 		}
-	}()
-	defer func() { stopServing(); <-served }()
-	if _, err := chromedp.Call(b.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/v1/runs/" + runID, RequestStage: fetch.RequestStageResponse}}}); err != nil {
-		t.Fatalf("enabling the fetch domain: %v", err)
+		srv.api(t, "GET", "/v1/runs/"+runID, nil, &run)
+		if len(run.Branches) == 2 && run.Branches[1].Branch == "slow" && run.Branches[1].State == "waiting" && run.Branches[0].State == "succeeded" {
+			branchRun = run.Branches[1].RunID
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run view's branches are %v; want quick succeeded and slow waiting", run.Branches)
+		}
+		<-time.After(20 * time.Millisecond) // a poll's interval, not a wait for the state
 	}
-	branchRun := runID + ":checks:1.1:slow"
-	setExtra(map[string]any{"state": "running", "current_step": "checks", "branches": []map[string]any{
-		{"step": "checks", "branch": "quick", "run_id": runID + ":checks:1.1:quick", "state": "succeeded"},
-		{"step": "checks", "branch": "slow", "run_id": branchRun, "state": "waiting", "current_step": "slow_check"},
-	}})
 	b.step("open the run page in the parallel step", chromedp.Navigate(srv.base+"/ui/runs/"+runID))
 	b.until("the page lists both branches with their states and runs",
-		fmt.Sprintf(`(() => { const q = document.querySelector('#blocks [data-parallel=checks] [data-branch=quick] [data-state=succeeded]');
+		fmt.Sprintf(`(() => { const q = document.querySelector('#blocks [data-parallel=checks] [data-branch=quick][data-state=succeeded]');
 		   const s = document.querySelector('#blocks [data-parallel=checks] [data-branch=slow]');
 		   return !!q && !!s && s.dataset.state === 'waiting' && /slow_check/.test(s.textContent) && s.querySelector('a').getAttribute('href') === %q; })()`, "/ui/runs/"+url.QueryEscape(branchRun)))
 	b.until("the graph marks the parallel step and the waiting branch's step current, and not the ended branch's",
@@ -153,7 +117,11 @@ func TestBrowserBlocks(t *testing.T) {
 	}
 	b.shot("blocks-branches")
 
-	setExtra(map[string]any{"state": "running", "current_step": "charge_all", "map_progress": map[string]any{"step": "charge_all", "done": 1, "failed": 1, "total": 4}})
+	// The slow branch's signal moves the run into the map; of its first
+	// two items (concurrency 2) one succeeds and one fails (tolerated).
+	srv.api(t, "POST", "/v1/signals/slow:o-1", "late", nil)
+	srv.api(t, "POST", "/v1/signals/item:o-1:0", map[string]any{"ok": true}, nil)
+	srv.api(t, "POST", "/v1/signals/item:o-1:1", map[string]any{"ok": false}, nil)
 	b.step("open the run page in the map step", chromedp.Navigate(srv.base+"/ui/runs/"+runID))
 	b.until("the page shows the map's progress",
 		`(() => { const m = document.querySelector('#blocks [data-map=charge_all]'); const p = m && m.querySelector('progress');
@@ -162,12 +130,13 @@ func TestBrowserBlocks(t *testing.T) {
 		t.Error("the branches still show in the map step")
 	}
 	b.shot("blocks-map")
-	setExtra(map[string]any{})
-	b.step("open the run page as the server sends it", chromedp.Navigate(srv.base+"/ui/runs/"+runID))
-	b.until("without those fields the section is hidden", `document.querySelector('#run-header [data-field=state]') !== null && document.querySelector('#blocks').hidden`)
-	if _, err := chromedp.Call(b.ctx, fetch.Disable, cdp.Empty{}); err != nil {
-		t.Fatalf("disabling the fetch domain: %v", err)
-	}
+
+	// The last items end the map and the run: the section is hidden.
+	srv.api(t, "POST", "/v1/signals/item:o-1:2", map[string]any{"ok": true}, nil)
+	srv.api(t, "POST", "/v1/signals/item:o-1:3", map[string]any{"ok": true}, nil)
+	b.step("open the run page once the run ended", chromedp.Navigate(srv.base+"/ui/runs/"+runID))
+	b.until("once the run ended the section is hidden", `document.querySelector('#run-header [data-field=state] [data-state], #run-header [data-field=state]') !== null &&
+		/succeeded/.test(document.querySelector('#run-header [data-field=state]').textContent) && document.querySelector('#blocks').hidden`)
 	b.checkClean()
 }
 

@@ -23,6 +23,7 @@ var bodies = map[string]any{
 	"Run":            Run{},
 	"Waiting":        Waiting{},
 	"MapProgress":    MapProgress{},
+	"Branch":         Branch{},
 	"Totals":         Totals{},
 	"RunList":        RunList{},
 	"ErrorInfo":      ErrorInfo{},

@@ -112,6 +112,19 @@ type Run struct {
 	Mermaid string `json:"mermaid,omitempty"`
 	// MapProgress is the progress of the map step the run is at.
 	MapProgress *MapProgress `json:"map_progress,omitempty"`
+	// Branches are, at a parallel step waiting for its branches, each
+	// branch's child run, in file order.
+	Branches []Branch `json:"branches,omitempty"`
+}
+
+// Branch is a branch of a running parallel step: its child run, that
+// run's state (pending before the run is submitted) and the step it is at.
+type Branch struct {
+	Step        string `json:"step"`
+	Branch      string `json:"branch"`
+	RunID       string `json:"run_id"`
+	State       string `json:"state"`
+	CurrentStep string `json:"current_step,omitempty"`
 }
 
 // MapProgress counts a running map step's items: Done succeeded, Failed
