@@ -78,8 +78,13 @@ func TestVSCodeExtension(t *testing.T) {
 		t.Fatal(err)
 	}
 	yv := manifest.Contributes.YAMLValidation
-	if manifest.Main != "./dist/extension.js" || len(yv) != 1 || yv[0].URL != "./schemas/workflow.schema.json" || strings.Join(yv[0].FileMatch, " ") != "*.tqw.yaml *.tqw.yml" {
+	if manifest.Main != "./dist/extension.js" || len(yv) != 2 ||
+		yv[0].URL != "./schemas/workflow.schema.json" || strings.Join(yv[0].FileMatch, " ") != "*.tqw.yaml *.tqw.yml" ||
+		yv[1].URL != "./schemas/workflow-test.schema.json" || strings.Join(yv[1].FileMatch, " ") != "*.test.yaml *.test.yml" {
 		t.Errorf("manifest: %+v", manifest)
+	}
+	if !bytes.Equal(files["extension/schemas/workflow-test.schema.json"], schemas.WorkflowTestJSON) {
+		t.Error("the .vsix's test-file schema differs from schemas/workflow-test.schema.json")
 	}
 	var cmds []string
 	for _, c := range manifest.Contributes.Commands {

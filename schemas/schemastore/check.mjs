@@ -47,7 +47,8 @@ function stageTests(fromDir, files, toDir) {
   }
 }
 const workflows = path.join(repo, 'workflows')
-const positives = fs.readdirSync(workflows).filter((f) => f.endsWith('.yaml'))
+// Test files (NAME.test.yaml) follow workflow-test.schema.json: tqw-dsl test checks them.
+const positives = fs.readdirSync(workflows).filter((f) => f.endsWith('.yaml') && !f.endsWith('.test.yaml'))
 const negatives = fs.readdirSync(path.join(here, 'negative_test')).filter((f) => f.endsWith('.yaml'))
 stageTests(workflows, positives, posDir)
 stageTests(path.join(here, 'negative_test'), negatives, negDir)
