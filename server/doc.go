@@ -171,4 +171,10 @@
 //   - POST /v1/hooks/{name} of a workflow hook with an HMAC: plus one
 //     walk of the signature label's index (memory for runs in the KV,
 //     a sealed segment's index on a cache miss).
+//   - GET /v1/runs/{id}/export: interpreter.ExportRun's (one GET of a
+//     sealed run's segment, one per definition and large output, one
+//     LIST of the run's memo plus a GET per answer).
+//   - POST /v1/import: interpreter.ImportRun's (a HEAD and PUT per
+//     definition, a PUT per large output and answer, one durable
+//     commit); a refused document costs none.
 package server

@@ -158,7 +158,7 @@ func TestJSONEndpointsTakeOnlyJSON(t *testing.T) {
 	paths := map[string]string{"POST /v1/runs": "/v1/runs", "POST /v1/runs/{id}/cancel": "/v1/runs/ct1/cancel",
 		"POST /v1/signals/{key}": "/v1/signals/approve:ct1", "POST /v1/validate": "/v1/validate",
 		"POST /v1/runs/{id}/retry": "/v1/runs/ct1/retry", "POST /v1/runs/{id}/skip": "/v1/runs/ct1/skip", "POST /v1/bulk": "/v1/bulk",
-		"POST /v1/runs/{id}/fork": "/v1/runs/ct1/fork"}
+		"POST /v1/runs/{id}/fork": "/v1/runs/ct1/fork", "POST /v1/import": "/v1/import"}
 	for _, op := range f.conf.operations() {
 		if !strings.HasPrefix(op, "POST /v1/") || strings.HasPrefix(op, "POST /v1/hooks/") {
 			continue

@@ -223,6 +223,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /v1/runs/{id}/cancel", bodyOf(jsonBody, s.cancelRun))
 	mux.Handle("POST /v1/runs/{id}/fork", bodyOf(jsonBody, s.forkRun))
 	mux.HandleFunc("GET /v1/runs/{id}/diff/{other}", s.diffRuns)
+	mux.HandleFunc("GET /v1/runs/{id}/export", s.exportRun)
+	mux.Handle("POST /v1/import", bodyOf(jsonBody, s.importRun))
 	mux.HandleFunc("GET /v1/runs/{id}/events", s.runEvents)
 	mux.Handle("POST /v1/signals/{key...}", bodyOf(jsonBody, s.sendSignal))
 	mux.Handle("POST /v1/runs/{id}/retry", bodyOf(jsonBody, s.retryRun))

@@ -95,8 +95,8 @@ place) and writes the run into the store: its definitions, large outputs
 and answers, then its records in one commit. A damaged or altered folder,
 or a store that already has a run of that id, is refused (exit 2) and
 nothing is written. The imported run's history can then be read (history,
-diff) and forked (fork); status and list do not show it, since no worker
-ran it here. Its records expire with the store's retention, counted from
+diff) and forked (fork); no worker ran it here, so list does not show it
+and status says it is an imported copy. Its records expire with the store's retention, counted from
 the import.
 
 import opens the store as its writer; it refuses while a worker holds it.`,

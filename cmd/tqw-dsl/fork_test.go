@@ -190,6 +190,10 @@ func TestExportImportFork(t *testing.T) {
 	if code, _, errOut := other.run("import", dir); code != exitUsage || !strings.Contains(errOut, "already holds") {
 		t.Fatalf("a second import: exit %d\n%s", code, errOut)
 	}
+	// status says what the run is here, read from its records.
+	if code, _, errOut := other.run("status", "moved-1"); code != exitFailed || !strings.Contains(errOut, "imported copy") || !strings.Contains(errOut, `last step "done": succeeded`) {
+		t.Fatalf("status of an imported run: exit %d\n%s", code, errOut)
+	}
 	hist, _ := other.must(0, "history", "moved-1")
 	if !strings.Contains(hist, "polish") {
 		t.Fatalf("imported history:\n%s", hist)

@@ -586,6 +586,10 @@ func (v *view) status(ctx context.Context, url, runID string) (runstate.Status, 
 	}
 	st, err := v.insp.Status(ctx, runID)
 	if errors.Is(err, runtime.ErrRunNotFound) {
+		// Records without the runtime's: a copy 'tqw-dsl import' wrote.
+		if last, _ := latestStep(ctx, v, runID); last != nil {
+			return st, failf(exitFailed, "run %q in %s is an imported copy ('tqw-dsl import'; its last step %q: %s): no worker ran it in this store, so it has no status here; read it with history, diff or fork", runID, url, last.Step, last.Outcome)
+		}
 		return st, failf(exitFailed, "no run %q in %s (a finished run is kept for the worker's --retention, %v by default; check --store)", runID, url, runtime.DefaultResultRetention)
 	}
 	if err != nil {

@@ -20,6 +20,8 @@ type (
 	BulkRun             = wire.BulkRun
 	BulkResponse        = wire.BulkResponse
 	ClearSignalResponse = wire.ClearSignalResponse
+	RunExport           = wire.RunExport
+	ImportResponse      = wire.ImportResponse
 )
 
 // Retry redrives a failed or cancelled run in place; req may name a new
@@ -69,5 +71,26 @@ func (c *Client) Bulk(ctx context.Context, filter ListOptions, req BulkRequest) 
 func (c *Client) ClearSignal(ctx context.Context, key string) (ClearSignalResponse, error) {
 	var out ClearSignalResponse
 	_, err := c.do(ctx, http.MethodDelete, "/v1/signals/"+url.PathEscape(key), nil, "", &out)
+	return out, err
+}
+
+// Export returns run id as the files of the folder 'tqw-dsl export'
+// writes (path: bytes).
+func (c *Client) Export(ctx context.Context, id string) (RunExport, error) {
+	var out RunExport
+	_, err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/export", nil, "", &out)
+	return out, err
+}
+
+// Import writes an exported run into the server's store. A damaged or
+// altered folder is an *Error 422 damaged_export, a run id the store
+// holds already 409 run_id_in_use; either writes nothing.
+func (c *Client) Import(ctx context.Context, ex RunExport) (ImportResponse, error) {
+	b, err := json.Marshal(ex)
+	if err != nil {
+		return ImportResponse{}, fmt.Errorf("client: %w", err)
+	}
+	var out ImportResponse
+	_, err = c.do(ctx, http.MethodPost, "/v1/import", bytes.NewReader(b), "application/json", &out)
 	return out, err
 }

@@ -55,6 +55,8 @@ var bodies = map[string]any{
 	"RunDiff":             RunDiff{},
 	"StepDifference":      StepDifference{},
 	"DiffSide":            DiffSide{},
+	"RunExport":           RunExport{},
+	"ImportResponse":      ImportResponse{},
 }
 
 // notBodies are the component schemas no Go type stands for, and why.
@@ -332,6 +334,8 @@ func (c *checker) object(at string, s schema, t reflect.Type) {
 var (
 	timeType = reflect.TypeFor[time.Time]()
 	rawType  = reflect.TypeFor[json.RawMessage]()
+	// bytesType encodes as a base64 string.
+	bytesType = reflect.TypeFor[[]byte]()
 )
 
 // value checks that the Go type t encodes and decodes what s allows.
@@ -368,6 +372,10 @@ func (c *checker) value(at string, s schema, t reflect.Type, always bool) {
 		}
 	case s.format == "date-time":
 		c.fail(at, "the document's format is date-time, Go type %s (want time.Time)", t)
+	case t == bytesType:
+		if s.format != "byte" {
+			c.fail(at, "Go type []byte encodes base64, the document's format is %q (want byte)", s.format)
+		}
 	case t.Kind() == reflect.Struct:
 		key := s.ref + "|" + t.String()
 		if s.ref == "" || !c.seen[key] {
@@ -397,7 +405,7 @@ func (c *checker) value(at string, s schema, t reflect.Type, always bool) {
 
 // jsonType is the JSON type encoding/json encodes t as.
 func jsonType(t reflect.Type) string {
-	if t == timeType {
+	if t == timeType || t == bytesType {
 		return "string"
 	}
 	switch t.Kind() {

@@ -462,3 +462,16 @@ type ForkResponse struct {
 	ForkedFrom string `json:"forked_from"`
 	At         string `json:"at"`
 }
+
+// RunExport is GET /v1/runs/{id}/export and the body of POST /v1/import:
+// the files of the folder 'tqw-dsl export' writes, by slash path, each
+// as base64 (manifest.json lists the SHA-256 of every other file).
+type RunExport struct {
+	RunID string            `json:"run_id"`
+	Files map[string][]byte `json:"files"`
+}
+
+// ImportResponse answers an import.
+type ImportResponse struct {
+	RunID string `json:"run_id"`
+}
