@@ -31,7 +31,9 @@ func (w waitSkipper) RunStep(_ context.Context, s *Step) (StepOutcome, error) {
 	return Succeed(s.Payload), nil
 }
 
-func (waitSkipper) PrepareRedrive(context.Context, *RedriveSpec, []byte) error { return ErrNotRedrivable }
+func (waitSkipper) PrepareRedrive(context.Context, *RedriveSpec, []byte) error {
+	return ErrNotRedrivable
+}
 
 func (waitSkipper) PrepareSkip(_ context.Context, runID string, payload, arg []byte, eff *Effects) ([]byte, error) {
 	if string(arg) == "refuse" {
