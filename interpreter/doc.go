@@ -153,6 +153,11 @@
 //     already received its end. Cost: the runtime's redrive, plus, with a
 //     new definition, the run's history read (memory reads; a sealed
 //     run's segment data object, one GET) and the definition's pinning.
+//     Skip also takes an active run that waits at the named step (sleep,
+//     wait_signal; PrepareSkip): one commit replaces the waiting step by
+//     the same step with its wait ended and Skip set, and drops its wait
+//     record; no OutcomeRedriven record (the run never ended). A signal to
+//     the old key is then only buffered. Cost: the runtime's skip.
 //   - A bad signal never fails a run. The Interpreter is the runtime's
 //     SignalValidator: a signal whose receiving step is known (one waiting
 //     on its key, or one predicted at submission: a wait_signal whose

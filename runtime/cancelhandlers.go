@@ -110,23 +110,32 @@ func (rt *Runtime) cancelToHandlers(ctx context.Context, runID string, rec *runR
 // handOver returns the effects that move rec's run from step n (job, being
 // discarded) to step n+1 with job's payload, with its handlers to run.
 func (rt *Runtime) handOver(runID string, rec *runRecord, n int, job *queue.Job) (*queue.SettlementEffects, error) {
-	next, jobID := n+1, rt.newID()
-	ptr, err := encodeRecord(&stepPointer{Nonce: rec.Nonce, Step: next, JobID: jobID})
+	sef, _, err := rt.replaceStep(runID, rec, n, job, job.Payload)
 	if err != nil {
 		return nil, err
 	}
-	sef := &queue.SettlementEffects{KVPuts: []queue.KVWrite{
-		{Key: stepKey(runID), Value: ptr},
-		{Key: cancelKey(runID), Value: []byte(handlersRunning + rec.Nonce)},
-	}}
+	sef.KVPuts = append(sef.KVPuts, queue.KVWrite{Key: cancelKey(runID), Value: []byte(handlersRunning + rec.Nonce)})
+	return sef, nil
+}
+
+// replaceStep returns the effects that move rec's run from step n (job,
+// being discarded) to step n+1 with payload: the moved step pointer, the
+// new step job (its id returned) and the drop of a signal job consumed.
+func (rt *Runtime) replaceStep(runID string, rec *runRecord, n int, job *queue.Job, payload []byte) (*queue.SettlementEffects, string, error) {
+	next, jobID := n+1, rt.newID()
+	ptr, err := encodeRecord(&stepPointer{Nonce: rec.Nonce, Step: next, JobID: jobID})
+	if err != nil {
+		return nil, "", err
+	}
+	sef := &queue.SettlementEffects{KVPuts: []queue.KVWrite{{Key: stepKey(runID), Value: ptr}}}
 	if job.Headers[headerSignalDelivered] != "" {
 		sef.KVDeletes = append(sef.KVDeletes, deliveredKey(runID, n))
 	}
-	sef.Enqueue = append(sef.Enqueue, queue.NewJob{Queue: rt.cfg.queueName, Payload: job.Payload, Options: queue.EnqueueOptions{
+	sef.Enqueue = append(sef.Enqueue, queue.NewJob{Queue: rt.cfg.queueName, Payload: payload, Options: queue.EnqueueOptions{
 		ID: jobID, DedupKey: dedupKey(runID, next), MaxAttempts: rt.cfg.maxAttempts,
 		Headers: stepHeaders(rec.Headers, runID, rec.Nonce, next),
 	}})
-	return sef, nil
+	return sef, jobID, nil
 }
 
 // cancelMark classifies the cancel record value v of the delivery's run:

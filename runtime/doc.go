@@ -165,7 +165,8 @@
 //     and one GET of its data object), one LIST of the notification
 //     queue per waiting state (memory reads on the writer), and one
 //     durable commit. A failed or cancelled run's resume record rides its
-//     terminating commit.
+//     terminating commit. Redrive of an active run (a WaitSkipper runner
+//     skipping the step it waits at): memory reads and one durable commit.
 //   - Reconcile of a run whose step the queue dead-lettered: one durable
 //     commit.
 //   - Status, ListRuns: no request on the writer (memory reads) for active
@@ -303,6 +304,15 @@
 //   - A parent: the runtime knows none; the interpreter refuses to redrive
 //     a child run (its parent already received its end) and redrives the
 //     parent instead, whose call step starts a new child.
+//
+// A runner that is a WaitSkipper also takes Redrive of an active run
+// whose step is scheduled (waits on a timer or a signal): one commit
+// removes that job, enqueues the next step number with PrepareSkip's
+// payload, moves the step pointer, drops the job's signals/wait entry
+// (only while it names the job) and writes the runner's effects, guarded
+// on the run record, the step pointer and the cancel record as read. A
+// running or due step is refused with ErrNotRedrivable; the signal buffer
+// is left alone, so a later signal to the old key is only buffered.
 //
 // A succeeded or active run, a run whose last state was over
 // queue.MaxKVValueSize (not kept), or one that ended before this version

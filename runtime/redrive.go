@@ -123,7 +123,8 @@ type Redriver interface {
 // termination notification is not handled (Redrive handles a pending one
 // itself, and waits up to 10s for one running elsewhere or waiting for
 // its retry: try again once it is), or one whose last
-// state was not kept. Cost: memory reads, the sealed segment's index and
+// state was not kept. With a runner that is a WaitSkipper, an active run
+// is not refused at once: its waiting step is skipped (skipWaiting). Cost: memory reads, the sealed segment's index and
 // data object for a sealed run, one LIST of the notification queue's
 // waiting jobs per state, and one durable commit.
 func (rt *Runtime) Redrive(ctx context.Context, runID string, arg []byte, record *queue.KVWrite) (SubmitOutcome, error) {
@@ -142,6 +143,13 @@ func (rt *Runtime) Redrive(ctx context.Context, runID string, arg []byte, record
 			return SubmitOutcome{}, err
 		} else if b != nil {
 			return SubmitOutcome{}, fmt.Errorf("redrive run %s: %w: %s", runID, ErrRecordExists, record.Key)
+		}
+	}
+	if ws, ok := rd.(WaitSkipper); ok {
+		if active, err := kvGet(ctx, rt.q, runKey(runID)); err != nil {
+			return SubmitOutcome{}, err
+		} else if active != nil {
+			return rt.skipWaiting(ctx, runID, ws, arg, record)
 		}
 	}
 	ended, err := rt.endedCopy(ctx, runID)

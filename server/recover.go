@@ -52,7 +52,7 @@ func (s *Server) skipRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Step == "" {
-		writeError(w, http.StatusBadRequest, "bad_request", "step", "step names the step to skip: the one the run failed at")
+		writeError(w, http.StatusBadRequest, "bad_request", "step", "step names the step to skip: the one the run ended at or waits at")
 		return
 	}
 	opts := interpreter.RedriveOptions{Skip: req.Step}

@@ -172,3 +172,35 @@ func TestClearSignalOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+func TestSkipAWaitingRunOverHTTP(t *testing.T) {
+	f := newFixture(t)
+	yaml := `tqw: v1
+name: waits
+steps:
+  - id: wait
+    action: wait_signal
+    with: {key: "go-${ run.id }", timeout: 1h}
+  - id: done
+    succeed: "${ steps.wait.output }"
+`
+	if _, err := f.c.Submit(f.ctx, client.SubmitRequest{YAML: yaml, RunID: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState("w1", "waiting")
+	_, err := f.c.Skip(f.ctx, "w1", "done", nil)
+	wantAPIError(t, err, http.StatusConflict, "not_redrivable")
+	if !strings.Contains(err.Error(), `waits at step "wait", not "done"`) {
+		t.Fatalf("skip of a step the run does not wait at: %v", err)
+	}
+	if _, err := f.c.Skip(f.ctx, "w1", "wait", []byte(`"given"`)); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.waitState("w1", "succeeded"); string(r.Result) != `"given"` {
+		t.Fatalf("result after skip %s", r.Result)
+	}
+	h, err := f.c.History(f.ctx, "w1")
+	if err != nil || len(h) != 3 || h[0].Status != "waiting" || h[1].Status != "skipped" {
+		t.Fatalf("history %+v %v", h, err)
+	}
+}

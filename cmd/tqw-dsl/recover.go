@@ -98,15 +98,20 @@ func newSkipCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "skip RUN STEP",
-		Short: "Record the step a failed or cancelled run ended at as done with an output, and continue after it",
+		Short: "Record the step a run ended at, or waits at, as done with an output, and continue after it",
 		Long: `skip continues a run that failed or was cancelled at STEP without running
 STEP again: STEP is recorded as done (history: "skipped") with --output (a
 JSON value, or @FILE; default null) as its output, and the run routes on
 from it as the step would (its set, switch and next), with every other
 step's output and the variables as they were.
 
-A step the run is not at is refused (exit 1), and so is a run retry refuses
-(see 'tqw-dsl retry --help'). Like cancel, it goes to the live writer or
+An active run that waits at STEP (wait_signal, sleep) is skipped the same
+way, at once: its wait ends without a signal, and a signal sent to its key
+later is only buffered.
+
+A step the run is not at is refused (exit 1), and so is an active run whose
+step is running or not waiting, and a run retry refuses (see 'tqw-dsl retry
+--help'). Like cancel, it goes to the live writer or
 opens the store as its writer for the moment it takes.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -336,3 +336,41 @@ func TestRecoverThroughTheInbox(t *testing.T) {
 		t.Fatalf("retry of a succeeded run through the inbox: %s", errOut)
 	}
 }
+
+// skip of a run waiting at a wait_signal step: as the store's writer, and
+// through a worker's inbox; the step is recorded skipped and the run goes
+// on with the given output.
+func TestSkipAWaitingRunThroughTheBinary(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	path := c.writeWorkflow("waits.yaml", `tqw: v1
+name: waits
+steps:
+  - id: wait
+    action: wait_signal
+    with: {key: "go-${ run.id }", timeout: 1h}
+  - id: done
+    succeed: "${ steps.wait.output }"
+`)
+	c.must(exitOK, "submit", path, "--run-id", "w1")
+	c.must(exitOK, "submit", path, "--run-id", "w2")
+	c.must(exitOK, "worker", "--idle-exit")
+	c.awaitState("w1", "waiting")
+	if _, errOut := c.must(exitFailed, "skip", "w1", "done"); !strings.Contains(errOut, `waits at step "wait", not "done"`) {
+		t.Fatalf("skip of a step the run does not wait at: %s", errOut)
+	}
+	c.must(exitOK, "skip", "w1", "wait", "--output", `"given"`)
+	c.must(exitOK, "worker", "--idle-exit")
+	if st := c.awaitState("w1", "succeeded"); string(st.Result) != `"given"` {
+		t.Fatalf("w1: %s", st.Result)
+	}
+	if got := c.outcomesOf("w1"); got != "wait:waiting wait:skipped done:succeeded" {
+		t.Fatalf("history of w1: %s", got)
+	}
+	w := c.start("worker", "--inbox-poll", "200ms")
+	w.waitLine("working")
+	c.must(exitOK, "skip", "w2", "wait", "--output", `"by inbox"`)
+	if st := c.awaitState("w2", "succeeded"); string(st.Result) != `"by inbox"` {
+		t.Fatalf("w2: %s", st.Result)
+	}
+}

@@ -18,7 +18,8 @@
 //
 //   - Enqueue, EnqueueWithKV, EnqueueBatch, Ack, DeadLetter, a nack that
 //     dead-letters or cancels, Cancel, WakeScheduled, RequeueDead,
-//     ApplyEffects and the caller-KV writes are durable when they return.
+//     ApplyEffects, RemoveWaiting and the caller-KV writes are durable
+//     when they return.
 //     A durable call that fails with kv.ErrCommitUncertain was applied (it
 //     is visible) but may not survive a crash; any other error means
 //     nothing changed.
@@ -32,7 +33,8 @@
 //     discards them; AckUnlessCancelled and DeadLetterUnlessCancelled
 //     instead refuse, in the same transaction, and leave the claim to the
 //     caller). ApplyEffects commits effects without a settlement,
-//     guarded by expected caller-KV values.
+//     guarded by expected caller-KV values; RemoveWaiting, guarded the
+//     same way, removes a scheduled job with them (never a claimed one).
 //   - A settlement by a claim that is not the job's current one fails with
 //     ErrClaimLost and changes nothing. Each claim carries a token stored
 //     on the job record; reaping, re-claiming, requeueing at Open and
