@@ -23,7 +23,10 @@ type childResult struct {
 	Message string `msgpack:"m,omitempty"`
 }
 
-func callKey(childID string) string { return "tqw.call:" + childID }
+// callPrefix starts the key a call step waits on for its child's end.
+const callPrefix = "tqw.call:"
+
+func callKey(childID string) string { return callPrefix + childID }
 
 // call runs another workflow as a child run and resumes with its result.
 func (x *exec) call(ctx context.Context, env *dsl.Env) (runtime.StepOutcome, error) {

@@ -143,6 +143,13 @@ type WaitingStep struct {
 	Expected bool
 }
 
+// InternalKey reports whether key is one the interpreter waits on itself
+// (a call's child end, a parallel or map step's doorbell): only its own
+// runs signal it, so no person or hook is asked for it.
+func (v *View) InternalKey(key string) bool {
+	return strings.HasPrefix(key, callPrefix) || strings.HasPrefix(key, doorbellPrefix)
+}
+
 // Waiting returns the step waiting on signal key, or about to (a wait
 // predicted at submission), or nil when none is known.
 func (v *View) Waiting(ctx context.Context, r Reader, key string) (*WaitingStep, error) {

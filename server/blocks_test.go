@@ -45,6 +45,9 @@ func TestRunViewShowsBranches(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+	if run.Waiting != nil {
+		t.Fatalf("the parent waiting at its parallel step asks for a signal: %+v", run.Waiting)
+	}
 	quick, slow := run.Branches[0], run.Branches[1]
 	if quick.Step != "checks" || quick.Branch != "quick" || quick.CurrentStep != "" ||
 		slow.Step != "checks" || slow.Branch != "slow" || slow.CurrentStep != "slow_check" {

@@ -312,7 +312,9 @@ func (s *Server) runDetail(r *http.Request, st runstate.Status) (wire.Run, error
 			run.Branches = s.branches(ctx, pos)
 		}
 	}
-	if st.State == runstate.StateWaiting && st.SignalKey != "" {
+	// A wait on the interpreter's own key (a call's child, a parallel or
+	// map step's branches) asks nobody for a signal.
+	if st.State == runstate.StateWaiting && st.SignalKey != "" && !s.it.InternalKey(st.SignalKey) {
 		ws, err := s.it.Waiting(ctx, s.rt.Queue(), st.SignalKey)
 		if err == nil && ws != nil && ws.RunID == st.RunID {
 			// The form the UI draws keeps the order the file declares.
