@@ -193,29 +193,13 @@ func profileCPU(name string) (func(), error) { return cpuProfile(interpCPUProf, 
 // benchSteps runs loop workflows (c at a time) on the store and reports
 // the interpreter's time per DSL step (StepDurations).
 func benchSteps(ctx context.Context, cfg *config, url string, raw objstore.Store, c int) error {
-	path, cleanup, err := workflowFile("loop.yaml", loopWorkflow)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	w, err := interpreter.Load(path, dsl.Options{})
-	if err != nil {
-		return err
-	}
-	store := counting.New(raw)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	q, err := queue.Open(ctx, store, queue.Options{Logger: quiet, Prefix: fmt.Sprintf("bench-interp-%d", time.Now().UnixNano())})
-	if err != nil {
-		return err
-	}
-	defer q.Close()
 	var mu sync.Mutex
 	var lats Latencies
 	// DSL steps are counted by their end events, which fire once each
 	// step's settlement is durable: one delivery runs many pure steps.
 	var ended atomic.Int64
-	it, err := interpreter.New(q, store, interpreter.Options{Actions: builtin.New(builtin.Options{}), Logger: quiet,
-		Runtime: runtime.Options{Logger: quiet, Concurrency: max(c, 1)},
+	b, err := openBenchInterpreter(ctx, raw, "loop.yaml", loopWorkflow, "bench-interp", interpreter.Options{
+		Runtime: runtime.Options{Concurrency: max(c, 1)},
 		Events: func(e interpreter.Event) {
 			if e.Kind == "end" {
 				ended.Add(1)
@@ -229,29 +213,15 @@ func benchSteps(ctx context.Context, cfg *config, url string, raw objstore.Store
 	if err != nil {
 		return err
 	}
-	rt := it.Runtime()
-	worker := rt.Spawn(ctx)
-	defer func() { _ = worker.Shutdown(context.Background()) }()
+	defer b.close()
+	store := b.store
 
 	m, n, cpu, err := measureSteps(ctx, cfg, stepMeasurement{
 		workload: workloadLoop, url: url, store: store, c: c,
 		steps: ended.Load,
 		run: func(ctx context.Context, n int64) error {
-			id := fmt.Sprintf("loop-%d", n+1)
-			done, unwatch := it.Watch(id)
-			defer unwatch()
-			if _, err := it.Submit(ctx, w, map[string]any{"n": interpLoop}, id); err != nil {
-				return err
-			}
-			select {
-			case o := <-done:
-				if o.Status != runstate.Succeeded {
-					return fmt.Errorf("run %s: %s: %s", id, o.Status, o.Error)
-				}
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+			_, err := b.run(ctx, map[string]any{"n": interpLoop}, fmt.Sprintf("loop-%d", n+1))
+			return err
 		},
 	})
 	if err != nil {
@@ -315,6 +285,69 @@ func benchActions(ctx context.Context, cfg *config, url string, raw objstore.Sto
 	return cfg.emitFor(url, newResult("interpreter-action", c, n, m.secs, &m.lats, m.counts,
 		withCPU(map[string]any{"steps_per_run": noopStepsPerRun,
 			"note": "ops are DSL steps (a custom no-op action each, through the engine); p50/p99 are whole runs"}, cpu)))
+}
+
+// benchInterpreter is an interpreter on a fresh queue of a counting
+// store, its worker running, for the benchmarks that run a workflow.
+type benchInterpreter struct {
+	w     *interpreter.Workflow
+	store *counting.Store
+	it    *interpreter.Interpreter
+	close func()
+}
+
+// openBenchInterpreter loads src (as file name) and opens an interpreter
+// with opts on raw under a new queue prefix; quiet logs and the built-in
+// actions unless opts names others.
+func openBenchInterpreter(ctx context.Context, raw objstore.Store, name, src, prefix string, opts interpreter.Options) (*benchInterpreter, error) {
+	path, cleanup, err := workflowFile(name, src)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	w, err := interpreter.Load(path, dsl.Options{})
+	if err != nil {
+		return nil, err
+	}
+	store := counting.New(raw)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	q, err := queue.Open(ctx, store, queue.Options{Logger: quiet, Prefix: fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())})
+	if err != nil {
+		return nil, err
+	}
+	if opts.Actions == nil {
+		opts.Actions = builtin.New(builtin.Options{})
+	}
+	opts.Logger, opts.Runtime.Logger = quiet, quiet
+	it, err := interpreter.New(q, store, opts)
+	if err != nil {
+		q.Close()
+		return nil, err
+	}
+	worker := it.Runtime().Spawn(ctx)
+	return &benchInterpreter{w: w, store: store, it: it, close: func() {
+		_ = worker.Shutdown(context.Background())
+		q.Close()
+	}}, nil
+}
+
+// run submits the workflow with input as run id and waits for its end:
+// an error unless it succeeded.
+func (b *benchInterpreter) run(ctx context.Context, input any, id string) (*runstate.Outcome, error) {
+	done, unwatch := b.it.Watch(id)
+	defer unwatch()
+	if _, err := b.it.Submit(ctx, b.w, input, id); err != nil {
+		return nil, err
+	}
+	select {
+	case o := <-done:
+		if o.Status != runstate.Succeeded {
+			return o, fmt.Errorf("run %s: %s: %s", id, o.Status, o.Error)
+		}
+		return o, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // workflowFile writes src as name in a new temporary folder, for Load;

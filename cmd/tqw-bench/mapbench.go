@@ -4,18 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"time"
 
-	"github.com/tqw-dsl/tqw/actions/builtin"
-	"github.com/tqw-dsl/tqw/dsl"
 	"github.com/tqw-dsl/tqw/interpreter"
 	"github.com/tqw-dsl/tqw/runtime"
-	"github.com/tqw-dsl/tqw/runtime/runstate"
 	"github.com/tqw-dsl/tqw/runtime/store/objstore"
-	"github.com/tqw-dsl/tqw/runtime/store/objstore/counting"
-	"github.com/tqw-dsl/tqw/runtime/store/queue"
 )
 
 var (
@@ -55,31 +48,15 @@ steps:
 `
 
 func benchMap(ctx context.Context, cfg *config, url string, raw objstore.Store) error {
-	path, cleanup, err := workflowFile("map.yaml", fmt.Sprintf(mapWorkflow, mapConcurrency))
+	// Sealing as the engine and the CLI run by default: a finished item
+	// run leaves the KV for its sealed segment.
+	b, err := openBenchInterpreter(ctx, raw, "map.yaml", fmt.Sprintf(mapWorkflow, mapConcurrency), "bench-map", interpreter.Options{
+		Runtime: runtime.Options{Concurrency: max(mapConcurrency, 8), Sealing: &runtime.SealOptions{}}})
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	w, err := interpreter.Load(path, dsl.Options{})
-	if err != nil {
-		return err
-	}
-	store := counting.New(raw)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	q, err := queue.Open(ctx, store, queue.Options{Logger: quiet, Prefix: fmt.Sprintf("bench-map-%d", time.Now().UnixNano())})
-	if err != nil {
-		return err
-	}
-	defer q.Close()
-	it, err := interpreter.New(q, store, interpreter.Options{Actions: builtin.New(builtin.Options{}), Logger: quiet,
-		// Sealing as the engine and the CLI run by default: a finished
-		// item run leaves the KV for its sealed segment.
-		Runtime: runtime.Options{Logger: quiet, Concurrency: max(mapConcurrency, 8), Sealing: &runtime.SealOptions{}}})
-	if err != nil {
-		return err
-	}
-	worker := it.Runtime().Spawn(ctx)
-	defer func() { _ = worker.Shutdown(context.Background()) }()
+	defer b.close()
+	store := b.store
 
 	items := make([]any, mapItems)
 	for i := range items {
@@ -87,21 +64,12 @@ func benchMap(ctx context.Context, cfg *config, url string, raw objstore.Store) 
 	}
 	before := store.Counts()
 	start := time.Now()
-	done, unwatch := it.Watch("map-1")
-	defer unwatch()
-	if _, err := it.Submit(ctx, w, map[string]any{"items": items}, "map-1"); err != nil {
-		return err
+	o, err := b.run(ctx, map[string]any{"items": items}, "map-1")
+	if err != nil {
+		return fmt.Errorf("map %w", err)
 	}
-	select {
-	case o := <-done:
-		if o.Status != runstate.Succeeded {
-			return fmt.Errorf("map run: %s: %s", o.Status, o.Error)
-		}
-		if want := fmt.Sprintf(`{"done":%d,"total":%d}`, mapItems, mapItems); string(o.Result) != want {
-			return fmt.Errorf("map run: result %s; want %s", o.Result, want)
-		}
-	case <-ctx.Done():
-		return ctx.Err()
+	if want := fmt.Sprintf(`{"done":%d,"total":%d}`, mapItems, mapItems); string(o.Result) != want {
+		return fmt.Errorf("map run: result %s; want %s", o.Result, want)
 	}
 	took := time.Since(start)
 	if err := heapProfile(mapMemProf, fmt.Sprint(mapItems)); err != nil {
