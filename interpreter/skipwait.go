@@ -10,6 +10,13 @@ import (
 
 var _ runtime.WaitSkipper = (*Interpreter)(nil)
 
+// SkipsWait implements runtime.WaitSkipper: arg asks to skip a step
+// (Skip set, no new definition), not to continue an ended run.
+func (it *Interpreter) SkipsWait(argBytes []byte) bool {
+	var a redriveArg
+	return len(argBytes) > 0 && decodeMsgpack(argBytes, &a) == nil && a.Skip != "" && a.Def == ""
+}
+
 // PrepareSkip implements runtime.WaitSkipper: a redrive with Skip of a
 // run that waits at a sleep or wait_signal step. The step must be the
 // one named; it is replaced by the same step with its wait cleared and

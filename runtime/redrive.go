@@ -145,7 +145,7 @@ func (rt *Runtime) Redrive(ctx context.Context, runID string, arg []byte, record
 			return SubmitOutcome{}, fmt.Errorf("redrive run %s: %w: %s", runID, ErrRecordExists, record.Key)
 		}
 	}
-	if ws, ok := rd.(WaitSkipper); ok {
+	if ws, ok := rd.(WaitSkipper); ok && ws.SkipsWait(arg) {
 		if active, err := kvGet(ctx, rt.q, runKey(runID)); err != nil {
 			return SubmitOutcome{}, err
 		} else if active != nil {

@@ -9,11 +9,13 @@ import (
 )
 
 // WaitSkipper is a Redriver that also skips the step an active run waits
-// at (a timer, a signal; Redrive of an active run): PrepareSkip turns the
-// waiting step's payload into the input of the step that replaces it,
-// with arg Redrive's, staging in eff what goes with it, or refuses with
-// an error (ErrNotRedrivable for an arg that asks for no skip).
+// at (a timer, a signal; Redrive of an active run with an arg SkipsWait
+// accepts): PrepareSkip turns the waiting step's payload into the input
+// of the step that replaces it, with arg Redrive's, staging in eff what
+// goes with it, or refuses with an error. Redrive of an active run with
+// any other arg is refused as a redrive: the run has not ended.
 type WaitSkipper interface {
+	SkipsWait(arg []byte) bool
 	PrepareSkip(ctx context.Context, runID string, payload, arg []byte, eff *Effects) ([]byte, error)
 }
 

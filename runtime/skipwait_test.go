@@ -35,6 +35,8 @@ func (waitSkipper) PrepareRedrive(context.Context, *RedriveSpec, []byte) error {
 	return ErrNotRedrivable
 }
 
+func (waitSkipper) SkipsWait(arg []byte) bool { return string(arg) != "retry" }
+
 func (waitSkipper) PrepareSkip(_ context.Context, runID string, payload, arg []byte, eff *Effects) ([]byte, error) {
 	if string(arg) == "refuse" {
 		return nil, ErrNotRedrivable
@@ -53,6 +55,9 @@ func TestSkipAWaitingStep(t *testing.T) {
 	<-w.entered
 	if _, err := e.rt.Redrive(e.ctx, "r1", nil, nil); !errors.Is(err, ErrNotRedrivable) || !strings.Contains(err.Error(), "is running") {
 		t.Fatalf("a skip while the step runs: %v", err)
+	}
+	if _, err := e.rt.Redrive(e.ctx, "r1", []byte("retry"), nil); !errors.Is(err, ErrNotRedrivable) || !strings.Contains(err.Error(), "only a failed or cancelled run can be redriven") {
+		t.Fatalf("a plain redrive of an active run: %v; want it refused as a redrive, not as a skip", err)
 	}
 	close(w.release)
 	var waiting *stepPointer
